@@ -1,0 +1,21 @@
+"""numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
+
+from .convert import cast, decode, encode
+from .formats import (
+    BF16, E8M0FNU, FP4_E2M1FN, FP6_E2M3FN, FP6_E3M2FN, FP8_E4M3B11FNUZ, FP8_E4M3FN, FP8_E4M3FNUZ,
+    FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, INT4, INT8, INT16, INT32, INT64, TF32, UINT4, UINT8,
+    UINT16, UINT32, UINT64, AnyFormat, Format, IntFormat, format_of, register, registry,
+)
+from .interop import as_native
+from .rounding import Flags, NanTo, Overflow, Policy, Rounding
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "cast", "decode", "encode", "as_native",
+    "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
+    "Rounding", "Overflow", "NanTo", "Flags", "Policy",
+    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
+    "FP8_E5M2FNUZ", "FP8_E4M3B11FNUZ", "FP6_E3M2FN", "FP6_E2M3FN", "FP4_E2M1FN", "E8M0FNU",
+    "INT4", "UINT4", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
+]

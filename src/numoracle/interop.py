@@ -1,0 +1,93 @@
+"""numpy / ml_dtypes / torch dtypes <-> numoracle formats. torch is imported only when asked."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from .formats import TF32, AnyFormat, Format, format_of
+
+__all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch"]
+
+_ML_NAMES = {
+    "bf16": "bfloat16",
+    "fp8_e4m3fn": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
+    "fp8_e4m3fnuz": "float8_e4m3fnuz",
+    "fp8_e5m2fnuz": "float8_e5m2fnuz",
+    "fp8_e4m3b11fnuz": "float8_e4m3b11fnuz",
+    "fp6_e3m2fn": "float6_e3m2fn",
+    "fp6_e2m3fn": "float6_e2m3fn",
+    "fp4_e2m1fn": "float4_e2m1fn",
+    "e8m0fnu": "float8_e8m0fnu",
+}
+_NP_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}
+_TORCH_NAMES = {
+    "float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8_e4m3fn", "float8_e5m2": "fp8_e5m2", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+    "float8_e5m2fnuz": "fp8_e5m2fnuz", "float8_e8m0fnu": "e8m0fnu", "int8": "int8", "uint8": "uint8",
+    "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32", "int64": "int64",
+    "uint64": "uint64",
+}
+
+
+def is_torch(x: Any) -> bool:
+    return "torch" in sys.modules and type(x).__module__.startswith("torch")
+
+
+def torch_dtype_format(dt: Any) -> AnyFormat | None:
+    """Format of a torch dtype (``torch.float16`` -> FP16), or None."""
+    name = str(dt).removeprefix("torch.")
+    key = _TORCH_NAMES.get(name)
+    return format_of(key) if key else None
+
+
+def native_dtype(fmt: AnyFormat) -> np.dtype | None:
+    """The numpy or ml_dtypes dtype holding values of ``fmt`` (None when there is none)."""
+    if fmt.is_integer:
+        return np.dtype(fmt.name) if fmt.bits in (8, 16, 32, 64) else None
+    if fmt.name in _NP_NAMES:
+        return np.dtype(_NP_NAMES[fmt.name])
+    if fmt.name in _ML_NAMES:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, _ML_NAMES[fmt.name]))
+    return None
+
+
+def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
+    """A native array (numpy, ml_dtypes, torch, Python scalars/lists) -> (codes, its format)."""
+    if is_torch(x):
+        import torch
+
+        fmt = torch_dtype_format(x.dtype)
+        if fmt is None:
+            raise TypeError(f"torch dtype {x.dtype} has no numoracle format")
+        t = x.detach().cpu().contiguous()
+        if fmt.is_integer:
+            return t.numpy().view(fmt.code_dtype), fmt
+        ibits = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[t.element_size() * 8]
+        return t.view(ibits).numpy().view(fmt.code_dtype), fmt
+    a = np.asarray(x)
+    if a.dtype == np.bool_ or a.dtype.kind in "OUSVc":
+        raise TypeError(f"cannot convert an array of dtype {a.dtype}; give a numeric array "
+                        "(or codes with src=FORMAT)")
+    fmt = format_of(a.dtype)
+    if isinstance(fmt, Format) and fmt.name in ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn"):
+        codes = a.view(np.uint8) & np.uint8((1 << fmt.bits) - 1)
+        return codes, fmt
+    return a.view(fmt.code_dtype), fmt
+
+
+def as_native(codes: Any, fmt: Any) -> np.ndarray:
+    """Codes of ``fmt`` as a numpy / ml_dtypes array (TF32 in its float32 container)."""
+    fmt = format_of(fmt)
+    c = np.asarray(codes)
+    if fmt == TF32:
+        return (c.astype(np.uint32) << np.uint32(13)).view(np.float32)
+    dt = native_dtype(fmt)
+    if dt is None:
+        raise ValueError(f"{fmt.name} has no numpy or ml_dtypes dtype; use decode() for its exact values")
+    return c.astype(fmt.code_dtype, copy=False).view(dt)

@@ -1,0 +1,191 @@
+"""Rounding modes and overflow / NaN policies (enums that accept short string aliases).
+
+Every function that takes a policy accepts the enum member or its string
+(``"rne"``, ``"saturate"`` ...); a typo raises with the valid choices listed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass
+
+from .formats import AnyFormat
+
+__all__ = ["Rounding", "Overflow", "NanTo", "Flags", "Policy", "resolve_policy"]
+
+
+class _Choice(str, enum.Enum):
+    """A str enum whose ``of`` accepts members, values and long names, and explains typos."""
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {}
+
+    @classmethod
+    def of(cls, x: object) -> _Choice:
+        if isinstance(x, cls):
+            return x
+        if isinstance(x, str):
+            k = x.strip().lower().replace("-", "_")
+            for m in cls:
+                if k in (m.value, m.name.lower()):
+                    return m
+            alias = cls._aliases().get(k)
+            if alias is not None:
+                return cls(alias)
+            valid = [m.value for m in cls]
+            close = difflib.get_close_matches(k, valid + [m.name.lower() for m in cls], n=2, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown {cls._label()} {x!r}{hint}; valid: {', '.join(valid)}")
+        raise TypeError(f"{cls._label()} must be a string or {cls.__name__}, got {type(x).__name__}")
+
+    @classmethod
+    def _label(cls) -> str:
+        return cls.__name__.lower()
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Rounding(_Choice):
+    """How an inexact value picks one of its two neighbours."""
+
+    NEAREST_EVEN = "rne"
+    NEAREST_AWAY = "rna"
+    TOWARD_ZERO = "rtz"
+    UP = "ru"
+    DOWN = "rd"
+    TO_ODD = "rto"
+    STOCHASTIC = "sr"
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {
+            "rn": "rne", "nearest": "rne", "round_nearest_even": "rne", "trunc": "rtz", "rz": "rtz",
+            "truncate": "rtz", "ceil": "ru", "floor": "rd", "odd": "rto", "ro": "rto", "rs": "sr",
+            "rnd": "rd", "rup": "ru",
+        }
+
+    @classmethod
+    def _label(cls) -> str:
+        return "rounding mode"
+
+    @property
+    def is_nearest(self) -> bool:
+        return self in (Rounding.NEAREST_EVEN, Rounding.NEAREST_AWAY)
+
+    @property
+    def is_monotone(self) -> bool:
+        return self is not Rounding.STOCHASTIC
+
+
+class Overflow(_Choice):
+    """What a value beyond the largest finite one becomes (decided after rounding)."""
+
+    IEEE = "ieee"
+    SATURATE = "saturate"
+    NAN = "nan"
+    WRAP = "wrap"
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {"sat": "saturate", "satfinite": "saturate", "inf": "ieee", "clamp": "saturate", "modular": "wrap"}
+
+    @classmethod
+    def _label(cls) -> str:
+        return "overflow policy"
+
+
+class NanTo(_Choice):
+    """What NaN becomes in a format that has no NaN (integers, FP6, FP4)."""
+
+    MAX = "max"
+    ZERO = "zero"
+    MIN = "min"
+    RAISE = "raise"
+
+    @classmethod
+    def _label(cls) -> str:
+        return "nan_to policy"
+
+
+class Flags(enum.IntFlag):
+    """IEEE-style exception flags, returned per element (never global state)."""
+
+    NONE = 0
+    INEXACT = 1
+    UNDERFLOW = 2
+    OVERFLOW = 4
+    INVALID = 8
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A complete, validated conversion policy for one destination format."""
+
+    rounding: Rounding
+    overflow: Overflow
+    nan_to: NanTo | None
+    ftz: bool = False
+    daz: bool = False
+    sr_bits: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.rounding.value, f"overflow={self.overflow.value}"]
+        if self.nan_to is not None:
+            parts.append(f"nan_to={self.nan_to.value}")
+        if self.ftz:
+            parts.append("ftz")
+        if self.daz:
+            parts.append("daz")
+        if self.sr_bits is not None:
+            parts.append(f"sr_bits={self.sr_bits}")
+        return ", ".join(parts)
+
+
+def default_overflow(dst: AnyFormat) -> Overflow:
+    """IEEE formats: ieee; FN/FNUZ (and E8M0): nan; formats without NaN (FP6/FP4) and integers: saturate."""
+    if dst.is_integer or not dst.has_nan:
+        return Overflow.SATURATE
+    return Overflow.IEEE if dst.has_inf else Overflow.NAN
+
+
+def resolve_policy(
+    dst: AnyFormat,
+    rounding: object = "rne",
+    overflow: object = None,
+    nan_to: object = None,
+    ftz: bool = False,
+    daz: bool = False,
+    sr_bits: int | None = None,
+) -> Policy:
+    """Validate a policy against its destination; fill in the destination's defaults."""
+    r = Rounding.of(rounding)
+    o = default_overflow(dst) if overflow is None else Overflow.of(overflow)
+    if o is Overflow.WRAP and not dst.is_integer:
+        raise ValueError(f"overflow='wrap' applies to integer destinations only, not {dst.name}; "
+                         "use 'saturate' or the default")
+    if o is Overflow.IEEE and not dst.has_inf:
+        raise ValueError(f"overflow='ieee' needs infinities, which {dst.name} lacks; use "
+                         f"{'nan' if dst.has_nan else 'saturate'!r} or 'saturate'")
+    if o is Overflow.NAN and not dst.has_nan:
+        raise ValueError(f"overflow='nan' needs a NaN, which {dst.name} lacks; use 'saturate'")
+    if o is Overflow.NAN and dst.has_inf:
+        raise ValueError(f"overflow='nan' is for formats without infinities; {dst.name} has them: use 'ieee'")
+    n = None
+    if dst.is_integer or not dst.has_nan:
+        n = NanTo.of(nan_to) if nan_to is not None else (NanTo.ZERO if dst.is_integer else NanTo.MAX)
+    elif nan_to is not None:
+        raise ValueError(f"nan_to applies to formats without NaN; {dst.name} has a NaN (NaN stays NaN)")
+    if (ftz or daz) and dst.is_integer and ftz:
+        raise ValueError("ftz applies to floating destinations only")
+    if r is Rounding.STOCHASTIC:
+        if sr_bits is None:
+            raise ValueError("rounding='sr' needs sr_bits (how many random bits each element gets) "
+                             "and random_bits (an array of them), so the result is reproducible")
+        if not isinstance(sr_bits, int) or not 1 <= sr_bits <= 32:
+            raise ValueError(f"sr_bits must be an int in 1..32, got {sr_bits!r}")
+    elif sr_bits is not None:
+        raise ValueError(f"sr_bits is only used with rounding='sr', not {r.value!r}")
+    return Policy(r, o, n, bool(ftz), bool(daz), sr_bits)
