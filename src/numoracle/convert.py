@@ -84,7 +84,7 @@ def cast(
         rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
     elif random_bits is not None:
         raise ValueError(f"random_bits are only used with rounding='sr', not {pol.rounding.value!r}")
-    W = word_bits(src_fmt, dst)
+    W = word_bits(src_fmt, dst, pol.sr_bits)
     shape = codes.shape
     flat = codes.ravel()
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
