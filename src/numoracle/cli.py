@@ -12,13 +12,14 @@ import json
 import math
 import re
 import sys
+from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from .convert import cast, decode, encode
+from .convert import cast, decode
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from .rounding import Flags, Rounding, resolve_policy
 from .tables import write_tables
@@ -125,17 +126,22 @@ def _show_value(v: Fraction | float, fmt: AnyFormat | None = None, code: int | N
 
 
 def _code_of(fmt: AnyFormat, x: Fraction | float) -> int:
-    """The code of a value ``fmt`` represents exactly; ValueError when it does not."""
-    if fmt.is_integer:
-        if not isinstance(x, Fraction) or x.denominator != 1 or not -(2**63) <= x < 2**64:
-            raise ValueError(f"{x} is not an integer of {fmt.name}")
-        arr = np.array([int(x)], dtype=np.uint64 if x >= 2**63 else np.int64)
-    else:
-        f = float(x)
-        if isinstance(x, Fraction) and Fraction(f) != x:
+    """The code of a value ``fmt`` represents exactly (inf and nan included); ValueError otherwise."""
+    if isinstance(x, Fraction) and (x.denominator != 1 or not -(2**63) <= x < 2**64):
+        f = float(x)  # OverflowError past FP64's range
+        if Fraction(f) != x:
             raise ValueError(f"{x} is not exact in FP64")
-        arr = np.array([f], dtype=np.float64)
-    return int(encode(arr, fmt)[0])
+        arr = np.array([f], np.float64)
+    elif isinstance(x, Fraction):
+        arr = np.array([int(x)], np.uint64 if x >= 2**63 else np.int64)
+    else:
+        arr = np.array([x], np.float64)
+    code = int(cast(arr, fmt)[0])
+    v = _value_of(code, fmt)
+    same = v == x or (isinstance(v, float) and math.isnan(v) and isinstance(x, float) and math.isnan(x))
+    if not same:
+        raise ValueError(f"{x} is not a value of {fmt.name}")
+    return code
 
 
 def _flag_names(f: int) -> list[str]:
@@ -207,14 +213,26 @@ def _rto_fp64(x: Fraction) -> float:
     return f if _fp64_code(abs(f)) & 1 else g
 
 
-def _source(args: argparse.Namespace, dst: AnyFormat) -> tuple[int, AnyFormat, Fraction | float, list[str]]:
-    """(code, source format, exact input value, notes) for VALUE and --from."""
-    text, notes = args.value, []
+@dataclass
+class _Input:
+    """What ``cast`` converts: ``code`` of ``src``, standing for the exact input ``value``."""
+
+    code: int
+    src: AnyFormat
+    value: Fraction | float  # exact input (float only for inf / nan)
+    proxy: bool = False  # code is a round-to-odd stand-in that rounds exactly as value does
+    rounded: bool = False  # code is value rounded to FP64: results are those of the FP64 value
+    notes: list[str] = field(default_factory=list)
+
+
+def _source(args: argparse.Namespace, dst: AnyFormat) -> _Input:
+    """The source code and format standing for VALUE (with --from: a code or a value of that format)."""
+    text = args.value.strip()
     if args.src is not None:
         src = format_of(args.src)
         if _is_code_literal(text):
             try:
-                code = int(text.strip(), 0)
+                code = int(text, 0)
             except ValueError:
                 raise CliError(f"cannot parse code {text!r}") from None
             if not 0 <= code < 1 << src.bits:
@@ -227,31 +245,30 @@ def _source(args: argparse.Namespace, dst: AnyFormat) -> tuple[int, AnyFormat, F
             except (ValueError, OverflowError):
                 raise CliError(f"{text} is not a value of {src.name}; give one it represents exactly, "
                                f"or a code (0x...), or leave out --from to round {text} itself") from None
-        return code, src, _value_of(code, src), notes
+        return _Input(code, src, _value_of(code, src))
     v, neg = _parse_value(text)
     if isinstance(v, float):
-        return _fp64_code(v), FP64, v, notes
+        return _Input(_fp64_code(v), FP64, v)
     if v == 0:
-        return _fp64_code(-0.0 if neg else 0.0), FP64, v, notes
+        return _Input(_fp64_code(-0.0 if neg else 0.0), FP64, v)
     try:
         f = float(v)
     except OverflowError:
-        f = math.inf
+        f = math.copysign(math.inf, v)
     if math.isfinite(f) and Fraction(f) == v:
-        return _fp64_code(f), FP64, v, notes
+        return _Input(_fp64_code(f), FP64, v)
     if v.denominator == 1 and -(2**63) <= v < 2**64:
-        src = INT64 if v < 2**63 else UINT64
-        return int(v) & (2**64 - 1), src, v, notes
+        return _Input(int(v) & (2**64 - 1), INT64 if v < 2**63 else UINT64, v)
     if _rto_proxy_ok(dst, v):
         p = _rto_fp64(v)
-        notes.append(f"{text} is not exact in FP64; it was cast through its FP64 round-to-odd neighbour "
-                     f"{p!r} ({_hex(_fp64_code(p), FP64)}), which rounds to {dst.name} exactly as {text} "
-                     "does (same result and flags, for every mode)")
-        return _fp64_code(p), FP64, v, notes
-    notes.append(f"{text} is not exact in FP64 and {dst.name} is too wide for an exact proxy: it was rounded "
-                 f"to FP64 first ({f!r}), so the result is that of {f!r} and may differ from {text}'s "
-                 "(double rounding)")
-    return _fp64_code(f), FP64, Fraction(f) if math.isfinite(f) else f, notes
+        note = (f"{text} is not exact in FP64; it is cast through its FP64 round-to-odd neighbour {p!r} "
+                f"({_hex(_fp64_code(p), FP64)}), which rounds to {dst.name} exactly as {text} does "
+                "(same result, flags and neighbours in every mode)")
+        return _Input(_fp64_code(p), FP64, v, proxy=True, notes=[note])
+    note = (f"{text} is not exact in FP64 and no exact stand-in exists for {dst.name}: it was rounded to "
+            f"FP64 first ({f!r}); the result, flags and neighbours are those of {f!r} and may differ "
+            f"from {text}'s (double rounding)")
+    return _Input(_fp64_code(f), FP64, v, rounded=True, notes=[note])
 
 
 # ---- subcommands ---------------------------------------------------------------------------
@@ -346,15 +363,13 @@ def _cmd_info(args: argparse.Namespace) -> str:
     return _table(_info_rows(format_of(args.format)))
 
 
-def _neighbour(code: int, src: AnyFormat, dst: AnyFormat, mode: str, daz: bool,
-               x: Fraction | float) -> dict[str, str] | None:
-    """The representable value on one side of x (``rd``: below, ``ru``: above), or None."""
-    c = int(cast(np.array([code], np.uint64), dst, src=src, rounding=mode, daz=daz)[0])
+def _neighbour(inp: _Input, dst: AnyFormat, mode: str, daz: bool) -> dict[str, str] | None:
+    """The representable value next to the input on one side (``rd``: below, ``ru``: above), or None."""
+    c = int(cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=mode, daz=daz)[0])
     v = _value_of(c, dst)
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if (mode == "rd" and v > x) or (mode == "ru" and v < x):
-        return None  # x is beyond the range on that side (overflow saturated, or E8M0's floor)
+    x = _value_of(inp.code, inp.src) if inp.rounded else inp.value
+    if isinstance(v, float) and math.isnan(v) or (mode == "rd" and v > x) or (mode == "ru" and v < x):
+        return None  # nothing on that side: beyond max finite (saturated or NaN), or below E8M0's least
     return {"code": _hex(c, dst), "value": _show_value(v, dst, c)}
 
 
@@ -364,44 +379,43 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         raise CliError("rounding 'sr' needs random bits per element; use numoracle.cast(x, dst, "
                        "rounding='sr', sr_bits=..., random_bits=...) from Python")
     pol = resolve_policy(dst, args.rounding, args.overflow, args.nan_to, args.ftz, args.daz)
-    code, src, x, notes = _source(args, dst)
-    out, fl = cast(np.array([code], np.uint64), dst, src=src, rounding=pol.rounding, overflow=pol.overflow,
-                   nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, flags=True)
+    inp = _source(args, dst)
+    out, fl = cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=pol.rounding,
+                   overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, flags=True)
     c, flags = int(out[0]), int(fl[0])
     res = _value_of(c, dst)
-    xnan = isinstance(x, float) and math.isnan(x)
-    below = None if xnan else _neighbour(code, src, dst, "rd", pol.daz, x)
-    above = None if xnan else _neighbour(code, src, dst, "ru", pol.daz, x)
+    xnan = isinstance(inp.value, float) and math.isnan(inp.value)
+    below = None if xnan else _neighbour(inp, dst, "rd", pol.daz)
+    above = None if xnan else _neighbour(inp, dst, "ru", pol.daz)
+    how = "round-to-odd stand-in" if inp.proxy else "rounded to fp64" if inp.rounded else "exact"
     info: dict[str, Any] = {
-        "input": args.value,
-        "value": _show_value(x, src, code),
-        "source": {"format": src.name, "code": _hex(code, src)},
+        "input": args.value.strip(),
+        "value": _show_value(inp.value, inp.src, None if (inp.proxy or inp.rounded) else inp.code),
+        "source": {"format": inp.src.name, "code": _hex(inp.code, inp.src), "how": how},
         "dst": dst.name,
         "policy": {"rounding": pol.rounding.value, "overflow": pol.overflow.value,
                    "nan_to": pol.nan_to.value if pol.nan_to else None, "ftz": pol.ftz, "daz": pol.daz},
         "code": _hex(c, dst),
         "result": _show_value(res, dst, c),
         "flags": _flag_names(flags),
-        "exact": below is not None and below == above,
+        "exact": not xnan and res == inp.value,
         "below": below,
         "above": above,
-        "notes": notes,
+        "notes": inp.notes,
     }
     if args.json:
         return json.dumps(info, indent=2)
-    side = {None: "none (beyond the range on this side)"}
+    none = "none (NaN)" if xnan else "none (no value of the format on this side)"
     rows = [
         ["code", info["code"]],
         ["value", info["result"]],
         ["flags", "|".join(info["flags"]) or "none"],
-        ["below", f"{below['code']}  {below['value']}" if below else side[None]],
-        ["above", f"{above['code']}  {above['value']}" if above else side[None]],
-        ["input", f"{info['value']} = {src.name} {info['source']['code']}"],
+        ["below", f"{below['code']}  {below['value']}" if below else none],
+        ["above", f"{above['code']}  {above['value']}" if above else none],
+        ["input", f"{info['value']}  as {inp.src.name} {info['source']['code']} ({how})"],
     ]
-    if xnan:
-        rows[3][1] = rows[4][1] = "none (NaN)"
-    head = f"{args.value} -> {dst.name}  ({pol})" + ("  [exactly representable]" if info["exact"] else "")
-    return "\n".join([head, _table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in notes]])
+    head = f"{info['input']} -> {dst.name}  ({pol})" + ("  [exactly representable]" if info["exact"] else "")
+    return "\n".join([head, _table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in inp.notes]])
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
@@ -441,8 +455,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_NEG_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse takes "-1e9" or "-inf" for an option; a leading space makes it a value (stripped later)
+    argv = [f" {a}" if _NEG_VALUE.match(a) else a for a in argv]
     try:
         args = _parser().parse_args(argv)
         text = args.run(args)

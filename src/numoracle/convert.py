@@ -8,21 +8,21 @@ import numpy as np
 
 from .formats import FP64, INT64, UINT64, AnyFormat, format_of
 from .interop import to_codes
-from .rounding import Flags, Rounding, resolve_policy
+from .rounding import Flags, Policy, Rounding, resolve_policy
 from .softfloat import round_pack, unpack, word_bits
 
-__all__ = ["cast", "decode", "encode", "CHUNK"]
+__all__ = ["cast", "cast_codes", "decode", "encode", "CHUNK"]
 
 CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
-def _check_codes(x: Any, src: AnyFormat) -> np.ndarray:
+def _check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
     a = np.asarray(x)
-    if a.dtype.kind == "f" or a.dtype.kind == "c" or (a.dtype.kind == "V" and a.dtype.itemsize) or a.dtype.kind in "OUS":
+    if a.dtype.kind in "fcVOUS":
+        fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
         raise TypeError(
             f"with src={src.name}, x must hold integer codes (bit patterns) of {src.name}, but it has "
-            f"dtype {a.dtype}; pass the values without src= (their dtype names the format), or view "
-            "them as unsigned integers"
+            f"dtype {a.dtype}; {fix}"
         )
     if a.dtype.kind not in "iub":
         # ml_dtypes arrays report kind 'V' for some types; any non-integer is refused above or here
@@ -84,15 +84,22 @@ def cast(
         rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
     elif random_bits is not None:
         raise ValueError(f"random_bits are only used with rounding='sr', not {pol.rounding.value!r}")
-    W = word_bits(src_fmt, dst, pol.sr_bits)
+    return cast_codes(codes, src_fmt, dst, pol, rand, flags)
+
+
+def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rand: np.ndarray | None = None,
+               flags: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``cast`` for callers that already hold valid codes and a resolved Policy (no checks)."""
+    W = word_bits(src, dst, pol.sr_bits)
+    codes = np.asarray(codes)
     shape = codes.shape
-    flat = codes.ravel()
+    flat = codes.ravel().astype(src.code_dtype, copy=False)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size, np.uint8) if flags else None
     rflat = rand.ravel() if rand is not None else None
     for lo in range(0, flat.size, CHUNK):
         hi = min(lo + CHUNK, flat.size)
-        u = unpack(flat[lo:hi], src_fmt, W, daz=pol.daz)
+        u = unpack(flat[lo:hi], src, W, daz=pol.daz)
         c, f = round_pack(u, dst, pol, None if rflat is None else rflat[lo:hi], flags)
         out[lo:hi] = c
         if fl is not None:
@@ -106,7 +113,8 @@ def cast(
 def decode(codes: Any, fmt: Any) -> np.ndarray:
     """Exact values of codes: float64 for float formats, int64/uint64 for integers."""
     fmt = format_of(fmt)
-    c = _check_codes(codes, fmt)
+    c = _check_codes(codes, fmt, hint="decode() takes codes; for values already in a native dtype use "
+                     "np.asarray(values, np.float64), or get codes with cast()/encode()")
     if fmt.is_integer:
         if fmt.signed:
             v = c.astype(np.int64)
@@ -126,13 +134,10 @@ def encode(values: Any, fmt: Any) -> np.ndarray:
     else:
         codes, src = np.asarray(v, np.float64).view(np.uint64), FP64
     nan_to = "zero" if (fmt.is_integer or not fmt.has_nan) else None
-    overflow = "saturate"
-    out, fl = cast(codes, fmt, src=src, overflow=overflow, nan_to=nan_to, flags=True)
+    out, fl = cast(codes, fmt, src=src, nan_to=nan_to, flags=True)
     bad = (fl & (Flags.INEXACT | Flags.OVERFLOW | Flags.INVALID)) != 0
     if src is FP64 and not fmt.has_inf:
         bad |= np.isinf(v.astype(np.float64))
-    if src is FP64 and not fmt.has_nan:
-        bad |= np.isnan(v.astype(np.float64))
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
         raise ValueError(f"{v.ravel()[i]!r} (element {i}) is not representable in {fmt.name}; "

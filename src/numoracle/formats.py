@@ -73,7 +73,7 @@ def _code_dtype_name(bits: int) -> str:
 class Format:
     """A binary floating-point format (frozen; compare and hash by fields)."""
 
-    name: str
+    name: str = field(compare=False)
     exp_bits: int
     man_bits: int
     bias: int
@@ -463,6 +463,8 @@ def format_of(x: Any) -> AnyFormat:
     if mod.startswith("torch"):
         from .interop import torch_dtype_format
 
+        if hasattr(x, "dtype") and not isinstance(x, type):
+            x = x.dtype  # a tensor: its dtype names the format
         fmt = torch_dtype_format(x)
         if fmt is not None:
             return fmt

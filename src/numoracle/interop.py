@@ -71,7 +71,7 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
         ibits = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[t.element_size() * 8]
         return t.view(ibits).numpy().view(fmt.code_dtype), fmt
     a = np.asarray(x)
-    if a.dtype == np.bool_ or a.dtype.kind in "OUSVc":
+    if a.dtype == np.bool_ or a.dtype.kind in "OUSc" or (a.dtype.kind == "V" and a.dtype.names is not None):
         raise TypeError(f"cannot convert an array of dtype {a.dtype}; give a numeric array "
                         "(or codes with src=FORMAT)")
     fmt = format_of(a.dtype)

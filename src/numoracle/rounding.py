@@ -119,6 +119,10 @@ class Flags(enum.IntFlag):
     OVERFLOW = 4
     INVALID = 8
 
+    def __str__(self) -> str:
+        names = [f.name for f in (Flags.INEXACT, Flags.UNDERFLOW, Flags.OVERFLOW, Flags.INVALID) if f in self]
+        return "|".join(n for n in names if n) or "NONE"
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -178,8 +182,9 @@ def resolve_policy(
         n = NanTo.of(nan_to) if nan_to is not None else (NanTo.ZERO if dst.is_integer else NanTo.MAX)
     elif nan_to is not None:
         raise ValueError(f"nan_to applies to formats without NaN; {dst.name} has a NaN (NaN stays NaN)")
-    if (ftz or daz) and dst.is_integer and ftz:
-        raise ValueError("ftz applies to floating destinations only")
+    if ftz and dst.is_integer:
+        raise ValueError(f"ftz flushes subnormal results, which {dst.name} does not have; drop ftz=True "
+                         "(daz=True still reads subnormal inputs as zero)")
     if r is Rounding.STOCHASTIC:
         if sr_bits is None:
             raise ValueError("rounding='sr' needs sr_bits (how many random bits each element gets) "

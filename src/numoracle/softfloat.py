@@ -186,11 +186,21 @@ def _shift_out(sig: np.ndarray, s, W: int, udt: type):
         if s < W:
             return sig >> udt(s), sig << udt(W - s)
         s = np.full(sig.shape, s, np.int32)
-    d = s - np.int32(W - 1)
-    if d.max() > 0:
-        d = np.minimum(np.maximum(d, 0), W - 1).astype(udt)
-        sig = (sig >> d) | ((sig & ((udt(1) << d) - udt(1))) != 0).astype(udt)
-        s = np.minimum(s, np.int32(W - 1))
+    deep_m = s > W - 1
+    n_deep = np.count_nonzero(deep_m)
+    if n_deep:
+        if n_deep * 8 < s.size:  # few: fold just those
+            deep = np.flatnonzero(deep_m)
+            s = s.copy()
+            d = np.minimum(s.ravel()[deep] - (W - 1), W - 1).astype(udt)
+            sd = sig.ravel()[deep]
+            sig = sig.copy()
+            sig.ravel()[deep] = (sd >> d) | ((sd & ((udt(1) << d) - udt(1))) != 0).astype(udt)
+            s.ravel()[deep] = W - 1
+        else:
+            d = np.minimum(np.maximum(s - np.int32(W - 1), 0), W - 1).astype(udt)
+            sig = (sig >> d) | ((sig & ((udt(1) << d) - udt(1))) != 0).astype(udt)
+            s = np.minimum(s, np.int32(W - 1))
     flat = s <= 0
     if flat.any():  # integer destinations near the top of the word: nothing is discarded
         s = np.maximum(s, 1)
@@ -238,6 +248,11 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     # steps 1-3: the destination exponent, clamped at emin where the format has subnormals
     lo, hi = (int(E.min()), int(E.max())) if E.size else (0, 0)
     sub = dst.has_subnormals and lo < emin
+    if sub and E.size >= 64:
+        tiny = E < emin
+        n_tiny = np.count_nonzero(tiny)
+        if n_tiny * 8 < E.size:  # few subnormal results: round the rest with one scalar shift
+            return _split_tiny(u, dst, pol, rand, want_flags, np.flatnonzero(tiny))
     e_d = np.maximum(E, np.int32(emin)) if sub else E
     s = np.int32(W - p) + (e_d - E) if sub else W - p
     # step 4: shift right keeping the discarded bits; steps 5-6: the increment
@@ -302,6 +317,22 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         if want_flags:
             flags.ravel()[u.spec_idx] = f_s
     return code.astype(np.dtype(dst.code_dtype), copy=False), flags
+
+
+def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, tiny: np.ndarray):
+    """round_pack of a chunk whose few elements below emin are done apart (same steps, both parts)."""
+    sig, E = u.sig.copy(), u.E.copy()
+    sig.ravel()[tiny] = 0
+    E.ravel()[tiny] = 0
+    flat = lambda a: a.ravel()[tiny]  # noqa: E731
+    main = Unpacked(u.sign, sig, E, u.spec_idx, u.spec_cls, u.W)
+    part = Unpacked(flat(u.sign), flat(u.sig), flat(u.E), np.zeros(0, np.intp), np.zeros(0, np.uint8), u.W)
+    code, flags = round_pack(main, dst, pol, rand, want_flags)
+    c_t, f_t = round_pack(part, dst, pol, None if rand is None else flat(rand), want_flags)
+    code.ravel()[tiny] = c_t
+    if want_flags:
+        flags.ravel()[tiny] = f_t
+    return code, flags
 
 
 def _overflow(dst: Format, pol: Policy, mag, ovf, sign, udt):
