@@ -160,7 +160,7 @@ def _unpack_int(codes: np.ndarray, fmt: IntFormat, W: int, udt: type) -> Unpacke
         mag = np.where(neg, two, c)
     else:
         neg = np.zeros(c.shape, bool)
-        mag = c
+        mag = c.copy()  # the zeros are patched below: never write into the caller's array
     zero_idx = np.flatnonzero(mag == 0)
     mag.ravel()[zero_idx] = 1
     sig, E = _normalise(mag, W, udt)
