@@ -274,6 +274,19 @@ def _differing_segments(spec: ChainSpec, lo: np.ndarray, hi: np.ndarray) -> tupl
     return starts, ends
 
 
+def _least_magnitude_candidates(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray:
+    """The few codes that can have the least magnitude: the smallest positive key, the largest
+    negative key, and every NaN (ordered exactly afterwards)."""
+    nan = is_nan(codes, fmt)
+    keys = to_key(codes[~nan], fmt)
+    pick = [codes[nan]]
+    if (keys >= 0).any():
+        pick.append(from_key(np.array([keys[keys >= 0].min()]), fmt))
+    if (keys < 0).any():
+        pick.append(from_key(np.array([keys[keys < 0].max()]), fmt))
+    return np.concatenate(pick).astype(np.uint64)[:64]
+
+
 def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
     """Indices of codes sorted by |value| (then by code), NaNs last; exact for every format."""
     from fractions import Fraction
@@ -360,8 +373,8 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
     elapsed = time.perf_counter() - t0
     witness = None
     if bad.size:
-        bad = np.unique(bad).astype(spec.src.code_dtype)
-        best = bad[_magnitude_order(spec.src, bad)[0]]
+        cands = _least_magnitude_candidates(spec.src, np.unique(bad))
+        best = cands[_magnitude_order(spec.src, cands)[0]]
         witness = Witness.build(spec, int(best))
     proof = Proof(method_name, points, elapsed)
     regions = describe_regions(spec, segments)

@@ -13,7 +13,7 @@ element of a comparison with the known deviation that explains it (or ``"unexpla
 >>> import numpy as np
 >>> codes = np.array([0x3FF0100000400000], np.uint64)  # 1 + 2^-8 + 2^-30, just above a BF16 midpoint
 >>> lib = native_cast(codes.view(np.float64), "bf16", "ml_dtypes")   # rounds to float32 first
->>> hex(int(lib[0])), classify("ml_dtypes", "fp64", "bf16", codes, lib)[0]
+>>> hex(int(lib[0])), str(classify("ml_dtypes", "fp64", "bf16", codes, lib)[0])
 ('0x3f80', 'double_rounding')
 
 Kinds, and the predicate :func:`classify` applies to a mismatching element for each:
@@ -41,13 +41,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .convert import cast, decode
+from .convert import cast as _engine_cast
+from .convert import decode
 from .formats import FP32, UINT64, AnyFormat, format_of
 from .interop import _TORCH_NAMES, as_native, is_torch, native_dtype, to_codes
+from .rounding import Rounding
 
 _NARROW = ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn")
 
-__all__ = ["Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "native_cast", "classify", "deviations_for"]
+__all__ = [
+    "Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "native_cast", "classify", "classify_ids",
+    "deviations_for",
+]
 
 LIBRARIES = ("numpy", "ml_dtypes", "torch")
 KINDS = (
@@ -88,6 +93,7 @@ class Deviation:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         for name in (self.src, self.dst):
             format_of(name)
+        Rounding.of(self.rounding)
 
     def covers(self, library: str, src: AnyFormat | str, dst: AnyFormat | str) -> bool:
         """True when this deviation may occur in ``library``'s cast from ``src`` to ``dst``."""
@@ -128,13 +134,109 @@ KNOWN_DEVIATIONS: tuple[Deviation, ...] = (
     ),
     Deviation(
         "ml_dtypes", _V_ML, "fp32", "fp8_e5m2", "rne",
-        "NaN sign propagates (float32 -NaN -> e5m2 0xFE); numoracle returns the canonical NaN 0x7E.",
+        "NaN sign propagates (float32 -NaN -> e5m2 0xFE, bfloat16 0xFFC0); numoracle returns the canonical "
+        "NaN 0x7E. Both are NaN: compare by class.",
         "0xffc00000", "0xfe", "0x7e", "nan_payload_or_sign", ("*->*",),
     ),
     Deviation(
         "torch", _V_TORCH, "fp32", "bf16", "rne",
-        "NaN sign propagates (float32 -NaN -> bfloat16 0xFFC0); numoracle returns the canonical NaN 0x7FC0.",
-        "0xffc00000", "0xffc0", "0x7fc0", "nan_payload_or_sign", ("*->*",),
+        "float32 -> bfloat16 gives 0xFFFF (a negative NaN) for every NaN, +NaN included; other torch casts "
+        "keep the NaN's sign (float32 -NaN -> float16 0xFE00). numoracle returns the canonical NaN 0x7FC0.",
+        "0x7fc00000", "0xffff", "0x7fc0", "nan_payload_or_sign", ("*->*",),
+    ),
+    # ---- double rounding through float32 ----
+    _dr("ml_dtypes", _V_ML, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3b11fnuz", "0x3ff1000000400000", "0x58", "0x59", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e3m2fn", "0x3ff2000000400000", "0xc", "0xd", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e2m3fn", "0x3ff1000000400000", "0x8", "0x9", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp4_e2m1fn", "0x3ff4000000400000", "0x2", "0x3", "1.25 + 2^-30"),
+    Deviation(
+        "ml_dtypes", _V_ML, "fp64", "e8m0fnu", "rne",
+        "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 (the midpoint between 1 and "
+        "2) in float32, and the tie goes to 2; the exact value is below 1.5, so the nearest is 1 (0x7F).",
+        "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
+    ),
+    Deviation(
+        "ml_dtypes", _V_ML, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
+        "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
+    ),
+    Deviation(
+        "ml_dtypes", _V_ML, "int32", "e8m0fnu", "rne",
+        _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
+        "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
+    ),
+    _dr("torch", _V_TORCH, "fp64", "fp16", "0x3ff0020000400000", "0x3c00", "0x3c01", "1 + 2^-11 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
+    Deviation(
+        "torch", _V_TORCH, "fp64", "e8m0fnu", "rne",
+        "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 in float32 and the tie "
+        "goes to 2 (0x80); the exact value is below 1.5, so the nearest is 1 (0x7F).",
+        "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
+    ),
+    Deviation(
+        "torch", _V_TORCH, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
+        "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "int32", "e8m0fnu", "rne",
+        _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
+        "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
+    ),
+    # ---- NaN into formats without NaN ----
+    *(
+        Deviation(
+            "ml_dtypes", _V_ML, "fp32", dst, "rne",
+            f"NaN into {dst} (no NaN) gives a zero of the opposite sign (+NaN -> -0 {neg0}, -NaN -> +0); "
+            f"numoracle's default nan_to='max' gives +max {mx} (as PTX cvt .satfinite does).",
+            "0x7fc00000", neg0, mx, "nan_to_policy", (f"*->{dst}",),
+        )
+        for dst, neg0, mx in (
+            ("fp6_e3m2fn", "0x20", "0x1f"), ("fp6_e2m3fn", "0x20", "0x1f"), ("fp4_e2m1fn", "0x8", "0x7")
+        )
+    ),
+    # ---- E8M0 ----
+    Deviation(
+        "ml_dtypes", _V_ML, "bf16", "e8m0fnu", "rne",
+        "bfloat16 0x0041 = 65 * 2^-133 = (65/64) * 2^-127 lies between the E8M0 values 2^-127 (0x00, distance "
+        "2^-133) and 2^-126 (0x01, distance 63 * 2^-133): the nearest is 2^-127. ml_dtypes rounds every value in "
+        "(2^-127, 2^-126) - the float32 subnormals - up to 2^-126.",
+        "0x0041", "0x01", "0x00", "subnormal", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "bf16", "e8m0fnu", "rne",
+        "bfloat16 0x0041 = (65/64) * 2^-127: the nearest E8M0 value is 2^-127 (0x00); torch rounds every value "
+        "in (2^-127, 2^-126) up to 2^-126 (0x01).",
+        "0x0041", "0x01", "0x00", "subnormal", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "fp32", "e8m0fnu", "rne",
+        "A negative value into unsigned E8M0 casts its magnitude (-1.0 -> 0x7F = 1.0); E8M0 has no negative "
+        "values, so numoracle gives NaN (0xFF), as ml_dtypes does.",
+        "0xbf800000", "0x7f", "0xff", "sign_dropped", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "fp32", "e8m0fnu", "rne",
+        "+-0 into E8M0, which has no zero, gives its smallest value 2^-127 (0x00); 0 is not a value below "
+        "2^-127 that rounds to it but a value with no representation, so numoracle gives NaN (0xFF), as "
+        "ml_dtypes does.",
+        "0x00000000", "0x00", "0xff", "zero_to_min", ("*->e8m0fnu",),
+    ),
+    # ---- saturation ----
+    Deviation(
+        "torch", _V_TORCH, "fp32", "fp8_e4m3fn", "rne",
+        "torch's CPU cast to float8_e4m3fn saturates: 464.5, 480, 1e6 and inf all give 448 (0x7E), -inf gives "
+        "-448; 464 -> 448 agrees (the tie goes to the even 448). numoracle's default for FN formats is OCP's "
+        "non-saturating mode (what ml_dtypes does): 464.5 rounds past 448 to NaN (0x7F). With "
+        "overflow='saturate' numoracle gives torch's codes; NaN stays NaN.",
+        "0x43e84000", "0x7e", "0x7f", "saturation_vs_nan", ("*->fp8_e4m3fn",),
     ),
 )
 
@@ -165,7 +267,7 @@ def _to_torch(codes: np.ndarray, fmt: AnyFormat):
 
 
 def _array_codes(a: np.ndarray) -> tuple[np.ndarray, AnyFormat]:
-    """Codes and format of a numpy / ml_dtypes array (interop.to_codes refuses dtypes of kind 'V')."""
+    """Codes and format of a numpy / ml_dtypes array (FP6/FP4 codes masked to their bits)."""
     fmt = format_of(a.dtype)
     codes = np.ascontiguousarray(a).view(fmt.code_dtype)
     if fmt.name in _NARROW:
@@ -207,6 +309,11 @@ def native_cast(x, dst, library: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------
 # classification: why does the library's code differ from numoracle's?
+def _cast(x, dst, **kw) -> np.ndarray:
+    """numoracle.cast on a private copy (the engine writes into uint64 source arrays it is given)."""
+    return _engine_cast(np.array(x, copy=True), dst, **kw)
+
+
 def _is_nan(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
     if fmt.is_integer or not fmt.has_nan:
         return np.zeros(codes.shape, bool)
@@ -247,7 +354,7 @@ def _leaf(kind: str, src, dst, x, lib, ref, pol) -> np.ndarray:
     if kind == "saturation_vs_nan":
         if dst.is_integer or not dst.has_nan:
             return np.zeros(x.shape, bool)
-        sat = cast(x, dst, src=src, rounding=pol["rounding"], overflow="saturate")
+        sat = _cast(x, dst, src=src, rounding=pol["rounding"], overflow="saturate")
         return ~_is_nan(x, src) & _is_nan(ref, dst) & (lib == sat)
     if kind == "subnormal":
         if src.is_integer or dst.is_integer:
@@ -268,7 +375,7 @@ def _transform(kind: str, src, x):
     """(selected mask, new source format, new codes) for the kinds that change the input."""
     if kind == "double_rounding":
         if src.is_integer or src.bits > 32:
-            return np.ones(x.shape, bool), FP32, cast(x, FP32, src=src)
+            return np.ones(x.shape, bool), FP32, _cast(x, FP32, src=src)
         return None
     if kind == "sign_dropped":
         sel = _negative(x, src) & ~_is_nan(x, src)
@@ -277,33 +384,61 @@ def _transform(kind: str, src, x):
     return None
 
 
-def _explain(kinds: tuple[str, ...], src, dst, x, lib, ref, pol) -> np.ndarray:
-    """Label per element: the chain of kinds explaining lib != ref, or '' where none does."""
-    out = np.full(x.shape, "", dtype="<U64")
+def _explain(kinds: tuple[str, ...], src, dst, x, lib, ref, pol, labels: list[str]) -> np.ndarray:
+    """Label ids per element (into ``labels``): the chain of kinds explaining lib != ref, 0 where none does."""
+    out = np.zeros(x.shape, np.int16)
+
+    def lid(name: str) -> int:
+        if name not in labels:
+            labels.append(name)
+        return labels.index(name)
+
     for kind in kinds:
-        todo = out == ""
-        if not todo.any():
+        idx = np.flatnonzero(out == 0)
+        if not idx.size:
             break
-        idx = np.flatnonzero(todo)
         tr = _transform(kind, src, x[idx])
         if tr is None:
             hit = _leaf(kind, src, dst, x[idx], lib[idx], ref[idx], pol)
-            out[idx[hit]] = kind
+            out[idx[hit]] = lid(kind)
             continue
         sel, src2, x2 = tr
         idx, x2 = idx[sel], x2[sel]
         if not idx.size:
             continue
-        ref2 = cast(x2, dst, src=src2, **pol)
+        ref2 = _cast(x2, dst, src=src2, **pol)
         same = lib[idx] == ref2
-        out[idx[same]] = kind
+        out[idx[same]] = lid(kind)
         rest = ~same
         if rest.any():
             others = tuple(k for k in kinds if k != kind)
-            sub = _explain(others, src2, dst, x2[rest], lib[idx[rest]], ref2[rest], pol)
-            ok = sub != ""
-            out[idx[rest][ok]] = np.char.add(kind + "+", sub[ok])
+            sub = _explain(others, src2, dst, x2[rest], lib[idx[rest]], ref2[rest], pol, labels)
+            for j in np.unique(sub[sub != 0]):
+                out[idx[rest][sub == j]] = lid(f"{kind}+{labels[j]}")
     return out
+
+
+def classify_ids(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne",
+                 overflow=None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`classify` as compact ids: (int16 array shaped like ``src_codes``, the label of each id).
+
+    Id 0 is ``""`` (the codes agree), id 1 ``"unexplained"``; use this form for large sweeps.
+    """
+    src, dst = format_of(src), format_of(dst)
+    x = np.asarray(src_codes).astype(src.code_dtype)
+    lib = np.asarray(lib_codes).astype(dst.code_dtype)
+    if x.shape != lib.shape:
+        raise ValueError(f"src_codes has shape {x.shape}, lib_codes {lib.shape}")
+    pol = {"rounding": rounding, "overflow": overflow}
+    ref = _cast(x, dst, src=src, **pol)
+    out = np.zeros(x.shape, np.int16)
+    labels = ["", "unexplained"]
+    mm = np.flatnonzero(lib.ravel() != ref.ravel())
+    if mm.size:
+        kinds = tuple(dict.fromkeys(d.kind for d in deviations_for(library, src, dst)))
+        ids = _explain(kinds, src, dst, x.ravel()[mm], lib.ravel()[mm], ref.ravel()[mm], pol, labels)
+        out.ravel()[mm] = np.where(ids == 0, 1, ids)
+    return out, tuple(labels)
 
 
 def classify(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne", overflow=None) -> np.ndarray:
@@ -314,17 +449,5 @@ def classify(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "r
     (or ``"kind+kind"`` chain) of the known deviation of ``library`` that explains the
     difference, or ``"unexplained"``.
     """
-    src, dst = format_of(src), format_of(dst)
-    x = np.asarray(src_codes).astype(src.code_dtype)
-    lib = np.asarray(lib_codes).astype(dst.code_dtype)
-    if x.shape != lib.shape:
-        raise ValueError(f"src_codes has shape {x.shape}, lib_codes {lib.shape}")
-    pol = {"rounding": rounding, "overflow": overflow}
-    ref = cast(x, dst, src=src, **pol)
-    out = np.full(x.shape, "", dtype="<U64")
-    mm = np.flatnonzero(lib.ravel() != ref.ravel())
-    if mm.size:
-        kinds = tuple(dict.fromkeys(d.kind for d in deviations_for(library, src, dst)))
-        lab = _explain(kinds, src, dst, x.ravel()[mm], lib.ravel()[mm], ref.ravel()[mm], pol)
-        out.ravel()[mm] = np.where(lab == "", "unexplained", lab)
-    return out
+    ids, labels = classify_ids(library, src, dst, src_codes, lib_codes, rounding=rounding, overflow=overflow)
+    return np.array(labels)[ids]

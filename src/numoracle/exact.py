@@ -12,7 +12,8 @@ value differs from x for a finite x (overflows of floats included; integer overf
 OVERFLOW only); UNDERFLOW when |x| < 2^emin and the result is inexact, or when ftz flushes;
 OVERFLOW when the rounded magnitude exceeds max finite (floats) or the rounded integer lies
 outside [min, max]; INVALID for NaN into a format without NaN, for an infinity that the
-destination cannot hold (saturated, NaN or an integer), for negatives and zeros into E8M0.
+destination cannot hold (saturated, NaN or an integer), for negatives and zeros into E8M0;
+an infinity saturated in a format that has infinities sets OVERFLOW and INEXACT instead.
 
 Values. :func:`value_of` returns
 
@@ -351,9 +352,11 @@ def _round_special(v: Value, dst: AnyFormat, pol: Policy, fl: list) -> int:
         return _nan_result(dst, pol)
     if pol.overflow is Overflow.IEEE:
         return inf_code(dst, negative)
-    fl.append(Flags.INVALID)
     if pol.overflow is Overflow.SATURATE:
+        # an infinity the format could hold saturates like an overflow; one it cannot is invalid
+        fl.append(Flags.OVERFLOW | Flags.INEXACT if dst.has_inf else Flags.INVALID)
         return _signed(dst.max_mag_code, dst, negative)
+    fl.append(Flags.INVALID)
     return _nan_result(dst, pol)
 
 
@@ -369,10 +372,10 @@ class Neighbour(NamedTuple):
 
 
 class Neighbours(NamedTuple):
-    """The representable values around x: ``lower <= x <= upper`` (equal when x is exact).
-
-    A side is None where no finite value of the format lies there (beyond +-max, below
-    E8M0's smallest value, negative values of unsigned formats).
+    """The finite values of a format around x: ``lower`` is the largest <= x, ``upper`` the
+    smallest >= x (equal when x is representable). A side is None where no finite value lies
+    there: beyond -max (or below an unsigned format's smallest value) for ``lower``, beyond
+    +max for ``upper``.
     """
 
     lower: Neighbour | None
@@ -380,9 +383,7 @@ class Neighbours(NamedTuple):
 
 
 def _float_neighbour(mag: Fraction, dst: Format, negative: bool) -> Neighbour | None:
-    if mag > dst.max_finite or (negative and not dst.signed and mag != 0):
-        return None
-    if mag == 0 and not dst.has_zero:
+    if mag > dst.max_finite:
         return None
     return Neighbour(-mag if negative else mag, _signed(_magnitude_code(mag, dst), dst, negative))
 
@@ -399,13 +400,12 @@ def neighbours(x: Any, dst: Any) -> Neighbours:
             raise ValueError(f"neighbours needs a finite value, got {v!r}")
         v = Fraction(0)
     if dst.is_integer:
-        lo, hi = math.floor(v), math.ceil(v)
-
-        def nb(i: int) -> Neighbour | None:
-            ok = dst.min_value <= i <= dst.max_value
-            return Neighbour(Fraction(i), i % (1 << dst.bits)) if ok else None
-
-        return Neighbours(nb(lo), nb(hi))
+        lo, hi = min(math.floor(v), dst.max_value), max(math.ceil(v), dst.min_value)
+        return Neighbours(Neighbour(Fraction(lo), lo % (1 << dst.bits)) if lo >= dst.min_value else None,
+                          Neighbour(Fraction(hi), hi % (1 << dst.bits)) if hi <= dst.max_value else None)
+    smallest = Fraction(0) if dst.has_zero else dst.min_normal
+    if v < smallest and not dst.signed:  # below every value of an unsigned format
+        return Neighbours(None, _float_neighbour(smallest, dst, False))
     negative = v < 0
     a = abs(v)
     if a == 0:
@@ -414,8 +414,6 @@ def neighbours(x: Any, dst: Any) -> Neighbours:
     E = _floor_log2(a)
     if a > dst.max_finite:  # beyond the range: only max finite lies on the inner side
         inner, outer = _float_neighbour(dst.max_finite, dst, negative), None
-    elif not dst.has_subnormals and E < dst.emin:  # below the smallest value of a zero-less format
-        inner, outer = None, _float_neighbour(dst.min_normal, dst, negative)
     else:
         q = _pow2((max(E, dst.emin) if dst.has_subnormals else E) - dst.man_bits)
         t = a / q

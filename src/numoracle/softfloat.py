@@ -305,8 +305,8 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         code = mag
         if sign.any():
             nan_out = sign if nan_out is None else nan_out | sign
-            if want_flags:
-                flags |= sign.astype(np.uint8) * np.uint8(Flags.INVALID)
+            if want_flags:  # nothing was rounded: the value has no representation at all
+                flags = blend(flags, np.uint8(Flags.INVALID), sign)
     # step 11: NaN results: the canonical NaN, or the nan_to policy where the format has none
     if nan_out is not None and nan_out.any():
         code = assign(code, nan_out, _invalid_code(dst, pol))
@@ -411,7 +411,8 @@ def _special_codes(u: Unpacked, dst: Format, pol: Policy) -> tuple[np.ndarray, n
         codes[inf] = _inf_mag(dst)
     elif pol.overflow is Overflow.SATURATE:
         codes[inf] = dst.max_mag_code
-        flags[inf] = Flags.OVERFLOW | Flags.INEXACT
+        # an inf the format could hold, saturated, overflows; one it cannot hold is invalid
+        flags[inf] = (Flags.OVERFLOW | Flags.INEXACT) if dst.has_inf else Flags.INVALID
     else:  # NAN policy: inf becomes NaN
         invalid |= inf
         inf = np.zeros_like(inf)

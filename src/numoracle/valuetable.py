@@ -28,7 +28,9 @@ import numpy as np
 from .formats import AnyFormat, Format, IntFormat, format_of
 from .rounding import NanTo, Overflow, Policy, Rounding, resolve_policy
 
-__all__ = ["source_values", "ValueTable", "value_table", "table_cast", "table_convert", "MAX_TABLE_BITS"]
+__all__ = [
+    "source_values", "decode_fields", "ValueTable", "value_table", "table_cast", "table_convert", "MAX_TABLE_BITS",
+]
 
 MAX_TABLE_BITS = 16
 
@@ -40,20 +42,37 @@ def source_values(codes: Any, src: Any, *, daz: bool = False) -> np.ndarray:
     ``daz`` reads subnormals as zeros of the same sign. Integers must be exact in float64.
     """
     src = format_of(src)
-    c = np.asarray(codes).astype(np.uint64)
+    c = np.asarray(codes)
     if src.is_integer:
-        return _int_values(c, src)
+        return _int_values(c.astype(np.uint64), src)
+    native = _NATIVE.get((src.exp_bits, src.man_bits, src.bias, src.nan, src.signed, src.has_subnormals))
+    with np.errstate(invalid="ignore"):  # signalling NaNs widen with a warning
+        if native is not None and not daz:  # IEEE binary16/32/64: a view, widened exactly
+            return c.astype(native[1]).view(native[0]).astype(np.float64)
+        return decode_fields(c.astype(np.uint64), src, daz=daz)
+
+
+_NATIVE = {
+    (5, 10, 15, "ieee", True, True): (np.float16, np.uint16),
+    (8, 23, 127, "ieee", True, True): (np.float32, np.uint32),
+    (11, 52, 1023, "ieee", True, True): (np.float64, np.uint64),
+}
+
+
+def decode_fields(c: np.ndarray, src: Format, *, daz: bool = False) -> np.ndarray:
+    """float64 values of float codes (uint64) from their sign, exponent and mantissa fields."""
     m, bias = src.man_bits, src.bias
     sign = (c >> np.uint64(src.bits - 1)).astype(bool) if src.signed else np.zeros(c.shape, bool)
     mag = c & np.uint64(src.mag_mask)
     ef = (mag >> np.uint64(m)).astype(np.int64)
     man = (mag & np.uint64((1 << m) - 1)).astype(np.float64)
-    if src.has_subnormals:
-        low = ef == 0
-        sig = np.where(low, 0.0 if daz else man, man + 2.0**m)
-        val = np.ldexp(sig, np.where(low, 1, ef) - bias - m)
-    else:
-        val = np.ldexp(man + 2.0**m, ef - bias - m)
+    with np.errstate(over="ignore"):  # the inf/NaN exponent of FP64; replaced below
+        if src.has_subnormals:
+            low = ef == 0
+            sig = np.where(low, 0.0 if daz else man, man + 2.0**m)
+            val = np.ldexp(sig, np.where(low, 1, ef) - bias - m)
+        else:
+            val = np.ldexp(man + 2.0**m, ef - bias - m)
     val = np.where(sign, -val, val)
     if src.nan == "ieee":
         top = ef == (1 << src.exp_bits) - 1
@@ -75,7 +94,7 @@ def _int_values(c: np.ndarray, src: IntFormat) -> np.ndarray:
     else:
         v = c
     out = v.astype(np.float64)
-    big = np.abs(out) > 2.0**53
+    big = np.abs(out) >= 2.0**53
     if big.any() and any(int(f) != int(i) for f, i in zip(out[big].tolist(), v[big].tolist(), strict=True)):
         raise ValueError(f"some {src.name} values are not exact in float64 (beyond 2^53)")
     return out

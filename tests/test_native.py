@@ -1,0 +1,324 @@
+"""numoracle against numpy, ml_dtypes and torch, where they implement the same semantics.
+
+* Every code of every 8- and 16-bit format with a native dtype (FP16, BF16, the FP8 family,
+  FP6/FP4, E8M0, INT8/16, UINT8/16) is cast to every destination with a native dtype, by the
+  library that owns the cast (numpy between its own dtypes, ml_dtypes where one side is an
+  ml_dtypes type) and by torch for the dtypes torch has.
+* Wider sources (FP32, FP64, INT32/64, UINT32/64) are checked on the values where rounding is
+  decided: every midpoint of each narrow destination and its neighbours, plus specials and a
+  seeded random sample.
+
+Semantics compared: floats and integers into floats under RNE with numoracle's default
+overflow (the libraries' choice: non-saturating; FP6/FP4 saturate). Floats into integers: the
+libraries truncate (C casts), so numoracle's ``rounding='rtz'``, and only where the truncated
+value is in range (out of range the C cast is undefined and platform dependent). Integers into
+integers: the libraries wrap, so ``overflow='wrap'``.
+
+Every mismatch must be explained, element by element, by a ``KNOWN_DEVIATIONS`` entry of that
+library whose kind predicate holds (``numoracle.deviations.classify``); NaNs therefore compare
+by class and +-0 by sign. Each entry's witness must reproduce.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle.deviations import KINDS, KNOWN_DEVIATIONS, Deviation, classify, deviations_for, native_cast
+from numoracle.formats import registry
+from numoracle.interop import _TORCH_NAMES, native_dtype
+
+NATIVE = [f for f in registry() if native_dtype(f) is not None]
+SOURCES = [f for f in NATIVE if f.bits <= 16]
+WIDE = [no.FP32, no.FP64, no.INT32, no.UINT32, no.INT64, no.UINT64]
+NARROW_DST = [f for f in NATIVE if not f.is_integer and f.bits <= 16] + [no.FP32]
+TORCH = {no.format_of(v).name for v in _TORCH_NAMES.values()}
+_BUILTIN = {"fp16", "fp32", "fp64"}
+# ml_dtypes registers no cast between E8M0 and the other narrow float types
+_ML_REFUSES = {"fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz", "fp6_e3m2fn",
+               "fp6_e2m3fn", "fp4_e2m1fn"}
+
+
+def _owner(src, dst) -> str:
+    def builtin(f):
+        return f.is_integer or f.name in _BUILTIN
+
+    return "numpy" if builtin(src) and builtin(dst) else "ml_dtypes"
+
+
+def _all_codes(fmt) -> np.ndarray:
+    return np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype)
+
+
+def _policy(src, dst) -> dict:
+    if dst.is_integer:
+        return {"rounding": "rtz"} if not src.is_integer else {"overflow": "wrap"}
+    return {"rounding": "rne"}
+
+
+def _in_range(codes, src, dst) -> np.ndarray:
+    """Elements the library's cast defines: all, except float -> int outside the range."""
+    if src.is_integer or not dst.is_integer:
+        return np.ones(codes.shape, bool)
+    t = np.trunc(no.decode(codes, src))
+    lo = -(2.0 ** (dst.bits - 1)) if dst.signed else 0.0
+    hi = 2.0 ** (dst.bits - 1 if dst.signed else dst.bits)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(t) & (t >= lo) & (t < hi)
+
+
+def _check(library, src, dst, codes) -> tuple[int, dict]:
+    """Compare one library's cast on ``codes``; return (number compared, {label: count}); assert all explained."""
+    codes = codes[_in_range(codes, src, dst)]
+    lib = native_cast(no.as_native(codes, src), dst, library)
+    lab = classify(library, src, dst, codes, lib, **_policy(src, dst))
+    bad = np.flatnonzero(lab == "unexplained")
+    if bad.size:
+        ref = no.cast(codes[bad[:8]], dst, src=src, **_policy(src, dst))
+        rows = [f"{int(c):#x} -> {library} {int(a):#x}, numoracle {int(b):#x}"
+                for c, a, b in zip(codes[bad[:8]], lib[bad[:8]], ref, strict=True)]
+        pytest.fail(f"{library} {src.name} -> {dst.name}: {bad.size} unexplained mismatches, e.g.\n  "
+                    + "\n  ".join(rows))
+    kinds, counts = np.unique(lab[lab != ""], return_counts=True)
+    return codes.size, dict(zip(kinds.tolist(), counts.tolist(), strict=True))
+
+
+# ---- every code of the 8- and 16-bit formats ---------------------------------------------------
+@pytest.mark.parametrize("src", SOURCES, ids=lambda f: f.name)
+def test_every_code_numpy_ml_dtypes(src):
+    codes = _all_codes(src)
+    compared = refused = 0
+    for dst in NATIVE:
+        lib = _owner(src, dst)
+        try:
+            n, _ = _check(lib, src, dst, codes)
+        except TypeError:
+            assert lib == "ml_dtypes" and {src.name, dst.name} & {"e8m0fnu"} and ({src.name, dst.name} & _ML_REFUSES), (
+                f"ml_dtypes unexpectedly refuses {src.name} -> {dst.name}")
+            refused += 1
+            continue
+        compared += n
+    assert compared >= (len(NATIVE) - refused) * (1 << src.bits) // 4
+
+
+@pytest.mark.parametrize("src", [f for f in SOURCES if f.name in TORCH], ids=lambda f: f.name)
+def test_every_code_torch(src):
+    pytest.importorskip("torch")
+    codes = _all_codes(src)
+    for dst in NATIVE:
+        if dst.name in TORCH:
+            n, _ = _check("torch", src, dst, codes)
+            assert n > 0
+
+
+def test_matrix_sees_the_expected_deviations():
+    """The all-codes comparison does meet each kind it is expected to (the predicates are not vacuous)."""
+    pytest.importorskip("torch")
+    seen = set()
+    for lib, src, dst in [("numpy", no.FP16, no.FP32), ("ml_dtypes", no.BF16, no.FP6_E3M2FN),
+                          ("ml_dtypes", no.BF16, no.E8M0FNU), ("torch", no.FP16, no.FP8_E4M3FN),
+                          ("torch", no.BF16, no.E8M0FNU)]:
+        seen |= {(lib, k) for k in _check(lib, src, dst, _all_codes(src))[1]}
+    assert seen >= {("numpy", "nan_payload_or_sign"), ("ml_dtypes", "nan_to_policy"), ("ml_dtypes", "subnormal"),
+                    ("torch", "saturation_vs_nan"), ("torch", "sign_dropped"), ("torch", "zero_to_min"),
+                    ("torch", "sign_dropped+subnormal")}
+
+
+# ---- wider sources: the values next to every rounding decision --------------------------------
+def _grid(dst) -> np.ndarray:
+    """Nonnegative finite values of dst, sorted (a seeded sample of them for FP32)."""
+    if dst.bits > 16:
+        c = np.random.default_rng(7).integers(0, 0x7F800000, 1 << 15).astype(np.uint32)
+        c = np.concatenate([c, c + np.uint32(1)])
+    else:
+        c = _all_codes(dst)
+    v = no.decode(c, dst)
+    return np.unique(v[np.isfinite(v) & (v >= 0)])
+
+
+def _float_candidates(src, dst, rng) -> np.ndarray:
+    g = _grid(dst)
+    step = np.diff(g)
+    mids = np.concatenate([g[:-1] + step / 2, [g[-1] + step[-1] / 2, g[-1] + step[-1], g[0] / 2]])
+    mids = mids[mids > 0]
+    if src is no.FP64:
+        v = np.concatenate([mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf), mids * (1 + 2.0**-30),
+                            mids * (1 - 2.0**-30), mids * (1 + 2.0**-40), mids * (1 - 2.0**-40)])
+        codes = v.view(np.uint64)
+    else:
+        with np.errstate(over="ignore"):
+            m = mids.astype(np.float32)
+        v = np.concatenate([m, np.nextafter(m, np.float32(0)), np.nextafter(m, np.float32(np.inf))])
+        codes = v.view(np.uint32)
+    sb = np.array(1 << (src.bits - 1), src.code_dtype)
+    special = no.cast(np.array([0.0, np.inf, np.nan]).view(np.uint64), src, src=no.FP64)
+    rand = rng.integers(0, 1 << src.bits, 1 << 14, dtype=np.uint64).astype(src.code_dtype)
+    codes = np.concatenate([codes, special, rand])
+    return np.concatenate([codes, codes | sb])
+
+
+def _int_candidates(src, dst, rng) -> np.ndarray:
+    """Integers at and next to dst midpoints: (odd (p+1)-bit number) << s, +-0..2, both signs."""
+    p = dst.precision
+    width = src.bits - (1 if src.signed else 0)
+    odd = rng.integers(1 << p, 1 << (p + 1), 1 << 12, dtype=np.uint64) | np.uint64(1)
+    s = rng.integers(0, max(1, width - p), odd.size).astype(np.uint64)
+    base = odd << s
+    base = base[base < np.uint64(1 << width)] if width < 64 else base
+    v = np.concatenate([base + np.uint64(d) for d in (0, 1, 2)] + [base - np.uint64(d) for d in (1, 2)])
+    v = np.concatenate([v, rng.integers(0, 1 << 62, 1 << 12, dtype=np.uint64), np.arange(0, 300, dtype=np.uint64)])
+    v = v & np.uint64((1 << width) - 1) if width < 64 else v
+    if src.signed:
+        v = np.concatenate([v, (~v + np.uint64(1))])  # two's complement negatives
+    return (v & np.uint64((1 << src.bits) - 1) if src.bits < 64 else v).astype(src.code_dtype)
+
+
+@pytest.mark.parametrize("library", ["numpy", "ml_dtypes", "torch"])
+@pytest.mark.parametrize("src", WIDE, ids=lambda f: f.name)
+def test_wide_sources_near_midpoints(src, library):
+    if library == "torch":
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(2024)
+    total = 0
+    for dst in NARROW_DST + [no.FP64, no.INT8, no.UINT16, no.INT32]:
+        if dst == src or (library == "torch" and dst.name not in TORCH) or (
+                library != "torch" and _owner(src, dst) != library):
+            continue
+        if src.is_integer:
+            codes = _int_candidates(src, dst if not dst.is_integer else no.FP16, rng)
+        else:
+            codes = _float_candidates(src, dst if not dst.is_integer else no.FP16, rng)
+        total += _check(library, src, dst, codes)[0]
+    assert total > 0
+
+
+# ---- the recorded deviations --------------------------------------------------------------------
+@pytest.mark.parametrize("dev", KNOWN_DEVIATIONS, ids=lambda d: f"{d.library}-{d.src}-{d.dst}-{d.kind}")
+def test_witness_reproduces(dev: Deviation):
+    if dev.library == "torch":
+        pytest.importorskip("torch")
+    src, dst = no.format_of(dev.src), no.format_of(dev.dst)
+    s, lib_code, correct = dev.witness
+    x = np.array([s], src.code_dtype)
+    got = int(native_cast(no.as_native(x, src), dst, dev.library)[0])
+    assert got == lib_code, (f"{dev.library} now gives {got:#x} for {dev.src} {dev.witness_source_hex} -> "
+                             f"{dev.dst} (recorded {dev.library_code_hex}); update KNOWN_DEVIATIONS")
+    assert int(no.cast(x, dst, src=src, rounding=dev.rounding)[0]) == correct
+    assert got != correct
+    assert str(classify(dev.library, src, dst, x, [got], rounding=dev.rounding)[0]).split("+")[0] == dev.kind
+
+
+def test_deviation_data_is_well_formed():
+    assert len(KNOWN_DEVIATIONS) == len(set(KNOWN_DEVIATIONS))
+    assert {d.kind for d in KNOWN_DEVIATIONS} <= set(KINDS)
+    for d in KNOWN_DEVIATIONS:
+        assert d.covers(d.library, d.src, d.dst) and d.description and d.version_tested.startswith(d.library)
+        assert all(h.startswith("0x") for h in (d.witness_source_hex, d.library_code_hex, d.correct_code_hex))
+    with pytest.raises(ValueError, match="kind"):
+        Deviation("numpy", "numpy 2", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "made_up")
+    with pytest.raises(ValueError, match="library"):
+        Deviation("jax", "jax 0", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "other")
+    assert {d.kind for d in deviations_for("numpy", "fp32", "fp16")} == {"nan_payload_or_sign"}
+    assert "double_rounding" in {d.kind for d in deviations_for("ml_dtypes", "fp64", "bf16")}
+    assert "double_rounding" in {d.kind for d in deviations_for("ml_dtypes", "uint64", "bf16")}  # by scope
+    assert "double_rounding" not in {d.kind for d in deviations_for("ml_dtypes", "fp32", "bf16")}
+    assert "double_rounding" not in {d.kind for d in deviations_for("numpy", "fp64", "fp16")}
+    assert "saturation_vs_nan" in {d.kind for d in deviations_for("torch", "bf16", "fp8_e4m3fn")}
+    assert "saturation_vs_nan" not in {d.kind for d in deviations_for("ml_dtypes", "bf16", "fp8_e4m3fn")}
+
+
+def test_classify_flags_what_no_deviation_explains():
+    """Fabricated library errors are reported as unexplained: the predicates are specific."""
+    x = np.array([0x3F800001, 0x477FF000, 0x7FC00000, 0x33000001], np.uint32)  # 1+ulp, 65520, NaN, 2^-25+
+    ref = no.cast(x, "fp16", src="fp32")
+    off_by_one = (ref + 1).astype(np.uint16)
+    off_by_one[2] = 0x7C00  # NaN -> inf
+    assert list(classify("numpy", "fp32", "fp16", x, off_by_one)) == ["unexplained"] * 4
+    # torch's saturation is recorded for torch only: the same codes from ml_dtypes are unexplained
+    y = np.array([0x43E84000], np.uint32)  # 464.5
+    assert classify("torch", "fp32", "fp8_e4m3fn", y, [0x7E])[0] == "saturation_vs_nan"
+    assert classify("ml_dtypes", "fp32", "fp8_e4m3fn", y, [0x7E])[0] == "unexplained"
+    assert classify("torch", "fp32", "fp8_e4m3fn", y, [0x7D])[0] == "unexplained"
+    # double rounding through float32 is recognised only where it is what the library returns
+    z = np.array([0x3FF0100000400000], np.uint64)
+    assert classify("ml_dtypes", "fp64", "bf16", z, [0x3F80])[0] == "double_rounding"
+    assert classify("ml_dtypes", "fp64", "bf16", z, [0x3F82])[0] == "unexplained"
+    assert classify("numpy", "fp64", "fp16", np.array([0x3FF0020000400000], np.uint64), [0x3C00])[0] == "unexplained"
+    assert classify("ml_dtypes", "fp32", "bf16", x, no.cast(x, "bf16", src="fp32"))[0] == ""
+
+
+# ---- specific library behaviours behind the records --------------------------------------------
+def test_torch_e4m3fn_saturates_on_cpu():
+    pytest.importorskip("torch")
+    v = np.array([448, 464, 464.5, 480, 1e6, np.inf, -464.5, -np.inf, np.nan], np.float32)
+    lib = native_cast(v, "fp8_e4m3fn", "torch")
+    assert [int(c) for c in lib] == [0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0xFE, 0x7F]
+    ours = no.cast(v, "fp8_e4m3fn")
+    assert [int(c) for c in ours] == [0x7E, 0x7E, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F]
+    codes = _all_codes(no.FP16)  # on every FP16 code torch is numoracle's overflow='saturate'
+    lib = native_cast(no.as_native(codes, no.FP16), "fp8_e4m3fn", "torch")
+    sat = no.cast(codes, "fp8_e4m3fn", src="fp16", overflow="saturate")
+    nan = np.isnan(no.decode(codes, no.FP16))
+    assert np.array_equal(lib[~nan], sat[~nan]) and np.all((lib[nan] & 0x7F) == 0x7F)
+
+
+def test_torch_e8m0_casts_the_magnitude():
+    pytest.importorskip("torch")
+    pos = np.arange(1, 0x7F80, dtype=np.uint16)  # positive finite BF16
+    a = native_cast(no.as_native(pos, "bf16"), "e8m0fnu", "torch")
+    b = native_cast(no.as_native(pos | np.uint16(0x8000), "bf16"), "e8m0fnu", "torch")
+    assert np.array_equal(a, b)
+    assert np.all(no.cast(pos | np.uint16(0x8000), "e8m0fnu", src="bf16") == 0xFF)
+
+
+def test_ml_dtypes_nan_into_fp6_fp4_is_a_zero_of_the_opposite_sign():
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001], np.uint32).view(np.float32)
+    for dst, sign in (("fp6_e3m2fn", 0x20), ("fp6_e2m3fn", 0x20), ("fp4_e2m1fn", 0x8)):
+        assert [int(c) for c in native_cast(nans, dst, "ml_dtypes")] == [sign, 0, sign]
+        fmt = no.format_of(dst)
+        assert set(no.cast(nans, dst).tolist()) == {fmt.max_mag_code}
+
+
+def test_e8m0_subnormal_witness_is_exact():
+    """bf16 0x0041 = 65 * 2^-133: nearer 2^-127 (distance 2^-133) than 2^-126 (63 * 2^-133)."""
+    from fractions import Fraction
+
+    x = Fraction(0x41) * Fraction(2) ** (1 - 127 - 7)
+    assert Fraction(no.decode(np.array([0x41], np.uint16), "bf16")[0]) == x
+    lo, hi = Fraction(2) ** -127, Fraction(2) ** -126
+    assert x - lo < hi - x
+    assert int(no.cast(np.array([0x41], np.uint16), "e8m0fnu", src="bf16")[0]) == 0x00
+
+
+def test_native_cast_errors():
+    x = np.array([1.0], np.float32)
+    with pytest.raises(ValueError, match="library"):
+        native_cast(x, "fp16", "jax")
+    with pytest.raises(ValueError, match="ml_dtypes"):
+        native_cast(x, "bf16", "numpy")
+    with pytest.raises(ValueError, match="numpy"):
+        native_cast(x, "fp16", "ml_dtypes")
+    with pytest.raises(ValueError, match="no numpy or ml_dtypes dtype"):
+        native_cast(x, "tf32", "numpy")
+    with pytest.raises(TypeError):
+        native_cast(np.array([1.0]).astype(native_dtype(no.FP8_E4M3FN)), "e8m0fnu", "ml_dtypes")
+
+
+def test_native_cast_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([1.0, -2.5, 65520.0], np.float32)
+    with pytest.raises(ValueError, match="torch has no dtype"):
+        native_cast(x, "fp6_e3m2fn", "torch")
+    assert native_cast(x, "fp16", "torch").tolist() == [0x3C00, 0xC100, 0x7C00]
+    assert native_cast(torch.tensor([1.0, -2.5]), "bf16", "torch").tolist() == [0x3F80, 0xC020]
+    e4 = no.as_native(np.array([0x38, 0xB8], np.uint8), no.FP8_E4M3FN)  # ml_dtypes array into torch
+    assert native_cast(e4, "fp32", "torch").tolist() == [0x3F800000, 0xBF800000]
+
+
+def test_import_does_not_load_torch():
+    code = "import sys, numoracle, numoracle.deviations; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
