@@ -1,6 +1,10 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
+from .chainreport import ChainVerdict
+from .chains import classify_cast_chain
+from .chainsearch import assert_chain_equivalent, find_equivalent_chains
 from .convert import cast, decode, encode
+from .explain import Explanation, explain
 from .formats import (
     BF16,
     E8M0FNU,
@@ -39,7 +43,8 @@ from .rounding import Flags, NanTo, Overflow, Policy, Rounding
 __version__ = "0.1.0"
 
 __all__ = [
-    "cast", "decode", "encode", "as_native",
+    "cast", "decode", "encode", "as_native", "explain", "Explanation",
+    "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",

@@ -112,8 +112,16 @@ class ChainVerdict:
     equivalent: bool
     reason: str
     witness: Witness | None
-    regions: list[Region]
     proof: Proof
+    segments: tuple[np.ndarray, np.ndarray] = field(repr=False, default=(np.zeros(0, np.int64),) * 2)
+    _regions: list[Region] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def regions(self) -> list[Region]:
+        """The source range split where any hop's behaviour changes (computed on first use)."""
+        if self._regions is None:
+            self._regions = describe_regions(self.spec, self.segments)
+        return self._regions
 
     def __bool__(self) -> bool:
         return self.equivalent
@@ -352,12 +360,12 @@ def describe_regions(spec: ChainSpec, segments: tuple[np.ndarray, np.ndarray]) -
     return pos + neg
 
 
-def classify_reason(spec: ChainSpec, witness: Witness | None, regions: list[Region]) -> str:
+def classify_reason(spec: ChainSpec, witness: Witness | None, segments: tuple[np.ndarray, np.ndarray]) -> str:
     if witness is None:
         inter = spec.formats[:-1]
         if all(values_subset(inter[j], inter[j + 1]) for j in range(len(inter) - 1)):
             return "EXACT_INTERMEDIATE"
-        for r in regions:
+        for r in describe_regions(spec, segments):
             mids = r.hops[:-1]
             if any("exact" != h for h in mids) and not all(w in ("overflows", "saturates") for w in
                                                           r.hops[-1].split(" / ")):

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .chainreport import ChainVerdict, Proof, Witness, classify_reason, describe_regions
+from .chainreport import ChainVerdict, Proof, Witness, classify_reason
 from .convert import cast_codes
 from .formats import AnyFormat, Format, format_of
 from .order import binades, from_key, is_nan, key_bounds, result_key, to_key
@@ -100,33 +100,80 @@ def chain_spec(src: Any, *hops_then_dst: Any, rounding: Any = "rne", overflow: A
     formats = [format_of(src)] + [format_of(f) for f in hops_then_dst]
     n = len(formats) - 1
     rs, os_ = _per_hop(rounding, n, "rounding"), _per_hop(overflow, n, "overflow")
+    for j, r in enumerate(rs):
+        if Rounding.of(r) is Rounding.STOCHASTIC:
+            raise ValueError(f"hop {j + 1} uses stochastic rounding, whose result depends on random bits, not on "
+                             "the value alone, so there is no single answer to compare; classify the chain for "
+                             "each deterministic mode instead, or compare fixed bits with numoracle.cast")
     pols = []
     for j in range(n):
         try:
             pols.append(resolve_policy(formats[j + 1], rs[j], os_[j], ftz=ftz and not formats[j + 1].is_integer))
         except ValueError as e:
             raise ValueError(f"hop {j + 1} ({formats[j].name} -> {formats[j + 1].name}): {e}") from None
-    for j, p in enumerate(pols):
-        if p.rounding is Rounding.STOCHASTIC:
-            raise ValueError(f"hop {j + 1} uses stochastic rounding, whose result depends on random bits, not on "
-                             "the value alone, so there is no single answer to compare; classify the chain for "
-                             "each deterministic mode instead, or compare fixed bits with numoracle.cast")
     return ChainSpec(formats, pols, pols[-1])
 
 
 def _monotone(spec: ChainSpec) -> bool:
-    """False when some hop wraps, or a NaN produced by one hop becomes a number in a later one."""
-    if any(p.overflow is Overflow.WRAP for p in spec.policies):
-        return False
-    can_nan = False
-    for j, (f, p) in enumerate(zip(spec.formats[1:], spec.policies)):
-        if can_nan and not f.has_nan:
-            return False
-        prev = spec.formats[j]
-        makes_nan = f.has_nan and (p.overflow is Overflow.NAN or (not f.signed and prev.signed)
-                                   or not f.has_zero)
-        can_nan = (can_nan and f.has_nan) or makes_nan
-    return True
+    """False when a hop wraps (integer overflow modulo 2^bits): then only enumeration is sound."""
+    return not any(p.overflow is Overflow.WRAP for p in spec.policies)
+
+
+def _can_make_nan(spec: ChainSpec) -> bool:
+    """Whether some hop can turn a non-NaN input into NaN (overflow, inf, a negative or a zero
+    with no representation). Each hop after that is then constant on the affected inputs."""
+    for f, p in zip(spec.formats[1:], spec.policies):
+        if f.has_nan and (p.overflow is Overflow.NAN or not f.signed or not f.has_zero):
+            return True
+    return False
+
+
+def _nan_flags(spec: ChainSpec, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(from_zero, from_far): some hop makes NaN out of a zero (a zero-less format) / out of a
+    nonzero non-NaN input (overflow, inf, a negative into an unsigned format)."""
+    c = from_key(keys, spec.src).astype(spec.src.code_dtype)
+    zero = np.zeros(keys.shape, bool)
+    far = np.zeros(keys.shape, bool)
+    prev_fmt = spec.src
+    for f, h in zip(spec.formats[1:], spec.hops(c)):
+        in_nan = is_nan(c, prev_fmt)
+        in_zero = ~in_nan & (to_key(np.where(in_nan, 0, c), prev_fmt) == 0)
+        if isinstance(prev_fmt, Format) and prev_fmt.has_negative_zero:
+            in_zero |= c.astype(np.uint64) == np.uint64(prev_fmt.sign_bit)
+        out_nan = is_nan(h, f)
+        zero |= out_nan & in_zero & ~in_nan
+        far |= out_nan & ~in_zero & ~in_nan
+        c, prev_fmt = h, f
+    return zero, far
+
+
+def _clean_range(spec: ChainSpec, negative: bool) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """On one half, the key range where no hop makes a NaN (None if empty), and the NaN pieces
+    (key ranges on which the chain is constant: it is NaN, or what a later hop makes of NaN)."""
+    bins = binades(spec.src, negative)
+    if not bins:
+        return None
+    near, far_end = (bins[0][2], bins[-1][1]) if negative else (bins[0][1], bins[-1][2])
+    if not _can_make_nan(spec):
+        return (min(near, far_end), max(near, far_end), [])
+    sgn = -1 if negative else 1
+    # magnitude order as increasing "m" keys: m = key on the positive half, -key on the negative
+    m_lo, m_hi = np.array([sgn * near]), np.array([sgn * far_end])
+    zero_end, some_clean = _first_true(m_lo, m_hi, lambda m, idx: ~_nan_flags(spec, sgn * m)[0])
+    far_start, found = _first_true(m_lo, m_hi, lambda m, idx: _nan_flags(spec, sgn * m)[1])
+    # first magnitude-key not made NaN from a zero (past the end when the whole half is)
+    z = int(zero_end[0]) if bool(some_clean[0]) else int(m_hi[0]) + 1
+    o = int(far_start[0]) if bool(found[0]) else int(m_hi[0]) + 1
+    pieces = []
+    if z > m_lo[0]:
+        pieces.append((int(m_lo[0]), min(z, o) - 1))
+    if o <= m_hi[0]:
+        pieces.append((max(o, z), int(m_hi[0])))
+    to_keys = [(min(sgn * a, sgn * b), max(sgn * a, sgn * b)) for a, b in pieces if a <= b]
+    if z >= o:
+        return (0, -1, to_keys)
+    lo_k, hi_k = sorted((sgn * z, sgn * (o - 1)))
+    return (lo_k, hi_k, to_keys)
 
 
 # ---- binary search over ordered source keys ---------------------------------------------
@@ -166,12 +213,22 @@ def _quantum_log2(fmt: AnyFormat, e: int) -> float:
 def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
     """Cells (lo_key, hi_key) on which g is constant, covering every case by periodicity."""
     windows: dict[int, list[tuple[int, int]]] = {}
+    los, his, evals = [], [], 0
     for neg in (False, True):
+        clean = _clean_range(spec, neg)
+        if clean is None:
+            continue
+        c_lo, c_hi, nan_pieces = clean
+        for a, b in nan_pieces:  # the chain is constant on each: one cell
+            los.append(np.array([a], np.int64))
+            his.append(np.array([b], np.int64))
         for e, klo, khi in binades(spec.src, neg):
+            klo, khi = max(klo, c_lo), min(khi, c_hi)
+            if klo > khi:
+                continue
             q = [_quantum_log2(f, e) for f in spec.formats]
             c = int(np.argmax(q))
             windows.setdefault(c, []).append((klo, khi))
-    los, his, evals = [], [], 0
     for c, wins in windows.items():
         w = np.array(wins, np.int64)
         klo, khi = w[:, 0], w[:, 1]
@@ -338,8 +395,8 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
     t0 = time.perf_counter()
     monotone = _monotone(spec)
     if method == "proof" and not monotone:
-        raise ValueError(f"{spec.label()} is not monotone (a wrapping hop, or a NaN that a later hop turns into "
-                         "a number), so the cell proof does not apply; use method='exhaustive'")
+        raise ValueError(f"{spec.label()} has a wrapping hop, which is not monotone, so the cell proof does "
+                         "not apply; use method='exhaustive'")
     if method == "exhaustive" or not monotone:
         if spec.src.bits > 32:
             why = "it is not monotone" if not monotone else "method='exhaustive' was asked"
@@ -377,6 +434,5 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         best = cands[_magnitude_order(spec.src, cands)[0]]
         witness = Witness.build(spec, int(best))
     proof = Proof(method_name, points, elapsed)
-    regions = describe_regions(spec, segments)
-    reason = classify_reason(spec, witness, regions)
-    return ChainVerdict(spec, witness is None, reason, witness, regions, proof)
+    reason = classify_reason(spec, witness, segments)
+    return ChainVerdict(spec, witness is None, reason, witness, proof, segments)

@@ -22,6 +22,7 @@ import numpy as np
 from .convert import cast, decode
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from .rounding import Flags, Rounding, resolve_policy
+from .cli_chains import add_chain_parsers
 from .tables import write_tables
 
 __all__ = ["main", "show_exact", "exact_decimal"]
@@ -449,6 +450,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--daz", action="store_true", help="read subnormal inputs as zero")
     c.add_argument("--json", action="store_true", help="print a JSON object")
     c.set_defaults(run=_cmd_cast)
+    add_chain_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.set_defaults(run=_cmd_tables)

@@ -40,8 +40,15 @@ def formats_table(formats: Iterable[AnyFormat] | None = None) -> list[Row]:
     return [{k: r.get(k) for k in columns} for r in rows]
 
 
+def _chains() -> list[Row]:
+    from .chaintable import chains_table
+
+    return chains_table()
+
+
 TABLES: dict[str, Callable[[], list[Row]]] = {
     "formats": formats_table,
+    "chains": _chains,
 }
 
 
