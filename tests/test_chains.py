@@ -17,8 +17,17 @@ import pytest
 
 import numoracle as no
 from numoracle import (
-    BF16, FP8_E4M3FN, FP16, FP32, FP64, INT16, INT32, INT64, assert_chain_equivalent,
-    classify_cast_chain, find_equivalent_chains,
+    BF16,
+    FP8_E4M3FN,
+    FP16,
+    FP32,
+    FP64,
+    INT16,
+    INT32,
+    INT64,
+    assert_chain_equivalent,
+    classify_cast_chain,
+    find_equivalent_chains,
 )
 from numoracle.cli import main
 

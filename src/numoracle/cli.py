@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from .cli_chains import add_chain_parsers
 from .convert import cast, decode
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from .rounding import Flags, Rounding, resolve_policy
-from .cli_chains import add_chain_parsers
 from .tables import write_tables
 
 __all__ = ["main", "show_exact", "exact_decimal"]
@@ -474,7 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"numoracle: error: {msg}", file=sys.stderr)
         return 2
-    print(text)
+    try:
+        print(text)
+    except BrokenPipeError:  # `numoracle ... | head`: the reader left; not an error
+        sys.stderr.close()
     return 0
 
 
