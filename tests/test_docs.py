@@ -78,7 +78,7 @@ def setup_commands() -> list[str]:
 
 def test_readme_has_exactly_two_setup_commands():
     install_run, install_test = setup_commands()
-    assert install_run == "pip install . && numoracle cast 65520 --to fp16"
+    assert install_run == "pip install . && numoracle chain int32 fp32 fp16"
     assert install_test == 'pip install ".[test]" && python -m pytest'
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "pytest -m exhaustive" in readme and "## Benchmarks" in readme
@@ -87,7 +87,7 @@ def test_readme_has_exactly_two_setup_commands():
 def test_readme_main_job_runs(capsys):
     argv = shlex.split(setup_commands()[0].split("&&", 1)[1])
     assert main(argv[1:]) == 0
-    assert "0x7c00" in capsys.readouterr().out
+    assert "EQUALS int32 -(rne)-> fp16 for every source value" in capsys.readouterr().out
 
 
 def test_ci_runs_the_readme_test_command():

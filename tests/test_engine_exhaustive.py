@@ -41,23 +41,10 @@ import numoracle as no
 from numoracle import exact as X
 from numoracle import valuetable as V
 from numoracle.formats import FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
+from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
-SMALL = [f for f in registry() if f.bits <= 16]
 SMALL_FLOATS = [f for f in SMALL if not f.is_integer]
 WIDE = [f for f in registry() if f.bits > 16]
-MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
-
-
-def overflows(dst):
-    if dst.is_integer:
-        return ["saturate", "wrap"]
-    if dst.has_inf:
-        return ["ieee", "saturate"]
-    return ["nan", "saturate"] if dst.has_nan else ["saturate"]
-
-
-def nan_tos(dst):
-    return ["max", "zero", "min"] if dst.is_integer or not dst.has_nan else [None]
 
 
 def policies(dst):

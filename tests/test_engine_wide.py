@@ -25,19 +25,11 @@ import numoracle as no
 from numoracle import exact as X
 from numoracle.formats import BF16, FP16, FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
 from numoracle.rounding import Flags
+from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 SOURCES = [FP32, FP64, TF32, INT32, UINT32, INT64, UINT64]
 DESTS = registry()
-MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 P2 = F(2)
-
-
-def overflows(dst):
-    if dst.is_integer:
-        return ["saturate", "wrap"]
-    if dst.has_inf:
-        return ["ieee", "saturate"]
-    return ["nan", "saturate"] if dst.has_nan else ["saturate"]
 
 
 def _targets(fmt) -> list[F]:

@@ -46,17 +46,7 @@ from numoracle.formats import (
     registry,
 )
 from numoracle.rounding import Flags
-
-SMALL = [f for f in registry() if f.bits <= 16]
-MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
-
-
-def overflows(dst):
-    if dst.is_integer:
-        return ["saturate", "wrap"]
-    if dst.has_inf:
-        return ["ieee", "saturate"]
-    return ["nan", "saturate"] if dst.has_nan else ["saturate"]
+from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 
 def policies(dst):

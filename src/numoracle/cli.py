@@ -420,7 +420,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
-    paths = write_tables(args.out)
+    paths = write_tables(args.out, args.only.split(",") if args.only else None)
     return "\n".join(f"wrote {p} ({len(p.read_text().splitlines()) - 1} rows)" for p in paths)
 
 
@@ -453,6 +453,7 @@ def _parser() -> argparse.ArgumentParser:
     add_chain_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
+    t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains)")
     t.set_defaults(run=_cmd_tables)
     return p
 
