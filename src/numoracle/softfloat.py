@@ -276,12 +276,14 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         flags |= ((E < emin) & nz).astype(np.uint8) * np.uint8(Flags.UNDERFLOW)
     nan_out = None
     max_mag = udt(dst.max_mag_code)
+    overflowed = False
     # step 8: overflow, decided after rounding with an unbounded exponent
     if hi >= dst.emax:
         ovf = mag > max_mag
         if want_flags:
             flags |= ovf.astype(np.uint8) * np.uint8(Flags.OVERFLOW | Flags.INEXACT)
         if ovf.any():
+            overflowed = True
             mag, nan_out = _overflow(dst, pol, mag, ovf, sign, udt)
     # step 9: underflow: a zero-less format gives its smallest value; ftz flushes subnormal results
     if not dst.has_subnormals and lo < emin:
@@ -298,7 +300,7 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     # unsigned formats have no negative values (NaN, or nan_to where there is no NaN)
     if dst.signed:
         s_bit = sign if dst.has_negative_zero else sign & (mag != 0)
-        if dst.nan == "fn":
+        if dst.nan == "fn" and overflowed:  # only an overflow makes the FN NaN here: keep it positive
             s_bit = s_bit & (mag != udt(dst.mag_mask))
         code = mag | (s_bit.astype(udt) << udt(dst.bits - 1))
     else:
@@ -321,12 +323,11 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
 
 def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, tiny: np.ndarray):
     """round_pack of a chunk whose few elements below emin are done apart (same steps, both parts)."""
-    sig, E = u.sig.copy(), u.E.copy()
-    sig.ravel()[tiny] = 0
-    E.ravel()[tiny] = 0
     flat = lambda a: a.ravel()[tiny]  # noqa: E731
-    main = Unpacked(u.sign, sig, E, u.spec_idx, u.spec_cls, u.W)
     part = Unpacked(flat(u.sign), flat(u.sig), flat(u.E), np.zeros(0, np.intp), np.zeros(0, np.uint8), u.W)
+    u.sig.ravel()[tiny] = 0  # the triple is round_pack's alone (unpack made it): no copy needed
+    u.E.ravel()[tiny] = 0
+    main = u
     code, flags = round_pack(main, dst, pol, rand, want_flags)
     c_t, f_t = round_pack(part, dst, pol, None if rand is None else flat(rand), want_flags)
     code.ravel()[tiny] = c_t
