@@ -111,8 +111,10 @@ def unpack(codes: np.ndarray, fmt: AnyFormat, W: int, daz: bool = False) -> Unpa
         sign = np.zeros(c.shape, bool)
         mag = c
     ef = mag >> udt(m)
-    sig = ((mag & udt((1 << m) - 1)) | udt(1 << m)) << udt(W - 1 - m)
-    E = ef.astype(np.int32) - np.int32(fmt.bias)
+    # the shift puts the mantissa under the top bit and the exponent's low bit on it (the bits above
+    # fall off the word); OR-ing the top bit makes it the implicit one
+    sig = (c << udt(W - 1 - m)) | udt(1 << (W - 1))
+    E = (ef - udt(fmt.bias & ((1 << W) - 1))).view(np.int32 if W == 32 else np.int64).astype(np.int32, copy=False)
     # rare elements: exponent field all zeros (zero/subnormal) or all ones (inf/NaN/FN top binade)
     maybe = (ef - udt(1)) >= udt(top - 1) if top > 1 else np.ones(c.shape, bool)
     if fmt.nan == "fnuz":
@@ -229,8 +231,8 @@ def _increment(mode: Rounding, sign, kept, frac, W: int, udt: type, rand, sr_bit
     elif mode is Rounding.DOWN:
         inc = (frac != 0) & sign
     else:  # STOCHASTIC: the top sr_bits of the discarded part plus the random bits, carry out
-        top = frac >> udt(W - sr_bits)
-        inc = rand.astype(udt, copy=False) > (udt((1 << sr_bits) - 1) - top)
+        # top + rand < 2^(r+1) fits the word (r <= 30 for W = 32, see word_bits): its bit r is the carry
+        return kept + (((frac >> udt(W - sr_bits)) + rand.astype(udt, copy=False)) >> udt(sr_bits))
     return kept + inc.astype(udt)
 
 
