@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .cli_bounds import add_bound_parsers
 from .cli_chains import add_chain_parsers
 from .convert import cast, decode
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
@@ -451,6 +452,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print a JSON object")
     c.set_defaults(run=_cmd_cast)
     add_chain_parsers(sub)
+    add_bound_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains)")

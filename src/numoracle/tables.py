@@ -46,9 +46,16 @@ def _chains() -> list[Row]:
     return chains_table()
 
 
+def _bounds() -> list[Row]:
+    from .boundtable import bounds_table
+
+    return bounds_table()
+
+
 TABLES: dict[str, Callable[[], list[Row]]] = {
     "formats": formats_table,
     "chains": _chains,
+    "bounds": _bounds,
 }
 
 
