@@ -1,5 +1,6 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
+from .bounds import ErrorBound, expected_error_bound
 from .chainreport import ChainVerdict
 from .chains import classify_cast_chain
 from .chainsearch import assert_chain_equivalent, find_equivalent_chains
@@ -39,12 +40,14 @@ from .formats import (
 )
 from .interop import as_native
 from .rounding import Flags, NanTo, Overflow, Policy, Rounding
+from .tolerance import Tolerance, recommended_tolerance
 
 __version__ = "0.1.0"
 
 __all__ = [
     "cast", "decode", "encode", "as_native", "explain", "Explanation",
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
+    "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
