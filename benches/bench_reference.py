@@ -1,0 +1,66 @@
+"""Exact matmul reference vs float64 BLAS: exact_matmul(A, B) against ``A64 @ B64``.
+
+Run: python benches/bench_reference.py [--m 256 --k 4096 --n 256] [--repeat 5]
+(OPENBLAS_NUM_THREADS=1 in front for single-threaded BLAS on both sides.)
+A is M x K and B is K x N (default 256 x 4096 @ 4096 x 256), standard normal data cast to
+FP32, BF16 and FP64, plus an ill-conditioned FP32 set (magnitudes spread over 2^-40..2^40
+and rows that cancel). Prints the best time of each and the ratio exact / BLAS (target:
+within 20x for FP32 and BF16). The BLAS time is float64 ``A @ B`` on the same values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import ml_dtypes
+import numpy as np
+
+from numoracle.reference import exact_matmul
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    ill_a = a * np.exp2(rng.integers(-40, 41, (m, k)))
+    ill_b = b * np.exp2(rng.integers(-40, 41, (k, n)))
+    ill_a[:, 1::2] = -ill_a[:, 0::2]  # pairs that cancel exactly, the rest nearly
+    ill_a[:, 1::4] *= 1 + 2.0**-20
+    return {
+        "fp32": (a.astype(np.float32), b.astype(np.float32)),
+        "bf16": (a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)),
+        "fp64": (a, b),
+        "fp32 ill-conditioned": (ill_a.astype(np.float32), ill_b.astype(np.float32)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, default=256)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if "BLAS" in k or "OMP" in k or "MKL" in k}
+    print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; BLAS/OMP environment: {env or 'none set'}")
+    print(f"{'inputs':22s} {'float64 A@B':>12s} {'exact_matmul':>13s} {'ratio':>7s}")
+    for name, (a, b) in inputs(args.m, args.k, args.n).items():
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        t_blas, t_exact = best_times([lambda: a64 @ b64, lambda: exact_matmul(a, b)], args.repeat)  # noqa: B023
+        print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
