@@ -66,12 +66,12 @@ def main() -> None:
     print(f"{'dst':<11} {'inputs':<7} {'native':<10} {'native M/s':>10} {'mode':<4} {'numoracle M/s':>13} {'ratio':>6}")
     for (dst, lib), native in natives().items():
         for kind, x in data.items():
-            t_nat = best_time(lambda: native(x), args.repeat)
+            t_nat = best_time(lambda native=native, x=x: native(x), args.repeat)
             for mode in ("rne", "rtz", "sr"):
                 kw = {"rounding": mode}
                 if mode == "sr":
                     kw.update(sr_bits=16, random_bits=rbits)
-                t_no = best_time(lambda: no.cast(x, dst, **kw), args.repeat)
+                t_no = best_time(lambda x=x, dst=dst, kw=kw: no.cast(x, dst, **kw), args.repeat)
                 print(f"{dst:<11} {kind:<7} {lib:<10} {n / t_nat / 1e6:>10.0f} {mode:<4} {n / t_no / 1e6:>13.0f} "
                       f"{t_no / t_nat:>6.2f}")
 

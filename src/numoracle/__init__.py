@@ -41,6 +41,7 @@ from .formats import (
 from .interop import as_native
 from .reference import exact_dot, exact_matmul, exact_sum
 from .rounding import Flags, NanTo, Overflow, Policy, Rounding
+from .simulate import simulate
 from .tolerance import Tolerance, recommended_tolerance
 
 __version__ = "0.1.0"
@@ -49,7 +50,7 @@ __all__ = [
     "cast", "decode", "encode", "as_native", "explain", "Explanation",
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
-    "exact_sum", "exact_dot", "exact_matmul",
+    "exact_sum", "exact_dot", "exact_matmul", "simulate",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
