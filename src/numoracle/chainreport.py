@@ -279,7 +279,10 @@ def _one_behaviour(a: Any, b: Any, f: AnyFormat, mode: str = "rne") -> str:
     return "rounds"
 
 
-def _side_regions(spec: ChainSpec, negative: bool, segments: tuple[np.ndarray, np.ndarray]) -> list[Region]:
+def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fraction, bool, tuple | None]]:
+    """One half's source range cut where a hop's behaviour may change: (lo_key, hi_key, low bound,
+    low closed, next cut) per piece, before merging pieces that behave alike."""
+    from .exact import round_value
     from .order import binades, from_key, to_key
 
     bins = binades(spec.src, negative)
@@ -290,50 +293,55 @@ def _side_regions(spec: ChainSpec, negative: bool, segments: tuple[np.ndarray, n
     last = bins[-1][1] if negative else bins[-1][2]
     lo_k, hi_k = (last, first) if negative else (first, last)
     src_codes = from_key(np.array([lo_k, hi_k]), spec.src)
-    mags = sorted(abs(Fraction(value_of(int(c), spec.src))) for c in src_codes)
-    lo_mag, hi_mag = mags
-    cuts: list[tuple[Fraction, bool]] = [(b, at) for b, at in _breakpoints(spec) if lo_mag < b <= hi_mag
-                                         or (b == lo_mag and not at)]
+    lo_mag, hi_mag = sorted(abs(Fraction(value_of(int(c), spec.src))) for c in src_codes)
+    cuts = [(b, at) for b, at in _breakpoints(spec) if lo_mag < b <= hi_mag or (b == lo_mag and not at)]
     # region boundaries as source keys (by magnitude): the first source value in each region
-    from .exact import round_value
-
-    starts = [int(to_key(np.array([from_key(np.array([lo_k if not negative else hi_k]), spec.src)[0]]),
-                         spec.src)[0])]
-    labels = [(Fraction(0), True)]
+    starts = [hi_k if negative else lo_k]
+    labels: list[tuple[Fraction, bool]] = [(Fraction(0), True)]
     for b, at in cuts:
-        mode = "rd" if negative else "ru"
-        c = round_value(sgn * b, spec.src, rounding=mode, overflow="saturate" if not spec.src.has_inf else None)
+        c = round_value(sgn * b, spec.src, rounding="rd" if negative else "ru",
+                        overflow="saturate" if not spec.src.has_inf else None)
         k = int(to_key(np.array([c], np.uint64), spec.src)[0])
-        exact_hit = abs(Fraction(value_of(c, spec.src))) == b if not isinstance(value_of(c, spec.src), Special) \
-            else False
-        if exact_hit and not at:
-            k += -1 if negative else 1
-        if (k > hi_k or k < lo_k):
-            continue
-        starts.append(k)
-        labels.append((b, at))
-    order = sorted(range(len(starts)), key=lambda i: abs(starts[i]) if not negative else -starts[i])
-    regions: list[Region] = []
+        v = value_of(c, spec.src)
+        if not isinstance(v, Special) and abs(Fraction(v)) == b and not at:
+            k += sgn
+        if lo_k <= k <= hi_k:
+            starts.append(k)
+            labels.append((b, at))
+    order = sorted(range(len(starts)), key=lambda i: sgn * starts[i])
     uniq: list[tuple[int, tuple[Fraction, bool]]] = []
     for i in order:
         if uniq and uniq[-1][0] == starts[i]:
             uniq[-1] = (starts[i], labels[i])
-            continue
-        uniq.append((starts[i], labels[i]))
+        else:
+            uniq.append((starts[i], labels[i]))
     end_key = lo_k if negative else hi_k
+    out = []
     for n, (k, (b, at)) in enumerate(uniq):
         nk = (uniq[n + 1][0] - sgn) if n + 1 < len(uniq) else end_key
-        a_k, z_k = (k, nk)
-        span = sorted({a_k, z_k, a_k + (z_k - a_k) // 2, a_k + (z_k - a_k) // 4, a_k + 3 * (z_k - a_k) // 4,
-                       a_k + sgn, z_k - sgn})
-        span = [x for x in span if min(a_k, z_k) <= x <= max(a_k, z_k)]
+        nxt = uniq[n + 1][1] if n + 1 < len(uniq) else None
+        out.append((min(k, nk), max(k, nk), b, at, nxt))
+    return out
+
+
+def region_key_ranges(spec: ChainSpec) -> np.ndarray:
+    """(lo_key, hi_key) of every region piece of both halves, sorted (for counting differences)."""
+    pieces = [(a, z) for neg in (False, True) for a, z, *_ in _region_cuts(spec, neg)]
+    return np.array(sorted(pieces), np.int64).reshape(-1, 2)
+
+
+def _side_regions(spec: ChainSpec, negative: bool, segments: tuple[np.ndarray, np.ndarray]) -> list[Region]:
+    from .order import from_key
+
+    regions: list[Region] = []
+    for lo_r, hi_r, b, at, nxt in _region_cuts(spec, negative):
+        q = (hi_r - lo_r) // 4
+        span = sorted({lo_r, hi_r, lo_r + q, lo_r + 2 * q, lo_r + 3 * q, min(lo_r + 1, hi_r), max(hi_r - 1, lo_r)})
         codes = from_key(np.array(span, np.int64), spec.src).astype(spec.src.code_dtype)
         beh = _hop_behaviour(spec, codes)
-        lo_r, hi_r = (a_k, z_k) if not negative else (z_k, a_k)
         agree = not bool(np.any((segments[0] <= hi_r) & (segments[1] >= lo_r)))
-        nb = uniq[n + 1][1] if n + 1 < len(uniq) else None
-        regions.append(Region("x<0" if negative else "x>0", fmt_value(b), "inf" if nb is None else fmt_value(nb[0]),
-                              low_open=not at, high_open=(nb[1] if nb is not None else False),
+        regions.append(Region("x<0" if negative else "x>0", fmt_value(b), "inf" if nxt is None else fmt_value(nxt[0]),
+                              low_open=not at, high_open=(nxt[1] if nxt is not None else False),
                               hops=tuple(" / ".join(sorted(x)) for x in beh), agree=agree))
     return _merge(regions)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .chainreport import ChainVerdict, Proof, Witness, classify_reason
+from .chainreport import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 from .convert import cast_codes
 from .formats import AnyFormat, Format, format_of
 from .order import binades, from_key, is_nan, key_bounds, result_key, to_key
@@ -360,24 +360,32 @@ def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
     return sorted(range(len(codes)), key=lambda i: mag(codes[i]))
 
 
-def _exhaustive(spec: ChainSpec, executor=None) -> tuple[np.ndarray, int]:
-    """Every source code where chain and direct differ (sources of 32 bits or fewer)."""
+def _exhaustive(spec: ChainSpec, executor=None) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], int]:
+    """Every source code (sources of 32 bits or fewer): the least-magnitude candidates among the codes
+    where chain and direct differ, and the region pieces holding any such code (as segments)."""
     n = 1 << spec.src.bits
-    bad: list[np.ndarray] = []
-    starts = list(range(0, n, _EXHAUSTIVE_CHUNK))
-    if executor is None:
-        parts = map(_exhaustive_part, [(spec, s, min(s + _EXHAUSTIVE_CHUNK, n)) for s in starts])
-    else:
-        parts = executor.map(_exhaustive_part, [(spec, s, min(s + _EXHAUSTIVE_CHUNK, n)) for s in starts])
-    for b in parts:
-        bad.append(b)
-    return (np.concatenate(bad) if bad else np.zeros(0, np.uint64)), n
+    ranges = region_key_ranges(spec)
+    jobs = [(spec, a, min(a + _EXHAUSTIVE_CHUNK, n), ranges) for a in range(0, n, _EXHAUSTIVE_CHUNK)]
+    parts = list(map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs))
+    cands = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+    counts = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(len(ranges), np.int64)
+    hit = ranges[np.asarray(counts) > 0]
+    return cands, (hit[:, 0], hit[:, 1]), n
 
 
-def _exhaustive_part(args) -> np.ndarray:
-    spec, a, b = args
+def _exhaustive_part(args) -> tuple[np.ndarray, np.ndarray]:
+    spec, a, b, ranges = args
     codes = np.arange(a, b, dtype=np.uint64).astype(spec.src.code_dtype)
-    return codes[spec.chain(codes) != spec.direct_cast(codes)].astype(np.uint64)
+    bad = codes[spec.chain(codes) != spec.direct_cast(codes)].astype(np.uint64)
+    counts = np.zeros(len(ranges), np.int64)
+    if not bad.size:
+        return bad, counts
+    nan = is_nan(bad, spec.src)
+    keys = to_key(bad[~nan], spec.src)
+    idx = np.searchsorted(ranges[:, 0], keys, side="right") - 1
+    inside = (idx >= 0) & (keys <= ranges[np.maximum(idx, 0), 1])
+    counts += np.bincount(idx[inside], minlength=len(ranges))
+    return _least_magnitude_candidates(spec.src, bad), counts
 
 
 def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", overflow: Any = None,
@@ -402,10 +410,7 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
             why = "it is not monotone" if not monotone else "method='exhaustive' was asked"
             raise ValueError(f"{spec.label()}: {why}, and a {spec.src.bits}-bit source is too wide to enumerate "
                              "(2^64 codes); only sources of 32 bits or fewer can be checked code by code")
-        bad, points = _exhaustive(spec, executor)
-        finite = bad[~is_nan(bad, spec.src)]
-        keys = to_key(finite, spec.src)
-        segments = (keys, keys)
+        bad, segments, points = _exhaustive(spec, executor)
         method_name = "exhaustive enumeration of every source code"
     else:
         spec_codes = _special_codes(spec.src).astype(spec.src.code_dtype)
