@@ -170,12 +170,13 @@ def _unpack_int(codes: np.ndarray, fmt: IntFormat, W: int, udt: type) -> Unpacke
 
 
 # ---- shifting and the rounding decision (steps 4-6) -----------------------------------
-def _shift_out(sig: np.ndarray, s, W: int, udt: type):
+def _shift_out(sig: np.ndarray, s, W: int, udt: type, may_be_flat: bool = False):
     """Split sig into kept = sig >> s and the discarded bits as a W-bit fraction.
 
     Returns (kept, frac): frac holds the discarded bits left-aligned, so its top bit is the
     guard bit and the rest is the sticky part (exact: no discarded bit is lost). ``s`` is a
-    scalar or an int array (values <= 0 only for integer destinations: nothing is discarded).
+    scalar or an int array (values <= 0 only for integer destinations, which say ``may_be_flat``:
+    nothing is discarded there).
     Shifts of W or more are folded into the significand so every numpy shift stays below the
     word width: with d = s - (W-1) > 0 the significand becomes (sig >> d) | sticky(low d bits)
     and s becomes W-1; guard and sticky are unchanged, and so is every rounding decision
@@ -203,6 +204,9 @@ def _shift_out(sig: np.ndarray, s, W: int, udt: type):
             d = np.minimum(np.maximum(s - np.int32(W - 1), 0), W - 1).astype(udt)
             sig = (sig >> d) | ((sig & ((udt(1) << d) - udt(1))) != 0).astype(udt)
             s = np.minimum(s, np.int32(W - 1))
+    if not may_be_flat:
+        su = s.astype(udt)
+        return sig >> su, sig << (udt(W) - su)
     flat = s <= 0
     if flat.any():  # integer destinations near the top of the word: nothing is discarded
         s = np.maximum(s, 1)
@@ -250,10 +254,10 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     # steps 1-3: the destination exponent, clamped at emin where the format has subnormals
     lo, hi = (int(E.min()), int(E.max())) if E.size else (0, 0)
     sub = dst.has_subnormals and lo < emin
-    if sub and E.size >= 64:
+    # few subnormal results (judged on a sample first): round the rest with one scalar shift
+    if sub and E.size >= 64 and np.count_nonzero(E[::16] < emin) * 8 < E[::16].size:
         tiny = E < emin
-        n_tiny = np.count_nonzero(tiny)
-        if n_tiny * 8 < E.size:  # few subnormal results: round the rest with one scalar shift
+        if np.count_nonzero(tiny) * 8 < E.size:
             return _split_tiny(u, dst, pol, rand, want_flags, np.flatnonzero(tiny))
     e_d = np.maximum(E, np.int32(emin)) if sub else E
     s = np.int32(W - p) + (e_d - E) if sub else W - p
@@ -281,12 +285,18 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     overflowed = False
     # step 8: overflow, decided after rounding with an unbounded exponent
     if hi >= dst.emax:
-        ovf = mag > max_mag
-        if want_flags:
-            flags |= ovf.astype(np.uint8) * np.uint8(Flags.OVERFLOW | Flags.INEXACT)
-        if ovf.any():
+        to_max = _overflow_to_max(pol, sign)
+        if not want_flags and isinstance(to_max, bool) and (to_max or dst.nan != "fnuz"):
+            # the clamp of _overflow, without first finding which elements overflowed
+            mag = np.minimum(mag, udt(dst.max_mag_code + (0 if to_max else 1)))
             overflowed = True
-            mag, nan_out = _overflow(dst, pol, mag, ovf, sign, udt)
+        else:
+            ovf = mag > max_mag
+            if want_flags:
+                flags |= ovf.astype(np.uint8) * np.uint8(Flags.OVERFLOW | Flags.INEXACT)
+            if ovf.any():
+                overflowed = True
+                mag, nan_out = _overflow(dst, pol, mag, ovf, sign, udt)
     # step 9: underflow: a zero-less format gives its smallest value; ftz flushes subnormal results
     if not dst.has_subnormals and lo < emin:
         under = E < emin
@@ -437,7 +447,7 @@ def _round_pack_int(u: Unpacked, dst: IntFormat, pol: Policy, rand, want_flags: 
     # steps 1-6: the quantum is 1; |x| >= 2^W is out of every W-bit range ("big")
     s = np.int32(W - 1) - E
     big = (E > W - 1) if int(E.max(initial=0)) > W - 1 else None
-    kept, frac = _shift_out(sig, s, W, udt)
+    kept, frac = _shift_out(sig, s, W, udt, may_be_flat=True)
     kept = _increment(pol.rounding, sign, kept, frac, W, udt, rand, pol.sr_bits)
     # step 7: two's complement
     code = blend(kept, ~kept + udt(1), sign) & mask
