@@ -42,6 +42,18 @@ from .interop import as_native
 from .reference import exact_dot, exact_matmul, exact_sum
 from .rounding import Flags, NanTo, Overflow, Policy, Rounding
 from .simulate import simulate
+from .testing import (
+    CloseReport,
+    RunComparison,
+    assert_dot_close,
+    assert_matmul_close,
+    assert_sum_close,
+    check_dot_close,
+    check_matmul_close,
+    check_sum_close,
+    compare_runs,
+    poison_like,
+)
 from .tolerance import Tolerance, recommended_tolerance
 
 __version__ = "0.1.0"
@@ -51,6 +63,8 @@ __all__ = [
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "exact_sum", "exact_dot", "exact_matmul", "simulate",
+    "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
+    "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
