@@ -228,8 +228,8 @@ def test_probabilistic_lambda_meets_the_confidence_tightly(conf, shape):
     events = K * (math.prod(shape) if shape else 1)
     assert b.events == events
     fail = _fail(b.lambda_, U32, events)
-    assert 1 - fail >= conf and b.probability >= conf
-    assert 1 - _fail(b.lambda_ * (1 - Fraction(1, 10**9)), U32, events) < conf + 1e-8 * (1 - conf)  # not loose
+    assert conf <= 1 - fail and b.probability >= conf
+    assert conf + 1e-8 * (1 - conf) > 1 - _fail(b.lambda_ * (1 - Fraction(1, 10**9)), U32, events)  # not loose
     # gamma_tilde_n(lambda) = exp(lambda sqrt(n) u + n u^2/(1-u)) - 1 with n = K - 1 roundings
     with mpmath.workdps(50):
         lm, n, u = mpmath.mpf(b.lambda_.numerator) / b.lambda_.denominator, K - 1, mpmath.mpf(2) ** -24
