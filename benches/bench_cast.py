@@ -9,22 +9,13 @@ subnormals, overflow) and "bits" (uniformly random 32-bit patterns).
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import ml_dtypes
 import numpy as np
+from timing import best_time
 
 import numoracle as no
-
-
-def best_time(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def inputs(n: int) -> dict[str, np.ndarray]:

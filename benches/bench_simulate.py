@@ -17,18 +17,10 @@ import time
 
 import ml_dtypes
 import numpy as np
+from timing import best_time
 
 from numoracle import orders
 from numoracle.simulate import simulate
-
-
-def best_time(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def blas_one_thread(m: int, n: int, k: int) -> float:

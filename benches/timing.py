@@ -1,0 +1,15 @@
+"""Shared timing helper for the benchmarks (run them as ``python benches/<name>.py``)."""
+
+from __future__ import annotations
+
+import time
+
+
+def best_time(fn, repeat: int) -> float:
+    """The fastest of ``repeat`` runs of ``fn()``, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
