@@ -336,12 +336,13 @@ def _least_magnitude_candidates(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray
     negative key, and every NaN (ordered exactly afterwards)."""
     nan = is_nan(codes, fmt)
     keys = to_key(codes[~nan], fmt)
-    pick = [codes[nan]]
+    pick = []
     if (keys >= 0).any():
         pick.append(from_key(np.array([keys[keys >= 0].min()]), fmt))
     if (keys < 0).any():
         pick.append(from_key(np.array([keys[keys < 0].max()]), fmt))
-    return np.concatenate(pick).astype(np.uint64)[:64]
+    pick.append(np.sort(codes[nan])[:8])  # NaNs come last in magnitude order: the smallest few codes do
+    return np.concatenate(pick).astype(np.uint64)
 
 
 def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
