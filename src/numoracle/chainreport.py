@@ -282,8 +282,8 @@ def _one_behaviour(a: Any, b: Any, f: AnyFormat, mode: str = "rne") -> str:
 def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fraction, bool, tuple | None]]:
     """One half's source range cut where a hop's behaviour may change: (lo_key, hi_key, low bound,
     low closed, next cut) per piece, before merging pieces that behave alike."""
+    from .codekeys import binades, from_key, to_key
     from .exact import round_value
-    from .order import binades, from_key, to_key
 
     bins = binades(spec.src, negative)
     if not bins:
@@ -331,7 +331,7 @@ def region_key_ranges(spec: ChainSpec) -> np.ndarray:
 
 
 def _side_regions(spec: ChainSpec, negative: bool, segments: tuple[np.ndarray, np.ndarray]) -> list[Region]:
-    from .order import from_key
+    from .codekeys import from_key
 
     regions: list[Region] = []
     for lo_r, hi_r, b, at, nxt in _region_cuts(spec, negative):

@@ -4,7 +4,7 @@ The decision procedure (docs/chains.md has the argument in full):
 
 * Every hop with a deterministic rounding mode and a non-wrapping overflow policy is a
   monotone step function of the value on each half of the source line (NaN results sit just
-  beyond +-inf on the side of their source, see ``order.result_key``). So are the chain ``g``
+  beyond +-inf on the side of their source, see ``codekeys.result_key``). So are the chain ``g``
   and the direct conversion ``f``.
 * ``g`` factors through every format C of the chain (C = the source, an intermediate or the
   destination): it is constant on each *cell* of source values that the chain's prefix up to C
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from .chainreport import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
+from .codekeys import binades, from_key, is_nan, key_bounds, result_key, to_key
 from .convert import cast_codes
 from .formats import AnyFormat, Format, format_of
-from .order import binades, from_key, is_nan, key_bounds, result_key, to_key
 from .rounding import Overflow, Policy, Rounding, resolve_policy
 
 __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]

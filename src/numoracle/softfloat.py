@@ -53,13 +53,6 @@ class Unpacked:
     spec_cls: np.ndarray  # uint8
     W: int
 
-    @property
-    def cls(self) -> np.ndarray:
-        """Class of every element (ZERO, FINITE, INF, NAN)."""
-        c = np.full(self.sig.shape, FINITE, np.uint8)
-        c.ravel()[self.spec_idx] = self.spec_cls
-        return c
-
 
 def bit_length(a: np.ndarray) -> np.ndarray:
     """Exact bit length of each element of an unsigned array (0 for 0), as int32."""

@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .bounds import ErrorBound, expected_error_bound
+from .codekeys import is_nan, to_key
 from .convert import cast, decode
 from .formats import FP32, FP64, AnyFormat, Format, format_of
 from .interop import as_native, is_torch, to_codes, torch_dtype_format
-from .order import is_nan, to_key
 from .reference import exact_dot, exact_matmul, exact_sum
 from .tolerance import nested, sci
 
