@@ -21,6 +21,8 @@ import numpy as np
 
 from .cli_bounds import add_bound_parsers
 from .cli_chains import add_chain_parsers
+from .cli_plot import add_plot_parsers
+from .cli_sweep import add_sweep_parsers
 from .convert import cast, decode
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from .rounding import Flags, Rounding, resolve_policy
@@ -453,6 +455,8 @@ def _parser() -> argparse.ArgumentParser:
     c.set_defaults(run=_cmd_cast)
     add_chain_parsers(sub)
     add_bound_parsers(sub)
+    add_sweep_parsers(sub)
+    add_plot_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains)")

@@ -1,0 +1,1 @@
+"""numoracle's pytest plugin (entry point ``pytest11``), being written."""
