@@ -39,6 +39,10 @@ from .formats import (
     registry,
 )
 from .interop import as_native
+from .quantcheck import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
+from .quanterror import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
+from .quantize import Quantized, QuantParams, dequantize, quantize
+from .quantmatmul import QuantMatmulBound, quantized_matmul_bound
 from .reference import exact_dot, exact_matmul, exact_sum
 from .rounding import Flags, NanTo, Overflow, Policy, Rounding
 from .simulate import simulate
@@ -65,6 +69,9 @@ __all__ = [
     "exact_sum", "exact_dot", "exact_matmul", "simulate",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
+    "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
+    "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
+    "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",

@@ -67,7 +67,7 @@ from .tolerance import (
 
 __all__ = ["expected_error_bound", "ErrorBound", "Component", "parse_order", "OrderSpec", "OPS", "KINDS"]
 
-OPS = ("sum", "dot", "matmul")
+OPS = ("sum", "dot", "matmul", "quantized_matmul")
 KINDS = ("worst", "probabilistic")
 _UNBIASED = ("rne", "rna", "sr")
 _H = "THEORY.md §2 master rule [D]"
@@ -495,7 +495,7 @@ def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, 
 def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order: Any = None, fma: bool = True,
                          kind: str = "worst", confidence: float = 0.999, out: Any = None,
                          inputs_rounded_from: Any = None, shape: Any = None, rounding: Any = "rne",
-                         out_rounding: Any = None, tight_rn: bool = False) -> ErrorBound:
+                         out_rounding: Any = None, tight_rn: bool = False, **quant: Any) -> ErrorBound:
     """The error bound of ``op`` ("sum", "dot", "matmul") over K terms of ``dtype`` accumulated in ``acc``.
 
     dtype: the format of the values the kernel reads (for matmul: of A and B). acc: the accumulator
@@ -512,6 +512,14 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     inputs of a sum, probabilistic bounds on biased (directed, truncating) roundings.
     """
     op, K, kind, conf = _check(op, K, kind, confidence)
+    if op == "quantized_matmul":  # numoracle.quantmatmul (its keywords: block=, scale_fmt=, a_params= ...)
+        from .quantmatmul import quantized_matmul_error_bound as qmm
+
+        return qmm(dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out, shape=shape,
+                   inputs_rounded_from=inputs_rounded_from, rounding=rounding, out_rounding=out_rounding,
+                   tight_rn=tight_rn, **quant)  # type: ignore[return-value]
+    if quant:
+        raise TypeError(f"expected_error_bound got unexpected keyword(s) {', '.join(quant)} for op={op!r}")
     dtype = format_of(dtype)
     acc = dtype if acc is None else format_of(acc)
     out = None if out is None else format_of(out)
