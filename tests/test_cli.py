@@ -286,3 +286,13 @@ def test_exact_decimal_is_exact():
     assert exact_decimal(Fraction(1, 3)) is None
     x = Fraction(3, 2**70)
     assert Fraction(exact_decimal(x)) == x
+
+
+def test_boundary_command_lists_the_seed_values(capsys):
+    assert main(["boundary", "int32", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("boundary values of int32 -> fp16 (rne, overflow=ieee): ")
+    listed = {int(line.split()[1]) for line in out.splitlines()[1:]}
+    seed = {0, 1, 2048, 65504, 65505, 65519, 65520, 70000, 2**20, 2**24, 2**24 + 1, 2**25}
+    assert seed | {-v for v in seed} <= listed
+    assert main(["boundary", "fp32", "fp16", "--via", "nope"]) == 2

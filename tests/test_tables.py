@@ -85,7 +85,7 @@ def test_render_csv_refuses_inexact_or_ragged_rows():
 
 
 def test_write_tables_rejects_unknown_names(tmp_path):
-    with pytest.raises(ValueError, match="unknown table .nope.; tables: formats, chains, bounds"):
+    with pytest.raises(ValueError, match="unknown table .nope.; tables: formats, chains, bounds, boundary"):
         write_tables(tmp_path, ["nope"])
     assert write_tables(tmp_path, ["formats"]) == [tmp_path / "formats.csv"]
 

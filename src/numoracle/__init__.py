@@ -1,5 +1,6 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
+from .boundary import BoundaryValues, boundary_values
 from .bounds import ErrorBound, expected_error_bound
 from .chainreport import ChainVerdict
 from .chains import classify_cast_chain
@@ -72,6 +73,7 @@ __all__ = [
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
     "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
+    "boundary_values", "BoundaryValues",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",

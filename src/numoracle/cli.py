@@ -427,6 +427,14 @@ def _cmd_tables(args: argparse.Namespace) -> str:
     return "\n".join(f"wrote {p} ({len(p.read_text().splitlines()) - 1} rows)" for p in paths)
 
 
+def _cmd_boundary(args: argparse.Namespace) -> str:
+    from .boundary import boundary_values
+
+    via = tuple(v for v in (args.via or "").split(",") if v)
+    bv = boundary_values(args.src, args.dst, via=via, rounding=args.rounding, overflow=args.overflow)
+    return bv.table()
+
+
 # ---- entry point ---------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage block
@@ -455,11 +463,18 @@ def _parser() -> argparse.ArgumentParser:
     c.set_defaults(run=_cmd_cast)
     add_chain_parsers(sub)
     add_bound_parsers(sub)
+    bd = sub.add_parser("boundary", help="the source values that matter for a conversion or chain, labelled")
+    bd.add_argument("src", metavar="SRC")
+    bd.add_argument("dst", metavar="DST")
+    bd.add_argument("--via", metavar="FMT[,FMT]", help="intermediate formats of a chain")
+    bd.add_argument("--rounding", default="rne", metavar="R", help=f"one of {', '.join(_MODES)} (default rne)")
+    bd.add_argument("--overflow", metavar="O", help="ieee, saturate, nan, wrap (default: the destination's)")
+    bd.set_defaults(run=_cmd_boundary)
     add_sweep_parsers(sub)
     add_plot_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
-    t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains)")
+    t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")
     t.set_defaults(run=_cmd_tables)
     return p
 

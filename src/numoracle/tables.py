@@ -52,10 +52,17 @@ def _bounds() -> list[Row]:
     return bounds_table()
 
 
+def _boundary() -> list[Row]:
+    from .boundarytable import boundary_table
+
+    return boundary_table()
+
+
 TABLES: dict[str, Callable[[], list[Row]]] = {
     "formats": formats_table,
     "chains": _chains,
     "bounds": _bounds,
+    "boundary": _boundary,
 }
 
 
