@@ -47,6 +47,7 @@ from .quantmatmul import QuantMatmulBound, quantized_matmul_bound
 from .reference import exact_dot, exact_matmul, exact_sum
 from .rounding import Flags, NanTo, Overflow, Policy, Rounding
 from .simulate import simulate
+from .sweep import SweepReport, sweep
 from .testing import (
     CloseReport,
     RunComparison,
@@ -73,7 +74,7 @@ __all__ = [
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
     "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
-    "boundary_values", "BoundaryValues",
+    "boundary_values", "BoundaryValues", "sweep", "SweepReport",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",

@@ -1,4 +1,5 @@
-"""The ``numoracle`` command: ``formats``, ``info``, ``cast``, ``tables``.
+"""The ``numoracle`` command: ``formats``, ``info``, ``cast``, ``chain(s)``, ``bound``, ``tolerance``, ``boundary``,
+``sweep``, ``plot``, ``tables``.
 
 Every number printed is exact: integers and short decimals as they are, other dyadic values
 as ``m*2^e`` (or ``2^e``) with an approximation after ``≈``. User errors (an unknown format, a
@@ -490,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         text = args.run(args)
+        status = 0
+        if isinstance(text, tuple):  # (text, exit status): a command whose verdict is its status (sweep)
+            text, status = text
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except (ValueError, TypeError, OSError) as e:
@@ -500,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     except BrokenPipeError:  # `numoracle ... | head`: the reader left; not an error
         sys.stderr.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

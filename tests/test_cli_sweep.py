@@ -1,0 +1,80 @@
+"""``numoracle sweep``: small sweeps through ``cli.main`` (boundary and random inputs, 8-bit exhaustive)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(["sweep", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_boundary_sweep_finds_ml_dtypes_double_rounding(capsys):
+    rc, out, err = run(capsys, "fp64", "bf16", "--against", "ml_dtypes", "--inputs", "boundary")
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("sweep fp64 -> bf16 against ml_dtypes ") and "inputs: boundary (" in lines[0]
+    assert lines[1].startswith("EXPLAINED: ") and "all covered by known deviations of ml_dtypes" in lines[1]
+    assert "  double_rounding: " in out and "[via fp32; known: double_rounding]" in out
+
+
+def test_random_inputs_as_json_match_the_library(capsys):
+    rc, out, _ = run(capsys, "fp64", "fp16", "--against", "torch", "--inputs", "2e4", "--seed", "3", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["verdict"] == "explained" and d["ok"] is True
+    assert d["compared"] == 20000 and "random (20000 codes, seed 3" in d["inputs"]
+    w = d["classes"]["double_rounding"]["witnesses"][0]
+    x = np.array([int(w["source"], 16)], np.uint64)
+    via32 = no.cast(no.cast(x, "fp32", src="fp64"), "fp16", src="fp32")
+    assert int(w["fn"], 16) == int(via32[0]) and int(w["engine"], 16) == int(no.cast(x, "fp16", src="fp64")[0])
+
+
+def test_eight_bit_source_defaults_to_exhaustive_and_prints_markdown(capsys):
+    rc, out, _ = run(capsys, "fp8_e4m3fn", "fp4_e2m1fn", "--against", "ml_dtypes", "--markdown")
+    assert rc == 0 and "inputs: exhaustive (all 2^8 = 256 codes)" in out
+    assert "| nan_to_policy | 2 |" in out and "`0x7f (NAN)` | `0x8 (-0)` | `0x7 (6)`" in out
+
+
+def test_policy_options_reach_the_engine(capsys):
+    # torch saturates E4M3FN: with --overflow saturate only the NaN signs differ
+    rc, out, _ = run(capsys, "fp32", "fp8_e4m3fn", "--against", "torch", "--inputs", "boundary", "--json")
+    assert "saturation_vs_inf_nan" in json.loads(out)["classes"]
+    rc, out, _ = run(capsys, "fp32", "fp8_e4m3fn", "--against", "torch", "--inputs", "boundary", "--overflow",
+                     "saturate", "--json")
+    d = json.loads(out)
+    assert rc == 0 and set(d["classes"]) == {"nan_payload_or_sign"} and "overflow=saturate" in d["policy"]
+    rc, out, _ = run(capsys, "fp32", "fp16", "--against", "numpy", "--inputs", "5000", "--rounding", "rtz")
+    assert rc == 1 and "(rtz, overflow=ieee)" in out.splitlines()[0] and "off_by_one_ulp" in out
+
+
+def test_unexplained_mismatches_exit_1_with_the_verdict(capsys):
+    # numoracle with ftz against a library that keeps subnormals: every subnormal result differs
+    rc, out, _ = run(capsys, "fp16", "fp8_e5m2", "--against", "ml_dtypes", "--ftz")
+    assert rc == 1 and out.splitlines()[1].startswith("UNEXPLAINED: ")
+    assert "flush_to_zero" in out and "note: known deviations of ml_dtypes not checked" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fp64", "bf16", "--against", "ml_dtypes", "--inputs", "exhaustive"], "use inputs='boundary' or inputs=N"),
+    (["fp32", "fp16", "--against", "ml_dtypes", "--inputs", "10"], "use library='numpy'"),
+    (["fp32", "fp16", "--against", "numpy", "--inputs", "many"], "--inputs takes exhaustive, boundary or a count"),
+    (["fp32", "fp16", "--against", "numpy", "--inputs", "0"], "--inputs takes exhaustive, boundary or a count"),
+    (["fp33", "fp16", "--against", "numpy", "--inputs", "10"], "unknown format 'fp33'"),
+    (["fp32", "fp16", "--against", "numpy", "--inputs", "10", "--rounding", "sr"], "deterministic casts"),
+])
+def test_user_errors_exit_2_with_one_line(capsys, argv, message):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_library_is_refused_by_the_parser(capsys):
+    rc, _, err = run(capsys, "fp32", "fp16", "--against", "jax")
+    assert rc == 2 and "invalid choice: 'jax'" in err
