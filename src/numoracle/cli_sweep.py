@@ -74,8 +74,9 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
                        description="Runs LIBRARY's own cast SRC -> DST over the inputs, compares every code with "
                        "numoracle's and classifies the mismatches (NaN payload, saturation, double rounding, ...), "
                        "marking those a known deviation of the library explains. Example: numoracle sweep fp32 "
-                       "fp8_e4m3fn --against torch. Exit status: 0 when every mismatch is a known deviation (or there is none), 1 when some mismatch is "
-                       "unexplained or the converter failed, 2 on a usage error.")
+                       "fp8_e4m3fn --against torch. Exit status: 0 when every mismatch is a known deviation (or "
+                       "there is none), 1 when some mismatch is unexplained or the converter failed, 2 on a usage "
+                       "error.")
     s.add_argument("src", metavar="SRC")
     s.add_argument("dst", metavar="DST")
     s.add_argument("--against", required=True, choices=LIBRARIES, help="the library whose cast is swept")
