@@ -179,3 +179,12 @@ def test_format_without_a_native_dtype():
 
     with pytest.raises(ValueError, match="e3m2 has no numpy or ml_dtypes dtype; use decode"):
         as_native(np.array([1]), Format.ieee_like(3, 2))
+
+
+def test_big_endian_arrays_give_the_values_codes():
+    from numoracle.interop import to_codes
+
+    for dt, code in (("<f4", 0x3F800000), (">f4", 0x3F800000), (">f8", 0x3FF0000000000000), (">i2", 1)):
+        codes, _ = to_codes(np.array([1], dt))
+        assert int(codes[0]) == code, dt
+    assert cast(np.array([65519.0], ">f8"), "fp16").tolist() == [0x7BFF]

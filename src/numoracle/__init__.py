@@ -39,6 +39,7 @@ from .formats import (
     register,
     registry,
 )
+from .golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
 from .interop import as_native
 from .quantcheck import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
 from .quanterror import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
@@ -50,6 +51,7 @@ from .simulate import simulate
 from .sweep import SweepReport, sweep
 from .testing import (
     CloseReport,
+    NumoracleAssertionError,
     RunComparison,
     assert_dot_close,
     assert_matmul_close,
@@ -74,7 +76,8 @@ __all__ = [
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
     "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
-    "boundary_values", "BoundaryValues", "sweep", "SweepReport",
+    "boundary_values", "BoundaryValues", "sweep", "SweepReport", "NumoracleAssertionError",
+    "write_golden", "read_golden", "compare_golden", "assert_golden", "Golden", "GoldenDiff", "GoldenError",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from .exact import _floor_log2, _pow2
 from .formats import FP32, AnyFormat, Format, IntFormat, format_of
 from .rounding import Overflow, Rounding, resolve_policy
 
@@ -50,15 +51,6 @@ __all__ = [
 
 
 # ---- exact grids: ordered keys of finite values (the codekeys order), without the engine ------------
-def _pow2(e: int) -> Fraction:
-    return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
-
-
-def _floor_log2(a: Fraction) -> int:
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    return e - 1 if a < _pow2(e) else e
-
-
 def _neg_zero(fmt: AnyFormat) -> int:
     return 1 if fmt.has_negative_zero else 0
 

@@ -74,6 +74,8 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
     if a.dtype == np.bool_ or a.dtype.kind in "OUSc" or (a.dtype.kind == "V" and a.dtype.names is not None):
         raise TypeError(f"cannot convert an array of dtype {a.dtype}; give a numeric array "
                         "(or codes with src=FORMAT)")
+    if not a.dtype.isnative:  # big-endian data: the codes are the values' bits in this machine's order
+        a = a.astype(a.dtype.newbyteorder("="))
     fmt = format_of(a.dtype)
     if isinstance(fmt, Format) and fmt.name in ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn"):
         codes = a.view(np.uint8) & np.uint8((1 << fmt.bits) - 1)

@@ -38,6 +38,7 @@ from .formats import AnyFormat, Format, format_of
 from .interop import is_torch, to_codes
 from .quanterror import QuantErrorReport, _as_values, _expand, quantization_error_bound
 from .rounding import Flags
+from .testing import NumoracleAssertionError
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]
@@ -131,12 +132,11 @@ class QuantCheckReport:
         return "\n".join(lines)
 
 
-class QuantizedMismatch(AssertionError):
+class QuantizedMismatch(NumoracleAssertionError):
     """Raised by :func:`assert_quantized_close`; ``.report`` is the :class:`QuantCheckReport`."""
 
     def __init__(self, report: QuantCheckReport) -> None:
-        super().__init__(str(report))
-        self.report = report
+        super().__init__(str(report), report)
 
 
 def _hex(code: int | None, fmt: AnyFormat) -> str:
@@ -409,6 +409,7 @@ def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke
 def assert_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actual_scales: Any = None,
                            show: int = 10, **quantize_params: Any) -> QuantCheckReport:
     """:func:`check_quantized_close`; raises :class:`QuantizedMismatch` unless it passed; returns the report."""
+    __tracebackhide__ = True  # pytest shows the caller's line and the report, not this frame
     r = check_quantized_close(actual, x, allow_outliers=allow_outliers, actual_scales=actual_scales, show=show,
                               **quantize_params)
     if not r.passed:

@@ -7,7 +7,8 @@ returns a :class:`CloseReport`. An element passes when ``|actual - exact| <= bou
 bit-identical to the exact result correctly rounded to the output format (``out`` if given, else
 the format of ``actual``). The check fails when more than ``allow_outliers`` elements fail, and
 always when the bound is vacuous (coefficient >= 1: it could not tell a correct kernel from a wrong
-one). ``assert_*_close`` raise ``AssertionError(str(report))``.
+one). ``assert_*_close`` raise :class:`NumoracleAssertionError` (an ``AssertionError``) with
+``str(report)`` as its message and the report as ``.report``.
 
 ``poison_like(x)`` gives an output buffer filled with a distinctive NaN (or bit pattern) for
 kernels to overwrite; ``compare_runs(a, b, op, *inputs)`` tells apart two runs that are
@@ -32,10 +33,22 @@ from .tolerance import nested, sci
 
 __all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_sum_close", "assert_dot_close",
            "assert_matmul_close", "CloseReport", "Element", "poison_like", "poison_mask", "poison_code",
-           "compare_runs", "RunComparison", "VERDICTS"]
+           "compare_runs", "RunComparison", "VERDICTS", "NumoracleAssertionError"]
 
 VERDICTS = ("IDENTICAL", "REORDERING", "UNEXPLAINED", "UNWRITTEN")
 _A5 = 0xA5A5A5A5A5A5A5A5
+
+
+class NumoracleAssertionError(AssertionError):
+    """A numoracle ``assert_*`` check failed: the message is the report's text, ``.report`` the report object.
+
+    numoracle's pytest plugin shows such failures as their report, without numoracle's own frames in the
+    traceback. Other ``assert_*`` helpers (quantization checks, sweeps, goldens) raise it too.
+    """
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 # ---- poison ---------------------------------------------------------------------------------------
@@ -420,23 +433,27 @@ def check_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: A
 
 
 def _raise(r: CloseReport) -> CloseReport:
+    __tracebackhide__ = True  # pytest shows the caller's line and the report, not numoracle's frames
     if not r.passed:
-        raise AssertionError(str(r))
+        raise NumoracleAssertionError(str(r), r)
     return r
 
 
 def assert_sum_close(actual: Any, x: Any, **kw: Any) -> CloseReport:
-    """:func:`check_sum_close`; raises AssertionError(str(report)) unless it passed; returns the report."""
+    """:func:`check_sum_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
     return _raise(check_sum_close(actual, x, **kw))
 
 
 def assert_dot_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
-    """:func:`check_dot_close`; raises AssertionError(str(report)) unless it passed; returns the report."""
+    """:func:`check_dot_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
     return _raise(check_dot_close(actual, a, b, **kw))
 
 
 def assert_matmul_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
-    """:func:`check_matmul_close`; raises AssertionError(str(report)) unless it passed; returns the report."""
+    """:func:`check_matmul_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
     return _raise(check_matmul_close(actual, a, b, **kw))
 
 
