@@ -313,7 +313,7 @@ def _range_fail(what: str, bad: np.ndarray, amax: np.ndarray, scale_fmt: Format,
     i = int(np.flatnonzero(bad.ravel())[0])
     idx = np.unravel_index(i, bad.shape) if bad.ndim else ()
     return ValueError(
-        f"the scale of block {tuple(int(v) for v in idx)} (amax {amax.ravel()[i]!r}) {what} {scale_fmt.name} "
+        f"the scale of block {tuple(int(v) for v in idx)} (amax {float(amax.ravel()[i])!r}) {what} {scale_fmt.name} "
         f"({detail}); pass scale_range='clamp' to clamp it into {scale_fmt.name}'s range, or choose a wider "
         "scale_fmt")
 
