@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import numoracle as no
 from numoracle import orders, simulate
 from numoracle.testing import (
     assert_dot_close,
@@ -271,3 +272,43 @@ def test_compare_errors(mm32):
         compare_runs(run, run[:, :32], "matmul", A, B)
     with pytest.raises(ValueError, match="one format"):
         compare_runs(run, run.astype(np.float64), "matmul", A, B)
+
+
+def test_borderline_elements_are_settled_exactly():
+    """|actual - exact| is judged in float64 against the fp64-rounded exact result, except within 2^-50 of the
+    bound, where the exact rational decides: both directions of the float64 mistake are caught."""
+    from numoracle.testing import _Problem, _Setup
+
+    x = np.array([[1.0, 2.0**-60]])  # exact sum 1 + 2^-60; its float64 rounding is 1
+    pb = _Problem("sum", (x,), -1)
+    st = _Setup(pb, no.FP64, acc=no.FP64, order=None, kind="worst", out=None, fma=True, rounding="rne",
+                confidence=0.999)
+    up = np.array([1.0 + 2.0**-52]).view(np.uint64)    # true error 2^-52 - 2^-60, float64 says 2^-52
+    st.tol = np.array([2.0**-52 - 2.0**-60])
+    assert st.judge(up, no.FP64).ok[0]
+    st.tol = np.array([2.0**-52 - 2.0**-59])
+    assert not st.judge(up, no.FP64).ok[0]
+    down = np.array([1.0 - 2.0**-53]).view(np.uint64)  # true error 2^-53 + 2^-60, float64 says 2^-53
+    st.tol = np.array([2.0**-53])
+    assert not st.judge(down, no.FP64).ok[0]
+
+
+def test_exact_at_matches_fractions_for_every_op():
+    from fractions import Fraction
+
+    from numoracle.testing import _Problem
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    b = rng.standard_normal((1, 5, 4)).astype(np.float32)
+    pb = _Problem("matmul", (a, b), -1)
+    for flat in range(int(np.prod(pb.work_shape))):
+        n, i, j = np.unravel_index(flat, pb.work_shape)
+        want = sum((Fraction(float(a[n, i, k])) * Fraction(float(b[0, k, j])) for k in range(5)), Fraction(0))
+        assert pb.exact_at(flat) == want
+    x = rng.standard_normal((3, 5)).astype(np.float16)
+    y = rng.standard_normal(5).astype(np.float16)
+    pd = _Problem("dot", (x, y), -1)
+    assert pd.exact_at(2) == sum((Fraction(float(p)) * Fraction(float(q)) for p, q in zip(x[2], y)), Fraction(0))
+    ps = _Problem("sum", (np.arange(12, dtype=np.int32).reshape(3, 4),), 0)
+    assert ps.exact_at(1) == 1 + 5 + 9

@@ -19,6 +19,7 @@ order explains, or still hold the poison pattern somewhere (a kernel never wrote
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -208,6 +209,23 @@ class _Problem:
         fn = {"sum": lambda *v, **k: exact_sum(v[0], axis=-1, **k), "dot": exact_dot, "matmul": exact_matmul}[self.op]
         return np.asarray(fn(*self.inputs, out="fp64" if ofmt is None else ofmt), np.float64).reshape(-1)
 
+    def exact_at(self, flat: int) -> Fraction:
+        """The exact rational result at one flat index of ``work_shape`` (Fractions; for a few elements)."""
+        idx = np.unravel_index(flat, self.work_shape) if self.work_shape else ()
+        if self.op == "sum":
+            terms = [_exact_value(t) for t in self.inputs[0][idx]]
+        elif self.op == "dot":
+            a, b = np.broadcast_arrays(*[x.reshape((1,) * (len(self.work_shape) + 1 - x.ndim) + x.shape)
+                                         for x in self.inputs])
+            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(a[idx], b[idx])]
+        else:
+            a2, b2 = self.inputs
+            batch, i, j = idx[:-2], idx[-2], idx[-1]
+            ra = a2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (a2.ndim - 2):], a2.shape[:-2]))]
+            rb = b2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (b2.ndim - 2):], b2.shape[:-2]))]
+            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(ra[i, :], rb[:, j])]
+        return sum(terms, Fraction(0))
+
     def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
         codes, fmt = to_codes(actual)
         codes = np.asarray(codes)
@@ -215,6 +233,11 @@ class _Problem:
             raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
                              f"{tuple(self.shape)}")
         return codes.reshape(-1), fmt
+
+
+def _exact_value(x: Any) -> Fraction:
+    """A numpy / ml_dtypes scalar's exact value (integers as ints, floats through float64, which holds them)."""
+    return Fraction(int(x)) if np.asarray(x).dtype.kind in "iu" else Fraction(float(x))
 
 
 class Element(NamedTuple):
@@ -293,7 +316,16 @@ class _Setup:
             ratio = np.where(err == 0, 0.0, err / self.tol)
         fin_exact = np.isfinite(self.exact)
         nonfinite = ~np.isfinite(vals) & fin_exact & ~same
-        ok = ((err <= self.tol) & fin_exact & np.isfinite(vals)) | same
+        within = err <= self.tol
+        # err = fl(|actual - fl64(exact)|) is off by at most 2^-53 (err + |exact|) plus the float64 underflow
+        # unit: where |err - tol| is that close, settle the element with the exact rational result
+        with np.errstate(all="ignore"):
+            slack = np.ldexp(np.maximum(np.abs(self.exact), err), -50) + np.ldexp(1.0, -1070)
+            near = fin_exact & np.isfinite(vals) & np.isfinite(self.tol) & ~same & (np.abs(err - self.tol) <= slack)
+        for i in np.flatnonzero(near):
+            v = _exact_value(np.asarray(decode(codes[i:i + 1], afmt))[0])
+            within[i] = abs(v - self.pb.exact_at(int(i))) <= Fraction(float(self.tol[i]))
+        ok = (within & fin_exact & np.isfinite(vals)) | same
         return _Judged(vals, ok, nonfinite, err, ratio, _ulps(ka, ke, self.ofmt), ulp_known)
 
     def element(self, j: _Judged, i: int, shape: tuple[int, ...]) -> Element:
