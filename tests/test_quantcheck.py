@@ -200,3 +200,13 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="quantised to int8"):
         assert_quantized_close(q, x, fmt="int4")
     assert math.isfinite(assert_quantized_close(q.codes, x, fmt="int8").max_error_ratio)
+
+
+def test_zero_points_that_differ_fail_and_say_so():
+    import dataclasses
+
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    q = quantize(x, "uint8", symmetric=False)
+    r = check_quantized_close(dataclasses.replace(q, zero_points=q.zero_points + 1), x, fmt="uint8", symmetric=False)
+    assert not r.passed and r.zero_points_differ and r.scales_mismatch == 0
+    assert r.summary().startswith("Quantized mismatch (zero points differ)")

@@ -479,7 +479,7 @@ def test_bad_input_raises_with_the_fix():
         quantize(x * 1e7, INT8, scale_fmt="fp16")
     q = quantize(x * 1e7, INT8, scale_fmt="fp16", scale_range="clamp")
     assert q.scales.max() == 65504 and q.clipped.all()
-    with pytest.raises(ValueError, match="rounds to 0 in fp16"):
+    with pytest.raises(ValueError, match="underflows fp16 .amax / 127 is below the smallest positive value"):
         quantize(x * 1e-12, INT8, scale_fmt="fp16")
     assert quantize(x * 1e-12, INT8, scale_fmt="fp16", scale_range="clamp").scales.min() == 2.0 ** -24
     with pytest.raises(ValueError, match="not a value of scale_fmt"):
@@ -499,3 +499,23 @@ def test_nan_policies_for_integers():
     q = quantize(x, INT8, symmetric=False, nan="ignore")
     zp = int(q.zero_points.item())
     assert ints(q)[1] == zp and dequantize(q)[1] == 0
+
+
+def test_asymmetric_zero_point_is_rounded_once_with_a_wide_compute():
+    # scale 2^-8 (fp64), t_min = -(1/2 + 2^-50): qmin - t_min = -127.5 + 2^-50 exactly, which float64
+    # rounds onto the tie -127.5; the exact value rounds (half even is not involved) to -127
+    rmax, rmin = 255 * 2.0**-8 - 2.0**-9, -(2.0**-9 + 2.0**-58)
+    q = quantize(np.array([rmin, rmax]), "int8", symmetric=False, scale_fmt="fp64", compute="fp64")
+    assert q.scales.ravel().tolist() == [2.0**-8] and q.zero_points.ravel().tolist() == [-127]
+
+
+def test_scale_range_applies_to_exact_asymmetric_spans_and_zero_less_scales():
+    x = np.array([1e-43, -1e-70, 5e-44])  # rmax - rmin needs more than 53 bits: the exact-span path
+    q = quantize(x, "uint8", symmetric=False, scale_range="clamp")
+    assert q.scales.ravel().tolist() == [2.0**-149] and q.codes.tolist() == [71, 0, 36]
+    with pytest.raises(ValueError, match="underflows fp32"):
+        quantize(x, "uint8", symmetric=False)
+    with pytest.raises(ValueError, match="underflows e8m0fnu"):  # E8M0 has no zero: the quotient is what counts
+        quantize(np.array([1e-300]), "int8", scale_fmt="e8m0")
+    q = quantize(np.array([-1.7e308, 1.7e308]), "uint8", symmetric=False, scale_fmt="fp64")  # span overflows
+    assert q.scales.ravel()[0] == float(Fraction(int(1.7e308)) * 2 / 255)  # float64 holds 3.4e308/255

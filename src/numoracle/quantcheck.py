@@ -27,7 +27,6 @@ report; ``.report`` holds the object) or returns the report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,6 +36,7 @@ from .convert import cast, decode
 from .formats import AnyFormat, Format, format_of
 from .interop import is_torch, to_codes
 from .quanterror import QuantErrorReport, _as_values, _expand, quantization_error_bound
+from .quantscale import mul_round
 from .rounding import Flags
 from .testing import NumoracleAssertionError
 
@@ -83,6 +83,7 @@ class QuantCheckReport:
     error_bound: QuantErrorReport | None = None
     out_format: AnyFormat | None = None  # values mode: the format of the actual values
     notes: list[str] = field(default_factory=list)
+    zero_points_differ: bool = False
 
     @property
     def n_outliers(self) -> int:
@@ -113,6 +114,8 @@ class QuantCheckReport:
                 bits.append(f"{self.n_outliers} outliers exceed the budget of {self.allow_outliers}")
             if self.scales_mismatch:
                 bits.append(f"{self.scales_mismatch} scale(s) off by more than one ULP")
+            if self.zero_points_differ:
+                bits.append("zero points differ")
             why = " (" + "; ".join(bits) + ")"
         return (f"{head}{why}: {self.n_checked} {self.fmt.name} {what}: {by}; {budget}{sc}; max |x - actual| / "
                 f"bound {self.max_error_ratio:.4g}")
@@ -207,30 +210,6 @@ def _scale_codes(scales: Any, sfmt: AnyFormat, shape: tuple[int, ...]) -> np.nda
     return out
 
 
-def _sig_bits(a: np.ndarray) -> np.ndarray:
-    """Significant bits of finite float64 values (0 for zero; 64 for NaN/inf: never exact)."""
-    fin = np.isfinite(a)
-    m, _ = np.frexp(np.where(fin, np.abs(a), 0.0))
-    M = (m * 2.0**53).astype(np.uint64)
-    low = M & (~M + np.uint64(1))
-    tz = np.log2(np.where(M == 0, 1, low).astype(np.float64)).astype(np.int64)
-    return np.where(~fin, 64, np.where(M == 0, 0, 53 - tz))
-
-
-def _product_to(v: np.ndarray, S: np.ndarray, dst: AnyFormat) -> np.ndarray:
-    """Codes of dst for v * S (exact products rounded once; Fractions where float64 cannot hold them)."""
-    from .exact import round_value
-
-    with np.errstate(all="ignore"):
-        p = v * S
-        out = np.asarray(cast(p, dst)).astype(np.uint64)
-    fin = np.isfinite(v) & np.isfinite(S)
-    exact = (_sig_bits(v) + _sig_bits(S) <= 53) & ((np.abs(p) >= 2.0**-1022) | (p == 0)) & np.isfinite(p)
-    for i in np.flatnonzero((fin & ~exact).ravel()):
-        out.ravel()[i] = round_value(Fraction(float(v.ravel()[i])) * Fraction(float(S.ravel()[i])), dst)
-    return out
-
-
 # ---- the check ---------------------------------------------------------------------------------------
 def _requantize(x: Any, scales: np.ndarray, q: Any, params: dict) -> np.ndarray | None:
     """Codes of x quantised with the given block scales (numoracle.quantize's scale=), or None where it cannot."""
@@ -301,9 +280,10 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     elif actual_scales is not None:
         raise ValueError("actual_scales given, but the expected quantisation has no scale format")
     zp_e = None if q.zero_points is None else np.asarray(q.zero_points)
+    zp_differ = False
     if a_zp is not None and zp_e is not None and not np.array_equal(np.asarray(a_zp), zp_e):
         notes.append("zero points differ from the expected ones: every element is compared with the expected codes")
-        offm = offm | True
+        zp_differ = True
     in1 = _expand(off1, xv.shape)
     # classify
     ev = np.asarray(q.values(), np.float64)
@@ -350,7 +330,7 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     r = rep.ratio(np.where(fin, a_vals, xv))
     mr = float(np.nanmax(np.where(fin, r, 0.0))) if xv.size else 0.0
     n_out = counts["tie"] + counts["scale off by one ULP"]
-    passed = counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any()
+    passed = counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any() and not zp_differ
     # worst elements
     bad = np.flatnonzero((cls != "exact").ravel())
     rank = np.array([_RANK[c] for c in cls.ravel()[bad]])
@@ -367,7 +347,7 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
                                  str(cls.ravel()[i])))
     return QuantCheckReport(passed, mode, fmt, int(xv.size), counts, int(allow_outliers), rows, sfmt,
                             int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
-                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes)
+                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ)
 
 
 def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke: np.ndarray, zp: np.ndarray,
@@ -387,7 +367,7 @@ def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke
         c = from_key(np.where(valid, k, ke), fmt)
         cn = is_nan(c, fmt)
         v = decode(np.where(cn, 0, c), fmt).astype(np.float64) - zp
-        rc = _product_to(v, S, afmt)
+        rc = np.asarray(mul_round(v, S, afmt)).astype(np.uint64)  # the exact product, rounded once
         hit = valid & ~cn & (rc == ac) & (code == None) & ~a_n  # noqa: E711 (object array)
         hit |= valid & ~cn & ~a_n & (code == None) & (decode(rc, afmt).astype(np.float64) == av)  # noqa: E711
         code[hit] = c[hit].astype(np.int64)

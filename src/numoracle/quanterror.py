@@ -35,6 +35,7 @@ import numpy as np
 from .convert import decode
 from .formats import AnyFormat, Format
 from .interop import to_codes
+from .quantscale import two_sum
 from .reference import exact_dot
 from .tolerance import _add_up, _fup, _mul_up, _pow2, _up
 
@@ -81,14 +82,6 @@ def _exact_sq_sum(v: np.ndarray) -> tuple[float, int]:
     return float(exact_dot(w, w)), e
 
 
-def _diff_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TwoSum: x - y == s + e exactly (s = fl(x - y)); finite inputs."""
-    s = x - y
-    bb = s - x
-    e = (x - (s - bb)) + (-y - bb)
-    return s, e
-
-
 def _flat_pair(x: Any, y: Any, who: str) -> tuple[np.ndarray, np.ndarray]:
     a, b = _as_values(x, "x"), _as_values(y, "y")
     if a.shape != b.shape:
@@ -114,7 +107,7 @@ def sqnr(x: Any, y: Any) -> float:
     13.0103
     """
     a, b = _flat_pair(x, y, "sqnr")
-    s, e = _diff_parts(a, b)
+    s, e = two_sum(a, -b)
     if not (s.any() or e.any()):
         return math.inf
     sig, es = _exact_sq_sum(a)
@@ -314,7 +307,7 @@ class QuantErrorReport:
     def errors(self, values: Any) -> np.ndarray:
         """|x - values| rounded up (values: dequantized float64 values, or a Quantized)."""
         v = self._values(values)
-        s, e = _diff_parts(self.x, v)
+        s, e = two_sum(self.x, -v)
         return _up(np.abs(s) + np.abs(e))
 
     def exceeded(self, values: Any) -> np.ndarray:
@@ -322,7 +315,7 @@ class QuantErrorReport:
         v = self._values(values)
         fin = ~self.nonfinite & np.isfinite(v)
         xs, vs = np.where(fin, self.x, 0.0), np.where(fin, v, 0.0)
-        s, e = _diff_parts(xs, vs)
+        s, e = two_sum(xs, -vs)
         a, b = np.abs(s), self.bound
         over = (a > b) | ((a == b) & (e * np.sign(s) > 0))
         bad_v = ~self.nonfinite & ~np.isfinite(v)

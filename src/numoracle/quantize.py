@@ -28,7 +28,7 @@ A kernel quantises in four steps, each rounding on its own; ``quantize`` reprodu
 
 3. ``t = x / s`` correctly rounded in ``compute`` (FP32 by default, mode ``compute_rounding``),
    or with ``reciprocal=True`` ``t = compute(x * compute(1 / s))``: two roundings, which differ
-   from one at some ties.
+   from one at some ties (and everywhere when ``1 / s`` overflows ``compute``: a subnormal scale).
 4. The element cast: integers ``q = saturate(round(t) + zp)`` (ONNX QuantizeLinear and TFLite:
    round first, then add the zero point), ``clip='narrow'`` = ``[-(2^(b-1) - 1), 2^(b-1) - 1]``
    (TFLite symmetric weights), ``'full'`` = the whole range (``overflow='wrap'`` wraps instead);
@@ -426,6 +426,9 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
             if q.global_scale is not None:
                 y = y * q.global_scale
             return y if out is None else cast(y, dst)
+    if q.global_scale is not None:  # quantize refuses such NVFP4 precisions; never round v * s * g twice
+        raise ValueError("dequantize: element, scale and global-scale precisions exceed 53 bits; the exact "
+                         "product needs Fractions: use numoracle.exact on q.values(), q.scales and q.global_scale")
     y = mul_round(v, s, dst)
     return y.view(np.float64) if out is None else y
 

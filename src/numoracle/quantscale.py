@@ -331,21 +331,39 @@ def power_of_two_scales(e: np.ndarray, amax: np.ndarray, scale_fmt: Format, scal
     return np.ldexp(1.0, np.clip(e, lo, hi).astype(np.int64))
 
 
-def absmax_scales(amax: np.ndarray, M: float, scale_fmt: Format, rounding: str, scale_range: str) -> np.ndarray:
-    """Codes of scale_fmt(amax / M) rounded once; out-of-range scales clamped or refused (amax > 0 finite)."""
-    codes, fl = div_round(amax, M, scale_fmt, rounding, overflow="saturate", flags=True)
-    vals = decode(codes, scale_fmt)
-    over = (fl & Flags.OVERFLOW) != 0
-    under = vals == 0
+def two_sum(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: a + b == s + e exactly, s = fl(a + b) (float64, finite results)."""
+    s = np.add(a, b)
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def absmax_scales(amax: np.ndarray, M: float, scale_fmt: Format, rounding: str, scale_range: str,
+                  exact: dict[int, Fraction] | None = None) -> np.ndarray:
+    """Codes of scale_fmt(amax / M) rounded once; out-of-range scales clamped or refused (amax > 0 finite).
+
+    ``exact``: flat index -> the exact quotient, for blocks whose ``amax`` float64 cannot hold (an
+    asymmetric span rmax - rmin that needs more than 53 bits or overflows float64). A scale underflows
+    when the exact quotient lies below scale_fmt's smallest positive value (whatever it rounds to: 0, or
+    that value itself in a format without zero such as E8M0) and overflows when its rounding with an
+    unbounded exponent exceeds the largest finite value.
+    """
+    tiny = float(scale_fmt.min_subnormal)
+    with np.errstate(all="ignore"):
+        codes, fl = div_round(amax, M, scale_fmt, rounding, overflow="saturate", flags=True)
+        under = np.asarray(amax < M * tiny)  # exact: M is an integer below 2^53 and tiny a power of two
+    codes, over = np.array(codes), (np.asarray(fl) & Flags.OVERFLOW) != 0
+    for i, q in (exact or {}).items():
+        c, f = round_value(q, scale_fmt, rounding=rounding, overflow="saturate", flags=True)
+        codes.flat[i], over.flat[i], under.flat[i] = c, bool(f & Flags.OVERFLOW), q < scale_fmt.min_subnormal
     if scale_range == "raise":
         if over.any():
             raise _range_fail("overflows", over, amax, scale_fmt, f"amax / {M:g} > {float(scale_fmt.max_finite):g}")
         if under.any():
-            raise _range_fail("rounds to 0 in", under, amax, scale_fmt, f"amax / {M:g} is below half the smallest "
-                              f"positive value {float(scale_fmt.min_subnormal):g}")
+            raise _range_fail("underflows", under, amax, scale_fmt, f"amax / {M:g} is below the smallest positive "
+                              f"value {tiny:g}")
     elif under.any():
-        codes = codes.copy()
-        codes[under] = cast(np.float64(scale_fmt.min_subnormal), scale_fmt)
+        codes[under] = cast(np.float64(tiny), scale_fmt)
     return codes
 
 
@@ -443,21 +461,24 @@ def _asymmetric(xv: np.ndarray, fin: np.ndarray | None, fmt: AnyFormat, p: Quant
     rmin = lay.reduce(xs, np.min, initial=0).astype(np.float64)
     rmax = lay.reduce(xs, np.max, initial=0).astype(np.float64)
     ok = ~bad
-    span = np.where(ok, rmax - rmin, 0.0)
-    bb = span - rmax  # TwoSum(rmax, -rmin): the error term tells where rmax - rmin is inexact
-    err = np.where(ok, (rmax - (span - bb)) + (-rmin - bb), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        span, err = two_sum(np.where(ok, rmax, 0.0), np.where(ok, -rmin, 0.0))  # err != 0: span is inexact
+        err = np.where(np.isfinite(span), err, 0.0)
     pos = ok & (span > 0)
     den = float(p.qmax - p.qmin)
-    codes = np.asarray(absmax_scales(np.where(pos, span, den), den, p.scale_fmt, p.scale_rounding,
-                                     p.scale_range))
-    if np.any(err != 0):  # the span needs more than 53 bits: round the exact rational once, block by block
-        for i in np.flatnonzero((err != 0).ravel()):
-            exact = (Fraction(float(rmax.ravel()[i])) - Fraction(float(rmin.ravel()[i]))) / int(den)
-            codes.ravel()[i] = round_value(exact, p.scale_fmt, rounding=p.scale_rounding, overflow="saturate")
+    # a span float64 cannot hold (more than 53 bits, or beyond its range): its exact quotient, block by block
+    exact = {int(i): (Fraction(float(rmax.flat[i])) - Fraction(float(rmin.flat[i]))) / int(den)
+             for i in np.flatnonzero((pos & ((err != 0) | ~np.isfinite(span))).ravel())}
+    codes = np.asarray(absmax_scales(np.where(pos, np.where(np.isfinite(span), span, den), den), den, p.scale_fmt,
+                                     p.scale_rounding, p.scale_range, exact))
     codes = np.where(pos, codes, encode(np.float64(1.0), p.scale_fmt))
     s = decode(codes, p.scale_fmt)
     t_min = div_values(rmin, s, p.compute, p.compute_rounding)
-    zp = np.clip(np.rint(p.qmin - t_min), p.qmin, p.qmax)
+    # zp = rne(qmin - t_min) of the exact difference: float64 can round it onto a half-integer (a wide
+    # `compute`); then the TwoSum error says which side of the tie the exact value lies
+    d, e = two_sum(np.float64(p.qmin), -t_min)
+    tie = (d - np.floor(d) == 0.5) & (e != 0)
+    zp = np.clip(np.where(tie, np.where(e > 0, np.ceil(d), np.floor(d)), np.rint(d)), p.qmin, p.qmax)
     zp = np.where(ok, zp, np.clip(0, p.qmin, p.qmax)).astype(np.int64)
     return _with_nan(codes, bad, p.scale_fmt), zp
 
