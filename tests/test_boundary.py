@@ -447,3 +447,17 @@ def test_boundary_table_rows():
         if isinstance(v, X.Special):
             text = {"nan": "nan", "inf": "-inf" if v.negative else "inf", "zero": "-0"}[v.kind]
         assert r["value"] == (text if text is not None else str(v)) and r["label"]
+
+
+def test_user_formats_get_their_own_labels_and_via_takes_dtypes():
+    import ml_dtypes
+
+    from numoracle import Format
+
+    mine = Format("my_e4m3", 4, 3, 7, nan="fn", has_inf=False)  # equal to fp8_e4m3fn field for field
+    boundary_values("fp32", "fp8_e4m3fn")
+    b = boundary_values("fp32", mine)
+    assert b.dst.name == "my_e4m3" and not any("fp8_e4m3fn" in lab for lab in b.labels)
+    by_name = boundary_values("fp32", "fp8_e4m3fn", via="bf16")
+    assert list(boundary_values("fp32", "fp8_e4m3fn", via=ml_dtypes.bfloat16).codes) == list(by_name.codes)
+    assert len(boundary_values("fp32", "fp8_e4m3fn", via=np.float16, intermediates=None)) > 0

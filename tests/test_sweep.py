@@ -389,3 +389,22 @@ def test_report_text_markdown_json_and_progress(monkeypatch):
     monkeypatch.setattr(sys, "stderr", quiet)
     sweep("ml_dtypes", "fp64", "bf16", inputs=[0], progress=None)  # not a terminal: no progress line
     assert quiet.getvalue() == ""
+
+
+def test_review_fixes_container_dtypes_seed_empty_and_full():
+    def to_int4(x):  # a perfect converter: INT4 has no native dtype, int8 is its container
+        c = no.cast(x, "int4")
+        v = c.astype(np.int8)
+        return np.where(v >= 8, v - 16, v).astype(np.int8)
+
+    r = sweep(to_int4, "fp16", "int4", inputs="boundary")
+    assert r.verdict == "clean" and not r.errors
+    with pytest.raises(ValueError, match="seed must be a non-negative int"):
+        sweep("ml_dtypes", "fp16", "fp8_e4m3fn", inputs=1000, seed=-1)
+    with pytest.raises(ValueError, match="inputs is empty"):
+        sweep("ml_dtypes", "fp16", "fp8_e4m3fn", inputs=[])
+    assert sweep("ml_dtypes", "fp64", "bf16", inputs="full") == sweep("ml_dtypes", "fp64", "bf16", inputs="boundary")
+    assert sweep("ml_dtypes", "fp8_e5m2", "fp8_e4m3fn", inputs="full").n_inputs == 256
+    # known deviations are recorded under RNE: under RTZ they are not used to explain anything
+    rtz = sweep("ml_dtypes", "fp64", "bf16", inputs="boundary", rounding="rtz")
+    assert rtz.verdict == "unexplained" and "recorded for RNE" in rtz.known_note

@@ -13,8 +13,10 @@ implemented wrongly, each with a label saying why it is there:
   format involved, and near max finite (the top tie is the overflow threshold);
 * the exactness limits 2^p, 2^p + 1 and 2^(p+1) of every float format involved;
 * for nearest modes, the ties of each intermediate format I adjacent to each tie T of F
-  (``T +- ulp_I(T) / 2``): the values that a cast rounding first to I moves onto T, where the
-  second rounding's tie-break then goes the wrong way (double rounding). ``intermediates``
+  (``T +- ulp_I(T) / 2``) and the source codes next to them: values that a cast rounding first
+  to I may move onto T. On the side of T away from the neighbour T's tie-break picks, the
+  second rounding then goes the wrong way (double rounding); the other side is kept as the
+  control point, where both paths agree (kind ``double_rounding`` marks both). ``intermediates``
   (FP32 by default, the format numpy, ml_dtypes and torch round through) are considered along
   with the ``via`` formats;
 * for integer sources, every power of two; for directed modes, F's values themselves (steps).
@@ -554,17 +556,21 @@ def boundary_values(src: Any, dst: Any, *, via: Any = (), rounding: Any = "rne",
     Formats are names, ``Format`` objects or dtypes. See the module docstring for the full list.
     """
     s, d = format_of(src), format_of(dst)
-    vs = (via,) if isinstance(via, (str, Format, IntFormat)) else tuple(via)
-    ins = (intermediates,) if isinstance(intermediates, (str, Format, IntFormat)) else tuple(intermediates)
+    vs = tuple(via) if isinstance(via, (list, tuple)) else (via,)  # one format (a name, Format, dtype) or several
+    ins = () if intermediates is None else tuple(intermediates) if isinstance(intermediates, (list, tuple)) \
+        else (intermediates,)
     mode = Rounding.of(rounding)
     sr_bits = 8 if mode is Rounding.STOCHASTIC else None
     pol = resolve_policy(d, mode, overflow, sr_bits=sr_bits)
-    return _build(s, d, tuple(format_of(f) for f in vs), mode, pol.overflow, tuple(format_of(f) for f in ins))
+    vf, inf_ = tuple(format_of(f) for f in vs), tuple(format_of(f) for f in ins)
+    # Format equality is structural; the names go into the cache key too, since labels carry them
+    names = tuple(f.name for f in (s, d, *vf, *inf_))
+    return _build(s, d, vf, mode, pol.overflow, inf_, names)
 
 
 @lru_cache(maxsize=256)
 def _build(src: AnyFormat, dst: AnyFormat, via: tuple[AnyFormat, ...], mode: Rounding, overflow: Overflow,
-           inters: tuple[AnyFormat, ...]) -> BoundaryValues:
+           inters: tuple[AnyFormat, ...], names: tuple[str, ...] = ()) -> BoundaryValues:
     c = _Collector(src)
     _specials_and_edges(c, src)
     chain = [*via, dst]

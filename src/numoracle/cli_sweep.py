@@ -5,10 +5,10 @@
                     [--seed S] [--witnesses K] [--json | --markdown] [--progress | --no-progress]
 
 Prints the report (:class:`numoracle.SweepReport`); its second line is the verdict (CLEAN,
-EXPLAINED, UNEXPLAINED or ERROR). The exit status is 0 whenever the sweep ran, whatever it
-found (a sweep is a measurement, not a test; ``--json`` gives ``"ok"`` for scripts); user errors
-(an unknown format or library, a cast the library lacks, exhaustive inputs for a 64-bit source)
-exit with 2 through ``cli.main``. ``--inputs`` defaults to ``exhaustive`` for sources of 32 bits
+EXPLAINED, UNEXPLAINED or ERROR). The exit status is 0 for CLEAN and EXPLAINED, 1 for
+UNEXPLAINED and ERROR (so a CI step fails on what no known deviation explains); user errors (an
+unknown format or library, a cast the library lacks, exhaustive inputs for a 64-bit source) exit
+with 2 through ``cli.main``. ``--inputs`` defaults to ``exhaustive`` for sources of 32 bits
 or fewer and to ``boundary`` for wider ones.
 """
 

@@ -21,18 +21,20 @@ _U64_OFFSET = np.uint64(1 << 63)
 
 
 def is_nan(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    """Where codes are NaNs of ``fmt``."""
-    c = np.asarray(codes).astype(np.uint64)
+    """Where codes are NaNs of ``fmt`` (in the codes' own unsigned dtype when it holds them: no widening pass)."""
+    c = np.asarray(codes)
+    if c.dtype.kind != "u" or c.dtype.itemsize * 8 < fmt.bits:
+        c = c.astype(np.uint64)
     if fmt.is_integer or not fmt.has_nan:
         return np.zeros(c.shape, bool)
     assert isinstance(fmt, Format)
-    mag = c & np.uint64(fmt.mag_mask)
-    if fmt.nan == "ieee":
-        top = (mag >> np.uint64(fmt.man_bits)) == np.uint64((1 << fmt.exp_bits) - 1)
-        return top & ((mag & np.uint64((1 << fmt.man_bits) - 1)) != 0)
+    t = c.dtype.type
+    if fmt.nan == "fnuz":
+        return c == t(fmt.sign_bit)
+    mag = c & t(fmt.mag_mask)
     if fmt.nan == "fn":
-        return mag == np.uint64(fmt.mag_mask)
-    return c == np.uint64(fmt.sign_bit)
+        return mag == t(fmt.mag_mask)
+    return mag > t(((1 << fmt.exp_bits) - 1) << fmt.man_bits)
 
 
 def to_key(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:

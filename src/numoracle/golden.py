@@ -125,9 +125,10 @@ def golden_codes(array: Any, fmt: Any = None) -> tuple[np.ndarray, AnyFormat]:
             bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
             raise ValueError(f"code {bad:#x} is out of range for {f.name} ({f.bits} bits: 0..{(1 << f.bits) - 1:#x})")
         return np.array(a, dtype=f.code_dtype, order="C"), f
-    if isinstance(array, np.ndarray) and not array.dtype.isnative:
-        array = array.astype(array.dtype.newbyteorder("="))  # codes are read from native-order words
-    codes, f = to_codes(array)
+    try:
+        codes, f = to_codes(array)  # (big-endian arrays are read in native order)
+    except TypeError as e:
+        raise TypeError(str(e).replace("src=FORMAT", "fmt=FORMAT")) from None
     return np.array(codes, dtype=f.code_dtype, order="C"), f
 
 

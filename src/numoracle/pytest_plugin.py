@@ -11,7 +11,8 @@ Failure reports
 Levels
     ``--numoracle-level=fast|full`` (ini option ``numoracle_level``; default fast) sets how deep checks
     go. Fixtures: ``numoracle_level`` ("fast"/"full") and ``sweep_inputs`` ("boundary" at fast,
-    "exhaustive" at full: pass it to ``numoracle.sweep(..., inputs=sweep_inputs)``). Tests marked
+    "full" at full, i.e. every code of sources up to 32 bits and the boundary values of wider ones:
+    pass it to ``numoracle.sweep(..., inputs=sweep_inputs)``). Tests marked
     ``@pytest.mark.numoracle_full`` are skipped unless the level is full.
 
 Goldens
@@ -42,7 +43,7 @@ import pytest
 __all__ = ["GoldenFixture", "LEVELS", "SWEEP_INPUTS"]
 
 LEVELS = ("fast", "full")
-SWEEP_INPUTS = {"fast": "boundary", "full": "exhaustive"}
+SWEEP_INPUTS = {"fast": "boundary", "full": "full"}  # "full": every code of sources up to 32 bits
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*")
 _LEVEL_KEY = pytest.StashKey[str]()
@@ -104,7 +105,7 @@ def numoracle_level(pytestconfig: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def sweep_inputs(numoracle_level: str) -> str:
-    """The ``inputs=`` of ``numoracle.sweep`` for this level: "boundary" (fast) or "exhaustive" (full)."""
+    """The ``inputs=`` of ``numoracle.sweep`` for this level: "boundary" (fast) or "full" (full)."""
     return SWEEP_INPUTS[numoracle_level]
 
 

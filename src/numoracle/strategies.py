@@ -43,6 +43,7 @@ from .boundary import (
     overflow_threshold,
 )
 from .codekeys import binades
+from .exact import _floor_log2, _pow2
 from .formats import FP32, FP64, AnyFormat, Format, IntFormat, format_of
 from .interop import native_dtype
 from .rounding import Rounding
@@ -260,15 +261,6 @@ class _Segment:
     start: Fraction
     step: Fraction
     n: int
-
-
-def _pow2(e: int) -> Fraction:
-    return Fraction(2) ** e
-
-
-def _floor_log2(a: Fraction) -> int:
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    return e - 1 if a < _pow2(e) else e
 
 
 def _src_quantum(src: AnyFormat, e: int) -> Fraction | None:

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .chainreport import fmt_value, values_subset
-from .codekeys import to_key
+from .codekeys import is_nan, to_key
 from .convert import cast_codes, decode
 from .deviations import classify_ids, deviations_for
 from .exact import value_of
@@ -81,21 +81,6 @@ def alternative_overflow(dst: AnyFormat, pol: Policy) -> Policy | None:
     if pol.overflow is Overflow.SATURATE:
         return dataclasses.replace(pol, overflow=default_overflow(dst))
     return dataclasses.replace(pol, overflow=Overflow.SATURATE)
-
-
-def nan_mask(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    """Where codes are NaNs of ``fmt`` (in the codes' own dtype: no widening pass)."""
-    codes = np.asarray(codes)
-    if fmt.is_integer or not fmt.has_nan:
-        return np.zeros(codes.shape, bool)
-    assert isinstance(fmt, Format)
-    t = codes.dtype.type
-    if fmt.nan == "fnuz":
-        return codes == t(fmt.sign_bit)
-    mag = codes & t(fmt.mag_mask)
-    if fmt.nan == "fn":
-        return mag == t(fmt.mag_mask)
-    return mag > t(((1 << fmt.exp_bits) - 1) << fmt.man_bits)
 
 
 def inf_mask(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
@@ -169,7 +154,7 @@ def classify_mismatches(src: AnyFormat, dst: AnyFormat, pol: Policy, x: np.ndarr
     n = x.size
     cls = np.full(n, _NONE, np.int8)
     det = np.zeros(n, np.int8)
-    nan_a, nan_r = nan_mask(a, dst), nan_mask(r, dst)
+    nan_a, nan_r = is_nan(a, dst), is_nan(r, dst)
     both = nan_a & nan_r
     cls[both] = CLASSES.index("nan_payload_or_sign")
     open_ = ~both  # not classified yet
@@ -183,7 +168,7 @@ def classify_mismatches(src: AnyFormat, dst: AnyFormat, pol: Policy, x: np.ndarr
     def eng(p: Policy, xs: np.ndarray, s: AnyFormat = src) -> np.ndarray:
         return cast_codes(xs, s, dst, p)
 
-    src_nan = nan_mask(x, src)
+    src_nan = is_nan(x, src)
     if not dst.has_nan and not src.is_integer:
         assign(open_ & (src_nan | inf_mask(x, src)), "nan_to_policy")
     alt = alternative_overflow(dst, pol)
@@ -282,7 +267,7 @@ def known_labels(library: str, src: AnyFormat, dst: AnyFormat, pol: Policy, cls:
         ids[done] = len(labels)
         labels.append("nan_payload_or_sign")
     if "saturation_vs_nan" in kinds and pol.overflow is not Overflow.SATURATE:
-        sat = (cls == CLASSES.index("saturation_vs_inf_nan")) & nan_mask(r, dst)
+        sat = (cls == CLASSES.index("saturation_vs_inf_nan")) & is_nan(r, dst)
         ids[sat] = len(labels)
         labels.append("saturation_vs_nan")
         done |= sat
@@ -336,7 +321,7 @@ def summarise(src: AnyFormat, dst: AnyFormat, pol: Policy, library: str | None, 
             elif name == "off_by_one_ulp":
                 note = {1: "at an exact tie", 0: "not at a tie"}.get(int(det[i]), "")
             elif name == "saturation_vs_inf_nan":
-                fin = not (nan_mask(a[i:i + 1], dst)[0] or inf_mask(a[i:i + 1], dst)[0])
+                fin = not (is_nan(a[i:i + 1], dst)[0] or inf_mask(a[i:i + 1], dst)[0])
                 note = "fn saturates" if fin else "fn gives inf/NaN"
             ws.append(Witness(int(x[i]), int(a[i]), int(r[i]), note, labels[ids[i]] if ids is not None else ""))
         out["witnesses"][name] = tuple(ws)
