@@ -217,13 +217,13 @@ def test_subnormals_are_subnormal(fmt):
 
 
 # ---- boundary weighting and shrinking ------------------------------------------------------------------
-def _draws(strategy, n: int) -> set:
-    seen: set = set()
+def _draws(strategy, n: int) -> list:
+    seen: list = []
 
     @settings(max_examples=n, derandomize=True, database=None, deadline=None)
     @given(strategy)
     def draw(c):
-        seen.add(c)
+        seen.append(c)
 
     draw()
     return seen
@@ -232,19 +232,16 @@ def _draws(strategy, n: int) -> set:
 def test_boundary_weighting_draws_boundary_values():
     fp32_max = 0x7F7FFFFF
     thr = int(np.float32(65520).view(np.uint32))  # the FP16 overflow threshold, as a float32 code
-    for strategy, code in ((nst.codes("fp32"), fp32_max), (nst.codes("fp32", against="fp16"), thr)):
-        seen = _draws(strategy, 2000)
-        assert code in seen, hex(code)  # a boundary value: about one draw in 2 x (size of the boundary set)
+    # about half the draws come from the boundary set (which holds these codes); which boundary codes a
+    # run draws depends on hypothesis's seed, so the test asks for the share, not for one given code
+    for against, code in ((None, fp32_max), ("fp16", thr)):
+        pool = set(boundary_values("fp32", against or "fp32", intermediates=()).codes.tolist())
+        assert code in pool
+        seen = _draws(nst.codes("fp32", against=against), 600)
+        assert 0.2 < np.mean([c in pool for c in seen]) < 0.8, against
     with pytest.raises(NoSuchExample):  # uniform draws alone practically never hit one given code of 2^32
         find(nst.codes("fp32", boundary_weight=0), lambda c: c == thr, settings=FIND)
-    drawn = []
-
-    @settings(max_examples=400, derandomize=True, database=None)
-    @given(nst.codes("fp16", against="fp8_e4m3fn"))
-    def collect(c):
-        drawn.append(c)
-
-    collect()
+    drawn = _draws(nst.codes("fp16", against="fp8_e4m3fn"), 400)
     pool = set(boundary_values("fp16", "fp8_e4m3fn", intermediates=()).codes.tolist())
     share = np.mean([c in pool for c in drawn])
     assert 0.2 < share < 0.8, share  # about half boundary, half uniform
