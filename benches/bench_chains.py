@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import numoracle as no
-from numoracle.chains import chain_spec
+from numoracle.chains.prove import chain_spec
 
 CHAINS_32 = [("int32", "fp32", "fp16"), ("int32", "fp32", "bf16"), ("fp32", "fp16", "fp8_e4m3fn"),
              ("fp32", "bf16", "fp8_e4m3fn"), ("int32", "bf16", "fp8_e4m3fn")]
@@ -60,7 +60,7 @@ def main() -> None:
     print(f"\nbrute force {' -> '.join(chain)} over 2^32 codes: {t_brute:.1f} s ({how}); "
           f"proof {t_proof:.3f} s; ratio {t_brute / t_proof:.0f}x")
     if args.table:
-        from numoracle.chaintable import chain_triples, chains_table
+        from numoracle.tables.chains import chain_triples, chains_table
 
         t0 = time.perf_counter()
         rows = chains_table()

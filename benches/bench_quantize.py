@@ -1,4 +1,4 @@
-"""Quantize / dequantize throughput: numoracle.quantize vs a plain numpy implementation of the same rule.
+"""Quantize / dequantize throughput: numoracle.quant.quantizer vs a plain numpy implementation of the same rule.
 
 Run: python benches/bench_quantize.py [--log2n 24] [--repeat 3]
 Inputs: 2^log2n FP32 elements, N(0, 1) times a per-row magnitude, as a (rows, 4096) weight matrix.
@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 from timing import best_time
 
-from numoracle.quantize import dequantize, quantize
+from numoracle.quant.quantizer import dequantize, quantize
 
 
 def np_int8(x: np.ndarray):

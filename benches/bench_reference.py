@@ -17,7 +17,7 @@ import time
 import ml_dtypes
 import numpy as np
 
-from numoracle.reference import exact_matmul
+from numoracle.reduce.reference import exact_matmul
 
 
 def best_times(fns, repeat: int) -> list[float]:

@@ -19,8 +19,8 @@ import ml_dtypes
 import numpy as np
 from timing import best_time
 
-from numoracle import orders
-from numoracle.simulate import simulate
+from numoracle.reduce import orders
+from numoracle.reduce.simulation import simulate
 
 
 def blas_one_thread(m: int, n: int, k: int) -> float:

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import exact as X
-from numoracle.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
-from numoracle.codekeys import is_nan, to_key
-from numoracle.deviations import classify, native_cast
-from numoracle.rounding import Flags
+from numoracle.core.twins import exact as X
+from numoracle.conformance.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
+from numoracle.core.codekeys import is_nan, to_key
+from numoracle.conformance.deviations import classify, native_cast
+from numoracle.core.policy import Flags
 
 PAIRS = [
     ("fp32", "fp16", ()), ("fp32", "bf16", ()), ("fp64", "bf16", ()), ("fp32", "fp8_e4m3fn", ()),
@@ -415,21 +415,21 @@ def test_format_value():
 
 
 def test_import_numoracle_does_not_import_hypothesis():
-    code = "import numoracle, numoracle.boundary, sys; assert 'hypothesis' not in sys.modules"
+    code = "import numoracle, numoracle.conformance.boundary, sys; assert 'hypothesis' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_module_docstring_example():
     import doctest
 
-    import numoracle.boundary as mod
+    import numoracle.conformance.boundary as mod
 
     assert doctest.testmod(mod).failed == 0
 
 
 def test_boundary_table_rows():
-    from numoracle.boundarytable import PAIRS, boundary_rows, boundary_table
-    from numoracle.tables import render_csv
+    from numoracle.tables.boundary import PAIRS, boundary_rows, boundary_table
+    from numoracle.tables.build import render_csv
 
     rows = boundary_table()
     assert 1000 < len(rows) < 5000 and render_csv(rows) == render_csv(boundary_table())  # small, deterministic

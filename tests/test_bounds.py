@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from numoracle import BF16, FP8_E4M3FN, FP16, FP32, Format, cast, decode
-from numoracle.bounds import OrderSpec, expected_error_bound, parse_order
-from numoracle.boundtable import bounds_table
-from numoracle.cli_bounds import add_bound_parsers
-from numoracle.tolerance import Tolerance, recommended_tolerance
+from numoracle.reduce.bounds import OrderSpec, expected_error_bound, parse_order
+from numoracle.tables.bounds import bounds_table
+from numoracle.cli.bounds import add_bound_parsers
+from numoracle.reduce.tolerance import Tolerance, recommended_tolerance
 
 U32, U16, UB = Fraction(1, 2**24), Fraction(1, 2**11), Fraction(1, 2**8)
 TIGHTNESS: dict[str, float] = {}
@@ -188,7 +188,7 @@ def test_nested_orders_and_their_names():
 
 
 def test_the_real_order_objects_and_presets():
-    orders = pytest.importorskip("numoracle.orders")
+    orders = pytest.importorskip("numoracle.reduce.orders")
     tc = OrderSpec("blockfma", 32, frac_bits=13, acc=FP32, out_frac_bits=13)
     assert parse_order(orders.preset("h100", "fp8")) == tc
     assert parse_order(orders.Promoted()) == parse_order(orders.preset("deepseek", "fp8")) == OrderSpec(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import orders as O
+from numoracle.reduce import orders as O
 
 RNG = np.random.default_rng(20261129)
 

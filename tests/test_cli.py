@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from numoracle import FP8_E4M3FN, cast, decode, registry
-from numoracle.cli import exact_decimal, main, show_exact
+from numoracle.cli.main import exact_decimal, main, show_exact
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

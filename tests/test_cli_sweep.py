@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.cli import main
+from numoracle.cli.main import main
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

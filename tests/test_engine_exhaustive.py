@@ -38,9 +38,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import exact as X
-from numoracle import valuetable as V
-from numoracle.formats import FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
+from numoracle.core.twins import exact as X
+from numoracle.core.twins import valuetable as V
+from numoracle.core.formats import FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 SMALL_FLOATS = [f for f in SMALL if not f.is_integer]
@@ -320,4 +320,4 @@ def test_the_twins_are_not_the_engine():
             assert banned not in src, (mod.__name__, banned)
         for name, obj in vars(mod).items():
             origin = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
-            assert not str(origin).startswith(("numoracle.softfloat", "numoracle.convert")), (mod.__name__, name)
+            assert not str(origin).startswith(("numoracle.core.softfloat", "numoracle.core.convert")), (mod.__name__, name)

@@ -182,7 +182,7 @@ def test_format_without_a_native_dtype():
 
 
 def test_big_endian_arrays_give_the_values_codes():
-    from numoracle.interop import to_codes
+    from numoracle.core.interop import to_codes
 
     for dt, code in (("<f4", 0x3F800000), (">f4", 0x3F800000), (">f8", 0x3FF0000000000000), (">i2", 1)):
         codes, _ = to_codes(np.array([1], dt))

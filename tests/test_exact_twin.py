@@ -18,9 +18,9 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from numoracle import exact as X
-from numoracle import valuetable as V
-from numoracle.formats import (
+from numoracle.core.twins import exact as X
+from numoracle.core.twins import valuetable as V
+from numoracle.core.formats import (
     BF16,
     E8M0FNU,
     FP4_E2M1FN,
@@ -45,7 +45,7 @@ from numoracle.formats import (
     UINT64,
     registry,
 )
-from numoracle.rounding import Flags
+from numoracle.core.policy import Flags
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 

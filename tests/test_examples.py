@@ -36,7 +36,7 @@ from numoracle import (
     encode,
     format_of,
 )
-from numoracle.interop import native_dtype
+from numoracle.core.interop import native_dtype
 
 F = Fraction
 

@@ -15,7 +15,7 @@ value is in range (out of range the C cast is undefined and platform dependent).
 integers: the libraries wrap, so ``overflow='wrap'``.
 
 Every mismatch must be explained, element by element, by a ``KNOWN_DEVIATIONS`` entry of that
-library whose kind predicate holds (``numoracle.deviations.classify``); NaNs therefore compare
+library whose kind predicate holds (``numoracle.conformance.deviations.classify``); NaNs therefore compare
 by class and +-0 by sign. Each entry's witness must reproduce.
 """
 
@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.deviations import KINDS, KNOWN_DEVIATIONS, Deviation, classify, deviations_for, native_cast
-from numoracle.formats import registry
-from numoracle.interop import _TORCH_NAMES, native_dtype
+from numoracle.conformance.deviations import KINDS, KNOWN_DEVIATIONS, Deviation, classify, deviations_for, native_cast
+from numoracle.core.formats import registry
+from numoracle.core.interop import _TORCH_NAMES, native_dtype
 
 NATIVE = [f for f in registry() if native_dtype(f) is not None]
 SOURCES = [f for f in NATIVE if f.bits <= 16]
@@ -320,5 +320,5 @@ def test_native_cast_torch():
 
 
 def test_import_does_not_load_torch():
-    code = "import sys, numoracle, numoracle.deviations; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, numoracle, numoracle.conformance.deviations; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""Exhaustive tier: every one of the 2^32 FP32 codes against the native casts, with ``numoracle.sweep``.
+"""Exhaustive tier: every one of the 2^32 FP32 codes against the native casts, with ``numoracle.conformance.sweeper``.
 
 Targets (RNE, numoracle's default policy for each destination): ml_dtypes and torch casts to
 ``bfloat16``, ``float16`` (torch only: ml_dtypes has none of its own), ``float8_e4m3fn`` and
@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
-from numoracle.sweep import Converter, sweep
+from numoracle.conformance.sweeper import Converter, sweep
 
 TARGETS = (("numpy", "fp16"), ("ml_dtypes", "bf16"), ("ml_dtypes", "fp8_e4m3fn"), ("ml_dtypes", "fp8_e5m2"),
            ("torch", "bf16"), ("torch", "fp16"), ("torch", "fp8_e4m3fn"), ("torch", "fp8_e5m2"))

@@ -1,4 +1,4 @@
-"""``numoracle.plot`` (bound curves against emulated errors) and ``numoracle plot bound``."""
+"""``numoracle.reduce.plot`` (bound curves against emulated errors) and ``numoracle plot bound``."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import orders as O
-from numoracle.cli import main
-from numoracle.plot import BoundViolation, bound_curve_data, order_object, plot_bound
+from numoracle.reduce import orders as O
+from numoracle.cli.main import main
+from numoracle.reduce.plot import BoundViolation, bound_curve_data, order_object, plot_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -79,7 +79,7 @@ def test_errors_match_an_independent_fraction_computation():
 
 
 def test_a_wrong_emulation_is_caught(monkeypatch):
-    import numoracle.plot as P
+    import numoracle.reduce.plot as P
 
     real = P._emulate
     monkeypatch.setattr(P, "_emulate", lambda op, ins, acc, order: real(op, ins, acc, order) * (1 + 2.0**-10))
@@ -153,7 +153,7 @@ def test_bad_arguments_raise_value_error(kw, msg):
 
 # ---- figure and CLI -----------------------------------------------------------------------------
 def test_importing_plot_does_not_import_matplotlib():
-    code = "import sys, numoracle.plot, numoracle.cli; assert 'matplotlib' not in sys.modules"
+    code = "import sys, numoracle.reduce.plot, numoracle.cli.main; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -209,7 +209,7 @@ def test_bad_cli_arguments_exit_2_with_one_line(capsys, argv):
 
 
 def test_parse_K_ranges():
-    from numoracle.cli_plot import parse_Ks
+    from numoracle.cli.plot import parse_Ks
 
     assert parse_Ks("16:4096") == [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     assert parse_Ks("1:1") == [1] and parse_Ks("100, 7") == [100, 7]
@@ -218,8 +218,8 @@ def test_parse_K_ranges():
 # ---- the guide's figure ----------------------------------------------------------------------
 def test_the_guides_figure_command_is_valid_and_its_figure_is_checked_in():
     """The ```bash block of docs/tolerances.md parses, and names the checked-in figure the guide shows."""
-    from numoracle.cli import _parser
-    from numoracle.cli_plot import parse_Ks
+    from numoracle.cli.main import _parser
+    from numoracle.cli.plot import parse_Ks
 
     text = (ROOT / "docs" / "tolerances.md").read_text(encoding="utf-8")
     cmds = [ln.strip() for blk in re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S) for ln in blk.splitlines()

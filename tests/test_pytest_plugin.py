@@ -131,7 +131,7 @@ SAMPLE = '''
 import ml_dtypes
 import numpy as np
 
-from numoracle.testing import assert_matmul_close
+from numoracle.testing.checks import assert_matmul_close
 
 A = np.array([[1, 2, -3, 4], [2, 0, 1, -1]], ml_dtypes.bfloat16)
 B = np.array([[1, 2], [3, -1], [0, 2], [1, 1]], ml_dtypes.bfloat16)
@@ -173,7 +173,7 @@ def test_matmul_failure_shows_the_report_then_passes_once_fixed(pytester):
         "FAILED test_sample.py::test_kernel - Matmul mismatch: 1 of 4 elements exceed*",
     ])
     out = output(result)
-    assert "numoracle/testing.py" not in out and "NumoracleAssertionError: Matmul" not in out  # no internals
+    assert "numoracle/testing/checks.py" not in out and "NumoracleAssertionError: Matmul" not in out  # no internals
     pytester.makepyfile(test_sample=SAMPLE.replace("    out[0, 0] = 14  # BUG\n", ""))
     run(pytester).assert_outcomes(passed=1)
 
@@ -181,13 +181,13 @@ def test_matmul_failure_shows_the_report_then_passes_once_fixed(pytester):
 def test_fulltrace_keeps_numoracle_frames(pytester):
     pytester.makepyfile(test_sample=SAMPLE)
     out = output(run(pytester, "--fulltrace"))
-    assert "numoracle/testing.py" in out and "Matmul mismatch: 1 of 4" in out
+    assert "numoracle/testing/checks.py" in out and "Matmul mismatch: 1 of 4" in out
 
 
 def test_errors_inside_numoracle_keep_their_traceback(pytester):
     pytester.makepyfile(test_bad="""
         import numpy as np
-        from numoracle.testing import assert_matmul_close
+        from numoracle.testing.checks import assert_matmul_close
 
         def test_shapes():
             a = np.ones((2, 3), np.float32)
@@ -197,12 +197,12 @@ def test_errors_inside_numoracle_keep_their_traceback(pytester):
     result.assert_outcomes(failed=1)
     out = output(result)
     assert "ValueError: matmul: A has shape (2, 3) and B has shape (2, 3)" in out
-    assert "numoracle/testing.py" in out  # a usage error: where it was raised stays visible
+    assert "numoracle/testing/checks.py" in out  # a usage error: where it was raised stays visible
 
 
 def test_other_numoracle_assertions_are_pruned_too(pytester):
     pytester.makepyfile(test_chain="""
-        from numoracle.chainsearch import assert_chain_equivalent
+        from numoracle.chains.search import assert_chain_equivalent
 
         def test_chain():
             assert_chain_equivalent("fp64", "fp32", "bf16")
@@ -327,7 +327,7 @@ def test_golden_missing_then_created_then_checked(pytester):
     result.stdout.fnmatch_lines(["numoracle: level=fast, updating goldens", "*- numoracle goldens -*",
                                  "created tests/goldens/q/bf16.golden (tests/test_g.py::test_q)",
                                  "1 created, 0 updated, 0 unchanged golden file(s); review and commit them"])
-    from numoracle.golden import read_golden
+    from numoracle.testing.golden import read_golden
 
     g = read_golden(gpath)
     expect = np.array([0.1, -0.0, 1e9, 3.0], np.float32).astype(ml_dtypes.bfloat16)
@@ -357,7 +357,7 @@ def test_golden_mismatch_report_then_update(pytester):
     ])
     result = run(pytester, "--numoracle-update-goldens")
     result.stdout.fnmatch_lines(["updated tests/goldens/q/bf16.golden (tests/test_g.py::test_q)"])
-    from numoracle.golden import read_golden
+    from numoracle.testing.golden import read_golden
 
     assert read_golden(gpath).codes[2] == 0x4E70
     run(pytester).assert_outcomes(passed=1)
@@ -381,7 +381,7 @@ def test_golden_damaged_file_fails_with_golden_error(pytester):
     gpath.write_bytes(bytes(data))
     result = run(pytester)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["E       numoracle.golden.GoldenError: *bf16.golden: checksum mismatch*",
+    result.stdout.fnmatch_lines(["E       numoracle.testing.golden.GoldenError: *bf16.golden: checksum mismatch*",
                                  "E       to rewrite it from this test: pytest --numoracle-update-goldens "
                                  "tests/test_g.py::test_q"])
     run(pytester, "--numoracle-update-goldens").assert_outcomes(passed=1)  # update repairs it

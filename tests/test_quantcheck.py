@@ -8,11 +8,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from numoracle.codekeys import from_key, to_key
-from numoracle.convert import cast
-from numoracle.formats import format_of
-from numoracle.quantcheck import QuantizedMismatch, assert_quantized_close, check_quantized_close
-from numoracle.quantize import quantize
+from numoracle.core.codekeys import from_key, to_key
+from numoracle.core.convert import cast
+from numoracle.core.formats import format_of
+from numoracle.quant.check import QuantizedMismatch, assert_quantized_close, check_quantized_close
+from numoracle.quant.quantizer import quantize
 
 CONFIGS = [
     dict(fmt="int8", granularity="channel", axis=0),

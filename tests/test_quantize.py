@@ -3,7 +3,7 @@
 References: ONNX QuantizeLinear / DynamicQuantizeLinear backend test cases (onnx/backend/test/case/
 node/quantizelinear.py, dynamicquantizelinear.py), TFLite's quantization spec (symmetric weights in
 [-127, 127]), OCP MX v1.0 (via gfloat's block.py), TransformerEngine's NVFP4 reference recipe; every
-other expected value is computed here with Fractions (numoracle.exact), independently of the engine.
+other expected value is computed here with Fractions (numoracle.core.twins.exact), independently of the engine.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
-from numoracle.exact import round_value, value_of
-from numoracle.quantize import dequantize, quantize
-from numoracle.quantscale import Layout, div_round, div_values, mul_round, mul_values
+from numoracle.core.twins.exact import round_value, value_of
+from numoracle.quant.quantizer import dequantize, quantize
+from numoracle.quant.scale import Layout, div_round, div_values, mul_round, mul_values
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 INT8, UINT8, E4M3 = no.INT8, no.UINT8, no.FP8_E4M3FN

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.deviations import deviations_for
-from numoracle.quantize import quantize
+from numoracle.conformance.deviations import deviations_for
+from numoracle.quant.quantizer import quantize
 
 torch = pytest.importorskip("torch")
 

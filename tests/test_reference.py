@@ -1,7 +1,7 @@
 """exact_sum / exact_dot / exact_matmul against slow exact references.
 
 The references here share nothing with the code under test: Python ``Fraction`` (or ``int``)
-sums of the exact input values, rounded once with ``numoracle.exact.round_value`` (the
+sums of the exact input values, rounded once with ``numoracle.core.twins.exact.round_value`` (the
 Fraction twin of the rounding engine); for larger sizes ``math.fsum`` (correctly rounded sums
 of float64 values, Shewchuk) over products that are exact in float64. Results are compared
 bit for bit (so -0 and +0 differ; NaN equals NaN). All randomness is seeded.
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.exact import round_value
-from numoracle.formats import Format, registry
-from numoracle.reference import exact_dot, exact_matmul, exact_sum
+from numoracle.core.twins.exact import round_value
+from numoracle.core.formats import Format, registry
+from numoracle.reduce.reference import exact_dot, exact_matmul, exact_sum
 
 FLOATS = [f for f in registry() if not f.is_integer]
 OUTS = ["bf16", "fp16", "fp32", "fp8_e4m3fn", "fp8_e5m2", "tf32"]
@@ -29,7 +29,7 @@ OUTS = ["bf16", "fp16", "fp32", "fp8_e4m3fn", "fp8_e5m2", "tf32"]
 # ---- references ---------------------------------------------------------------------------------
 def values_of(codes, fmt):
     """Exact values of codes: Fractions (floats) or ints, via the Fraction twin of decode."""
-    from numoracle.exact import NEG_ZERO, value_of
+    from numoracle.core.twins.exact import NEG_ZERO, value_of
 
     out = [value_of(int(c), fmt) for c in np.asarray(codes).ravel()]
     return [0 if v == NEG_ZERO else v for v in out]
@@ -381,7 +381,7 @@ def test_matmul_ill_conditioned_fp32():
     b = np.repeat(rng.standard_normal((K // 2, N)) * np.exp2(rng.integers(-120, 120, (K // 2, N))), 2, axis=0)
     b = np.concatenate([b[0::2], b[1::2]])
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    ca, cb = no.interop.to_codes(a32)[0], no.interop.to_codes(b32)[0]
+    ca, cb = no.core.interop.to_codes(a32)[0], no.core.interop.to_codes(b32)[0]
     check_matmul(ca, cb, no.FP32, no.FP32, outs=("fp64", "bf16", "fp16"))
 
 
@@ -483,7 +483,7 @@ def test_matmul_shapes_batches_and_vectors():
 
 
 def test_matmul_column_blocks_give_the_same_result(monkeypatch):
-    import numoracle.reference as ref
+    import numoracle.reduce.reference as ref
 
     rng = np.random.default_rng(18)
     a = (rng.standard_normal((7, 300)) * np.exp2(rng.integers(-60, 60, (7, 300)))).astype(np.float32)

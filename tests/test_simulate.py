@@ -1,6 +1,6 @@
 """simulate() and the accumulation orders: bit-exact against a slow step-by-step Fraction emulation.
 
-The reference (tests/simref.py) is independent of numoracle.simulate / accumulate / orders' schedules:
+The reference (tests/simref.py) is independent of numoracle.reduce.simulation / accumulate / orders' schedules:
 exact values, one ``exact.round_value`` per step, each order's association written out as recursion.
 """
 
@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
-from numoracle import exact
-from numoracle import orders as O
-from numoracle.accumulate import Arith
-from numoracle.formats import Format
-from numoracle.rounding import Rounding
-from numoracle.simulate import simulate
+from numoracle.core.twins import exact
+from numoracle.reduce import orders as O
+from numoracle.reduce.accumulate import Arith
+from numoracle.core.formats import Format
+from numoracle.core.policy import Rounding
+from numoracle.reduce.simulation import simulate
 from simref import assert_same, exact_add, frac, neg, reference, result_fmt, rnd, val
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True)
@@ -412,7 +412,7 @@ def test_chunks_and_pieces_do_not_change_results(monkeypatch):
     """Cutting the batch into chunks and wide waves into row pieces (to stay in cache) is invisible."""
     import importlib
 
-    S = importlib.import_module("numoracle.simulate")   # the module, even if the package exports the function
+    S = importlib.import_module("numoracle.reduce.simulation")   # the module, even if the package exports the function
 
     rng = np.random.default_rng(4)
     a = rng.standard_normal((7, 70)).astype(ml_dtypes.float8_e4m3fn)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.convert import CHUNK
+from numoracle.core.convert import CHUNK
 
 # (source, destination, sr_bits): float and integer destinations, 32- and 64-bit engine words
 CASES = [("fp32", "bf16", 8), ("fp32", "fp8_e4m3fn", 5), ("fp16", "fp8_e5m2", 4), ("fp64", "fp16", 10),

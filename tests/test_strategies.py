@@ -1,4 +1,4 @@
-"""numoracle.strategies: every draw satisfies its strategy's claim (checked with Fractions), boundary
+"""numoracle.testing.strategies: every draw satisfies its strategy's claim (checked with Fractions), boundary
 weighting draws boundary values, shrinking reaches simple examples, and bad arguments fail at call time."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis.errors import NoSuchExample
 
 import numoracle as no
-from numoracle import exact as X
-from numoracle import strategies as nst
-from numoracle.boundary import boundary_values, overflow_threshold
-from numoracle.interop import to_codes
+from numoracle.core.twins import exact as X
+from numoracle.testing import strategies as nst
+from numoracle.conformance.boundary import boundary_values, overflow_threshold
+from numoracle.core.interop import to_codes
 
 SET = settings(max_examples=30, derandomize=True, database=None, deadline=None,
                suppress_health_check=[HealthCheck.too_slow])
@@ -294,8 +294,8 @@ def test_arguments_are_checked_at_call_time():
 
 
 def test_import_numoracle_leaves_hypothesis_alone():
-    code = ("import sys, numoracle, numoracle.boundary; assert 'hypothesis' not in sys.modules; "
-            "import numoracle.strategies; assert 'hypothesis' in sys.modules")
+    code = ("import sys, numoracle, numoracle.conformance.boundary; assert 'hypothesis' not in sys.modules; "
+            "import numoracle.testing.strategies; assert 'hypothesis' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -305,7 +305,7 @@ def test_import_numoracle_leaves_hypothesis_alone():
 def test_tie_segments_are_complete(src, dst, mode):
     """Every source value at a destination boundary, found by brute force over all 256 source codes, is
     in the strategy's segments, and nothing else is."""
-    from numoracle.strategies import _segments
+    from numoracle.testing.strategies import _segments
 
     s, d = no.format_of(src), no.format_of(dst)
     nearest = mode in ("rne", "rna")

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.boundary import boundary_values
-from numoracle.deviations import classify_ids
-from numoracle.rounding import resolve_policy
-from numoracle.sweep import BLOCK, Converter, random_codes, sweep
-from numoracle.sweepreport import CLASSES, classify_mismatches, known_labels, tie_mask
+from numoracle.conformance.boundary import boundary_values
+from numoracle.conformance.deviations import classify_ids
+from numoracle.core.policy import resolve_policy
+from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
+from numoracle.conformance.report import CLASSES, classify_mismatches, known_labels, tie_mask
 
 BF16_DT, E4M3_DT = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn)
 
@@ -221,7 +221,7 @@ def test_nan_to_policy_and_other():
 def test_tie_mask_against_fractions():
     from fractions import Fraction
 
-    from numoracle.exact import value_of
+    from numoracle.core.twins.exact import value_of
 
     rng = np.random.default_rng(3)
     x = np.concatenate([random_codes("fp32", "fp8_e5m2", 4000, seed=2), rng.integers(0, 2**32, 1000, np.uint32)])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from numoracle import FP16, INT8, registry
-from numoracle.tables import TABLES, formats_table, render_csv, write_tables
+from numoracle.tables.build import TABLES, formats_table, render_csv, write_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_IN = ROOT / "tables"
@@ -25,14 +25,14 @@ def fresh(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tables")
     cheap = ",".join(n for n in TABLES if n not in EXPENSIVE)
     argv = ["tables", "--out", str(out), "--only", cheap]
-    code = f"from numoracle.cli import main; raise SystemExit(main({argv!r}))"
+    code = f"from numoracle.cli.main import main; raise SystemExit(main({argv!r}))"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return out
 
 
 def test_every_table_is_checked_in():
     assert sorted(p.name for p in CHECKED_IN.glob("*.csv")) == sorted(f"{n}.csv" for n in TABLES), (
-        "tables/ and numoracle.tables.TABLES disagree; run `numoracle tables` and commit tables/")
+        "tables/ and numoracle.tables.build.TABLES disagree; run `numoracle tables` and commit tables/")
 
 
 @pytest.mark.parametrize("name", sorted(set(TABLES) - EXPENSIVE))
@@ -92,13 +92,13 @@ def test_write_tables_rejects_unknown_names(tmp_path):
 
 def test_chains_table_sample_does_not_drift():
     """Every 211th row of tables/chains.csv (about 240 chains, all sources) recomputed."""
-    from numoracle.chaintable import chain_row, chain_triples
+    from numoracle.tables.chains import chain_row, chain_triples
 
     with open(CHECKED_IN / "chains.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     triples = chain_triples()
     assert [(r["src"], r["via"], r["dst"], r["rounding"]) for r in rows] == triples, (
-        "tables/chains.csv lists other chains than numoracle.chaintable.chain_triples(); run `numoracle tables`")
+        "tables/chains.csv lists other chains than numoracle.tables.chains.chain_triples(); run `numoracle tables`")
     for k in range(0, len(rows), 211):
         new = {key: ("true" if v is True else "false" if v is False else str(v))
                for key, v in chain_row(triples[k]).items()}

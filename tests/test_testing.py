@@ -1,6 +1,6 @@
-"""numoracle.testing: assert_*_close reports, poison fills and compare_runs verdicts.
+"""numoracle.testing.checks: assert_*_close reports, poison fills and compare_runs verdicts.
 
-Kernels are modelled with ``numoracle.simulate`` (bit-exact accumulation orders); bugs are
+Kernels are modelled with ``numoracle.reduce.simulation`` (bit-exact accumulation orders); bugs are
 injected by hand. All randomness is seeded.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders, simulate
-from numoracle.testing import (
+from numoracle.testing.checks import (
     assert_dot_close,
     assert_matmul_close,
     assert_sum_close,
@@ -277,7 +277,7 @@ def test_compare_errors(mm32):
 def test_borderline_elements_are_settled_exactly():
     """|actual - exact| is judged in float64 against the fp64-rounded exact result, except within 2^-50 of the
     bound, where the exact rational decides: both directions of the float64 mistake are caught."""
-    from numoracle.testing import _Problem, _Setup
+    from numoracle.testing.checks import _Problem, _Setup
 
     x = np.array([[1.0, 2.0**-60]])  # exact sum 1 + 2^-60; its float64 rounding is 1
     pb = _Problem("sum", (x,), -1)
@@ -296,7 +296,7 @@ def test_borderline_elements_are_settled_exactly():
 def test_exact_at_matches_fractions_for_every_op():
     from fractions import Fraction
 
-    from numoracle.testing import _Problem
+    from numoracle.testing.checks import _Problem
 
     rng = np.random.default_rng(5)
     a = rng.standard_normal((2, 3, 5)).astype(np.float32)

@@ -1,13 +1,13 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
-from .boundary import BoundaryValues, boundary_values
-from .bounds import ErrorBound, expected_error_bound
-from .chainreport import ChainVerdict
-from .chains import classify_cast_chain
-from .chainsearch import assert_chain_equivalent, find_equivalent_chains
-from .convert import cast, decode, encode
-from .explain import Explanation, explain
-from .formats import (
+from .conformance.boundary import BoundaryValues, boundary_values
+from .reduce.bounds import ErrorBound, expected_error_bound
+from .chains.verdict import ChainVerdict
+from .chains.prove import classify_cast_chain
+from .chains.search import assert_chain_equivalent, find_equivalent_chains
+from .core.convert import cast, decode, encode
+from .core.explanation import Explanation, explain
+from .core.formats import (
     BF16,
     E8M0FNU,
     FP4_E2M1FN,
@@ -39,17 +39,17 @@ from .formats import (
     register,
     registry,
 )
-from .golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
-from .interop import as_native
-from .quantcheck import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
-from .quanterror import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
-from .quantize import Quantized, QuantParams, dequantize, quantize
-from .quantmatmul import QuantMatmulBound, quantized_matmul_bound
-from .reference import exact_dot, exact_matmul, exact_sum
-from .rounding import Flags, NanTo, Overflow, Policy, Rounding
-from .simulate import simulate
-from .sweep import SweepReport, sweep
-from .testing import (
+from .testing.golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
+from .core.interop import as_native
+from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
+from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
+from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
+from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
+from .reduce.reference import exact_dot, exact_matmul, exact_sum
+from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
+from .reduce.simulation import simulate
+from .conformance.sweeper import SweepReport, sweep
+from .testing.checks import (
     CloseReport,
     NumoracleAssertionError,
     RunComparison,
@@ -62,7 +62,7 @@ from .testing import (
     compare_runs,
     poison_like,
 )
-from .tolerance import Tolerance, recommended_tolerance
+from .reduce.tolerance import Tolerance, recommended_tolerance
 
 __version__ = "0.1.0"
 

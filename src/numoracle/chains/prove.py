@@ -1,0 +1,444 @@
+"""Cast chains: prove that a multi-hop conversion equals the single-step one, for every source value.
+
+The decision procedure (docs/chains.md has the argument in full):
+
+* Every hop with a deterministic rounding mode and a non-wrapping overflow policy is a
+  monotone step function of the value on each half of the source line (NaN results sit just
+  beyond +-inf on the side of their source, see ``codekeys.result_key``). So are the chain ``g``
+  and the direct conversion ``f``.
+* ``g`` factors through every format C of the chain (C = the source, an intermediate or the
+  destination): it is constant on each *cell* of source values that the chain's prefix up to C
+  maps to one C value. ``f`` is monotone, so ``f == g`` on a cell iff ``f`` at the cell's two
+  ends equals ``g`` there. Checking every cell is a proof; the cells' ends are found by binary
+  search on the ordered source codes, with the engine.
+* Inside one binade [2^e, 2^(e+1)) of the source every format's values form a uniform lattice,
+  and rounding commutes with translations by P = 2 x (the largest quantum): the pattern of cells
+  repeats. Taking C = the coarsest format in the binade, the first and last ``K`` C-values of
+  each binade cover every distinct case (K = 12 spans 6 periods at each end, more than the
+  3 needed for the binade edges, the formats' max finite values and saturation points).
+  So a proof costs O(binades x K) binary searches, for 8- to 64-bit sources alike.
+* Zeros, infinities and NaNs are checked directly. Non-monotone chains (``wrap``, or a NaN
+  that a later hop maps to a number) are enumerated exhaustively for sources of 32 bits or less.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
+from ..core.codekeys import binades, from_key, is_nan, key_bounds, result_key, to_key
+from ..core.convert import cast_codes
+from ..core.formats import AnyFormat, Format, format_of
+from ..core.policy import Overflow, Policy, Rounding, resolve_policy
+
+__all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
+
+K_PERIOD = 12
+_EXHAUSTIVE_CHUNK = 1 << 22
+
+
+class ChainSpec:
+    """A resolved chain: formats[0] -> formats[1] -> ... -> formats[-1], one Policy per hop."""
+
+    def __init__(self, formats: list[AnyFormat], policies: list[Policy], direct: Policy):
+        self.formats, self.policies, self.direct = formats, policies, direct
+
+    @property
+    def src(self) -> AnyFormat:
+        return self.formats[0]
+
+    @property
+    def dst(self) -> AnyFormat:
+        return self.formats[-1]
+
+    def prefix(self, codes: np.ndarray, upto: int) -> np.ndarray:
+        """Codes after the first ``upto`` hops (0: the source codes themselves)."""
+        c = codes
+        for j in range(upto):
+            c = cast_codes(c, self.formats[j], self.formats[j + 1], self.policies[j])
+        return c
+
+    def hops(self, codes: np.ndarray) -> list[np.ndarray]:
+        """Codes after each hop, in order."""
+        out, c = [], codes
+        for j in range(len(self.policies)):
+            c = cast_codes(c, self.formats[j], self.formats[j + 1], self.policies[j])
+            out.append(c)
+        return out
+
+    def chain(self, codes: np.ndarray) -> np.ndarray:
+        return self.prefix(codes, len(self.policies))
+
+    def direct_cast(self, codes: np.ndarray) -> np.ndarray:
+        return cast_codes(codes, self.src, self.dst, self.direct)
+
+    def label(self) -> str:
+        parts = [self.formats[0].name]
+        for f, p in zip(self.formats[1:], self.policies):
+            parts.append(f"-({p.rounding.value})-> {f.name}")
+        return " ".join(parts)
+
+
+def _per_hop(value: Any, n: int, what: str) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{what} has {len(value)} entries but the chain has {n} hops; give one per hop "
+                             "(or a single value for all)")
+        return list(value)
+    return [value] * n
+
+
+def chain_spec(src: Any, *hops_then_dst: Any, rounding: Any = "rne", overflow: Any = None,
+               ftz: bool = False) -> ChainSpec:
+    """Resolve formats and per-hop policies (the direct cast takes the last hop's)."""
+    if not hops_then_dst:
+        raise ValueError("a cast chain needs at least two formats: the source and the destination "
+                         "(and usually intermediates), e.g. classify_cast_chain(INT32, FP32, FP16)")
+    formats = [format_of(src)] + [format_of(f) for f in hops_then_dst]
+    n = len(formats) - 1
+    rs, os_ = _per_hop(rounding, n, "rounding"), _per_hop(overflow, n, "overflow")
+    for j, r in enumerate(rs):
+        if Rounding.of(r) is Rounding.STOCHASTIC:
+            raise ValueError(f"hop {j + 1} uses stochastic rounding, whose result depends on random bits, not on "
+                             "the value alone, so there is no single answer to compare; classify the chain for "
+                             "each deterministic mode instead, or compare fixed bits with numoracle.cast")
+    pols = []
+    for j in range(n):
+        try:
+            pols.append(resolve_policy(formats[j + 1], rs[j], os_[j], ftz=ftz and not formats[j + 1].is_integer))
+        except ValueError as e:
+            raise ValueError(f"hop {j + 1} ({formats[j].name} -> {formats[j + 1].name}): {e}") from None
+    return ChainSpec(formats, pols, pols[-1])
+
+
+def _monotone(spec: ChainSpec) -> bool:
+    """False when a hop wraps (integer overflow modulo 2^bits): then only enumeration is sound."""
+    return not any(p.overflow is Overflow.WRAP for p in spec.policies)
+
+
+def _can_make_nan(spec: ChainSpec) -> bool:
+    """Whether some hop can turn a non-NaN input into NaN (overflow, inf, a negative or a zero
+    with no representation). Each hop after that is then constant on the affected inputs."""
+    for f, p in zip(spec.formats[1:], spec.policies):
+        if f.has_nan and (p.overflow is Overflow.NAN or not f.signed or not f.has_zero):
+            return True
+    return False
+
+
+def _nan_flags(spec: ChainSpec, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(from_zero, from_far): some hop makes NaN out of a zero (a zero-less format) / out of a
+    nonzero non-NaN input (overflow, inf, a negative into an unsigned format)."""
+    c = from_key(keys, spec.src).astype(spec.src.code_dtype)
+    zero = np.zeros(keys.shape, bool)
+    far = np.zeros(keys.shape, bool)
+    prev_fmt = spec.src
+    for f, h in zip(spec.formats[1:], spec.hops(c)):
+        in_nan = is_nan(c, prev_fmt)
+        in_zero = ~in_nan & (to_key(np.where(in_nan, 0, c), prev_fmt) == 0)
+        if isinstance(prev_fmt, Format) and prev_fmt.has_negative_zero:
+            in_zero |= c.astype(np.uint64) == np.uint64(prev_fmt.sign_bit)
+        out_nan = is_nan(h, f)
+        zero |= out_nan & in_zero & ~in_nan
+        far |= out_nan & ~in_zero & ~in_nan
+        c, prev_fmt = h, f
+    return zero, far
+
+
+def _clean_range(spec: ChainSpec, negative: bool) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """On one half, the key range where no hop makes a NaN (None if empty), and the NaN pieces
+    (key ranges on which the chain is constant: it is NaN, or what a later hop makes of NaN)."""
+    bins = binades(spec.src, negative)
+    if not bins:
+        return None
+    near, far_end = (bins[0][2], bins[-1][1]) if negative else (bins[0][1], bins[-1][2])
+    if not _can_make_nan(spec):
+        return (min(near, far_end), max(near, far_end), [])
+    sgn = -1 if negative else 1
+    # magnitude order as increasing "m" keys: m = key on the positive half, -key on the negative
+    m_lo, m_hi = np.array([sgn * near]), np.array([sgn * far_end])
+    zero_end, some_clean = _first_true(m_lo, m_hi, lambda m, idx: ~_nan_flags(spec, sgn * m)[0])
+    far_start, found = _first_true(m_lo, m_hi, lambda m, idx: _nan_flags(spec, sgn * m)[1])
+    # first magnitude-key not made NaN from a zero (past the end when the whole half is)
+    z = int(zero_end[0]) if bool(some_clean[0]) else int(m_hi[0]) + 1
+    o = int(far_start[0]) if bool(found[0]) else int(m_hi[0]) + 1
+    pieces = []
+    if z > m_lo[0]:
+        pieces.append((int(m_lo[0]), min(z, o) - 1))
+    if o <= m_hi[0]:
+        pieces.append((max(o, z), int(m_hi[0])))
+    to_keys = [(min(sgn * a, sgn * b), max(sgn * a, sgn * b)) for a, b in pieces if a <= b]
+    if z >= o:
+        return (0, -1, to_keys)
+    lo_k, hi_k = sorted((sgn * z, sgn * (o - 1)))
+    return (lo_k, hi_k, to_keys)
+
+
+# ---- binary search over ordered source keys ---------------------------------------------
+def _first_true(lo: np.ndarray, hi: np.ndarray, pred) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest key x in [lo, hi] with pred(x) (pred monotone False..True). Returns (x, found)."""
+    found = pred(hi, np.arange(hi.size))
+    left, right = lo.copy(), hi.copy()
+    act = np.flatnonzero(found & (left < right))
+    while act.size:
+        mid = left[act] + (right[act] - left[act]) // 2
+        p = pred(mid, act)
+        right[act] = np.where(p, mid, right[act])
+        left[act] = np.where(p, left[act], mid + 1)
+        act = act[left[act] < right[act]]
+    return left, found
+
+
+def _g_key(spec: ChainSpec, upto: int, keys: np.ndarray) -> np.ndarray:
+    """Keys of the chain prefix through hop ``upto`` (0 = identity) at source keys."""
+    codes = from_key(keys, spec.src).astype(spec.src.code_dtype)
+    out = spec.prefix(codes, upto)
+    return result_key(out, spec.formats[upto], keys >= 0)
+
+
+def _quantum_log2(fmt: AnyFormat, e: int) -> float:
+    """log2 of the spacing of fmt's values in binade e (inf where every value there maps to one)."""
+    if fmt.is_integer:
+        return np.inf if e >= fmt.precision else 0.0
+    assert isinstance(fmt, Format)
+    if e > fmt.emax:
+        return np.inf
+    if not fmt.has_subnormals and e < fmt.emin:
+        return np.inf
+    return float(max(e, fmt.emin) - fmt.man_bits)
+
+
+def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
+    """Cells (lo_key, hi_key) on which g is constant, covering every case by periodicity."""
+    windows: dict[int, list[tuple[int, int]]] = {}
+    los, his, evals = [], [], 0
+    for neg in (False, True):
+        clean = _clean_range(spec, neg)
+        if clean is None:
+            continue
+        c_lo, c_hi, nan_pieces = clean
+        for a, b in nan_pieces:  # the chain is constant on each: one cell
+            los.append(np.array([a], np.int64))
+            his.append(np.array([b], np.int64))
+        for e, klo, khi in binades(spec.src, neg):
+            klo, khi = max(klo, c_lo), min(khi, c_hi)
+            if klo > khi:
+                continue
+            q = [_quantum_log2(f, e) for f in spec.formats]
+            c = int(np.argmax(q))
+            windows.setdefault(c, []).append((klo, khi))
+    for c, wins in windows.items():
+        w = np.array(wins, np.int64)
+        klo, khi = w[:, 0], w[:, 1]
+        if c == 0:  # the source is the coarsest: every source value is its own cell
+            lo_l = []
+            for a, b in zip(klo, khi):
+                if b - a + 1 <= 2 * K_PERIOD:
+                    pts = np.arange(a, b + 1)
+                else:
+                    pts = np.concatenate([np.arange(a, a + K_PERIOD), np.arange(b - K_PERIOD + 1, b + 1)])
+                lo_l.append(pts)
+            pts = np.concatenate(lo_l) if lo_l else np.zeros(0, np.int64)
+            los.append(pts)
+            his.append(pts)
+            continue
+        g_lo, g_hi = _g_key(spec, c, klo), _g_key(spec, c, khi)
+        evals += 2 * klo.size
+        t_bin, t_key, t_first = [], [], []
+        for i in range(klo.size):
+            a, b = int(g_lo[i]), int(g_hi[i])
+            if a > b:
+                raise RuntimeError(f"internal error: the chain prefix is not monotone on binade {i} of "
+                                   f"{spec.label()}; please report it")
+            if b - a <= 2 * K_PERIOD:
+                ks = list(range(a + 1, b + 1))
+                firsts = [True] * len(ks)
+            else:
+                ks = list(range(a + 1, a + K_PERIOD + 1)) + list(range(b - K_PERIOD + 1, b + 1))
+                # the cell starting at the last bottom boundary spans the skipped middle
+                firsts = [True] * (K_PERIOD - 1) + [False] + [True] * K_PERIOD
+            t_bin += [i] * len(ks)
+            t_key += ks
+            t_first += firsts
+        t_bin = np.array(t_bin, np.int64)
+        t_key = np.array(t_key, np.int64)
+        t_first = np.array(t_first, bool)
+        if t_key.size:
+            def pred(x, idx, t_key=t_key, c=c):
+                return _g_key(spec, c, x) >= t_key[idx]
+            b_key, found = _first_true(klo[t_bin], khi[t_bin], pred)
+            evals += t_key.size * 70
+        else:
+            b_key, found = np.zeros(0, np.int64), np.zeros(0, bool)
+        for i in range(klo.size):
+            sel = t_bin == i
+            bounds = b_key[sel & found]
+            keep = t_first[sel & found]
+            starts = np.concatenate([[klo[i]], bounds])
+            ends = np.concatenate([bounds - 1, [khi[i]]])
+            # a cell is checked when it starts at a searched boundary that follows its predecessor
+            # (the cell that spans the skipped middle of a long binade starts at a "last" boundary)
+            ok = np.concatenate([[True], keep]) & (starts <= ends)
+            los.append(starts[ok])
+            his.append(ends[ok])
+    lo = np.concatenate(los) if los else np.zeros(0, np.int64)
+    hi = np.concatenate(his) if his else np.zeros(0, np.int64)
+    return lo, hi, evals
+
+
+def _special_codes(fmt: AnyFormat) -> np.ndarray:
+    """Zeros, infinities and a few NaNs of a source format (checked directly)."""
+    if fmt.is_integer:
+        return np.zeros(1, np.uint64)
+    assert isinstance(fmt, Format)
+    cs = [0]
+    if fmt.has_negative_zero:
+        cs.append(fmt.sign_bit)
+    lo, hi = key_bounds(fmt)
+    if fmt.has_inf:
+        cs += [int(from_key(np.array([hi]), fmt)[0]), int(from_key(np.array([lo]), fmt)[0])]
+    if fmt.bits <= 16:
+        allc = np.arange(1 << fmt.bits, dtype=np.uint64)
+        cs += list(allc[is_nan(allc, fmt)])
+    elif fmt.has_nan:
+        top = ((1 << fmt.exp_bits) - 1) << fmt.man_bits
+        cands = [top | 1, top | (1 << (fmt.man_bits - 1)), top | ((1 << fmt.man_bits) - 1)] if fmt.nan == "ieee" \
+            else [fmt.mag_mask if fmt.nan == "fn" else fmt.sign_bit]
+        cs += cands + [c | fmt.sign_bit for c in cands if fmt.signed]
+    return np.unique(np.array(cs, np.uint64))
+
+
+# ---- the verdict ----------------------------------------------------------------------------
+def _differing_segments(spec: ChainSpec, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inside cells where g is the constant c, the source keys where f differs: f is non-decreasing
+    in the key, so they form [lo, x1-1] (f < c) and [x2, hi] (f > c) with x1 = first f >= c and
+    x2 = first f > c. Returns (starts, ends) of the non-empty segments."""
+    T = spec.dst
+
+    def key_of(fn, keys):
+        codes = from_key(keys, spec.src).astype(spec.src.code_dtype)
+        return result_key(fn(codes), T, keys >= 0)
+
+    c = key_of(spec.chain, lo)
+    x1, f1 = _first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) >= c[idx])
+    x2, f2 = _first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) > c[idx])
+    low_seg = ~f1 | (x1 > lo)  # f < c at lo: [lo, x1 - 1], or the whole cell when f never reaches c
+    low_end = np.where(f1, x1 - 1, hi)  # no wrap: x1 > lo wherever it is used
+    starts = np.concatenate([lo[low_seg], x2[f2]])
+    ends = np.concatenate([low_end[low_seg], hi[f2]])
+    return starts, ends
+
+
+def _least_magnitude_candidates(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray:
+    """The few codes that can have the least magnitude: the smallest positive key, the largest
+    negative key, and every NaN (ordered exactly afterwards)."""
+    nan = is_nan(codes, fmt)
+    keys = to_key(codes[~nan], fmt)
+    pick = []
+    if (keys >= 0).any():
+        pick.append(from_key(np.array([keys[keys >= 0].min()]), fmt))
+    if (keys < 0).any():
+        pick.append(from_key(np.array([keys[keys < 0].max()]), fmt))
+    pick.append(np.sort(codes[nan])[:8])  # NaNs come last in magnitude order: the smallest few codes do
+    return np.concatenate(pick).astype(np.uint64)
+
+
+def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
+    """Indices of codes sorted by |value| (then by code), NaNs last; exact for every format."""
+    from fractions import Fraction
+
+    from ..core.twins.exact import value_of
+
+    def mag(c: int):
+        v = value_of(int(c), fmt)
+        if isinstance(v, (int, Fraction)):
+            return (0, abs(Fraction(v)), int(c))
+        s = str(v).lower()
+        return (1 if "inf" in s else 2, Fraction(0), int(c))
+
+    return sorted(range(len(codes)), key=lambda i: mag(codes[i]))
+
+
+def _exhaustive(spec: ChainSpec, executor=None) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], int]:
+    """Every source code (sources of 32 bits or fewer): the least-magnitude candidates among the codes
+    where chain and direct differ, and the region pieces holding any such code (as segments)."""
+    n = 1 << spec.src.bits
+    ranges = region_key_ranges(spec)
+    jobs = [(spec, a, min(a + _EXHAUSTIVE_CHUNK, n), ranges) for a in range(0, n, _EXHAUSTIVE_CHUNK)]
+    parts = list(map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs))
+    cands = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+    counts = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(len(ranges), np.int64)
+    hit = ranges[np.asarray(counts) > 0]
+    return cands, (hit[:, 0], hit[:, 1]), n
+
+
+def _exhaustive_part(args) -> tuple[np.ndarray, np.ndarray]:
+    spec, a, b, ranges = args
+    codes = np.arange(a, b, dtype=np.uint64).astype(spec.src.code_dtype)
+    bad = codes[spec.chain(codes) != spec.direct_cast(codes)].astype(np.uint64)
+    counts = np.zeros(len(ranges), np.int64)
+    if not bad.size:
+        return bad, counts
+    nan = is_nan(bad, spec.src)
+    keys = to_key(bad[~nan], spec.src)
+    idx = np.searchsorted(ranges[:, 0], keys, side="right") - 1
+    inside = (idx >= 0) & (keys <= ranges[np.maximum(idx, 0), 1])
+    counts += np.bincount(idx[inside], minlength=len(ranges))
+    return _least_magnitude_candidates(spec.src, bad), counts
+
+
+def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", overflow: Any = None,
+                        ftz: bool = False, method: str = "auto", executor: Any = None) -> ChainVerdict:
+    """Prove that ``src -> hop -> ... -> dst`` equals ``src -> dst`` for every source value, or find
+    the smallest-magnitude source value where they differ. ``rounding`` / ``overflow`` are one value
+    for every hop or a list with one per hop; the direct cast uses the last hop's.
+
+    ``method``: "auto" (the cell proof, or exhaustive enumeration where the chain is not monotone),
+    "proof", or "exhaustive" (every source code; sources of 32 bits or fewer).
+    """
+    spec = chain_spec(src, *hops_then_dst, rounding=rounding, overflow=overflow, ftz=ftz)
+    if method not in ("auto", "proof", "exhaustive"):
+        raise ValueError(f"method must be 'auto', 'proof' or 'exhaustive', got {method!r}")
+    t0 = time.perf_counter()
+    monotone = _monotone(spec)
+    if method == "proof" and not monotone:
+        raise ValueError(f"{spec.label()} has a wrapping hop, which is not monotone, so the cell proof does "
+                         "not apply; use method='exhaustive'")
+    if method == "exhaustive" or not monotone:
+        if spec.src.bits > 32:
+            why = "it is not monotone" if not monotone else "method='exhaustive' was asked"
+            raise ValueError(f"{spec.label()}: {why}, and a {spec.src.bits}-bit source is too wide to enumerate "
+                             "(2^64 codes); only sources of 32 bits or fewer can be checked code by code")
+        bad, segments, points = _exhaustive(spec, executor)
+        method_name = "exhaustive enumeration of every source code"
+    else:
+        spec_codes = _special_codes(spec.src).astype(spec.src.code_dtype)
+        diff_special = spec_codes[spec.chain(spec_codes) != spec.direct_cast(spec_codes)]
+        lo, hi, evals = _cells(spec)
+        codes_lo = from_key(lo, spec.src).astype(spec.src.code_dtype)
+        codes_hi = from_key(hi, spec.src).astype(spec.src.code_dtype)
+        g_lo, g_hi = spec.chain(codes_lo), spec.chain(codes_hi)
+        if np.any(g_lo != g_hi):
+            raise RuntimeError(f"internal error: the chain is not constant on a cell of {spec.label()}; "
+                               "please report it")
+        fail = (spec.direct_cast(codes_lo) != g_lo) | (spec.direct_cast(codes_hi) != g_hi)
+        seg_a, seg_b = _differing_segments(spec, lo[fail], hi[fail])
+        # the least-magnitude key of each segment: its start on the positive side, its end on the negative
+        wk = np.where(seg_a >= 0, seg_a, seg_b)
+        bad = np.concatenate([diff_special.astype(np.uint64), from_key(wk, spec.src)])
+        segments = (seg_a, seg_b)
+        points = int(spec_codes.size + 2 * lo.size + evals)
+        n_bin = len(binades(spec.src, False)) + len(binades(spec.src, True))
+        method_name = (f"cell proof: {lo.size} cells over {n_bin} binades (periodic pattern, K={K_PERIOD})"
+                       f" + {spec_codes.size} special codes")
+    elapsed = time.perf_counter() - t0
+    witness = None
+    if bad.size:
+        cands = _least_magnitude_candidates(spec.src, np.unique(bad))
+        best = cands[_magnitude_order(spec.src, cands)[0]]
+        witness = Witness.build(spec, int(best))
+    proof = Proof(method_name, points, elapsed)
+    reason = classify_reason(spec, witness, segments)
+    return ChainVerdict(spec, witness is None, reason, witness, proof, segments)

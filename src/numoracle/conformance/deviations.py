@@ -1,0 +1,453 @@
+"""Where numpy, ml_dtypes and torch casts differ from numoracle's contract, kept as data.
+
+numoracle's conversions follow ``docs/semantics.md``. The native libraries implement the same
+semantics for most pairs (RNE, their own overflow choice) and are used as independent oracles
+in the tests; where they do not, the difference is recorded here as a :class:`Deviation` with
+a witness (one source code, the library's result, numoracle's result) that a test reproduces.
+Every witness was checked by hand against exact rational arithmetic; the reason numoracle's
+code is the right one is in each ``description``.
+
+:func:`native_cast` runs a library's own cast and returns codes; :func:`classify` labels each
+element of a comparison with the known deviation that explains it (or ``"unexplained"``):
+
+>>> import numpy as np
+>>> codes = np.array([0x3FF0100000400000], np.uint64)  # 1 + 2^-8 + 2^-30, just above a BF16 midpoint
+>>> lib = native_cast(codes.view(np.float64), "bf16", "ml_dtypes")   # rounds to float32 first
+>>> hex(int(lib[0])), str(classify("ml_dtypes", "fp64", "bf16", codes, lib)[0])
+('0x3f80', 'double_rounding')
+
+Kinds, and the predicate :func:`classify` applies to a mismatching element for each:
+
+* ``nan_payload_or_sign``: both results are NaN (the libraries keep the source's sign and
+  payload; numoracle gives the canonical positive quiet NaN). Compare NaN by class.
+* ``nan_to_policy``: a NaN source into a format without NaN (FP6/FP4): the library gives a zero
+  (ml_dtypes 0.6: the zero of the *opposite* sign), numoracle ``nan_to='max'``.
+* ``saturation_vs_nan``: the library saturates where numoracle's default overflow is NaN; the
+  library's code equals numoracle's with ``overflow='saturate'``.
+* ``double_rounding``: the library rounds to float32 first; its code equals numoracle's cast
+  of the float32-rounded source (possibly combined with another known deviation of that pair).
+* ``subnormal``: a source below 2^-126 (a float32 subnormal) into E8M0: the library returns
+  the next code up (2^-126 where 2^-127 is nearest).
+* ``sign_dropped``: a negative source into unsigned E8M0: the library casts ``|x|``, numoracle
+  gives NaN (negative values have no representation).
+* ``zero_to_min``: +-0 into zero-less E8M0: the library gives the smallest value 2^-127,
+  numoracle NaN (0 has no representation and is not "below the smallest value").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.convert import cast as _engine_cast
+from ..core.convert import decode
+from ..core.formats import FP32, UINT64, AnyFormat, format_of
+from ..core.interop import _TORCH_NAMES, as_native, is_torch, native_dtype, to_codes
+from ..core.policy import Rounding
+
+_NARROW = ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn")
+
+__all__ = [
+    "Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "native_cast", "classify", "classify_ids",
+    "deviations_for",
+]
+
+LIBRARIES = ("numpy", "ml_dtypes", "torch")
+KINDS = (
+    "double_rounding", "nan_payload_or_sign", "nan_to_policy", "saturation_vs_nan", "subnormal",
+    "sign_dropped", "zero_to_min", "other",
+)
+_NUMPY_BUILTIN = frozenset(
+    ["float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+)
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One known difference between a library's cast and numoracle's, with a witness.
+
+    ``witness_source_hex`` is a code of ``src``; the library's cast to ``dst`` gives
+    ``library_code_hex`` and ``numoracle.cast(..., rounding=rounding)`` with the destination's
+    default policy gives ``correct_code_hex``. ``scope`` lists further ``"src->dst"`` patterns
+    (``fnmatch`` style, format names) where the same kind of deviation occurs.
+    """
+
+    library: str
+    version_tested: str
+    src: str
+    dst: str
+    rounding: str
+    description: str
+    witness_source_hex: str
+    library_code_hex: str
+    correct_code_hex: str
+    kind: str
+    scope: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.library not in LIBRARIES:
+            raise ValueError(f"library must be one of {LIBRARIES}, got {self.library!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        for name in (self.src, self.dst):
+            format_of(name)
+        Rounding.of(self.rounding)
+
+    def covers(self, library: str, src: AnyFormat | str, dst: AnyFormat | str) -> bool:
+        """True when this deviation may occur in ``library``'s cast from ``src`` to ``dst``."""
+        if library != self.library:
+            return False
+        pair = f"{format_of(src).name}->{format_of(dst).name}"
+        return pair == f"{self.src}->{self.dst}" or any(fnmatch.fnmatchcase(pair, p) for p in self.scope)
+
+    @property
+    def witness(self) -> tuple[int, int, int]:
+        """(source code, library code, correct code) as ints."""
+        return int(self.witness_source_hex, 16), int(self.library_code_hex, 16), int(self.correct_code_hex, 16)
+
+
+_V_NP, _V_ML, _V_TORCH = "numpy 2.4.6", "ml_dtypes 0.6.0", "torch 2.13.0+cpu"
+
+_DR_F64 = ("float64 -> {dst} converts to float32 first and rounds again: {w} (just above a {dst} midpoint) "
+           "rounds onto the midpoint in float32, then the tie goes to even; the exact value lies above the "
+           "midpoint, so the correctly rounded result is the upper neighbour.")
+_DR_INT = ("{src} -> {dst} converts to float32 first: the integer {w} (above a {dst} midpoint) rounds onto "
+           "the midpoint in float32 and the tie goes to even; correctly rounded it is the upper neighbour.")
+_DR_INT_DOWN = ("{src} -> {dst} converts to float32 first: the integer {w} (just below a {dst} midpoint) rounds "
+                "up onto the midpoint in float32 and the tie goes to the upper, even, neighbour; correctly "
+                "rounded it is the lower neighbour.")
+
+
+def _dr(lib: str, ver: str, src: str, dst: str, w: str, lc: str, cc: str, wdesc: str, tmpl: str = _DR_F64) -> Deviation:
+    return Deviation(lib, ver, src, dst, "rne", tmpl.format(src=src, dst=dst, w=wdesc), w, lc, cc, "double_rounding")
+
+
+KNOWN_DEVIATIONS: tuple[Deviation, ...] = (
+    # ---- NaN sign and payload: every library keeps them; numoracle gives the canonical NaN ----
+    Deviation(
+        "numpy", _V_NP, "fp32", "fp16", "rne",
+        "NaN sign and payload propagate (float32 -NaN 0xFFC00001 -> float16 0xFE00); numoracle returns the "
+        "canonical positive quiet NaN 0x7E00 (docs/semantics.md, Specials). Both are NaN: compare by class.",
+        "0xffc00001", "0xfe00", "0x7e00", "nan_payload_or_sign", ("*->*",),
+    ),
+    Deviation(
+        "ml_dtypes", _V_ML, "fp32", "fp8_e5m2", "rne",
+        "NaN sign propagates (float32 -NaN -> e5m2 0xFE, bfloat16 0xFFC0); numoracle returns the canonical "
+        "NaN 0x7E. Both are NaN: compare by class.",
+        "0xffc00000", "0xfe", "0x7e", "nan_payload_or_sign", ("*->*",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "fp32", "bf16", "rne",
+        "float32 -> bfloat16 gives 0xFFFF (a negative NaN) for every NaN, +NaN included; other torch casts "
+        "keep the NaN's sign (float32 -NaN -> float16 0xFE00). numoracle returns the canonical NaN 0x7FC0.",
+        "0x7fc00000", "0xffff", "0x7fc0", "nan_payload_or_sign", ("*->*",),
+    ),
+    # ---- double rounding through float32 ----
+    _dr("ml_dtypes", _V_ML, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3b11fnuz", "0x3ff1000000400000", "0x58", "0x59", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e3m2fn", "0x3ff2000000400000", "0xc", "0xd", "1.125 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e2m3fn", "0x3ff1000000400000", "0x8", "0x9", "1.0625 + 2^-30"),
+    _dr("ml_dtypes", _V_ML, "fp64", "fp4_e2m1fn", "0x3ff4000000400000", "0x2", "0x3", "1.25 + 2^-30"),
+    Deviation(
+        "ml_dtypes", _V_ML, "fp64", "e8m0fnu", "rne",
+        "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 (the midpoint between 1 and "
+        "2) in float32, and the tie goes to 2; the exact value is below 1.5, so the nearest is 1 (0x7F).",
+        "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
+    ),
+    Deviation(
+        "ml_dtypes", _V_ML, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
+        "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
+    ),
+    Deviation(
+        "ml_dtypes", _V_ML, "int32", "e8m0fnu", "rne",
+        _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
+        "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
+    ),
+    _dr("torch", _V_TORCH, "fp64", "fp16", "0x3ff0020000400000", "0x3c00", "0x3c01", "1 + 2^-11 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
+    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
+    Deviation(
+        "torch", _V_TORCH, "fp64", "e8m0fnu", "rne",
+        "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 in float32 and the tie "
+        "goes to 2 (0x80); the exact value is below 1.5, so the nearest is 1 (0x7F).",
+        "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
+    ),
+    Deviation(
+        "torch", _V_TORCH, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
+        "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "int32", "e8m0fnu", "rne",
+        _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
+        "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
+    ),
+    # ---- NaN into formats without NaN ----
+    *(
+        Deviation(
+            "ml_dtypes", _V_ML, "fp32", dst, "rne",
+            f"NaN into {dst} (no NaN) gives a zero of the opposite sign (+NaN -> -0 {neg0}, -NaN -> +0); "
+            f"numoracle's default nan_to='max' gives +max {mx} (as PTX cvt .satfinite does).",
+            "0x7fc00000", neg0, mx, "nan_to_policy", (f"*->{dst}",),
+        )
+        for dst, neg0, mx in (
+            ("fp6_e3m2fn", "0x20", "0x1f"), ("fp6_e2m3fn", "0x20", "0x1f"), ("fp4_e2m1fn", "0x8", "0x7")
+        )
+    ),
+    # ---- E8M0 ----
+    Deviation(
+        "ml_dtypes", _V_ML, "bf16", "e8m0fnu", "rne",
+        "bfloat16 0x0041 = 65 * 2^-133 = (65/64) * 2^-127 lies between the E8M0 values 2^-127 (0x00, distance "
+        "2^-133) and 2^-126 (0x01, distance 63 * 2^-133): the nearest is 2^-127. ml_dtypes rounds every value in "
+        "(2^-127, 2^-126) - the float32 subnormals - up to 2^-126.",
+        "0x0041", "0x01", "0x00", "subnormal", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "bf16", "e8m0fnu", "rne",
+        "bfloat16 0x0041 = (65/64) * 2^-127: the nearest E8M0 value is 2^-127 (0x00); torch rounds every value "
+        "in (2^-127, 2^-126) up to 2^-126 (0x01).",
+        "0x0041", "0x01", "0x00", "subnormal", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "fp32", "e8m0fnu", "rne",
+        "A negative value into unsigned E8M0 casts its magnitude (-1.0 -> 0x7F = 1.0); E8M0 has no negative "
+        "values, so numoracle gives NaN (0xFF), as ml_dtypes does.",
+        "0xbf800000", "0x7f", "0xff", "sign_dropped", ("*->e8m0fnu",),
+    ),
+    Deviation(
+        "torch", _V_TORCH, "fp32", "e8m0fnu", "rne",
+        "+-0 into E8M0, which has no zero, gives its smallest value 2^-127 (0x00); 0 is not a value below "
+        "2^-127 that rounds to it but a value with no representation, so numoracle gives NaN (0xFF), as "
+        "ml_dtypes does.",
+        "0x00000000", "0x00", "0xff", "zero_to_min", ("*->e8m0fnu",),
+    ),
+    # ---- saturation ----
+    Deviation(
+        "torch", _V_TORCH, "fp32", "fp8_e4m3fn", "rne",
+        "torch's CPU cast to float8_e4m3fn saturates: 464.5, 480, 1e6 and inf all give 448 (0x7E), -inf gives "
+        "-448; 464 -> 448 agrees (the tie goes to the even 448). numoracle's default for FN formats is OCP's "
+        "non-saturating mode (what ml_dtypes does): 464.5 rounds past 448 to NaN (0x7F). With "
+        "overflow='saturate' numoracle gives torch's codes; NaN stays NaN.",
+        "0x43e84000", "0x7e", "0x7f", "saturation_vs_nan", ("*->fp8_e4m3fn",),
+    ),
+)
+
+
+def deviations_for(library: str, src: AnyFormat | str, dst: AnyFormat | str) -> tuple[Deviation, ...]:
+    """The known deviations that may occur in ``library``'s cast from ``src`` to ``dst``."""
+    return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst))
+
+
+# ---------------------------------------------------------------------------------------
+def _torch_dtype(fmt: AnyFormat):
+    import torch
+
+    for tname, fname in _TORCH_NAMES.items():
+        if fname == fmt.name:
+            return getattr(torch, tname)
+    raise ValueError(f"torch has no dtype for {fmt.name}")
+
+
+def _to_torch(codes: np.ndarray, fmt: AnyFormat):
+    import torch
+
+    if fmt.is_integer:
+        return torch.from_numpy(np.ascontiguousarray(as_native(codes, fmt)))
+    signed = {8: np.uint8, 16: np.int16, 32: np.int32, 64: np.int64}[fmt.bits]
+    t = torch.from_numpy(np.ascontiguousarray(codes.view(signed)))
+    return t.view(_torch_dtype(fmt))
+
+
+def _array_codes(a: np.ndarray) -> tuple[np.ndarray, AnyFormat]:
+    """Codes and format of a numpy / ml_dtypes array (FP6/FP4 codes masked to their bits)."""
+    fmt = format_of(a.dtype)
+    codes = np.ascontiguousarray(a).view(fmt.code_dtype)
+    if fmt.name in _NARROW:
+        codes = codes & np.array((1 << fmt.bits) - 1, codes.dtype)
+    return codes, fmt
+
+
+def native_cast(x, dst, library: str) -> np.ndarray:
+    """Run ``library``'s own cast of ``x`` to ``dst``; return the destination codes.
+
+    ``x`` is a numpy / ml_dtypes array (for ``"torch"`` also a tensor). ``"numpy"`` and
+    ``"ml_dtypes"`` call ``x.astype(dtype)`` (``"numpy"`` only between numpy's own dtypes,
+    ``"ml_dtypes"`` only where one side is an ml_dtypes type); ``"torch"`` calls
+    ``tensor.to(dtype)`` on the CPU. Raises TypeError where the library has no such cast.
+    """
+    dst = format_of(dst)
+    if library not in LIBRARIES:
+        raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
+    if library == "torch":
+        t = x if is_torch(x) else _to_torch(*_array_codes(np.asarray(x)))
+        try:
+            out = t.to(_torch_dtype(dst))
+        except (RuntimeError, NotImplementedError) as e:
+            raise TypeError(f"torch cannot cast {t.dtype} to {dst.name}: {e}") from None
+        return to_codes(out)[0]
+    a = np.asarray(x)
+    dt = native_dtype(dst)
+    if dt is None:
+        raise ValueError(f"{dst.name} has no numpy or ml_dtypes dtype")
+    builtin = a.dtype.name in _NUMPY_BUILTIN and dt.name in _NUMPY_BUILTIN
+    if library == "numpy" and not builtin:
+        raise ValueError(f"{a.dtype} -> {dt} is an ml_dtypes cast; use library='ml_dtypes'")
+    if library == "ml_dtypes" and builtin:
+        raise ValueError(f"{a.dtype} -> {dt} is numpy's own cast; use library='numpy'")
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = a.astype(dt)
+    return _array_codes(out)[0]
+
+
+# ---------------------------------------------------------------------------------------
+# classification: why does the library's code differ from numoracle's?
+def _cast(x, dst, **kw) -> np.ndarray:
+    """numoracle.cast on a private copy (the engine writes into uint64 source arrays it is given)."""
+    return _engine_cast(np.array(x, copy=True), dst, **kw)
+
+
+def _is_nan(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
+    if fmt.is_integer or not fmt.has_nan:
+        return np.zeros(codes.shape, bool)
+    return np.isnan(decode(codes, fmt))
+
+
+def _values(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
+    """Exact values as float64 (floats) or int64/uint64 (integers)."""
+    return decode(codes, fmt)
+
+
+def _negative(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
+    """Negative nonzero, non-NaN values (-inf included)."""
+    v = _values(codes, fmt)
+    return v < 0
+
+
+def _abs_codes(codes: np.ndarray, fmt: AnyFormat) -> tuple[np.ndarray, AnyFormat]:
+    if fmt.is_integer:
+        v = _values(codes, fmt)
+        if fmt.signed:
+            mag = np.where(v < 0, (~v.view(np.uint64)) + np.uint64(1), v.view(np.uint64))
+            return mag.astype(np.uint64), UINT64
+        return codes, fmt
+    if not fmt.signed:
+        return codes, fmt
+    return (codes & np.array(fmt.mag_mask, codes.dtype)).astype(codes.dtype), fmt
+
+
+def _leaf(kind: str, src, dst, x, lib, ref, pol) -> np.ndarray:
+    """Mask of elements where ``lib`` differs from ``ref`` exactly as ``kind`` says."""
+    if kind == "nan_payload_or_sign":
+        return _is_nan(lib, dst) & _is_nan(ref, dst)
+    if kind == "nan_to_policy":
+        if dst.is_integer or dst.has_nan or src.is_integer:
+            return np.zeros(x.shape, bool)
+        return _is_nan(x, src) & (_values(lib, dst) == 0)
+    if kind == "saturation_vs_nan":
+        if dst.is_integer or not dst.has_nan:
+            return np.zeros(x.shape, bool)
+        sat = _cast(x, dst, src=src, rounding=pol["rounding"], overflow="saturate")
+        return ~_is_nan(x, src) & _is_nan(ref, dst) & (lib == sat)
+    if kind == "subnormal":
+        if src.is_integer or dst.is_integer:
+            return np.zeros(x.shape, bool)
+        v = np.abs(_values(x, src))
+        tiny = (v > 0) & (v < 2.0**-126)
+        up = lib.astype(np.int64) == ref.astype(np.int64) + 1
+        return tiny & up & ~_is_nan(ref, dst)
+    if kind == "zero_to_min":
+        if dst.is_integer:
+            return np.zeros(x.shape, bool)
+        zero = (_values(x, src) == 0) & ~_is_nan(x, src)
+        return zero & _is_nan(ref, dst) & (_values(lib, dst) == float(dst.min_subnormal))
+    return np.zeros(x.shape, bool)  # "other" explains nothing by itself; describe it as data only
+
+
+def _transform(kind: str, src, x):
+    """(selected mask, new source format, new codes) for the kinds that change the input."""
+    if kind == "double_rounding":
+        if src.is_integer or src.bits > 32:
+            return np.ones(x.shape, bool), FP32, _cast(x, FP32, src=src)
+        return None
+    if kind == "sign_dropped":
+        sel = _negative(x, src) & ~_is_nan(x, src)
+        c, f = _abs_codes(x, src)
+        return sel, f, c
+    return None
+
+
+def _explain(kinds: tuple[str, ...], src, dst, x, lib, ref, pol, labels: list[str]) -> np.ndarray:
+    """Label ids per element (into ``labels``): the chain of kinds explaining lib != ref, 0 where none does."""
+    out = np.zeros(x.shape, np.int16)
+
+    def lid(name: str) -> int:
+        if name not in labels:
+            labels.append(name)
+        return labels.index(name)
+
+    for kind in kinds:
+        idx = np.flatnonzero(out == 0)
+        if not idx.size:
+            break
+        tr = _transform(kind, src, x[idx])
+        if tr is None:
+            hit = _leaf(kind, src, dst, x[idx], lib[idx], ref[idx], pol)
+            out[idx[hit]] = lid(kind)
+            continue
+        sel, src2, x2 = tr
+        idx, x2 = idx[sel], x2[sel]
+        if not idx.size:
+            continue
+        ref2 = _cast(x2, dst, src=src2, **pol)
+        same = lib[idx] == ref2
+        out[idx[same]] = lid(kind)
+        rest = ~same
+        if rest.any():
+            others = tuple(k for k in kinds if k != kind)
+            sub = _explain(others, src2, dst, x2[rest], lib[idx[rest]], ref2[rest], pol, labels)
+            for j in np.unique(sub[sub != 0]):
+                out[idx[rest][sub == j]] = lid(f"{kind}+{labels[j]}")
+    return out
+
+
+def classify_ids(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne",
+                 overflow=None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`classify` as compact ids: (int16 array shaped like ``src_codes``, the label of each id).
+
+    Id 0 is ``""`` (the codes agree), id 1 ``"unexplained"``; use this form for large sweeps.
+    """
+    src, dst = format_of(src), format_of(dst)
+    x = np.asarray(src_codes).astype(src.code_dtype)
+    lib = np.asarray(lib_codes).astype(dst.code_dtype)
+    if x.shape != lib.shape:
+        raise ValueError(f"src_codes has shape {x.shape}, lib_codes {lib.shape}")
+    pol = {"rounding": rounding, "overflow": overflow}
+    ref = _cast(x, dst, src=src, **pol)
+    out = np.zeros(x.shape, np.int16)
+    labels = ["", "unexplained"]
+    mm = np.flatnonzero(lib.ravel() != ref.ravel())
+    if mm.size:
+        kinds = tuple(dict.fromkeys(d.kind for d in deviations_for(library, src, dst)))
+        ids = _explain(kinds, src, dst, x.ravel()[mm], lib.ravel()[mm], ref.ravel()[mm], pol, labels)
+        out.ravel()[mm] = np.where(ids == 0, 1, ids)
+    return out, tuple(labels)
+
+
+def classify(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne", overflow=None) -> np.ndarray:
+    """Label each element of a library-vs-numoracle comparison.
+
+    Returns a string array shaped like ``src_codes``: ``""`` where the library's code equals
+    ``numoracle.cast(src_codes, dst, src=src, rounding=rounding, overflow=overflow)``, the kind
+    (or ``"kind+kind"`` chain) of the known deviation of ``library`` that explains the
+    difference, or ``"unexplained"``.
+    """
+    ids, labels = classify_ids(library, src, dst, src_codes, lib_codes, rounding=rounding, overflow=overflow)
+    return np.array(labels)[ids]

@@ -1,0 +1,615 @@
+"""Conformance sweeps: run a third-party converter over many source codes and compare it with the engine.
+
+>>> r = sweep("ml_dtypes", "fp64", "bf16", inputs=np.array([0x3FF0100000400000], np.uint64))
+>>> r.verdict, r.counts()
+('explained', {'double_rounding': 1})
+
+``fn`` is any callable that takes a native array of the source dtype (numpy / ml_dtypes; TF32 in
+its float32 container) and returns the converted array (numpy / ml_dtypes array, torch tensor,
+or anything ``np.asarray`` reads, e.g. a jax array), or one of the library names ``"numpy"``,
+``"ml_dtypes"``, ``"torch"`` (then :class:`Converter` runs ``deviations.native_cast``).
+
+Inputs are split into chunks, each converted by ``fn`` and by the engine (``cast_codes`` on the
+codes), compared code for code, and the mismatches classified (``sweepreport``); chunks run on a
+``concurrent.futures.Executor``: a spawn-context process pool by default, or a
+``ThreadPoolExecutor``, or a Dask ``Client.get_executor()``. The merged report does not depend on
+the executor or the chunking: counts add up and each class keeps the witnesses with the smallest
+source codes. A chunk where ``fn`` raises or returns a wrong shape/dtype is reported (the other
+chunks still run); the first ``2^16`` inputs of every chunk are converted twice to catch a
+non-deterministic converter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.codekeys import from_key, is_nan, key_bounds, to_key
+from ..core.convert import _check_codes, cast_codes, decode
+from .deviations import LIBRARIES, native_cast
+from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
+from ..core.interop import as_native, native_dtype, to_codes
+from ..core.policy import Policy, Rounding, resolve_policy
+from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
+
+__all__ = ["sweep", "Converter", "SweepReport", "random_codes", "BLOCK"]
+
+BLOCK = 1 << 16  # random inputs are drawn in blocks of this many codes, each seeded by (seed, block index)
+NDET_SAMPLE = 1 << 16  # inputs per chunk converted a second time
+
+
+# ---- converters -----------------------------------------------------------------------------
+class Converter:
+    """``library``'s own cast to ``dst`` as a picklable callable (``deviations.native_cast`` semantics).
+
+    ``Converter("torch", "fp8_e4m3fn")(np.float32([500]))`` returns an ml_dtypes float8_e4m3fn array.
+    """
+
+    def __init__(self, library: str, dst: Any) -> None:
+        if library not in LIBRARIES:
+            raise ValueError(f"unknown library {library!r}; fn may be one of {', '.join(LIBRARIES)} or a callable")
+        self.library = library
+        self.dst = format_of(dst)
+
+    def __call__(self, x: Any) -> np.ndarray:
+        return as_native(native_cast(x, self.dst, self.library), self.dst)
+
+    def __repr__(self) -> str:
+        return f"Converter({self.library!r}, {self.dst.name!r})"
+
+
+def _library_version(library: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{library} {version(library)}"
+    except PackageNotFoundError:
+        return library
+
+
+def _fn_name(fn: Callable) -> str:
+    mod = getattr(fn, "__module__", None) or type(fn).__module__
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{mod}.{name}" if mod and mod != "builtins" else name
+
+
+# ---- random, boundary-weighted inputs ------------------------------------------------------------
+def _magnitude_bits(fmt: AnyFormat) -> int:
+    return fmt.precision if isinstance(fmt, Format) else fmt.bits - int(fmt.signed)
+
+
+def _levels(src: AnyFormat, dst: AnyFormat) -> np.ndarray:
+    """log2 of the offsets (in source ULPs) drawn around destination midpoints."""
+    ps = _magnitude_bits(src)
+    if src.is_integer:
+        return np.array([v for v in (0, 1, 2, 4, 8, 16) if v < ps], np.int64)
+    pd = _magnitude_bits(dst)
+    lv = {0}
+    for inter in (FP32, TF32, BF16, FP16):  # a few ULPs of each plausible intermediate format
+        if pd < inter.precision < ps:
+            lv.add(ps - inter.precision + 2)
+    if dst.is_integer:
+        lv |= {2, max(0, ps - 8)}
+    elif ps > pd + 1:
+        lv.add(ps - pd - 1)  # anywhere in the rounding interval
+    return np.array(sorted(lv), np.int64)
+
+
+def _midpoints(rng: np.random.Generator, dst: AnyFormat, m: int) -> np.ndarray:
+    """Signed float64 rounding ties of ``dst``: midpoints of neighbouring values (and the overflow threshold)."""
+    if isinstance(dst, Format):
+        top = dst.max_mag_code
+        c = rng.integers(0, top + 1, m, dtype=np.int64)
+        edge = rng.random(m) < 1 / 16  # the ends of the range: underflow and overflow ties
+        c[edge] = np.clip(rng.choice(np.array([0, 1, top - 1, top]), int(edge.sum())), 0, top)
+        lo = decode(c.astype(dst.code_dtype), dst).astype(np.float64)
+        nxt = decode(np.minimum(c + 1, top).astype(dst.code_dtype), dst).astype(np.float64)
+        beyond = float(dst.max_finite) + 2.0 ** (dst.emax - dst.man_bits)
+        hi = np.where(c == top, beyond, nxt)
+        with np.errstate(over="ignore"):
+            mid = lo / 2 + hi / 2
+    else:
+        k = np.floor(np.exp2(rng.random(m) * dst.precision)) - rng.integers(0, 2, m)  # log-uniform magnitudes
+        mid = k + 0.5
+        edge = rng.random(m) < 1 / 16
+        mid[edge] = rng.choice(np.array([float(dst.max_value) + 0.5, float(dst.min_value) - 0.5, 0.5]),
+                               int(edge.sum()))
+    return np.where(rng.random(m) < 0.5, -mid, mid)
+
+
+def _near_ties(rng: np.random.Generator, src: AnyFormat, dst: AnyFormat, m: int) -> np.ndarray:
+    mid = _midpoints(rng, dst, m)
+    if not src.signed:
+        mid = np.abs(mid)
+    codes = cast_codes(mid.view(np.uint64), FP64, src, resolve_policy(src))
+    lo, hi = key_bounds(src)
+    nan = is_nan(codes, src)
+    keys = to_key(np.where(nan, 0, codes).astype(codes.dtype), src)
+    keys = np.where(nan, np.where(mid < 0, lo, hi), keys)
+    lv = rng.choice(_levels(src, dst), m)
+    delta = rng.integers(-(1 << lv), 1 << lv, endpoint=True)
+    with np.errstate(over="ignore"):
+        k = keys + delta
+    k = np.where((delta > 0) & (k < keys), hi, np.where((delta < 0) & (k > keys), lo, k))
+    return from_key(np.clip(k, lo, hi), src).astype(src.code_dtype)
+
+
+def _random_block(src: AnyFormat, dst: AnyFormat, seed: int, block: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, block])
+    top = (1 << src.bits) - 1
+    uni = rng.integers(0, top, BLOCK // 2, dtype=np.uint64, endpoint=True).astype(src.code_dtype)
+    out = np.empty(BLOCK, src.code_dtype)
+    out[0::2] = uni
+    out[1::2] = _near_ties(rng, src, dst, BLOCK - BLOCK // 2)
+    return out
+
+
+def random_codes(src: Any, dst: Any, n: int, seed: int = 0, start: int = 0) -> np.ndarray:
+    """Codes ``start .. start + n`` of the seeded random input sequence that ``sweep(inputs=N)`` uses.
+
+    Every other code is uniform over all codes of ``src``; the others lie near rounding ties of
+    ``dst`` (midpoints of neighbouring ``dst`` values, its overflow and underflow thresholds,
+    ``k + 1/2`` for integer destinations), offset by a random number of source ULPs up to a few
+    ULPs of each intermediate format between the two (FP32, TF32, BF16, FP16), so conversions
+    that round twice are caught. Block ``b`` of ``BLOCK`` codes depends only on ``(seed, b)``.
+    """
+    src, dst = format_of(src), format_of(dst)
+    b0, b1 = start // BLOCK, -(-(start + n) // BLOCK)
+    blocks = [_random_block(src, dst, seed, b) for b in range(b0, b1)]
+    allc = np.concatenate(blocks) if blocks else np.zeros(0, src.code_dtype)
+    return allc[start - b0 * BLOCK: start - b0 * BLOCK + n]
+
+
+# ---- one chunk ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Job:
+    fn: Callable
+    src: AnyFormat
+    dst: AnyFormat
+    pol: Policy
+    known: str | None  # library whose known deviations classify the mismatches
+    witnesses: int
+
+
+@dataclass(frozen=True)
+class _Part:
+    lo: int  # input positions [lo, hi)
+    hi: int
+    kind: str  # "range" (codes lo..hi) | "codes" | "random"
+    codes: np.ndarray | None = None
+    seed: int = 0
+
+
+@dataclass
+class _Result:
+    part: _Part
+    compared: int = 0
+    matching: int = 0
+    counts: Counter = field(default_factory=Counter)
+    known: Counter = field(default_factory=Counter)
+    labels: Counter = field(default_factory=Counter)  # (class, label) -> count
+    ties: Counter = field(default_factory=Counter)  # class -> ties; -1 entries mark undecidable
+    witnesses: dict = field(default_factory=dict)
+    nondet: int = 0
+    nondet_witnesses: tuple = ()
+    error: tuple | None = None  # (kind, message, compared)
+    first_last: tuple[int, int] = (0, 0)
+    seconds: float = 0.0
+    cpu: float = 0.0
+
+
+def _part_codes(job: _Job, part: _Part) -> np.ndarray:
+    if part.kind == "range":
+        return np.arange(part.lo, part.hi, dtype=np.dtype(job.src.code_dtype))
+    if part.kind == "random":
+        return random_codes(job.src, job.dst, part.hi - part.lo, part.seed, part.lo)
+    assert part.codes is not None
+    return part.codes
+
+
+def _call(job: _Job, codes: np.ndarray) -> Any:
+    return job.fn(as_native(codes.copy(), job.src))  # a copy: fn may write into its input
+
+
+def _result_codes(out: Any, shape: tuple[int, ...], dst: AnyFormat) -> tuple[np.ndarray | None, tuple | None]:
+    """fn's output as dst codes, or None with (kind, message, compared) when it breaks the contract."""
+    dtype = getattr(out, "dtype", None)
+    try:
+        a, fmt = to_codes(out)
+    except (TypeError, ValueError) as e:
+        return None, ("wrong_dtype", f"returned {type(out).__name__} (dtype {dtype}) where {dst.name} was expected "
+                      f"({e}); not compared", False)
+    if a.shape != shape:
+        return None, ("wrong_shape", f"returned shape {a.shape} for an input of shape {shape}; not compared", False)
+    if fmt == dst:
+        return a, None
+    what = f"returned {fmt.name} (dtype {dtype}) where {dst.name} was expected"
+    if fmt.is_integer != dst.is_integer:
+        hint = (f"; if these are bit patterns, return them viewed as {dst.name}"
+                if fmt.is_integer and fmt.bits == dst.bits else "")
+        return None, ("wrong_dtype", f"{what}{hint}; not compared", False)
+    c = cast_codes(a, fmt, dst, resolve_policy(dst))
+    back = cast_codes(c, dst, fmt, resolve_policy(fmt))
+    same = (back == a) | (is_nan(a, fmt) & is_nan(back, fmt))
+    if same.all() and native_dtype(dst) is None:  # TF32/INT4/UINT4 come back in a container dtype: the contract
+        return c, None
+    if same.all():
+        return c, ("wrong_dtype", f"{what}; every value is a {dst.name} value, so the values were converted "
+                   f"exactly and compared", True)
+    i = int(np.flatnonzero(~same.ravel())[0])
+    return None, ("wrong_dtype", f"{what}, and element {i} ({decode(a.ravel()[i:i + 1], fmt)[0]!r}) is not a "
+                  f"{dst.name} value; not compared", False)
+
+
+def _run_chunk(job: _Job, part: _Part) -> _Result:
+    """Convert one chunk with fn and the engine, compare, classify; never raises for fn's faults."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = _Result(part)
+    codes = _part_codes(job, part)
+    if codes.size:
+        res.first_last = (int(codes[0]), int(codes[-1]))
+    rng = part.kind == "range"  # codes lo..hi: fn may have the array (and write into it); the others get a copy
+    r = cast_codes(codes, job.src, job.dst, job.pol) if rng else None
+    try:
+        out = job.fn(as_native(codes if rng else codes.copy(), job.src))
+    except Exception as e:  # noqa: BLE001 - fn is foreign code: report whatever it raises
+        res.error = ("exception", f"{type(e).__name__}: {e}", False)
+    else:
+        a, res.error = _result_codes(out, codes.shape, job.dst)
+        if a is not None:
+            if r is None:
+                r = cast_codes(codes, job.src, job.dst, job.pol)
+            neq = a != r
+            n_mm = int(np.count_nonzero(neq))
+            res.compared, res.matching = codes.size, codes.size - n_mm
+            if rng:  # fn may have written into codes: make them again (only the ones needed)
+                head = dataclasses.replace(part, hi=min(part.hi, part.lo + NDET_SAMPLE))
+                codes = _part_codes(job, part if n_mm else head)
+            if n_mm:
+                summ = summarise(job.src, job.dst, job.pol, job.known, job.witnesses, codes[neq], a[neq], r[neq],
+                                 ascending=rng)
+                res.counts, res.known, res.labels, res.ties, res.witnesses = (
+                    summ["counts"], summ["known"], summ["labels"], summ["ties"], summ["witnesses"])
+            _check_determinism(job, res, codes[:NDET_SAMPLE], a[:NDET_SAMPLE])
+    res.seconds, res.cpu = time.perf_counter() - t0, time.process_time() - c0
+    return res
+
+
+def _check_determinism(job: _Job, res: _Result, codes: np.ndarray, a: np.ndarray) -> None:
+    try:
+        a2, err = _result_codes(_call(job, codes), codes.shape, job.dst)
+    except Exception as e:  # noqa: BLE001
+        a2, err = None, ("exception", f"{type(e).__name__}: {e}", True)
+    if a2 is None:
+        assert err is not None
+        res.error = res.error or (err[0], f"a second call on the same inputs (the first succeeded): {err[1]}", True)
+        return
+    d = np.flatnonzero(a2 != a)
+    res.nondet = int(d.size)
+    res.nondet_witnesses = tuple(Witness(int(codes[i]), int(a[i]), int(a2[i]), "call 1, call 2")
+                                 for i in d[smallest(codes[d], job.witnesses)])
+
+
+def _init_worker() -> None:
+    """Process-pool workers: one thread each for torch/OpenMP/BLAS (the pool provides the parallelism)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+# ---- the sweep ------------------------------------------------------------------------------------
+def _resolve_fn(fn: Any, dst: AnyFormat) -> tuple[Callable, str, str | None]:
+    """(callable, name for the report, library whose known deviations apply)."""
+    if isinstance(fn, str):
+        if fn not in LIBRARIES:
+            raise ValueError(f"unknown library {fn!r}; fn is a callable or one of {', '.join(LIBRARIES)}")
+        fn = Converter(fn, dst)
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable (native array of src -> array of dst) or a library name "
+                        f"({', '.join(LIBRARIES)}), got {type(fn).__name__}")
+    lib = getattr(fn, "library", None)
+    lib = lib if isinstance(lib, str) and lib in LIBRARIES else None
+    if isinstance(fn, Converter):
+        return fn, _library_version(fn.library), lib
+    return fn, _fn_name(fn) + (f" (known deviations of {lib})" if lib else ""), lib
+
+
+def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
+           seed: int) -> tuple[list[_Part], str, int]:
+    """Chunks of the inputs, their description and their number."""
+    if isinstance(inputs, str):
+        if inputs == "full":  # the pytest plugin's deepest level: every code where that is feasible
+            inputs = "exhaustive" if src.bits <= 32 else "boundary"
+        if inputs == "exhaustive":
+            if src.bits > 32:
+                raise ValueError(f"inputs='exhaustive' enumerates every code, and {src.name} has 2^{src.bits}; "
+                                 "use inputs='boundary' or inputs=N (N seeded, boundary-weighted random codes)")
+            n = 1 << src.bits
+            return ([_Part(lo, min(lo + chunk, n), "range") for lo in range(0, n, chunk)],
+                    f"exhaustive (all 2^{src.bits} = {n} codes)", n)
+        if inputs == "boundary":
+            from .boundary import boundary_values  # (boundary imports nothing of sweep; lazy for import time)
+            bv = boundary_values(src, dst, rounding=pol.rounding.value, overflow=pol.overflow.value)
+            codes = np.asarray(bv.codes)
+            codes = _check_codes(codes, src)
+            return _array_parts(codes, chunk), f"boundary ({codes.size} codes from boundary_values)", codes.size
+        raise ValueError(f"inputs must be 'exhaustive', 'boundary', a count N or an array of {src.name} codes; "
+                         f"got {inputs!r}")
+    if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
+        n = int(inputs)
+        if n < 1:
+            raise ValueError(f"inputs=N needs N >= 1 random codes, got {n}")
+        step = max(BLOCK, chunk // BLOCK * BLOCK)
+        return ([_Part(lo, min(lo + step, n), "random", seed=seed) for lo in range(0, n, step)],
+                f"random ({n} codes, seed {seed}; half uniform over {src.name} codes, half near {dst.name} "
+                "rounding ties)", n)
+    if isinstance(inputs, range) or (isinstance(inputs, (list, tuple)) and inputs
+                                     and all(isinstance(g, range) for g in inputs)):
+        return _range_parts([inputs] if isinstance(inputs, range) else list(inputs), src, chunk)
+    if isinstance(inputs, (list, tuple)) and not inputs:
+        raise ValueError("inputs is empty; give at least one code (or 'exhaustive', 'boundary', N)")
+    if isinstance(inputs, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in inputs):
+        big = any(int(v) >= 1 << 63 for v in inputs)
+        inputs = np.array([int(v) for v in inputs], np.uint64 if big else np.int64)  # Python ints beyond int64
+    codes = np.asarray(inputs)
+    if codes.dtype.kind not in "iu" or codes.ndim != 1:
+        raise TypeError(f"inputs as an array must be a 1-d array of integer {src.name} codes (bit patterns), got "
+                        f"dtype {codes.dtype}, shape {codes.shape}; for values use numoracle.encode(values, src)")
+    codes = _check_codes(codes, src)
+    if not codes.size:
+        raise ValueError("inputs is an empty array; give at least one code")
+    return _array_parts(np.ascontiguousarray(codes), chunk), f"{codes.size} given codes", codes.size
+
+
+def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[list[_Part], str, int]:
+    parts: list[_Part] = []
+    for g in ranges:
+        if g.step != 1 or g.start < 0 or g.stop > 1 << src.bits or not len(g):
+            raise ValueError(f"a range of inputs must be a non-empty range(start, stop) of {src.name} codes within "
+                             f"0..2^{src.bits} (step 1), got {g!r}")
+        parts += [_Part(lo, min(lo + chunk, g.stop), "range") for lo in range(g.start, g.stop, chunk)]
+    n = sum(len(g) for g in ranges)
+    w = (src.bits + 3) // 4
+    what = (f"codes 0x{ranges[0].start:0{w}x}..0x{ranges[0].stop - 1:0{w}x}" if len(ranges) == 1
+            else f"{len(ranges)} ranges of codes")
+    return parts, f"{what} ({n} codes)", n
+
+
+def _array_parts(codes: np.ndarray, chunk: int) -> list[_Part]:
+    return [_Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
+
+
+class _Progress:
+    """A one-line progress display on stderr (carriage returns, no dependency)."""
+
+    def __init__(self, on: bool, total: int, label: str) -> None:
+        self.on, self.total, self.label, self.done, self.t0 = on, total, label, 0, time.perf_counter()
+
+    def step(self) -> None:
+        self.done += 1
+        if self.on:
+            el = time.perf_counter() - self.t0
+            eta = el / self.done * (self.total - self.done)
+            sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} chunks "
+                             f"{100 * self.done // self.total:3d}%  {el:6.1f} s, ~{eta:.0f} s left ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.on:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+@dataclass
+class _Merged:
+    compared: int = 0
+    matching: int = 0
+    counts: Counter = field(default_factory=Counter)
+    known: Counter = field(default_factory=Counter)
+    labels: Counter = field(default_factory=Counter)
+    ties: dict = field(default_factory=dict)
+    witnesses: dict = field(default_factory=dict)
+    nondet: int = 0
+    nondet_witnesses: tuple = ()
+    errors: dict = field(default_factory=dict)  # (kind, message) -> [lo, hi, first, last, chunks, elements, compared]
+    cpu: float = 0.0
+
+    def add(self, r: _Result, k: int) -> None:
+        self.compared += r.compared
+        self.matching += r.matching
+        self.counts.update(r.counts)
+        self.known.update(r.known)
+        self.labels.update(r.labels)
+        for name, t in r.ties.items():
+            prev = self.ties.get(name, 0)
+            self.ties[name] = -1 if (prev < 0 or t < 0) else prev + t
+        for name, ws in r.witnesses.items():
+            self.witnesses[name] = merge_witnesses(self.witnesses.get(name, ()), ws, k)
+        self.nondet += r.nondet
+        self.nondet_witnesses = merge_witnesses(self.nondet_witnesses, r.nondet_witnesses, k)
+        if r.error is not None:
+            self.error(r.error[0], r.error[1], r.part, r.first_last, r.error[2])
+        self.cpu += r.cpu
+
+    def error(self, kind: str, message: str, part: _Part, first_last: tuple[int, int], compared: bool) -> None:
+        n = 0 if compared else part.hi - part.lo
+        e = self.errors.get((kind, message))
+        if e is None or part.lo < e[0]:
+            self.errors[(kind, message)] = [part.lo, part.hi, *first_last, (e[4] if e else 0) + 1,
+                                            (e[5] if e else 0) + n, compared]
+        else:
+            e[4] += 1
+            e[5] += n
+
+
+def sweep(
+    fn: Callable | str,
+    src: Any,
+    dst: Any,
+    *,
+    inputs: str | int | Any = "exhaustive",
+    rounding: Any = "rne",
+    overflow: Any = None,
+    nan_to: Any = None,
+    ftz: bool = False,
+    daz: bool = False,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    chunk: int = 1 << 24,
+    progress: bool | None = None,
+    seed: int = 0,
+    witnesses: int = 4,
+) -> SweepReport:
+    """Run converter ``fn`` from ``src`` to ``dst`` over ``inputs``; compare with ``numoracle.cast``.
+
+    fn: a callable (native array of ``src`` -> array of ``dst``) or ``"numpy"`` / ``"ml_dtypes"`` /
+    ``"torch"`` (that library's own cast, as :class:`Converter`); a callable with a ``library``
+    attribute naming one of them (a GPU wrapper, say) is checked against that library's known
+    deviations. inputs: ``"exhaustive"`` (every code; sources of 32 bits or fewer), ``"boundary"``
+    (``numoracle.boundary_values(src, dst).codes``), ``"full"`` (exhaustive up to 32-bit sources,
+    boundary above: the pytest plugin's ``sweep_inputs`` at ``--numoracle-level=full``), an int N
+    (N seeded random codes, see :func:`random_codes`) or a 1-d array of source codes.
+    rounding/overflow/nan_to/ftz/daz: the engine's policy (the destination's defaults when omitted). executor: any
+    ``concurrent.futures.Executor``; None starts a spawn-context process pool of ``workers``
+    processes (default ``os.cpu_count()``), except that a single chunk runs in the calling process;
+    with the default pool ``fn`` must be picklable (a module-level function or class instance).
+    chunk: inputs per task (default 2^24: about 0.2 GB of temporaries per worker for FP32 sources).
+    progress: a progress line on stderr (default: when stderr is a terminal). witnesses: how many
+    (smallest source codes) each class keeps.
+    """
+    t0 = time.perf_counter()
+    src, dst = format_of(src), format_of(dst)
+    if Rounding.of(rounding) is Rounding.STOCHASTIC:
+        raise ValueError("sweep compares deterministic casts; rounding='sr' needs per-element random bits, which a "
+                         "third-party converter does not take: sweep another mode")
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz)
+    if native_dtype(src) is None and src != TF32:
+        raise ValueError(f"{src.name} has no numpy or ml_dtypes dtype, so fn cannot be given native {src.name} "
+                         "arrays; sweep a source format that has one")
+    if not isinstance(witnesses, int) or witnesses < 0:
+        raise ValueError(f"witnesses must be an int >= 0, got {witnesses!r}")
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive int (inputs per task), got {chunk!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if workers is not None and executor is not None:
+        raise ValueError("workers sizes the default process pool; with executor= size the executor itself")
+    fn, against, lib = _resolve_fn(fn, dst)
+    if isinstance(fn, Converter):
+        _probe(fn, src)
+    # the known deviations were recorded under RNE and each destination's own nan_to/ftz/daz
+    default_pol = pol == resolve_policy(dst, pol.rounding, pol.overflow) and pol.rounding is Rounding.NEAREST_EVEN
+    job = _Job(fn, src, dst, pol, lib if default_pol else None, witnesses)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int (it seeds the random inputs), got {seed!r}")
+    parts, described, n_inputs = _parts(inputs, src, dst, pol, int(chunk), int(seed))
+    merged = _Merged()
+    own = executor is None and len(parts) > 1
+    n_workers = 1
+    if own:
+        n_workers = min(workers or os.cpu_count() or 1, len(parts))
+        try:
+            pickle.dumps(job)
+        except Exception as e:  # noqa: BLE001 - any pickling failure
+            raise TypeError(f"fn cannot be sent to worker processes ({type(e).__name__}: {e}); use a module-level "
+                            "function or class instance, or pass executor=concurrent.futures.ThreadPoolExecutor()"
+                            ) from None
+        # spawn: the parent may hold torch/OpenMP threads, which do not survive a fork
+        executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_init_worker)
+    label = f"sweep {src.name}->{dst.name} vs {against}"
+    bar = _Progress(sys.stderr.isatty() if progress is None else bool(progress), len(parts), label)
+    try:
+        if executor is None:
+            for p in parts:
+                merged.add(_run_chunk(job, p), witnesses)
+                bar.step()
+        else:
+            n_workers = n_workers if own else _executor_workers(executor)
+            futures = {executor.submit(_run_chunk, job, p): p for p in parts}
+            for f in as_completed(futures):
+                try:
+                    merged.add(f.result(), witnesses)
+                except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
+                    p = futures[f]
+                    merged.error("executor", f"{type(e).__name__}: {e}", p, _first_last(p), False)
+                bar.step()
+    finally:
+        bar.close()
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, len(parts),
+                   "inline" if executor is None else type(executor).__name__)
+
+
+def _executor_workers(executor: Executor) -> int:
+    """How many tasks ``executor`` runs at once, where it says (0 when it does not)."""
+    n = getattr(executor, "_max_workers", None)
+    if n:
+        return int(n)
+    client = getattr(executor, "_client", None)  # a Dask ClientExecutor
+    try:
+        return int(sum(client.nthreads().values())) if client is not None else 0
+    except Exception:  # noqa: BLE001 - an informational figure only
+        return 0
+
+
+def _first_last(p: _Part) -> tuple[int, int]:
+    if p.kind == "range":
+        return p.lo, p.hi - 1
+    if p.codes is not None and p.codes.size:
+        return int(p.codes[0]), int(p.codes[-1])
+    return 0, 0
+
+
+def _probe(fn: Converter, src: AnyFormat) -> None:
+    """Refuse a library cast that does not exist before starting workers."""
+    try:
+        fn(as_native(np.zeros(1, src.code_dtype), src))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{fn.library} cannot cast {src.name} to {fn.dst.name}: {e}") from None
+
+
+def _report(job: _Job, against: str, described: str, n_inputs: int, m: _Merged, seconds: float, workers: int,
+            chunks: int, executor: str) -> SweepReport:
+    classes: dict[str, ClassStats] = {}
+    for name in CLASSES:
+        if not m.counts.get(name):
+            continue
+        t = m.ties.get(name)
+        classes[name] = ClassStats(
+            name, int(m.counts[name]), int(m.known[name]) if job.known is not None else None,
+            {lab: int(c) for (cl, lab), c in sorted(m.labels.items()) if cl == name},
+            None if t is None or t < 0 else int(t), tuple(m.witnesses.get(name, ())))
+    errors = tuple(sorted(
+        (SweepError(kind, msg, (e[0], e[1]), (e[2], e[3]), e[4], e[5], e[6]) for (kind, msg), e in m.errors.items()),
+        key=lambda e: (e.first_range, e.kind, e.message)))
+    lib = _lib_of(job.fn)
+    if lib is None:
+        note = "fn is not a known library (give it a library attribute naming numpy, ml_dtypes or torch to check " \
+               "that library's known deviations)"
+    elif job.known is None:
+        note = (f"known deviations of {lib} not checked: they are recorded for RNE with the destination's "
+                f"default nan_to and without ftz/daz, and this sweep uses {job.pol}")
+    else:
+        note = ""
+    return SweepReport(job.src, job.dst, against, lib, str(job.pol), described, n_inputs, m.compared, m.matching,
+                       classes, m.nondet, tuple(m.nondet_witnesses), errors, note, seconds, m.cpu, workers, chunks,
+                       executor)
+
+
+def _lib_of(fn: Callable) -> str | None:
+    lib = getattr(fn, "library", None)
+    return lib if isinstance(lib, str) and lib in LIBRARIES else None

@@ -1,0 +1,1 @@
+"""The bottom layer: formats, policies, the exact conversion engine and its independent twins."""

@@ -1,0 +1,145 @@
+"""Public conversion API: ``cast``, ``decode``, ``encode`` (all exact, vectorised, chunked)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .formats import FP64, INT64, UINT64, AnyFormat, format_of
+from .interop import to_codes
+from .policy import Flags, Policy, Rounding, resolve_policy
+from .softfloat import round_pack, unpack, word_bits
+
+__all__ = ["cast", "cast_codes", "decode", "encode", "CHUNK"]
+
+CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
+
+
+def _check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind in "fcVOUS":
+        fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
+        raise TypeError(
+            f"with src={src.name}, x must hold integer codes (bit patterns) of {src.name}, but it has "
+            f"dtype {a.dtype}; {fix}"
+        )
+    if a.dtype.kind not in "iub":
+        # ml_dtypes arrays report kind 'V' for some types; any non-integer is refused above or here
+        raise TypeError(f"codes must be integers, got dtype {a.dtype}")
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise ValueError(f"codes are unsigned bit patterns; got a negative value {int(a.min())}")
+    if a.size and int(a.max()) >= (1 << src.bits):
+        bad = int(a.max())
+        raise ValueError(f"code {bad:#x} is out of range for {src.name} ({src.bits} bits: "
+                         f"0..{(1 << src.bits) - 1:#x})")
+    return a.astype(src.code_dtype, copy=False)
+
+
+def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -> np.ndarray:
+    if random_bits is None:
+        raise ValueError("rounding='sr' needs random_bits: an array of unsigned ints in [0, 2**sr_bits), "
+                         "one per element (e.g. np.random.default_rng(0).integers(0, 2**sr_bits, x.shape))")
+    r = np.asarray(random_bits)
+    if r.shape != shape:
+        raise ValueError(f"random_bits has shape {r.shape}, but x has shape {shape}; give one per element")
+    if r.dtype.kind not in "iu":
+        raise TypeError(f"random_bits must be integers, got dtype {r.dtype}")
+    if r.size and (int(r.min()) < 0 or int(r.max()) >= (1 << sr_bits)):
+        raise ValueError(f"random_bits must lie in [0, 2**{sr_bits}); got {int(r.min())}..{int(r.max())}")
+    return r.astype(np.uint64 if sr_bits > 32 else np.uint32, copy=False)
+
+
+def cast(
+    x: Any,
+    dst: Any,
+    *,
+    src: Any = None,
+    rounding: Any = "rne",
+    overflow: Any = None,
+    nan_to: Any = None,
+    ftz: bool = False,
+    daz: bool = False,
+    random_bits: Any = None,
+    sr_bits: int | None = None,
+    flags: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Convert exactly to ``dst``; return destination codes (and per-element ``Flags`` if asked).
+
+    With ``src`` given, ``x`` holds codes (unsigned bit patterns) of ``src``; otherwise ``x`` is
+    a numpy / ml_dtypes / torch array (or Python numbers) whose dtype names the source.
+
+    >>> hex(int(cast(np.float32(65519), "fp16")))
+    '0x7bff'
+    """
+    dst = format_of(dst)
+    if src is None:
+        codes, src_fmt = to_codes(x)
+    else:
+        src_fmt = format_of(src)
+        codes = _check_codes(x, src_fmt)
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits)
+    rand = None
+    if pol.rounding is Rounding.STOCHASTIC:
+        rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
+    elif random_bits is not None:
+        raise ValueError(f"random_bits are only used with rounding='sr', not {pol.rounding.value!r}")
+    return cast_codes(codes, src_fmt, dst, pol, rand, flags)
+
+
+def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rand: np.ndarray | None = None,
+               flags: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``cast`` for callers that already hold valid codes and a resolved Policy (no checks)."""
+    W = word_bits(src, dst, pol.sr_bits)
+    codes = np.asarray(codes)
+    shape = codes.shape
+    flat = codes.ravel().astype(src.code_dtype, copy=False)
+    out = np.empty(flat.size, np.dtype(dst.code_dtype))
+    fl = np.empty(flat.size, np.uint8) if flags else None
+    rflat = rand.ravel() if rand is not None else None
+    for lo in range(0, flat.size, CHUNK):
+        hi = min(lo + CHUNK, flat.size)
+        u = unpack(flat[lo:hi], src, W, daz=pol.daz)
+        c, f = round_pack(u, dst, pol, None if rflat is None else rflat[lo:hi], flags)
+        out[lo:hi] = c
+        if fl is not None:
+            fl[lo:hi] = f
+    out = out.reshape(shape)
+    if flags:
+        return out, fl.reshape(shape)
+    return out
+
+
+def decode(codes: Any, fmt: Any) -> np.ndarray:
+    """Exact values of codes: float64 for float formats, int64/uint64 for integers."""
+    fmt = format_of(fmt)
+    c = _check_codes(codes, fmt, hint="decode() takes codes; for values already in a native dtype use "
+                     "np.asarray(values, np.float64), or get codes with cast()/encode()")
+    if fmt.is_integer:
+        if fmt.signed:
+            v = c.astype(np.int64)
+            return np.where(v >= (1 << (fmt.bits - 1)), v - (1 << fmt.bits), v) if fmt.bits < 64 else c.view(np.int64)
+        return c.astype(np.uint64)
+    return cast(c, FP64, src=fmt).view(np.float64)
+
+
+def encode(values: Any, fmt: Any) -> np.ndarray:
+    """Codes of values that ``fmt`` represents exactly; raises naming the first that it does not."""
+    fmt = format_of(fmt)
+    v = np.asarray(values)
+    if v.dtype.kind in "iub":
+        v64 = v.astype(np.uint64 if v.dtype.kind == "u" else np.int64)
+        src = UINT64 if v.dtype.kind == "u" else INT64
+        codes = v64.view(np.uint64)
+    else:
+        codes, src = np.asarray(v, np.float64).view(np.uint64), FP64
+    nan_to = "zero" if (fmt.is_integer or not fmt.has_nan) else None
+    out, fl = cast(codes, fmt, src=src, nan_to=nan_to, flags=True)
+    bad = (fl & (Flags.INEXACT | Flags.OVERFLOW | Flags.INVALID)) != 0
+    if src is FP64 and not fmt.has_inf:
+        bad |= np.isinf(v.astype(np.float64))
+    if bad.any():
+        i = np.flatnonzero(bad.ravel())[0]
+        raise ValueError(f"{v.ravel()[i]!r} (element {i}) is not representable in {fmt.name}; "
+                         "use cast() to round it")
+    return out

@@ -1,0 +1,1 @@
+"""Independent implementations the engine is checked against: the Fraction twin and the value-table twin."""

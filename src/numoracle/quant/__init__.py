@@ -1,0 +1,1 @@
+"""Quantization references: quantize/dequantize, scale rules, error bounds and checks."""

@@ -1,0 +1,397 @@
+"""``assert_quantized_close``: a quantizer's output against numoracle's exact quantisation, with an outlier budget.
+
+``check_quantized_close(actual, x, allow_outliers=0, actual_scales=None, **quantize_params)`` computes
+``numoracle.quantize(x, **quantize_params)`` and compares ``actual`` with it element by element:
+
+* ``actual`` may be codes of the element format (unsigned integers, e.g. uint8 bit patterns), a
+  native array of the element dtype (np.int8, ml_dtypes float8/float4, torch tensors), a
+  :class:`~numoracle.quantize.Quantized` (its scales are then compared too), or dequantized values
+  (a float array of another format: compared as values, each candidate code's dequantized value
+  rounded once to that format);
+* exact codes (equal values: +0/-0 count as equal) pass;
+* an element one code away (ordered-code distance 1, ``numoracle.codekeys``) where the exact
+  pre-cast value t was a tie (``Quantized.ties``) is a "tie" outlier;
+* where the caller's scale (``actual_scales`` or the Quantized's) is one ULP of ``scale_fmt`` from
+  the expected one, elements that match a quantisation with the caller's scale, or lie one code
+  away, are "scale off by one ULP" outliers;
+* everything else fails ("mismatch"), as do scales off by more than one ULP.
+
+The check passes when there is no mismatch and at most ``allow_outliers`` outliers. The report
+(:class:`QuantCheckReport`) has a summary line (counts by class, the budget), then the worst elements
+(index, x, actual code in hex and its value, expected code and value, t, scale, code distance,
+class), and the margin of the actual values against the quantisation error bound.
+``assert_quantized_close`` raises :class:`QuantizedMismatch` (an AssertionError whose message is the
+report; ``.report`` holds the object) or returns the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..core.codekeys import from_key, is_nan, key_bounds, to_key
+from ..core.convert import cast, decode
+from ..core.formats import AnyFormat, Format, format_of
+from ..core.interop import is_torch, to_codes
+from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
+from .scale import mul_round
+from ..core.policy import Flags
+from ..testing.checks import NumoracleAssertionError
+
+__all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
+           "QuantElement", "CLASSES"]
+
+CLASSES = ("exact", "tie", "scale off by one ULP", "mismatch")
+_RANK = {"mismatch": 0, "scale off by one ULP": 1, "tie": 2, "exact": 3}
+
+
+class QuantElement(NamedTuple):
+    """One element of a quantisation check (codes as ints; values as float64)."""
+
+    index: tuple[int, ...]
+    x: float
+    actual_code: int | None  # None in values mode when no code explains the value
+    actual_value: float
+    expected_code: int
+    expected_value: float
+    t: float
+    scale: float
+    distance: int | None  # ordered-code distance actual - expected (None: NaN involved)
+    cls: str
+
+
+@dataclass
+class QuantCheckReport:
+    """Result of :func:`check_quantized_close`."""
+
+    passed: bool
+    mode: str  # "codes" or "values"
+    fmt: AnyFormat
+    n_checked: int
+    counts: dict[str, int]
+    allow_outliers: int
+    worst: list[QuantElement]
+    scale_fmt: AnyFormat | None
+    n_scale_blocks: int = 0
+    scales_off_by_one: int = 0
+    scales_mismatch: int = 0
+    scale_witness: list[str] = field(default_factory=list)
+    signed_zeros: int = 0
+    max_error_ratio: float = 0.0  # max |x - actual value| / quantisation error bound (finite x)
+    error_bound: QuantErrorReport | None = None
+    out_format: AnyFormat | None = None  # values mode: the format of the actual values
+    notes: list[str] = field(default_factory=list)
+    zero_points_differ: bool = False
+
+    @property
+    def n_outliers(self) -> int:
+        return self.counts["tie"] + self.counts["scale off by one ULP"]
+
+    @property
+    def n_mismatch(self) -> int:
+        return self.counts["mismatch"]
+
+    def summary(self) -> str:
+        c = self.counts
+        what = "codes" if self.mode == "codes" else f"dequantized values ({self.out_format.name})" \
+            if self.out_format else "dequantized values"
+        by = (f"{c['exact']} exact, {c['tie']} tie, {c['scale off by one ULP']} scale off by one ULP, "
+              f"{c['mismatch']} mismatch")
+        budget = f"outliers {self.n_outliers} of {self.allow_outliers} allowed"
+        sc = ""
+        if self.n_scale_blocks:
+            sc = (f"; scales: {self.scales_off_by_one} of {self.n_scale_blocks} off by one ULP of "
+                  f"{self.scale_fmt.name if self.scale_fmt else '?'}, {self.scales_mismatch} off by more")
+        head = "Quantized close" if self.passed else "Quantized mismatch"
+        why = ""
+        if not self.passed:
+            bits = []
+            if c["mismatch"]:
+                bits.append(f"{c['mismatch']} element(s) no tie or scale flip explains")
+            if self.n_outliers > self.allow_outliers:
+                bits.append(f"{self.n_outliers} outliers exceed the budget of {self.allow_outliers}")
+            if self.scales_mismatch:
+                bits.append(f"{self.scales_mismatch} scale(s) off by more than one ULP")
+            if self.zero_points_differ:
+                bits.append("zero points differ")
+            why = " (" + "; ".join(bits) + ")"
+        return (f"{head}{why}: {self.n_checked} {self.fmt.name} {what}: {by}; {budget}{sc}; max |x - actual| / "
+                f"bound {self.max_error_ratio:.4g}")
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        if self.signed_zeros:
+            lines.append(f"{self.signed_zeros} element(s) hold the other signed zero (equal values; accepted)")
+        lines += self.notes
+        if self.scale_witness:
+            lines.append("scales that differ (block index: actual vs expected):")
+            lines += ["  " + w for w in self.scale_witness]
+        if self.worst:
+            lines.append(f"worst {len(self.worst)} element(s) (distance = actual - expected in ordered codes of "
+                         f"{self.fmt.name}; t = x / scale as rounded before the cast):")
+            lines += _table(self.worst, self.fmt)
+        return "\n".join(lines)
+
+
+class QuantizedMismatch(NumoracleAssertionError):
+    """Raised by :func:`assert_quantized_close`; ``.report`` is the :class:`QuantCheckReport`."""
+
+    def __init__(self, report: QuantCheckReport) -> None:
+        super().__init__(str(report), report)
+
+
+def _hex(code: int | None, fmt: AnyFormat) -> str:
+    if code is None:
+        return "-"
+    return f"0x{code:0{max(1, -(-fmt.bits // 4))}x}"
+
+
+def _table(rows: list[QuantElement], fmt: AnyFormat) -> list[str]:
+    head = ("index", "x", "actual", "expected", "t", "scale", "distance", "class")
+    body = [(str(e.index), f"{e.x!r}", f"{_hex(e.actual_code, fmt)} ({e.actual_value!r})",
+             f"{_hex(e.expected_code, fmt)} ({e.expected_value!r})", f"{e.t!r}", f"{e.scale!r}",
+             "nan" if e.distance is None else f"{e.distance:+d}", e.cls) for e in rows]
+    w = [max(len(r[c]) for r in [head, *body]) for c in range(len(head))]
+    return ["  " + "  ".join(s.rjust(w[c]) for c, s in enumerate(r)).rstrip() for r in [head, *body]]
+
+
+# ---- inputs --------------------------------------------------------------------------------------------
+def _actual_codes(actual: Any, fmt: AnyFormat, shape: tuple[int, ...]) -> tuple[str, np.ndarray, AnyFormat]:
+    """("codes", codes of fmt, fmt) or ("values", codes of their own format, that format)."""
+    try:
+        codes, afmt = to_codes(actual)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"actual: {e}; give codes of {fmt.name} (unsigned ints), a {fmt.name} array, a Quantized, "
+                        "or dequantized float values") from None
+    codes = np.asarray(codes)
+    if codes.shape != tuple(shape):
+        raise ValueError(f"actual has shape {codes.shape}, but x has shape {tuple(shape)}; the check compares "
+                         "element by element")
+    if afmt == fmt:
+        return "codes", codes, fmt
+    if afmt.is_integer and not afmt.signed:
+        if codes.size and int(codes.max()) >= 1 << fmt.bits:
+            raise ValueError(f"actual holds {afmt.name} code {int(codes.max()):#x}, beyond the {fmt.bits} bits of "
+                             f"{fmt.name}; pass codes of {fmt.name} (or its native dtype)")
+        return "codes", codes.astype(np.dtype(fmt.code_dtype)), fmt
+    if afmt.is_integer and fmt.is_integer:
+        vals = decode(codes, afmt).astype(np.int64)
+        bad = (vals < fmt.min_value) | (vals > fmt.max_value)
+        if bad.any():
+            i = int(np.flatnonzero(bad.ravel())[0])
+            raise ValueError(f"actual holds {vals.ravel()[i]} (flat index {i}), outside {fmt.name}'s range "
+                             f"[{fmt.min_value}, {fmt.max_value}]")
+        return "codes", cast(vals, fmt), fmt
+    if isinstance(afmt, Format) and afmt.bits >= 16 and not afmt.is_integer:
+        return "values", codes, afmt
+    raise TypeError(f"actual is a {afmt.name} array, but the expected quantisation is to {fmt.name}: give codes of "
+                    f"{fmt.name} (unsigned ints), an array of {fmt.name}, a Quantized, or dequantized values in a "
+                    "float format of >= 16 bits")
+
+
+def _scale_codes(scales: Any, sfmt: AnyFormat, shape: tuple[int, ...]) -> np.ndarray:
+    a = scales if is_torch(scales) else np.asarray(scales)
+    codes, f = to_codes(a)
+    codes = np.asarray(codes)
+    if codes.shape != tuple(shape):
+        raise ValueError(f"actual_scales has shape {codes.shape}, but the expected scale grid has shape "
+                         f"{tuple(shape)}")
+    if f == sfmt:
+        return codes
+    if f.is_integer and not f.signed and not sfmt.is_integer:
+        return codes.astype(np.dtype(sfmt.code_dtype))
+    v = _as_values(a, "actual_scales")
+    out, fl = cast(v, sfmt, flags=True)
+    if np.any((fl & (Flags.INEXACT | Flags.OVERFLOW | Flags.INVALID)) != 0):
+        raise ValueError(f"actual_scales holds values that are not {sfmt.name} values; pass the scales the kernel "
+                         f"used, as {sfmt.name} values or codes")
+    return out
+
+
+# ---- the check ---------------------------------------------------------------------------------------
+def _requantize(x: Any, scales: np.ndarray, q: Any, params: dict) -> np.ndarray | None:
+    """Codes of x quantised with the given block scales (numoracle.quantize's scale=), or None where it cannot."""
+    from .quantizer import quantize
+
+    if q.params.scale_rule == "nvfp4" or not np.all(np.isfinite(scales) & (scales > 0)):
+        return None  # NVFP4 divides by fl(d * S_dec), which given scales do not model
+    kw = {k: v for k, v in params.items() if k not in ("scale_rule", "global_scale", "global_amax", "scale_range",
+                                                       "scale", "zero_point", "scale_rounding")}
+    kw["granularity"], kw["axis"] = q.params.granularity, q.params.axis
+    kw["scale_fmt"], kw["clip"] = q.params.scale_fmt, q.params.clip
+    try:
+        r = quantize(x, scale=scales, zero_point=q.zero_points, **kw)
+    except ValueError:
+        return None
+    return np.asarray(r.codes).astype(np.uint64)
+
+
+def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actual_scales: Any = None,
+                          show: int = 10, **quantize_params: Any) -> QuantCheckReport:
+    """Compare ``actual`` with ``numoracle.quantize(x, **quantize_params)`` (see the module docstring)."""
+    from .quantizer import Quantized, quantize
+
+    if isinstance(allow_outliers, bool) or int(allow_outliers) != allow_outliers or allow_outliers < 0:
+        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    if "fmt" not in quantize_params:
+        raise TypeError("check_quantized_close needs the element format: fmt=... (and the other quantize "
+                        "parameters: granularity=, axis=, scale_fmt=, ...)")
+    xv = _as_values(x, "x")
+    q = quantize(x, **quantize_params)
+    fmt = q.fmt
+    notes: list[str] = []
+    a_zp = None
+    if isinstance(actual, Quantized):
+        if actual_scales is not None:
+            raise ValueError("actual is a Quantized: its scales are compared; do not also pass actual_scales")
+        if actual.fmt != fmt:
+            raise TypeError(f"actual is quantised to {actual.fmt.name}, but the expected quantisation is to {fmt.name}")
+        actual_scales = actual.scale_codes
+        a_zp = actual.zero_points
+        actual = np.asarray(actual.codes)
+    mode, acodes, afmt = _actual_codes(actual, fmt, xv.shape)
+    ec = np.asarray(q.codes).astype(np.uint64)
+    zp = np.zeros(xv.shape) if q.zero_points is None else _expand(np.asarray(q.zero_points, np.float64), xv.shape)
+    S_exp = np.asarray(q.scale_per_element(), np.float64)
+    ties = np.asarray(q.ties, bool)
+    sfmt = format_of(q.params.scale_fmt) if getattr(q.params, "scale_fmt", None) is not None else None
+    # scales
+    grid = np.asarray(q.scales).shape
+    off1 = np.zeros(grid, bool)
+    offm = np.zeros(grid, bool)
+    witness: list[str] = []
+    S_act, act_grid = S_exp, np.asarray(q.scales, np.float64)
+    if actual_scales is not None and sfmt is not None:
+        asc = _scale_codes(actual_scales, sfmt, grid).astype(np.uint64)
+        esc = np.asarray(q.scale_codes).astype(np.uint64)
+        nan_s = is_nan(asc, sfmt) | is_nan(esc, sfmt)
+        dk = np.where(nan_s, 2, to_key(np.where(nan_s, 0, asc), sfmt) - to_key(np.where(nan_s, 0, esc), sfmt))
+        dk = np.where((asc == esc), 0, dk)
+        off1, offm = np.abs(dk) == 1, np.abs(dk) > 1
+        for i in np.flatnonzero((off1 | offm).ravel())[:show]:
+            idx = tuple(int(t) for t in np.unravel_index(i, grid))
+            av_s = float(decode(asc.ravel()[i:i + 1], sfmt)[0])
+            witness.append(f"{idx}: {_hex(int(asc.ravel()[i]), sfmt)} ({av_s!r}) vs {_hex(int(esc.ravel()[i]), sfmt)} "
+                           f"({float(np.asarray(q.scales).ravel()[i])!r})")
+        act_grid = np.where(asc == esc, np.asarray(q.scales, np.float64), decode(asc, sfmt).astype(np.float64))
+        S_act = q.layout.expand(act_grid) * (q.global_scale if q.global_scale is not None else 1.0)
+    elif actual_scales is not None:
+        raise ValueError("actual_scales given, but the expected quantisation has no scale format")
+    zp_e = None if q.zero_points is None else np.asarray(q.zero_points)
+    zp_differ = False
+    if a_zp is not None and zp_e is not None and not np.array_equal(np.asarray(a_zp), zp_e):
+        notes.append("zero points differ from the expected ones: every element is compared with the expected codes")
+        zp_differ = True
+    in1 = _expand(off1, xv.shape)
+    # classify
+    ev = np.asarray(q.values(), np.float64)
+    ke_nan = is_nan(ec, fmt)
+    ke = to_key(np.where(ke_nan, 0, ec), fmt)
+    signed_zeros = 0
+    if mode == "codes":
+        ac = acodes.astype(np.uint64)
+        an = is_nan(ac, fmt)
+        av = decode(np.where(an, 0, ac), fmt).astype(np.float64)
+        av = np.where(an, np.nan, av)
+        same = (ac == ec) | (an & ke_nan) | (~an & ~ke_nan & (av == ev))
+        signed_zeros = int((same & (ac != ec) & ~an).sum())
+        known = ~an & ~ke_nan
+        dist = np.where(known, to_key(np.where(an, 0, ac), fmt) - ke, 0)
+        if isinstance(fmt, Format) and fmt.has_negative_zero:  # -0 and +0 are one point
+            ka = to_key(np.where(an, 0, ac), fmt)
+            dist = np.where((ka < 0) & (ke >= 0), dist + 1, np.where((ka >= 0) & (ke < 0), dist - 1, dist))
+        a_vals = np.where(an, np.nan, (av - zp) * S_act)
+        a_code = ac
+    else:
+        a_code, a_vals, same, known, dist = _values_mode(acodes, afmt, q, ec, ke, zp, S_act, fmt)
+        av = a_vals
+    scale_ok = np.zeros(xv.shape, bool)
+    if in1.any():
+        idx = np.flatnonzero((in1 & ~same).ravel())
+        if idx.size:
+            rq = _requantize(x, act_grid, q, quantize_params) if mode == "codes" else None
+            if rq is None and mode == "codes":
+                notes.append("note: no requantisation with the actual scales for these parameters: elements in "
+                             "blocks whose scale is off by one ULP are accepted when one code away")
+            ok = (np.abs(dist.ravel()[idx]) == 1) & known.ravel()[idx]
+            if rq is not None:
+                ok |= a_code.ravel()[idx].astype(np.uint64) == rq.ravel()[idx]
+            scale_ok.ravel()[idx] = ok
+    tie = ~same & known & (np.abs(dist) == 1) & ties
+    cls = np.full(xv.shape, "mismatch", dtype=object)
+    cls[same] = "exact"
+    cls[~same & scale_ok] = "scale off by one ULP"
+    cls[~same & ~scale_ok & tie] = "tie"
+    counts = {c: int((cls == c).sum()) for c in CLASSES}
+    rep = quantization_error_bound(q, xv)
+    fin = ~rep.nonfinite & np.isfinite(a_vals) & ~rep.void
+    r = rep.ratio(np.where(fin, a_vals, xv))
+    mr = float(np.nanmax(np.where(fin, r, 0.0))) if xv.size else 0.0
+    n_out = counts["tie"] + counts["scale off by one ULP"]
+    passed = counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any() and not zp_differ
+    # worst elements
+    bad = np.flatnonzero((cls != "exact").ravel())
+    rank = np.array([_RANK[c] for c in cls.ravel()[bad]])
+    mag = np.where(known.ravel()[bad], -np.abs(dist.ravel()[bad]), -np.iinfo(np.int64).max)
+    order = bad[np.lexsort((mag, rank))][:show]
+    t = np.asarray(q.scaled, np.float64)
+    rows = []
+    for i in order:
+        idx = tuple(int(v) for v in np.unravel_index(i, xv.shape)) if xv.ndim else ()
+        acode = None if a_code is None or a_code.ravel()[i] is None else int(a_code.ravel()[i])
+        rows.append(QuantElement(idx, float(xv.ravel()[i]), acode, float(a_vals.ravel()[i]), int(ec.ravel()[i]),
+                                 float((ev.ravel()[i] - zp.ravel()[i]) * S_exp.ravel()[i]), float(t.ravel()[i]),
+                                 float(S_exp.ravel()[i]), int(dist.ravel()[i]) if known.ravel()[i] else None,
+                                 str(cls.ravel()[i])))
+    return QuantCheckReport(passed, mode, fmt, int(xv.size), counts, int(allow_outliers), rows, sfmt,
+                            int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
+                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ)
+
+
+def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke: np.ndarray, zp: np.ndarray,
+                 S: np.ndarray, fmt: AnyFormat) -> tuple:
+    """Dequantized values: match each against the expected code and its two neighbours, rounded to afmt."""
+    av = decode(acodes, afmt).astype(np.float64)
+    lo, hi = key_bounds(fmt)
+    a_n = np.isnan(av)
+    ac = acodes.astype(np.uint64)
+    same = np.zeros(av.shape, bool)
+    dist = np.zeros(av.shape, np.int64)
+    code = np.full(av.shape, None, dtype=object)
+    e_nan = is_nan(ec, fmt)
+    for d in (0, -1, 1):
+        k = ke + d
+        valid = (k >= lo) & (k <= hi) & ~e_nan
+        c = from_key(np.where(valid, k, ke), fmt)
+        cn = is_nan(c, fmt)
+        v = decode(np.where(cn, 0, c), fmt).astype(np.float64) - zp
+        rc = np.asarray(mul_round(v, S, afmt)).astype(np.uint64)  # the exact product, rounded once
+        hit = valid & ~cn & (rc == ac) & (code == None) & ~a_n  # noqa: E711 (object array)
+        hit |= valid & ~cn & ~a_n & (code == None) & (decode(rc, afmt).astype(np.float64) == av)  # noqa: E711
+        code[hit] = c[hit].astype(np.int64)
+        dist[hit] = d
+        if d == 0:
+            same = hit.copy()
+    same |= a_n & e_nan
+    known = code != None  # noqa: E711
+    # unexplained values: the nearest element code of actual / S, for the report
+    miss = ~known & ~a_n & ~e_nan
+    if miss.any():
+        with np.errstate(all="ignore"):
+            est = np.asarray(cast(np.where(miss, av / S + zp, 0.0), fmt, overflow="saturate")).astype(np.uint64)
+        dist = np.where(miss, to_key(est, fmt) - ke, dist)
+        known = known | miss
+    return code, av, same, known & ~a_n, dist
+
+
+def assert_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actual_scales: Any = None,
+                           show: int = 10, **quantize_params: Any) -> QuantCheckReport:
+    """:func:`check_quantized_close`; raises :class:`QuantizedMismatch` unless it passed; returns the report."""
+    __tracebackhide__ = True  # pytest shows the caller's line and the report, not this frame
+    r = check_quantized_close(actual, x, allow_outliers=allow_outliers, actual_scales=actual_scales, show=show,
+                              **quantize_params)
+    if not r.passed:
+        raise QuantizedMismatch(r)
+    return r

@@ -1,0 +1,518 @@
+"""The exact arithmetic, block layouts and scale rules behind :func:`numoracle.quantize.quantize`.
+
+Exact arithmetic. :func:`div_round` and :func:`mul_round` return the codes of ``a / b`` and
+``a * b`` correctly rounded **once** into any format, in any non-stochastic mode, for float64
+operands (every value of every format up to FP64). Neither rounds twice:
+
+* ``a / b``: the mantissas ``ma, mb`` (from ``frexp``, in [0.5, 1)) give ``q = fl64(ma / mb)``
+  (IEEE division is correctly rounded); the residual ``ma - q * mb`` is exact by Dekker's
+  TwoProduct (Veltkamp split; no underflow on mantissas) and Sterbenz, so its sign says on
+  which side of ``q`` the quotient lies. A quotient of two 53-bit numbers is never a 54-bit
+  midpoint, so the quotient lies strictly inside ``(q - ulp/2, q)`` or ``(q, q + ulp/2)`` (and
+  inside ``(q - ulp/4, q)`` when ``q`` is a power of two). The 56-bit word ``8 M + sign`` (``M``
+  the 53-bit significand of ``q``) lies in the same open interval, which holds no rounding
+  point of any format of precision <= 53: rounding the word is rounding the quotient.
+* ``a * b``: TwoProduct gives ``p + e`` exactly; the word is ``p``'s significand with 8 more
+  bits of ``e`` and a sticky bit, again an exact stand-in for every precision <= 53.
+
+The word, its exponent and the sign go straight into the rounding engine's ``round_pack`` as an
+exact triple (no float64 range limit: subnormal and overflowing results round correctly).
+
+Parameters and scale rules. :class:`QuantParams` (every keyword of ``quantize``, resolved),
+:func:`parse_granularity`, and :func:`compute_scales`, steps 1-2 of ``quantize`` (amax per block,
+then the scale by rule, rounded once); ``numoracle.quantize``'s docstring states the rules.
+
+Layouts. A :class:`Layout` tiles an array into blocks (``block[k]`` elements along axis ``k``):
+per-tensor, per-channel, per-group and 2-D blocks are all such tilings. ``x.reshape(split)``
+interleaves (blocks, block length) per axis, so block reductions are numpy reductions over the
+odd axes, and :meth:`Layout.chunks` walks the array in cache-sized C-order pieces together with
+the index of their scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import cast, decode, encode
+from ..core.twins.exact import round_value
+from ..core.formats import AnyFormat, Format, format_of
+from ..core.policy import Flags, Policy, resolve_policy
+from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
+
+__all__ = ["div_round", "mul_round", "div_values", "mul_values", "Layout", "QuantParams", "Scales",
+           "parse_granularity", "compute_scales", "pow2_range", "power_of_two_scales", "absmax_scales", "CHUNK"]
+
+CHUNK = 1 << 15  # elements per pass of the element loop
+_SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's constant for float64
+
+
+# ---- exact arithmetic ---------------------------------------------------------------------
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's TwoProduct: p + e == a * b exactly (no overflow/underflow: callers pass mantissas)."""
+    p = a * b
+    ca = _SPLIT * a
+    ah = ca - (ca - a)
+    al = a - ah
+    cb = _SPLIT * b
+    bh = cb - (cb - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _quotient_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word, exp2) with word * 2^exp2 an exact stand-in for a / b (a, b > 0 finite); see the module doc."""
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    q = ma / mb
+    p, e = _two_prod(q, mb)
+    r = (ma - p) - e  # ma - p is exact (Sterbenz); the sign of the difference is exact
+    mq, eq = np.frexp(q)
+    word = np.ldexp(mq, 53).astype(np.int64) * 8 + np.sign(r).astype(np.int64)
+    return word, eq.astype(np.int64) + ea - eb - 56
+
+
+def _product_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word, exp2) with word * 2^exp2 an exact stand-in for a * b (a, b > 0 finite): 61 bits + sticky."""
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    p, e = _two_prod(ma, mb)
+    mp, ep = np.frexp(p)
+    d = np.ldexp(e, 61 - ep)  # e in units of ulp(p) / 256; |d| <= 128, exact
+    fl = np.floor(d)
+    word = ((np.ldexp(mp, 53).astype(np.int64) << 8) + fl.astype(np.int64)) * 2 + (d != fl)
+    return word, ep.astype(np.int64) + ea + eb - 62
+
+
+def _round_words(neg: np.ndarray, word: np.ndarray, exp2: np.ndarray, cls: np.ndarray, fmt: AnyFormat, pol: Policy,
+                 want_flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Round the exact triples (finite where cls == FINITE) into fmt with round_pack."""
+    spec = np.flatnonzero(cls != FINITE)
+    word = word.astype(np.uint64)
+    word[spec] = 1
+    nb = bit_length(word)
+    sig = word << (64 - nb).astype(np.uint64)
+    E = (exp2 + nb - 1).astype(np.int32)
+    sig[spec] = 0
+    E[spec] = 0
+    u = Unpacked(neg, sig, E, spec, cls[spec].astype(np.uint8), 64)
+    return round_pack(u, fmt, pol, None, want_flags)
+
+
+def _binary(op: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, flags: bool) -> Any:
+    fmt_ = format_of(fmt)
+    pol = resolve_policy(fmt_, rounding, overflow)
+    if pol.rounding.value == "sr":
+        raise ValueError("div_round/mul_round take a deterministic rounding mode, not 'sr'")
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    shape = a.shape
+    a, b = a.ravel(), b.ravel()
+    neg = np.signbit(a) ^ np.signbit(b)
+    aa, ab = np.abs(a), np.abs(b)
+    nan = np.isnan(a) | np.isnan(b)
+    if op == "div":
+        nan |= (np.isinf(aa) & np.isinf(ab)) | ((aa == 0) & (ab == 0))
+        inf = (np.isinf(aa) | (ab == 0)) & ~nan
+        zero = ((aa == 0) | np.isinf(ab)) & ~nan
+    else:
+        nan |= (np.isinf(aa) & (ab == 0)) | ((aa == 0) & np.isinf(ab))
+        inf = (np.isinf(aa) | np.isinf(ab)) & ~nan
+        zero = ((aa == 0) | (ab == 0)) & ~nan
+    cls = np.full(a.shape, FINITE, np.uint8)
+    cls[zero], cls[inf], cls[nan] = ZERO, INF, NAN
+    fin = cls == FINITE
+    one = np.ones(1)
+    word, exp2 = (_quotient_words if op == "div" else _product_words)(np.where(fin, aa, one), np.where(fin, ab, one))
+    codes, fl = _round_words(neg, word, exp2, cls, fmt_, pol, flags)
+    codes = codes.reshape(shape)
+    return (codes, fl.reshape(shape)) if flags else codes
+
+
+def div_round(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None, flags: bool = False) -> Any:
+    """Codes of ``a / b`` rounded once into ``fmt`` (IEEE specials: x/0 = +-inf, 0/0 = NaN)."""
+    return _binary("div", a, b, fmt, rounding, overflow, flags)
+
+
+def mul_round(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None, flags: bool = False) -> Any:
+    """Codes of ``a * b`` rounded once into ``fmt`` (IEEE specials: 0 * inf = NaN)."""
+    return _binary("mul", a, b, fmt, rounding, overflow, flags)
+
+
+def div_values(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
+    """Exact float64 values of :func:`div_round` (``fmt`` at most FP64)."""
+    return decode(div_round(a, b, fmt, rounding, overflow), fmt)
+
+
+def mul_values(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
+    """Exact float64 values of :func:`mul_round` (``fmt`` at most FP64)."""
+    return decode(mul_round(a, b, fmt, rounding, overflow), fmt)
+
+
+# ---- layouts ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """A tiling of an array of ``shape`` into blocks of ``block[k]`` elements along axis ``k``.
+
+    ``block[k] == shape[k]`` means one block spans the axis (``shape[k] == 0`` gives one empty
+    block); otherwise ``block[k]`` divides ``shape[k]``.
+    """
+
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Blocks per axis: the shape of the scale arrays."""
+        return tuple(n // b if b else 1 for n, b in zip(self.shape, self.block))
+
+    @property
+    def split(self) -> tuple[int, ...]:
+        """(grid_0, block_0, grid_1, block_1, ...): ``x.reshape(split)`` exposes the blocks."""
+        return tuple(d for gb in zip(self.grid, self.block) for d in gb)
+
+    def _grid_split(self, g: np.ndarray) -> np.ndarray:
+        return np.asarray(g).reshape(tuple(d for n in self.grid for d in (n, 1)))
+
+    def reduce(self, a: np.ndarray, func: Any, **kw: Any) -> np.ndarray:
+        """``func`` (np.max, np.min, np.any ...) over each block: an array of the grid's shape."""
+        return func(a.reshape(self.split), axis=tuple(range(1, 2 * len(self.shape), 2)), **kw)
+
+    def expand(self, g: np.ndarray) -> np.ndarray:
+        """A grid array repeated over its blocks: an array of ``shape`` (a copy)."""
+        return np.broadcast_to(self._grid_split(g), self.split).reshape(self.shape)
+
+    def chunks(self, g: np.ndarray, target: int = CHUNK) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(lo, hi, per-element values of ``g``) for C-order pieces of about ``target`` elements.
+
+        ``g`` has the grid's shape; the third item is ``g`` repeated over ``x.ravel()[lo:hi]``.
+        """
+        split = self.split
+        G = self._grid_split(g)
+        scalar = G.size == 1
+        tail, k = 1, len(split)
+        while k > 0 and tail * split[k - 1] <= target:
+            tail *= split[k - 1]
+            k -= 1
+        if k == 0:
+            total = tail
+            if total:
+                yield 0, total, (G.ravel() if scalar else np.broadcast_to(G, split).ravel())
+            return
+        d = k - 1
+        m = max(1, target // tail)
+        for outer in np.ndindex(*split[:d]):
+            base = (int(np.ravel_multi_index(outer, split[:d])) * split[d]) if d else 0
+            gsel = tuple(i if j % 2 == 0 else 0 for j, i in enumerate(outer))
+            for start in range(0, split[d], m):
+                stop = min(start + m, split[d])
+                lo, hi = (base + start) * tail, (base + stop) * tail
+                if scalar:
+                    yield lo, hi, G.ravel()
+                    continue
+                sel = gsel + ((slice(start, stop),) if d % 2 == 0 else (slice(None),))
+                yield lo, hi, np.broadcast_to(G[sel], (stop - start, *split[d + 1:])).ravel()
+
+
+# ---- parameters and granularity ----------------------------------------------------------
+@dataclass(frozen=True)
+class QuantParams:
+    """Every keyword of :func:`numoracle.quantize.quantize`, resolved (formats as objects, modes as strings).
+
+    ``block_shape[k]`` is the number of elements a block spans along axis ``k``; ``qmin`` / ``qmax``
+    the element range after ``clip`` (integers) or +-max finite (floats); ``global_scale`` the NVFP4
+    per-tensor decode scale once computed (None otherwise).
+    """
+
+    granularity: str | tuple  # "tensor" | "channel" | ("group", g) | ("block", n) | ("block", (r, c))
+    axis: int | tuple[int, int] | None  # non-negative; None for "tensor"
+    block_shape: tuple[int, ...]  # elements per block along each axis of x
+    symmetric: bool
+    scale_fmt: Format
+    scale_rule: str  # one of RULES, or "given"
+    rounding: str
+    clip: str  # "narrow" | "full"
+    reciprocal: bool
+    compute: Format
+    overflow: str
+    nan: str
+    scale_rounding: str = "rne"
+    compute_rounding: str = "rne"
+    scale_range: str = "raise"
+    sr_bits: int | None = None
+    qmin: float = 0.0  # smallest / largest value of the element range (after clip)
+    qmax: float = 0.0
+    global_scale: float | None = None  # NVFP4's per-tensor decode scale, once computed
+
+    def layout(self, shape: tuple[int, ...]) -> Layout:
+        return Layout(tuple(shape), self.block_shape)
+
+
+def _axis(axis: Any, ndim: int) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array with {ndim} dimensions")
+    return int(axis) % ndim
+
+
+def parse_granularity(gran: Any, axis: Any, shape: tuple[int, ...]) -> tuple[Any, Any, tuple[int, ...]]:
+    """(normalised granularity, axis, block lengths per axis)."""
+    nd = len(shape)
+    valid = '"tensor", "channel", ("group", g), ("block", n) or ("block", (r, c))'
+    if gran == "tensor":
+        return "tensor", None, tuple(shape)
+    if gran == "channel":
+        if nd == 0:
+            raise ValueError("per-channel quantisation needs an array with at least one axis")
+        ax = _axis(axis, nd)
+        return "channel", ax, tuple(1 if k == ax else n for k, n in enumerate(shape))
+    if not (isinstance(gran, tuple) and len(gran) == 2 and gran[0] in ("group", "block")):
+        raise ValueError(f"unknown granularity {gran!r}; valid: {valid}")
+    kind, size = gran
+    if kind == "block" and isinstance(size, tuple):
+        if len(size) != 2 or nd < 2:
+            raise ValueError(f"2-D blocks need (r, c) and an array of 2 or more axes; got {size!r} for shape {shape}")
+        if not isinstance(axis, tuple) and _axis(axis, nd) == 0:
+            raise ValueError("2-D blocks tile the axes (axis - 1, axis); axis 0 has none before it: pass "
+                             "axis=(a0, a1) to name the two axes")
+        axes = tuple(_axis(a, nd) for a in (axis if isinstance(axis, tuple) else (_axis(axis, nd) - 1, axis)))
+        if len(axes) != 2 or axes[0] == axes[1]:
+            raise ValueError(f"2-D blocks tile two different axes; got axis={axis!r}")
+        sizes = tuple(size)
+    else:
+        if nd == 0:
+            raise ValueError(f"{kind} quantisation needs an array with at least one axis")
+        axes, sizes = (_axis(axis, nd),), (size,)
+    for a, g in zip(axes, sizes):
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or g < 1:
+            raise ValueError(f"{kind} size must be a positive int, got {g!r}")
+        if shape[a] % g:
+            raise ValueError(f"{kind} size {g} does not divide axis {a} of length {shape[a]} (shape {shape}); "
+                             f"pad x along axis {a} to a multiple of {g} (e.g. np.pad with zeros), or choose a "
+                             f"{kind} size that divides {shape[a]}")
+    block = [1] * nd
+    for a, g in zip(axes, sizes):
+        block[a] = int(g)
+    norm = (kind, tuple(int(g) for g in sizes) if len(sizes) == 2 else int(sizes[0]))
+    return norm, (axes if len(axes) == 2 else axes[0]), tuple(block)
+
+
+# ---- scale rules -------------------------------------------------------------------------
+def pow2_range(fmt: Format) -> tuple[int, int]:
+    """(lo, hi): 2^e is a value of ``fmt`` exactly for lo <= e <= hi."""
+    m = fmt.min_subnormal
+    lo = -(m.denominator.bit_length() - 1) if m < 1 else m.numerator.bit_length() - 1
+    return lo, fmt.emax
+
+
+def _range_fail(what: str, bad: np.ndarray, amax: np.ndarray, scale_fmt: Format, detail: str) -> ValueError:
+    i = int(np.flatnonzero(bad.ravel())[0])
+    idx = np.unravel_index(i, bad.shape) if bad.ndim else ()
+    return ValueError(
+        f"the scale of block {tuple(int(v) for v in idx)} (amax {float(amax.ravel()[i])!r}) {what} {scale_fmt.name} "
+        f"({detail}); pass scale_range='clamp' to clamp it into {scale_fmt.name}'s range, or choose a wider "
+        "scale_fmt")
+
+
+def power_of_two_scales(e: np.ndarray, amax: np.ndarray, scale_fmt: Format, scale_range: str) -> np.ndarray:
+    """2^e as float64, with e outside scale_fmt's powers of two clamped or refused."""
+    lo, hi = pow2_range(scale_fmt)
+    finite = np.isfinite(amax) & (amax > 0)
+    if scale_range == "raise":
+        if np.any(finite & (e > hi)):
+            raise _range_fail("overflows", finite & (e > hi), amax, scale_fmt, f"2^{int(e[finite].max())} > 2^{hi}")
+        if np.any(finite & (e < lo)):
+            raise _range_fail("underflows", finite & (e < lo), amax, scale_fmt,
+                              f"2^{int(e[finite].min())} < 2^{lo}")
+    return np.ldexp(1.0, np.clip(e, lo, hi).astype(np.int64))
+
+
+def two_sum(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: a + b == s + e exactly, s = fl(a + b) (float64, finite results)."""
+    s = np.add(a, b)
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def absmax_scales(amax: np.ndarray, M: float, scale_fmt: Format, rounding: str, scale_range: str,
+                  exact: dict[int, Fraction] | None = None) -> np.ndarray:
+    """Codes of scale_fmt(amax / M) rounded once; out-of-range scales clamped or refused (amax > 0 finite).
+
+    ``exact``: flat index -> the exact quotient, for blocks whose ``amax`` float64 cannot hold (an
+    asymmetric span rmax - rmin that needs more than 53 bits or overflows float64). A scale underflows
+    when the exact quotient lies below scale_fmt's smallest positive value (whatever it rounds to: 0, or
+    that value itself in a format without zero such as E8M0) and overflows when its rounding with an
+    unbounded exponent exceeds the largest finite value.
+    """
+    tiny = float(scale_fmt.min_subnormal)
+    with np.errstate(all="ignore"):
+        codes, fl = div_round(amax, M, scale_fmt, rounding, overflow="saturate", flags=True)
+        under = np.asarray(amax < M * tiny)  # exact: M is an integer below 2^53 and tiny a power of two
+    codes, over = np.array(codes), (np.asarray(fl) & Flags.OVERFLOW) != 0
+    for i, q in (exact or {}).items():
+        c, f = round_value(q, scale_fmt, rounding=rounding, overflow="saturate", flags=True)
+        codes.flat[i], over.flat[i], under.flat[i] = c, bool(f & Flags.OVERFLOW), q < scale_fmt.min_subnormal
+    if scale_range == "raise":
+        if over.any():
+            raise _range_fail("overflows", over, amax, scale_fmt, f"amax / {M:g} > {float(scale_fmt.max_finite):g}")
+        if under.any():
+            raise _range_fail("underflows", under, amax, scale_fmt, f"amax / {M:g} is below the smallest positive "
+                              f"value {tiny:g}")
+    elif under.any():
+        codes[under] = cast(np.float64(tiny), scale_fmt)
+    return codes
+
+
+@dataclass
+class Scales:
+    """The grid-shaped results of the scale step (``divisors``: what step 3 divides by)."""
+
+    codes: np.ndarray
+    values: np.ndarray
+    zp: np.ndarray | None
+    glob: float | None
+    divisors: np.ndarray
+    amax: np.ndarray
+
+
+def _with_nan(codes: np.ndarray, bad: np.ndarray, sfmt: Format) -> np.ndarray:
+    """Scale codes with the blocks in ``bad`` (a NaN or inf under nan='propagate') set to scale_fmt's NaN."""
+    if not bad.any():
+        return np.asarray(codes)
+    if not sfmt.has_nan:
+        raise ValueError(f"a block holds NaN or inf and nan='propagate' gives it a NaN scale, which {sfmt.name} "
+                         "cannot hold; pass nan='ignore' or nan='raise'")
+    return np.where(bad, cast(np.float64(np.nan), sfmt), codes)
+
+
+def _broadcast_given(a: Any, p: QuantParams, grid: tuple[int, ...], name: str) -> np.ndarray:
+    g = np.asarray(a)
+    if g.ndim == 1 and p.granularity == "channel" and g.size == grid[p.axis] and len(grid) > 1:
+        g = g.reshape(tuple(grid[p.axis] if k == p.axis else 1 for k in range(len(grid))))
+    try:
+        return np.array(np.broadcast_to(g, grid))
+    except ValueError:
+        raise ValueError(f"{name} of shape {g.shape} does not broadcast to the block grid {grid} "
+                         f"(granularity {p.granularity!r}, axis {p.axis})") from None
+
+
+def compute_scales(xv: np.ndarray, fmt: AnyFormat, p: QuantParams, lay: Layout, scale: Any, zero_point: Any,
+                   global_scale: float | None, global_amax: float | None) -> Scales:
+    """Steps 1-2 of quantize: amax per block and the scales by ``p.scale_rule`` (see numoracle.quantize)."""
+    fin = np.isfinite(xv) if p.nan == "ignore" else None
+    ax = np.abs(xv) if fin is None else np.where(fin, np.abs(xv), 0)
+    amax = lay.reduce(ax, np.max, initial=0).astype(np.float64)
+    bad = ~np.isfinite(amax)
+    pos = (amax > 0) & ~bad
+    sfmt, zp, glob = p.scale_fmt, None, None
+    M = float(2 ** (fmt.bits - 1) - 1 if fmt.is_integer and fmt.signed else
+              2 ** fmt.bits - 1 if fmt.is_integer else fmt.max_finite)
+    if p.scale_rule == "given":
+        s = _broadcast_given(scale, p, lay.grid, "scale").astype(np.float64)
+        if not np.all(s > 0) or not np.all(np.isfinite(s)):
+            raise ValueError("given scales must be positive and finite")
+        try:
+            codes = encode(s, sfmt)
+        except ValueError as e:
+            raise ValueError(f"a given scale is not a value of scale_fmt={sfmt.name} ({e}); round the scales to "
+                             f"{sfmt.name} first, or pass a scale_fmt that holds them (e.g. 'fp64')") from None
+        if zero_point is not None:
+            z = _broadcast_given(zero_point, p, lay.grid, "zero_point")
+            integral = z.dtype.kind in "iu" or (z.dtype.kind == "f" and np.all(z == np.round(z)))
+            if not fmt.is_integer or not integral:
+                raise ValueError("zero points are integers, for integer element formats")
+            if np.any(z < fmt.min_value) or np.any(z > fmt.max_value):
+                raise ValueError(f"zero points must lie in {fmt.name}'s range [{fmt.min_value}, {fmt.max_value}]")
+            if p.symmetric and np.any(z != 0):
+                raise ValueError("a nonzero zero_point needs symmetric=False")
+            zp = z.astype(np.int64)
+        elif not p.symmetric:
+            zp = np.zeros(lay.grid, np.int64)
+    elif p.scale_rule == "absmax" and p.symmetric:
+        codes = absmax_scales(np.where(pos, amax, M), M, sfmt, p.scale_rounding, p.scale_range)
+        codes = _with_nan(np.where(pos, codes, encode(np.float64(1.0), sfmt)), bad, sfmt)
+    elif p.scale_rule == "absmax":
+        codes, zp = _asymmetric(xv, fin, fmt, p, lay, amax, bad)
+    elif p.scale_rule in ("pow2", "mx"):
+        m, e = np.frexp(np.where(pos, amax, 1.0))
+        if p.scale_rule == "pow2":
+            mM, eM = np.frexp(M)
+            ex = e.astype(np.int64) - eM + (m > mM)
+        else:
+            emax_elem = (int(fmt.max_value).bit_length() - 1) if fmt.is_integer else fmt.emax
+            ex = e.astype(np.int64) - 1 - emax_elem
+        v = power_of_two_scales(ex, np.where(pos, amax, 0.0), sfmt, p.scale_range)
+        zero_value = 1.0 if p.scale_rule == "pow2" else float(np.ldexp(1.0, pow2_range(sfmt)[0]))
+        codes = _with_nan(encode(np.where(pos, v, zero_value), sfmt), bad, sfmt)
+    else:
+        return _nvfp4(fmt, p, amax, bad, global_scale, global_amax)
+    values = decode(codes, sfmt)
+    return Scales(np.asarray(codes), values, zp, glob, values, amax)
+
+
+def _asymmetric(xv: np.ndarray, fin: np.ndarray | None, fmt: AnyFormat, p: QuantParams, lay: Layout,
+                amax: np.ndarray, bad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ONNX DynamicQuantizeLinear generalised: s = (rmax - rmin) / (qmax - qmin), zp = sat(rne(qmin - rmin/s))."""
+    xs = xv if fin is None else np.where(fin, xv, 0)
+    rmin = lay.reduce(xs, np.min, initial=0).astype(np.float64)
+    rmax = lay.reduce(xs, np.max, initial=0).astype(np.float64)
+    ok = ~bad
+    with np.errstate(over="ignore", invalid="ignore"):
+        span, err = two_sum(np.where(ok, rmax, 0.0), np.where(ok, -rmin, 0.0))  # err != 0: span is inexact
+        err = np.where(np.isfinite(span), err, 0.0)
+    pos = ok & (span > 0)
+    den = float(p.qmax - p.qmin)
+    # a span float64 cannot hold (more than 53 bits, or beyond its range): its exact quotient, block by block
+    exact = {int(i): (Fraction(float(rmax.flat[i])) - Fraction(float(rmin.flat[i]))) / int(den)
+             for i in np.flatnonzero((pos & ((err != 0) | ~np.isfinite(span))).ravel())}
+    codes = np.asarray(absmax_scales(np.where(pos, np.where(np.isfinite(span), span, den), den), den, p.scale_fmt,
+                                     p.scale_rounding, p.scale_range, exact))
+    codes = np.where(pos, codes, encode(np.float64(1.0), p.scale_fmt))
+    s = decode(codes, p.scale_fmt)
+    t_min = div_values(rmin, s, p.compute, p.compute_rounding)
+    # zp = rne(qmin - t_min) of the exact difference: float64 can round it onto a half-integer (a wide
+    # `compute`); then the TwoSum error says which side of the tie the exact value lies
+    d, e = two_sum(np.float64(p.qmin), -t_min)
+    tie = (d - np.floor(d) == 0.5) & (e != 0)
+    zp = np.clip(np.where(tie, np.where(e > 0, np.ceil(d), np.floor(d)), np.rint(d)), p.qmin, p.qmax)
+    zp = np.where(ok, zp, np.clip(0, p.qmin, p.qmax)).astype(np.int64)
+    return _with_nan(codes, bad, p.scale_fmt), zp
+
+
+def _nvfp4(fmt: Format, p: QuantParams, amax: np.ndarray, bad: np.ndarray, global_scale: float | None,
+           global_amax: float | None) -> Scales:
+    """TransformerEngine's NVFP4 reference recipe, each operation rounded in ``compute``."""
+    c, sfmt = p.compute, p.scale_fmt
+    cmax = float(c.max_finite)
+    if sfmt.precision + c.precision + fmt.precision > 53:
+        raise ValueError("NVFP4-style scaling needs element, scale and compute precisions summing to <= 53 so "
+                         "dequantize is exact")
+    if global_scale is not None:
+        g = float(global_scale)
+        if not (np.isfinite(g) and g > 0) or decode(cast(np.float64(g), c), c) != g:
+            raise ValueError(f"global_scale must be a positive finite value of compute={c.name}, got {global_scale!r}")
+        s_enc = float(div_values(1.0, g, c))
+        s_dec = g
+    else:
+        if global_amax is not None:
+            ga = float(global_amax)
+        elif p.nan == "propagate" and bad.any():
+            ga = float("nan")
+        else:
+            ga = float(amax.max(initial=0.0))
+        num = float(mul_values(float(sfmt.max_finite), float(fmt.max_finite), c))
+        s_enc = min(float(div_values(num, ga, c)), cmax) if ga == ga else ga
+        if ga == 0 or np.isinf(ga) or s_enc == 0:
+            s_enc = 1.0
+        s_dec = float(div_values(1.0, s_enc, c))
+    d_pre = mul_values(div_values(np.where(bad, 0.0, amax), float(fmt.max_finite), c), s_enc, c)
+    d_pre = np.minimum(np.minimum(d_pre, cmax), float(sfmt.max_finite))
+    d_pre = np.where(bad, np.nan, d_pre)
+    codes = np.asarray(cast(d_pre, sfmt, rounding=p.scale_rounding, overflow="saturate"))
+    d = decode(codes, sfmt)
+    divisors = mul_values(d, s_dec, c) if s_dec == s_dec else np.full(d.shape, np.nan)
+    return Scales(codes, d, None, s_dec, divisors, amax)

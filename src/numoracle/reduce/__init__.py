@@ -1,0 +1,1 @@
+"""Reductions: exact references, bit-exact accumulation models (orders), error bounds and tolerances."""

@@ -1,0 +1,588 @@
+"""Exact references for reductions: ``exact_sum``, ``exact_dot``, ``exact_matmul``.
+
+Each returns the exact result correctly rounded ONCE: to float64 (round to nearest even) by
+default, to another format with ``out=`` (also once: see below), or the exact rationals with
+``exact=True``. Exact under any cancellation, for every numoracle format (FP64 and 64-bit
+integers included).
+
+Inputs are native arrays (numpy, ml_dtypes, torch; the dtype names the format) or integer
+codes with ``fmt=`` / ``fmt_a=`` / ``fmt_b=``. Values are read exactly (``decode``; exact
+float64 for every float format, int64/uint64 for integers).
+
+Algorithms (the integer machinery is in ``exactsum.py``):
+
+* Dot products, and sums of data too wide for the split below: every value (or exact product,
+  see ``exactsum.product_terms``) is an integer times a power of two; the terms are added
+  exactly into 32-bit integer limbs (``np.bincount``) and the limbs are rounded once. Linear
+  in the number of terms, vectorised over rows, any data (~80 ns a term).
+* Sums of rows whose bits fit in <= 6 digit slices (the common case; ~20 ns a term): the
+  digit split described next with b = 54 - ceil(log2 n), so that n digits sum exactly in
+  float64 (``np.sum``, any order); the per-slice sums are combined in integer limbs.
+* Matrix products: an Ozaki-style split. Row i of A is scaled by 2^(b_A - 1 - E_i), where
+  |A_ik| < 2^E_i, and cut into S_A slices of balanced integer digits |d| <= 2^(b_A - 1) with
+  ``rint`` (each step exact, argued in :func:`_digits`); B's columns likewise with b_B. With
+  b_A + b_B = 55 - ceil(log2 K), every slice product A_s @ B_t has integer entries, and every
+  partial sum that any BLAS can form (any order, blocking or FMA) is an integer of magnitude
+  <= K * 2^(b_A - 1) * 2^(b_B - 1) <= 2^53: exactly representable, so the float64 GEMM is
+  exact. The S_A x S_B slice products are integers at known powers of two, added exactly into
+  integer limbs and rounded once. The slice counts follow the data (each row needs
+  ceil((span + 1) / b) slices, span = bits from its largest to its lowest set bit; slices are
+  multiplied only for the rows/columns that have them; b_A is chosen to minimise the work).
+  Rows/columns the split cannot scale exactly in float64 (FP64 data spanning > 1000 binades,
+  int64 values beyond 2^53) get their entries as exact dot products instead (slower).
+  The argument assumes a classical GEMM (every output a sum of the K products, in any order
+  or blocking, with or without FMA), which is what OpenBLAS, MKL and BLIS compute; a
+  Strassen-type BLAS would break it.
+
+``out=FORMAT`` (precision <= 51, or an integer format of <= 32 bits): the exact result is
+rounded to odd at float64 precision (truncate, then set the last bit when anything was cut),
+then cast once with ``numoracle.cast(..., rounding="rne")``; by Boldo & Melquiond this equals
+rounding the exact value directly. Rounding the float64 RNE result instead would round twice.
+Values come back as float64; NaN/inf into a format without them follow ``cast``'s defaults for
+that destination (E4M3FN: NaN; integers: saturate, NaN -> 0).
+
+Specials follow IEEE 754: any NaN operand, inf - inf, or 0 * inf gives NaN; otherwise an
+infinite term gives an infinity of its sign. An exact zero is +0, except -0 when every term
+is -0 (a sum of -0s; products with a zero factor and opposite signs), as IEEE addition gives.
+An empty reduction (K = 0) is +0. With ``exact=True`` the non-finite entries hold
+``float('nan')`` / ``float('inf')`` / ``float('-inf')`` and the others ``fractions.Fraction``.
+Results of a full reduction are scalars (``np.float64`` or ``Fraction``); otherwise arrays.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import cached_property, lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import _check_codes, cast, decode
+from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
+from ..core.formats import FP32, FP64, AnyFormat, format_of
+from ..core.interop import to_codes
+
+__all__ = ["exact_sum", "exact_dot", "exact_matmul"]
+
+_MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
+_BLOCK = 1 << 20  # products per block on the per-entry (dot) path
+_LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
+_SUM_SLICES = 6  # exact_sum: rows needing more digit slices than this use the limb accumulator
+
+
+# ---- reading inputs -----------------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _table(fmt: AnyFormat) -> np.ndarray:
+    """Every value of a format of <= 16 bits, by code, as float64 (exact: decode's own values)."""
+    v = decode(np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype), fmt)
+    return v.astype(np.float64)  # integers of <= 16 bits are exact in float64
+
+
+def _values(x: Any, fmt: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
+    """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64."""
+    if fmt is None:
+        codes, f = to_codes(x)
+    else:
+        f = format_of(fmt)
+        codes = _check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
+    codes = np.asarray(codes)
+    if f == FP64:
+        return codes.astype(np.uint64).view(np.float64), f
+    if f == FP32:
+        # IEEE widening float32 -> float64 is exact for every value (subnormals included)
+        return codes.astype(np.uint32).view(np.float32).astype(np.float64), f
+    if f.bits <= 16:
+        return np.take(_table(f), codes), f
+    return decode(codes, f), f
+
+
+def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
+    """Is every product of finite values of fa and fb exact in float64 (no rounding, no under/overflow)?"""
+    if fa.is_integer or fb.is_integer:
+        bits = [f.bits if f.is_integer else f.precision for f in (fa, fb)]
+        if sum(bits) > 53:
+            return False
+    elif fa.precision + fb.precision > 53:
+        return False
+    tiny = [Fraction(1) if f.is_integer else f.min_subnormal for f in (fa, fb)]  # products are multiples
+    huge = [Fraction(2**f.bits) if f.is_integer else f.max_finite for f in (fa, fb)]  # of tiny_a * tiny_b
+    return tiny[0] * tiny[1] >= Fraction(1, 2**1074) and huge[0] * huge[1] < 2**1024
+
+
+class _Classes:
+    """Values with non-finite entries zeroed (``fin``); the masks are computed only when asked."""
+
+    def __init__(self, v: np.ndarray) -> None:
+        self.v = v
+        self.floats = v.dtype == np.float64  # else integers: no NaN, inf or -0
+        self.all_finite = not self.floats or bool(np.isfinite(v).all())
+        self.fin = v if self.all_finite else np.where(np.isfinite(v), v, 0.0)
+
+    def _none(self) -> np.ndarray:
+        return np.zeros(self.v.shape, bool)
+
+    @cached_property
+    def nan(self) -> np.ndarray:
+        return self._none() if self.all_finite else np.isnan(self.v)
+
+    @cached_property
+    def inf(self) -> np.ndarray:
+        return self._none() if self.all_finite else np.isinf(self.v)
+
+    @cached_property
+    def sign(self) -> np.ndarray:
+        return np.signbit(self.v) if self.floats else self.v < 0
+
+    @cached_property
+    def zero(self) -> np.ndarray:
+        return self.v == 0
+
+
+def _check_out(out: Any, exact: bool) -> AnyFormat:
+    dst = format_of(out)
+    if exact and dst != FP64:
+        raise ValueError(f"exact=True returns exact rationals; out={dst.name!r} has no effect there. Drop one of them")
+    if dst != FP64:
+        # round-to-odd float64 then one rounding is correct when the destination's grid, refined by
+        # two bits, lies in float64's: precision <= 51, quantum >= 2^-1072, and no value >= 2^1024
+        if dst.is_integer:
+            wide = dst.bits > 32
+        else:
+            wide = dst.precision > 51 or dst.emin - dst.man_bits < -1072 or dst.emax > 1023
+        if wide:
+            raise ValueError(
+                f"out={dst.name!r}: a single correct rounding via round-to-odd float64 needs a destination "
+                "with precision <= 51 bits inside float64's range (or an integer format of <= 32 bits); use "
+                "exact=True and round the Fractions with numoracle.exact.round_value")
+    return dst
+
+
+# ---- results --------------------------------------------------------------------------------------
+def _finish(rne: np.ndarray, ro: np.ndarray, fr: np.ndarray | None, nan: np.ndarray, pinf: np.ndarray,
+            ninf: np.ndarray, negzero: np.ndarray, dst: AnyFormat, shape: tuple[int, ...]) -> Any:
+    """Apply the IEEE special cases, round to ``dst`` once (via ``ro``) or return Fractions."""
+    nan = nan | (pinf & ninf)  # inf + -inf
+    pinf, ninf = pinf & ~nan, ninf & ~nan
+    special = np.where(nan, np.nan, np.where(pinf, np.inf, -np.inf))
+    nonfinite = nan | pinf | ninf
+    zero = negzero & (ro == 0) & ~nonfinite  # ro == 0 exactly when the exact value is 0
+    if fr is not None:
+        res = fr.copy()
+        for i in np.flatnonzero(nonfinite):
+            res[i] = float(special[i])
+    else:
+        val = np.where(nonfinite, special, np.where(zero, -0.0, rne if dst == FP64 else ro))
+        if dst != FP64:
+            codes = cast(val, dst, rounding="rne")
+            val = decode(codes, dst).astype(np.float64)
+        res = val
+    res = res.reshape(shape)
+    return res[()] if shape == () else res
+
+
+# ---- exact_sum ------------------------------------------------------------------------------------
+def _sum_rows(v: np.ndarray, exact: bool) -> tuple:
+    """Exact row sums of finite values (R, n): (RNE, RO, Fractions or None).
+
+    Rows whose bits fit in a few digit slices (the common case) use the split below, the rest
+    the limb accumulator of ``exactsum.sum_terms`` (any data; ~3x slower on narrow data).
+    """
+    R, n = v.shape
+    f, ok = _float_lines(v, 1)
+    E, span = _bit_range(f, 1)
+    beta = 54 - max(n - 1, 0).bit_length()  # n * 2^(beta - 1) <= 2^53
+    S = _slices(span, beta)
+    ok &= S <= _SUM_SLICES
+    rne, ro = np.zeros(R), np.zeros(R)
+    fr = np.empty(R, object) if exact else None
+    for rows, split in ((np.flatnonzero(ok), True), (np.flatnonzero(~ok), False)):
+        if not rows.size:
+            continue
+        whole = rows.size == R
+        if split:
+            r = _sum_split(f if whole else f[rows], E[rows], int(S[rows].max()), beta, exact)
+        else:
+            r = sum_terms(split_values(v if whole else v[rows]), exact=exact)
+        rne[rows], ro[rows] = r[0], r[1]
+        if exact:
+            fr[rows] = r[2]
+    return rne, ro, fr
+
+
+def _sum_split(f: np.ndarray, E: np.ndarray, S: int, beta: int, exact: bool) -> tuple:
+    """Row sums by digit slices: the sum of one slice's digits is exact in float64.
+
+    The digits are those of ``_digits`` (|d| <= 2^(beta - 1), exact steps; S <= _SUM_SLICES
+    keeps the span <= 6 * 54 < _MAX_SPAN, so the scaling is exact); a row of n of them sums to
+    at most n * 2^(beta - 1) <= 2^53, and so does every partial sum that np.sum (any order) or
+    the tile loop forms: each is an integer that float64 holds exactly.
+    """
+    R, n = f.shape
+    if S == 0:  # all-zero (or empty) rows
+        return np.zeros(R), np.zeros(R), np.array([Fraction(0)] * R, object) if exact else None
+    sums = np.zeros((S, R))
+    k = (beta - 1 - E).astype(np.int32)[:, None]
+    scale = float(2 ** beta)
+    rstep = max(1, (1 << 15) // max(n, 1))
+    cstep = n if rstep > 1 else 1 << 15
+    for r0 in range(0, R, rstep):
+        r1 = min(R, r0 + rstep)
+        for c0 in range(0, n, cstep):
+            t = np.ldexp(f[r0:r1, c0:c0 + cstep], k[r0:r1])
+            for s in range(S):
+                d = np.rint(t)
+                sums[s, r0:r1] += d.sum(axis=1)
+                t -= d
+                t *= scale
+            if t.any():
+                raise AssertionError("internal: sum slices did not exhaust the input")
+    # row r = 2^base_r * sum_s sums[s, r] * 2^((S - 1 - s) beta), base_r = E_r - beta + 1 - (S - 1) beta
+    base = E - beta + 1 - (S - 1) * beta
+    nl = ((S - 1) * beta + 54 + 32) // 32 + 3
+    limbs = np.zeros((nl, R), np.int64)
+    for s in range(S):
+        _add_shifted(limbs, sums[s].astype(np.int64), (S - 1 - s) * beta, None)  # |sum| <= 2^53: exact
+    fr = limbs_to_fractions(limbs, base) if exact else None
+    rne, ro = round_limbs(limbs, base)
+    return rne, ro, fr
+
+
+def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", exact: bool = False) -> Any:
+    """The exact sum of ``x`` (over ``axis``: None for all, an int or a tuple), rounded once.
+
+    >>> float(exact_sum(np.array([1e30, 1.0, -1e30])))
+    1.0
+    """
+    dst = _check_out(out, exact)
+    v, _ = _values(x, fmt, "fmt")
+    if axis is None:
+        v2, shape = v.reshape(1, -1), ()
+    else:
+        axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        keep = [d for d in range(v.ndim) if d not in axes]
+        shape = tuple(v.shape[d] for d in keep)
+        n = int(np.prod([v.shape[d] for d in axes], dtype=np.int64))
+        v2 = np.transpose(v, keep + list(axes)).reshape(int(np.prod(shape, dtype=np.int64)), n)
+    c = _Classes(v2)
+    rne, ro, fr = _sum_rows(c.fin, exact)
+    R, n = v2.shape
+    negzero = np.zeros(R, bool)
+    rows = np.flatnonzero(ro == 0) if n else np.zeros(0, np.intp)  # exact zeros: is every term -0?
+    if rows.size and c.floats:
+        negzero[rows] = (c.zero[rows] & c.sign[rows]).all(axis=1)
+    if c.all_finite:
+        none = np.zeros(R, bool)
+        return _finish(rne, ro, fr, none, none, none, negzero, dst, shape)
+    return _finish(rne, ro, fr, c.nan.any(1), (c.inf & ~c.sign).any(1), (c.inf & c.sign).any(1), negzero, dst, shape)
+
+
+# ---- exact_dot ------------------------------------------------------------------------------------
+def _dot_rows(fa: np.ndarray, fb: np.ndarray, exact: bool) -> tuple:
+    """Exact dot products of finite rows (R, K) x (R, K), in blocks of <= _BLOCK products."""
+    R, K = fa.shape
+    rne, ro = np.zeros(R), np.zeros(R)
+    fr = np.empty(R, object) if exact else None
+    step = max(1, _BLOCK // max(K, 1))
+    for r0 in range(0, R, step):
+        sl = slice(r0, r0 + step)
+        terms = product_terms(split_values(fa[sl], strip=True), split_values(fb[sl], strip=True))
+        a, b, c = sum_terms(terms, exact=exact)
+        rne[sl], ro[sl] = a, b
+        if exact:
+            fr[sl] = c
+    return rne, ro, fr
+
+
+def _product_specials(ca: _Classes, cb: _Classes, ro: np.ndarray) -> tuple:
+    """Per row of products a_k * b_k: (any NaN product, any +inf, any -inf, every product -0)."""
+    R, K = ca.v.shape
+    negzero = np.zeros(R, bool)
+    rows = np.flatnonzero(ro == 0) if K else np.zeros(0, np.intp)  # exact zeros: is every product -0?
+    if rows.size and (ca.floats or cb.floats):
+        negzero[rows] = ((ca.zero[rows] | cb.zero[rows]) & (ca.sign[rows] ^ cb.sign[rows])).all(axis=1)
+    if ca.all_finite and cb.all_finite:
+        none = np.zeros(R, bool)
+        return none, none, none, negzero
+    pnan = ca.nan | cb.nan | (ca.inf & cb.zero) | (ca.zero & cb.inf)  # NaN operand, or 0 * inf
+    sign = ca.sign ^ cb.sign
+    pinf = (ca.inf | cb.inf) & ~pnan
+    return pnan.any(-1), (pinf & ~sign).any(-1), (pinf & sign).any(-1), negzero
+
+
+def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any = "fp64", exact: bool = False) -> Any:
+    """The exact dot product over the last axis of ``a`` and ``b``, rounded once.
+
+    Leading axes broadcast (a batch of dot products); the last axes must have equal length K.
+    """
+    dst = _check_out(out, exact)
+    (va, fa), (vb, fb) = _values(a, fmt_a, "fmt_a"), _values(b, fmt_b, "fmt_b")
+    if va.ndim == 0 or vb.ndim == 0:
+        raise ValueError(f"exact_dot takes vectors (or stacks of them); got shapes {va.shape} and {vb.shape}. "
+                         "For a scaled sum use exact_sum")
+    if va.shape[-1] != vb.shape[-1]:
+        raise ValueError(f"exact_dot: a has shape {va.shape} and b has shape {vb.shape}; the last axes (K) must "
+                         f"have equal length ({va.shape[-1]} != {vb.shape[-1]}). Slice or pad one of them")
+    try:
+        lead = np.broadcast_shapes(va.shape[:-1], vb.shape[:-1])
+    except ValueError:
+        raise ValueError(f"exact_dot: the leading axes of a {va.shape} and b {vb.shape} do not broadcast; give "
+                         "equal batch shapes (or 1-D vectors)") from None
+    K = va.shape[-1]
+    R = int(np.prod(lead, dtype=np.int64))
+    va = np.broadcast_to(va, lead + (K,)).reshape(R, K)
+    vb = np.broadcast_to(vb, lead + (K,)).reshape(R, K)
+    ca, cb = _Classes(va), _Classes(vb)
+    if _products_exact(fa, fb):  # float64 products are exact: an exact sum of them
+        rne, ro, fr = _sum_rows(ca.fin.astype(np.float64) * cb.fin.astype(np.float64), exact)
+    else:
+        rne, ro, fr = _dot_rows(ca.fin, cb.fin, exact)
+    return _finish(rne, ro, fr, *_product_specials(ca, cb, ro), dst, lead)
+
+
+# ---- exact_matmul: the Ozaki split ------------------------------------------------------------
+def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (axis=1) or column (axis=0) of finite float64 X: (E, span).
+
+    E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
+    element); both 0 for an all-zero line. Computed in cache-sized blocks of rows.
+    """
+    n0, n1 = X.shape
+    step = max(1, (1 << 16) // max(n1, 1))
+    big = np.int32(1 << 30)
+    lo = np.full(n0 if axis == 1 else n1, big, np.int32)
+    hi = np.full(lo.shape, -big, np.int32)
+    for i in range(0, n0, step):
+        f, ex = np.frexp(X[i:i + step])  # x = f * 2^ex, 0.5 <= |f| < 1: |x| < 2^ex
+        m = np.ldexp(f, 53).astype(np.int64)  # the significand as an integer (< 2^53): exact
+        m &= -m  # its lowest set bit, a power of two 2^z (0 for x = 0)
+        # powers of two below 2^53 are exact in float32; frexp gives z + 1, so the lowest set bit
+        # of x is 2^(ex - 53 + z) = 2^(ex + c - 54) with c = z + 1
+        c = np.frexp(m.astype(np.float32))[1]
+        nz = m != 0
+        c += ex
+        low = np.where(nz, c, big).min(axis=axis, initial=big)
+        ex[~nz] = -big
+        top = ex.max(axis=axis, initial=-big)
+        if axis == 1:
+            lo[i:i + step], hi[i:i + step] = low, top
+        else:
+            np.minimum(lo, low, out=lo)
+            np.maximum(hi, top, out=hi)
+    empty = lo == big
+    E = np.where(empty, 0, hi).astype(np.int64)
+    span = np.where(empty, 0, hi.astype(np.int64) - (lo.astype(np.int64) - 54))
+    return E, span
+
+
+def _slices(span: np.ndarray, beta: int) -> np.ndarray:
+    """Slices per line: ceil((span + 1) / beta) (0 for all-zero lines); see _digits."""
+    return np.where(span > 0, (span + beta) // beta, 0) if span.size else span
+
+
+def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int) -> list[np.ndarray]:
+    """``count`` slices of balanced integer digits of X, line by line (rows: axis=1).
+
+    t = X * 2^(beta - 1 - E) per line, so |t| < 2^(beta - 1). The scaling is exact: t has X's
+    significant bits and its lowest bit is 2^(beta - 1 - span) >= 2^-1074 (span <= _MAX_SPAN).
+    Each step: d = rint(t) (RNE to an integer, exact; |d| <= 2^(beta - 1)), then
+    t = (t - d) * 2^beta. t - d is exact (it consists of t's bits below the unit, or is t
+    when d = 0) and |t - d| <= 1/2, so the new |t| <= 2^(beta - 1) and the product is exact.
+    After ceil((span + 1) / beta) slices t is 0: every bit has been moved into a digit, and
+    X = 2^(E - beta + 1) * sum_s d_s * 2^(-s beta). Works on blocks of rows that fit in cache.
+    """
+    shape = (-1, 1) if axis == 1 else (1, -1)
+    k = (beta - 1 - E).reshape(shape)
+    out = [np.empty(X.shape) for _ in range(count)]
+    scale = float(2 ** beta)
+    step = max(1, (1 << 15) // max(X.shape[1], 1))
+    for i in range(0, X.shape[0], step):
+        t = np.ldexp(X[i:i + step], (k[i:i + step] if axis == 1 else k).astype(np.int32))
+        for d in out:
+            np.rint(t, out=d[i:i + step])
+            t -= d[i:i + step]
+            t *= scale
+        if t.any():
+            raise AssertionError("internal: Ozaki slices did not exhaust the input")
+    return out
+
+
+def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) -> None:
+    """limbs += g * 2^off, for an int64 array g with |g| <= 2^53 (idx: a sub-block of entries)."""
+    q, r = off // 32, off % 32
+    p0 = (g & ((1 << (32 - r)) - 1)) << r  # the low 32 - r bits of g, shifted: in [0, 2^32)
+    rest = g >> (32 - r)  # floor division: g << r == p0 + rest * 2^32, |rest| < 2^(22 + r)
+    for k, p in enumerate((p0, rest & 0xFFFFFFFF, rest >> 32)):
+        if idx is None:
+            limbs[q + k] += p
+        else:
+            limbs[q + k][idx] += p
+
+
+def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
+    """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
+    M, K = A.shape
+    N = B.shape[1]
+    total = 55 - max(K - 1, 0).bit_length()  # K * 2^(total - 2) <= 2^53
+    # b_A + b_B = total; choose b_A so that (slices of A over rows) x (slices of B over columns),
+    # the GEMM work, is least (ties: the balanced split)
+    costs = [(int(_slices(sA, ba).sum()) * int(_slices(sB, total - ba).sum()), abs(2 * ba - total), ba)
+             for ba in range(1, total)]
+    ba = min(costs)[2]
+    bb = total - ba
+    SA, SB = _slices(sA, ba), _slices(sB, bb)
+    nA = int(SA.max(initial=0))
+    # slices beyond a line's count are 0; where fewer than half the lines have a slice, only
+    # those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)
+    Ad = []
+    for s, d in enumerate(_digits(A, EA, ba, nA, 1)):
+        rows = np.flatnonzero(SA > s)
+        rows = rows if 2 * rows.size < M else np.arange(M)
+        Ad.append((rows, d if rows.size == M else d[rows]))
+    rne, ro = np.zeros((M, N)), np.zeros((M, N))
+    fr = np.empty((M, N), object) if exact else None
+    nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
+    step = max(1, _LIMBS // (nl_max * max(M, 1)))  # columns of B per block: limbs stay within _LIMBS
+    for j0 in range(0, N, step):
+        j1 = min(N, j0 + step)
+        nB = int(SB[j0:j1].max(initial=0))
+        # entry (i, j) = 2^base_ij * sum_{s,t} G_st[i, j] * 2^off_st with off_st >= 0 (see _digits)
+        base = ((EA - ba + 1 - (nA - 1) * ba)[:, None] + (EB[j0:j1] - bb + 1 - (nB - 1) * bb)[None, :]).ravel()
+        maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
+        nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
+        limbs = np.zeros((nl, M, j1 - j0), np.int64)
+        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0)):
+            cols = np.flatnonzero(SB[j0:j1] > t)
+            cols = cols if 2 * cols.size < j1 - j0 else np.arange(j1 - j0)
+            Bt = d if cols.size == j1 - j0 else d[:, cols]
+            for s, (rows, As) in enumerate(Ad):
+                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
+                G = As @ Bt
+                idx = None if (rows.size == M and cols.size == j1 - j0) else np.ix_(rows, cols)
+                _add_shifted(limbs, G.astype(np.int64), (nA - 1 - s) * ba + (nB - 1 - t) * bb, idx)
+        limbs = limbs.reshape(nl, M * (j1 - j0))
+        if exact:
+            fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
+        a, b = round_limbs(limbs, base)
+        rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
+    return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
+
+
+def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not."""
+    if v.dtype == np.float64:
+        return v, np.ones(v.shape[1 - axis], bool)
+    ok = ((v >= -(1 << 53)) & (v <= 1 << 53)).all(axis=axis)  # integers of <= 2^53: exact in float64
+    ok2 = ok[:, None] if axis == 1 else ok[None, :]
+    return np.where(ok2, v, 0).astype(np.float64), ok
+
+
+def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
+    """Exact 2-D product of value arrays; returns raveled (rne, ro, fr, nan, pinf, ninf, negzero).
+
+    Rows of A and columns of B that the Ozaki split handles (spans <= _MAX_SPAN, values exact in
+    float64) go through it; the entries of any other row or column are exact dot products.
+    """
+    M, K = va.shape
+    N = vb.shape[1]
+    ca, cb = _Classes(va), _Classes(vb)
+    A, rows_ok = _float_lines(ca.fin, 1)
+    B, cols_ok = _float_lines(cb.fin, 0)
+    EA, sA = _bit_range(A, 1)
+    EB, sB = _bit_range(B, 0)
+    rows_ok &= sA <= _MAX_SPAN
+    cols_ok &= sB <= _MAX_SPAN
+    rne, ro = np.zeros((M, N)), np.zeros((M, N))
+    fr = np.empty((M, N), object) if exact else None
+    ri, ci = np.flatnonzero(rows_ok), np.flatnonzero(cols_ok)
+    if ri.size and ci.size:
+        whole = ri.size == M and ci.size == N
+        a, b, c = _ozaki(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci], sB[ci], exact)
+        idx = np.ix_(ri, ci)
+        rne[idx], ro[idx] = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
+        if exact:
+            fr[idx] = c.reshape(ri.size, ci.size)
+    ii, jj = np.nonzero(~(rows_ok[:, None] & cols_ok[None, :]))  # the rest: per-entry exact dot products
+    step = max(1, _BLOCK // max(K, 1))
+    for p0 in range(0, ii.size, step):
+        i, j = ii[p0:p0 + step], jj[p0:p0 + step]
+        a, b, c = _dot_rows(ca.fin[i], cb.fin[:, j].T, exact)
+        rne[i, j], ro[i, j] = a, b
+        if exact:
+            fr[i, j] = c
+    return (rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()) + _matmul_specials(ca, cb, ro)
+
+
+def _ind(m: np.ndarray) -> np.ndarray:
+    return m.astype(np.float64)
+
+
+def _matmul_specials(ca: _Classes, cb: _Classes, ro: np.ndarray) -> tuple:
+    """(NaN, +inf, -inf, all products -0), raveled, from 0/1 indicator GEMMs.
+
+    The indicator GEMMs count terms: integers <= 4K, exact in float64.
+    """
+    M, N = ro.shape
+    K = ca.v.shape[1]
+    nan = np.zeros((M, N), bool)
+    pinf, ninf, negzero = nan.copy(), nan.copy(), nan.copy()
+    if not (ca.all_finite and cb.all_finite):
+        nan_a, inf_a, s_a, z_a = ca.nan, ca.inf, ca.sign, ca.zero
+        nan_b, inf_b, s_b, z_b = cb.nan, cb.inf, cb.sign, cb.zero
+        nan |= nan_a.any(1)[:, None] | nan_b.any(0)[None, :]
+        nan |= (np.hstack([_ind(inf_a), _ind(z_a)]) @ np.vstack([_ind(z_b), _ind(inf_b)])) > 0  # 0 * inf
+        pos_a, neg_a = ~s_a & ~z_a & ~nan_a, s_a & ~z_a & ~nan_a  # nonzero, infinities included
+        pos_b, neg_b = ~s_b & ~z_b & ~nan_b, s_b & ~z_b & ~nan_b
+        pi_a, ni_a, pi_b, ni_b = inf_a & ~s_a, inf_a & s_a, inf_b & ~s_b, inf_b & s_b
+        left = np.hstack([_ind(pi_a), _ind(ni_a), _ind(pos_a), _ind(neg_a)])
+        pinf = (left @ np.vstack([_ind(pos_b), _ind(neg_b), _ind(pi_b), _ind(ni_b)])) > 0
+        ninf = (left @ np.vstack([_ind(neg_b), _ind(pos_b), _ind(ni_b), _ind(pi_b)])) > 0
+    zero = ro == 0
+    if K > 0 and zero.any() and (ca.floats or cb.floats):
+        s_a, z_a, s_b, z_b = ca.sign, ca.zero, cb.sign, cb.zero
+        rows, cols = np.flatnonzero(zero.any(1)), np.flatnonzero(zero.any(0))
+        # every product -0 <=> no k with both factors nonzero and none with equal signs
+        left = np.hstack([_ind(~z_a[rows]), _ind(s_a[rows]), _ind(~s_a[rows])])
+        right = np.vstack([_ind(~z_b[:, cols]), _ind(s_b[:, cols]), _ind(~s_b[:, cols])])
+        negzero[np.ix_(rows, cols)] = (left @ right) == 0
+    return nan.ravel(), pinf.ravel(), ninf.ravel(), negzero.ravel()
+
+
+def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any = "fp64",
+                 exact: bool = False) -> Any:
+    """The exact matrix product ``A @ B`` (numpy matmul shapes: 1-D operands and batches), rounded once.
+
+    >>> a = np.array([[1e30, 1.0, -1e30]]); b = np.ones((3, 1))
+    >>> float(exact_matmul(a, b)[0, 0])
+    1.0
+    """
+    dst = _check_out(out, exact)
+    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a"), _values(B, fmt_b, "fmt_b")
+    if va.ndim == 0 or vb.ndim == 0:
+        raise ValueError(f"exact_matmul takes arrays of >= 1 dimension; got shapes {va.shape} and {vb.shape}. "
+                         "For a scalar multiple use exact_dot or exact_sum")
+    a2 = va[None, :] if va.ndim == 1 else va
+    b2 = vb[:, None] if vb.ndim == 1 else vb
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(
+            f"exact_matmul: A has shape {va.shape} and B has shape {vb.shape}; A @ B needs A.shape[-1] == "
+            f"B.shape[-2] ({a2.shape[-1]} != {b2.shape[-2]}). Transpose one of them (e.g. B.T) or fix K")
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"exact_matmul: the batch axes of A {va.shape} and B {vb.shape} do not broadcast") from None
+    M, N = a2.shape[-2], b2.shape[-1]
+    nb = int(np.prod(batch, dtype=np.int64))
+    a3 = np.broadcast_to(a2, batch + a2.shape[-2:]).reshape((nb,) + a2.shape[-2:])
+    b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((nb,) + b2.shape[-2:])
+    parts = [_matmul_2d(np.ascontiguousarray(x), np.ascontiguousarray(y), exact) for x, y in zip(a3, b3)]
+
+    def cat(k: int, dtype: Any) -> np.ndarray:
+        return np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype)
+
+    shape = batch + (M, N)
+    if vb.ndim == 1:
+        shape = shape[:-1]
+    if va.ndim == 1:
+        shape = shape[:-2] + shape[-1:] if vb.ndim > 1 else shape[:-1]
+    return _finish(cat(0, float), cat(1, float), cat(2, object) if exact else None,
+                   *[cat(k, bool) for k in range(3, 7)], dst, shape)

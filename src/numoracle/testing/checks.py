@@ -1,0 +1,608 @@
+"""Checks for kernels: ``assert_*_close`` against exact references and error bounds, poison fills, run comparisons.
+
+``check_matmul_close(actual, A, B, acc="fp32")`` computes the exact product (correctly rounded to
+float64, and to the output format), the error bound of ``expected_error_bound`` for the inputs'
+format, K and accumulator, evaluated elementwise on these inputs (``ErrorBound.tolerance``), and
+returns a :class:`CloseReport`. An element passes when ``|actual - exact| <= bound`` or when it is
+bit-identical to the exact result correctly rounded to the output format (``out`` if given, else
+the format of ``actual``). The check fails when more than ``allow_outliers`` elements fail, and
+always when the bound is vacuous (coefficient >= 1: it could not tell a correct kernel from a wrong
+one). ``assert_*_close`` raise :class:`NumoracleAssertionError` (an ``AssertionError``) with
+``str(report)`` as its message and the report as ``.report``.
+
+``poison_like(x)`` gives an output buffer filled with a distinctive NaN (or bit pattern) for
+kernels to overwrite; ``compare_runs(a, b, op, *inputs)`` tells apart two runs that are
+bit-identical, differ only as reorderings of the accumulation can explain, differ in a way no
+order explains, or still hold the poison pattern somewhere (a kernel never wrote those elements).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..reduce.bounds import ErrorBound, expected_error_bound
+from ..core.codekeys import is_nan, to_key
+from ..core.convert import cast, decode
+from ..core.formats import FP32, FP64, AnyFormat, Format, format_of
+from ..core.interop import as_native, is_torch, to_codes, torch_dtype_format
+from ..reduce.reference import exact_dot, exact_matmul, exact_sum
+from ..reduce.tolerance import nested, sci
+
+__all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_sum_close", "assert_dot_close",
+           "assert_matmul_close", "CloseReport", "Element", "poison_like", "poison_mask", "poison_code",
+           "compare_runs", "RunComparison", "VERDICTS", "NumoracleAssertionError"]
+
+VERDICTS = ("IDENTICAL", "REORDERING", "UNEXPLAINED", "UNWRITTEN")
+_A5 = 0xA5A5A5A5A5A5A5A5
+
+
+class NumoracleAssertionError(AssertionError):
+    """A numoracle ``assert_*`` check failed: the message is the report's text, ``.report`` the report object.
+
+    numoracle's pytest plugin shows such failures as their report, without numoracle's own frames in the
+    traceback. Other ``assert_*`` helpers (quantization checks, sweeps, goldens) raise it too.
+    """
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+# ---- poison ---------------------------------------------------------------------------------------
+def poison_code(fmt: Any) -> int:
+    """The poison code of a format: a NaN with payload 0xA5.. where the format has NaNs, else 0xA5 repeated.
+
+    FP32 0x7FA5A5A5, FP16 0x7DA5, BF16 0x7FA5, FP64 0x7FF5A5A5A5A5A5A5 (signalling NaNs), FP8 E4M3FN 0x7F,
+    E5M2 0x7D, FNUZ formats 0x80 (their only NaN); integers and formats without NaN: 0xA5 in every byte.
+    """
+    fmt = format_of(fmt)
+    if isinstance(fmt, Format) and fmt.has_nan:
+        if fmt.nan == "fn":
+            return fmt.mag_mask
+        if fmt.nan == "fnuz":
+            return fmt.sign_bit
+        m = fmt.man_bits
+        payload = _A5 & ((1 << m) - 1) & ~(1 << (m - 1))  # quiet bit clear: a signalling NaN
+        return (((1 << fmt.exp_bits) - 1) << m) | (payload or 1)
+    return _A5 & ((1 << fmt.bits) - 1)
+
+
+def _fmt_of(x: Any) -> AnyFormat:
+    if is_torch(x):
+        f = torch_dtype_format(x.dtype)
+        if f is None:
+            raise TypeError(f"torch dtype {x.dtype} has no numoracle format")
+        return f
+    return to_codes(x)[1]
+
+
+def poison_like(array: Any, pattern: int | None = None) -> Any:
+    """A new array of ``array``'s shape and dtype (and device, for torch) holding the poison code everywhere.
+
+    Fill output buffers with it before a kernel runs; elements still holding it afterwards were never
+    written (``poison_mask``, ``compare_runs``). ``pattern``: another code (an unsigned int of the
+    dtype's width). numpy and ml_dtypes arrays, and torch tensors (torch is imported only for those).
+    """
+    fmt = _fmt_of(array)
+    code = poison_code(fmt) if pattern is None else int(pattern)
+    if not 0 <= code < (1 << fmt.bits):
+        raise ValueError(f"pattern {pattern!r} does not fit the {fmt.bits} bits of {fmt.name}")
+    if is_torch(array):
+        import torch
+
+        width = array.element_size() * 8
+        ints = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
+        signed = code - (1 << width) if width > 8 and code >= 1 << (width - 1) else code
+        return torch.full(tuple(array.shape), signed, dtype=ints, device=array.device).view(array.dtype)
+    a = np.asarray(array)
+    codes = np.full(a.shape, code, dtype=np.dtype(f"u{a.dtype.itemsize}"))
+    return codes.view(a.dtype)
+
+
+def poison_mask(array: Any, pattern: int | None = None) -> np.ndarray:
+    """Where ``array`` holds the poison code (bitwise), as a numpy bool array."""
+    codes, fmt = to_codes(array)
+    code = poison_code(fmt) if pattern is None else int(pattern)
+    return np.asarray(codes).astype(np.uint64) == np.uint64(code)
+
+
+def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted ints -> [(start, stop)] of consecutive runs."""
+    if idx.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    return [(int(s[0]), int(s[-1]) + 1) for s in np.split(idx, cut)]
+
+
+def _ranges(mask: np.ndarray) -> list[str]:
+    """Rectangles covering ``mask``: rows with equal column runs merged, as index-slice text (<= ~1000)."""
+    if mask.ndim == 0:
+        return ["()"] if bool(mask) else []
+    if mask.ndim == 1:
+        return [f"[{a}:{b}]" for a, b in _runs(np.flatnonzero(mask))]
+    out: list[str] = []
+    lead = mask.shape[:-2]
+    for bi in np.ndindex(*lead):
+        m = mask[bi]
+        pre = "".join(f"{i}, " for i in bi)
+        cur: tuple | None = None
+        start = 0
+        for r in range(m.shape[0] + 1):
+            cols = tuple(_runs(np.flatnonzero(m[r]))) if r < m.shape[0] else ()
+            if cols != cur:
+                if cur:
+                    out += [f"[{pre}{start}:{r}, {a}:{b}]" for a, b in cur]
+                cur, start = cols, r
+        if len(out) > 1000:
+            break
+    return out
+
+
+# ---- the problem: inputs, shapes, reference, bound -----------------------------------------------
+class _Problem:
+    """Normalised inputs of one reduction, its result shape and exact reference."""
+
+    def __init__(self, op: str, inputs: tuple[Any, ...], axis: int) -> None:
+        self.op = op
+        nat = [self._native(x) for x in inputs]
+        fmts = [f for _, f in nat]
+        arrs = [a for a, _ in nat]
+        if op == "sum":
+            x = arrs[0]
+            if x.ndim == 0:
+                raise ValueError("check_sum_close needs an array of >= 1 dimension to reduce")
+            x = np.moveaxis(x, axis, -1)
+            self.inputs, self.shape, self.work_shape = (x,), x.shape[:-1], x.shape[:-1]
+            self.K = x.shape[-1]
+        elif op == "dot":
+            a, b = arrs
+            if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
+                raise ValueError(f"dot: a has shape {a.shape} and b has shape {b.shape}; both need a last axis of "
+                                 "the same length K")
+            try:
+                self.shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+            except ValueError:
+                raise ValueError(f"dot: the leading axes of a {a.shape} and b {b.shape} do not broadcast") from None
+            self.inputs, self.work_shape, self.K = (a, b), self.shape, a.shape[-1]
+        else:
+            a, b = arrs
+            if a.ndim == 0 or b.ndim == 0:
+                raise ValueError(f"matmul needs arrays of >= 1 dimension, got shapes {a.shape} and {b.shape}")
+            a2 = a[None, :] if a.ndim == 1 else a
+            b2 = b[:, None] if b.ndim == 1 else b
+            if a2.shape[-1] != b2.shape[-2]:
+                raise ValueError(f"matmul: A has shape {a.shape} and B has shape {b.shape}; A @ B needs "
+                                 f"A.shape[-1] == B.shape[-2] ({a2.shape[-1]} != {b2.shape[-2]})")
+            try:
+                batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+            except ValueError:
+                raise ValueError(f"matmul: the batch axes of A {a.shape} and B {b.shape} do not broadcast") from None
+            self.work_shape = batch + (a2.shape[-2], b2.shape[-1])
+            shape = self.work_shape
+            if b.ndim == 1:
+                shape = shape[:-1]
+            if a.ndim == 1:
+                shape = shape[:-2] + shape[-1:] if b.ndim > 1 else shape[:-1]
+            self.shape, self.inputs, self.K = shape, (a2, b2), a2.shape[-1]
+        if self.K < 1:
+            raise ValueError(f"{op}: the reduction length K is 0; nothing to check")
+        self.dtype = fmts[0]
+        if len(fmts) == 2 and fmts[0] != fmts[1]:
+            if nested(fmts[0], fmts[1]):
+                self.dtype = fmts[1]
+            elif not nested(fmts[1], fmts[0]):
+                raise ValueError(f"the inputs are {fmts[0].name} and {fmts[1].name}, and neither holds every value "
+                                 "of the other; the bound needs one input format: cast one of them (exactly)")
+
+    @staticmethod
+    def _native(x: Any) -> tuple[np.ndarray, AnyFormat]:
+        if isinstance(x, np.ndarray):
+            return x, to_codes(x)[1]
+        codes, fmt = to_codes(x)
+        return as_native(codes, fmt), fmt
+
+    def expected(self, ofmt: AnyFormat | None) -> np.ndarray:
+        fn = {"sum": lambda *v, **k: exact_sum(v[0], axis=-1, **k), "dot": exact_dot, "matmul": exact_matmul}[self.op]
+        return np.asarray(fn(*self.inputs, out="fp64" if ofmt is None else ofmt), np.float64).reshape(-1)
+
+    def exact_at(self, flat: int) -> Fraction:
+        """The exact rational result at one flat index of ``work_shape`` (Fractions; for a few elements)."""
+        idx = np.unravel_index(flat, self.work_shape) if self.work_shape else ()
+        if self.op == "sum":
+            terms = [_exact_value(t) for t in self.inputs[0][idx]]
+        elif self.op == "dot":
+            a, b = np.broadcast_arrays(*[x.reshape((1,) * (len(self.work_shape) + 1 - x.ndim) + x.shape)
+                                         for x in self.inputs])
+            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(a[idx], b[idx])]
+        else:
+            a2, b2 = self.inputs
+            batch, i, j = idx[:-2], idx[-2], idx[-1]
+            ra = a2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (a2.ndim - 2):], a2.shape[:-2]))]
+            rb = b2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (b2.ndim - 2):], b2.shape[:-2]))]
+            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(ra[i, :], rb[:, j])]
+        return sum(terms, Fraction(0))
+
+    def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
+        codes, fmt = to_codes(actual)
+        codes = np.asarray(codes)
+        if codes.shape != tuple(self.shape):
+            raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
+                             f"{tuple(self.shape)}")
+        return codes.reshape(-1), fmt
+
+
+def _exact_value(x: Any) -> Fraction:
+    """A numpy / ml_dtypes scalar's exact value (integers as ints, floats through float64, which holds them)."""
+    return Fraction(int(x)) if np.asarray(x).dtype.kind in "iu" else Fraction(float(x))
+
+
+class Element(NamedTuple):
+    """One output element of a check: values as float64, ``ulps`` = signed ULP distance in the output format."""
+
+    index: tuple[int, ...]
+    actual: float
+    exact: float
+    error: float
+    bound: float
+    ratio: float
+    ulps: int | None
+    passed: bool
+
+
+def _ulps(ka: np.ndarray, ke: np.ndarray, ofmt: AnyFormat) -> np.ndarray:
+    """Signed ULP distances of keys (-0 and +0 count as one point)."""
+    d = ka - ke
+    if isinstance(ofmt, Format) and ofmt.has_negative_zero:
+        d = np.where((ka < 0) & (ke >= 0), d + 1, np.where((ka >= 0) & (ke < 0), d - 1, d))
+    return d
+
+
+class _Judged(NamedTuple):
+    vals: np.ndarray
+    ok: np.ndarray
+    bad_nonfinite: np.ndarray
+    err: np.ndarray
+    ratio: np.ndarray
+    ulps: np.ndarray
+    ulp_known: np.ndarray
+
+
+class _Setup:
+    """Reference, output format, bound and elementwise tolerance of a problem."""
+
+    def __init__(self, pb: _Problem, afmt: AnyFormat, *, acc: Any, order: Any, kind: str, out: Any, fma: bool,
+                 rounding: Any, confidence: float, orders: list | None = None) -> None:
+        self.pb = pb
+        self.ofmt = format_of(out) if out is not None else afmt
+        bout = self.ofmt if isinstance(self.ofmt, Format) else None
+        shape = tuple(pb.shape) if kind == "probabilistic" and pb.shape else None
+        self.bounds: list[ErrorBound] = [
+            expected_error_bound(pb.op, pb.dtype, pb.K, acc=acc, order=o, fma=fma, kind=kind, confidence=confidence,
+                                 out=bout, shape=shape, rounding=rounding) for o in (orders or [order])]
+        self.bound = self.bounds[0]
+        self.exact = pb.expected(None)
+        try:
+            ex_out = self.exact if self.ofmt == FP64 else pb.expected(self.ofmt)
+            self.out_exact = True
+        except ValueError:  # a destination that round-to-odd float64 cannot serve: round the float64 result
+            ex_out, self.out_exact = self.exact, False
+        with np.errstate(all="ignore"):
+            self.exact_codes = np.asarray(cast(ex_out, self.ofmt)).reshape(-1)
+        ref = self.exact.reshape(pb.work_shape)
+        tols = [np.asarray(b.tolerance(*pb.inputs, reference=ref), np.float64).reshape(-1) for b in self.bounds]
+        self.tol = np.maximum.reduce(tols) if len(tols) > 1 else tols[0]
+
+    def judge(self, codes: np.ndarray, afmt: AnyFormat) -> _Judged:
+        vals = np.asarray(decode(codes, afmt)).astype(np.float64)
+        if afmt == self.ofmt:
+            oc = codes.astype(np.uint64)
+        else:
+            with np.errstate(all="ignore"):
+                oc = np.asarray(cast(codes, self.ofmt, src=afmt)).astype(np.uint64).reshape(-1)
+        same = oc == self.exact_codes.astype(np.uint64)
+        if not self.out_exact:
+            same &= False
+        nan_a, nan_e = is_nan(oc, self.ofmt), is_nan(self.exact_codes, self.ofmt)
+        ulp_known = ~nan_a & ~nan_e
+        ka = to_key(np.where(ulp_known, oc, 0), self.ofmt)
+        ke = to_key(np.where(ulp_known, self.exact_codes.astype(np.uint64), 0), self.ofmt)
+        with np.errstate(all="ignore"):
+            err = np.abs(vals - self.exact)
+            err = np.where(np.isnan(err), np.inf, err)
+            ratio = np.where(err == 0, 0.0, err / self.tol)
+        fin_exact = np.isfinite(self.exact)
+        nonfinite = ~np.isfinite(vals) & fin_exact & ~same
+        within = err <= self.tol
+        # err = fl(|actual - fl64(exact)|) is off by at most 2^-53 (err + |exact|) plus the float64 underflow
+        # unit: where |err - tol| is that close, settle the element with the exact rational result
+        with np.errstate(all="ignore"):
+            slack = np.ldexp(np.maximum(np.abs(self.exact), err), -50) + np.ldexp(1.0, -1070)
+            near = fin_exact & np.isfinite(vals) & np.isfinite(self.tol) & ~same & (np.abs(err - self.tol) <= slack)
+        for i in np.flatnonzero(near):
+            v = _exact_value(np.asarray(decode(codes[i:i + 1], afmt))[0])
+            within[i] = abs(v - self.pb.exact_at(int(i))) <= Fraction(float(self.tol[i]))
+        ok = (within & fin_exact & np.isfinite(vals)) | same
+        return _Judged(vals, ok, nonfinite, err, ratio, _ulps(ka, ke, self.ofmt), ulp_known)
+
+    def element(self, j: _Judged, i: int, shape: tuple[int, ...]) -> Element:
+        idx = tuple(int(t) for t in np.unravel_index(i, shape)) if shape else ()
+        return Element(idx, float(j.vals[i]), float(self.exact[i]), float(j.err[i]), float(self.tol[i]),
+                       float(j.ratio[i]), int(j.ulps[i]) if j.ulp_known[i] else None, bool(j.ok[i]))
+
+
+def _order_worst(j: _Judged, k: int) -> np.ndarray:
+    """Flat indices of the k worst elements: failing first, then by error/bound."""
+    if k <= 0 or j.ok.size == 0:
+        return np.zeros(0, np.intp)
+    key = np.where(j.ok, 0.0, 1.0)
+    return np.lexsort((-j.ratio, -key))[:k]
+
+
+def _table(rows: list[Element], ofmt: AnyFormat, first: str = "index", tags: list[str] | None = None) -> list[str]:
+    head = (first, "actual", "exact", "|error|", "bound", "error/bound", f"ULPs ({ofmt.name})")
+    body = [((tags[i] + " " if tags else "") + str(e.index), repr(e.actual), repr(e.exact), f"{e.error:.4g}",
+             f"{e.bound:.4g}", f"{e.ratio:.4g}", "nan" if e.ulps is None else f"{e.ulps:+d}")
+            for i, e in enumerate(rows)]
+    w = [max(len(r[c]) for r in [head, *body]) for c in range(len(head))]
+    return ["  " + "  ".join(s.rjust(w[c]) for c, s in enumerate(r)).rstrip() for r in [head, *body]]
+
+
+def _vacuous_text(b: ErrorBound) -> str:
+    return (f"the error bound is vacuous (c = {sci(b.coefficient, 4)} >= 1 allows 100% error relative to sum|t|), so "
+            f"it cannot tell a correct kernel from a wrong one. To get a bound that says something: accumulate in "
+            f"a wider format than {b.acc.name} (acc=...), use kind='probabilistic'"
+            + (" (already used)" if b.kind == "probabilistic" else "")
+            + f", give the kernel's actual (shallower) order instead of '{b.order}' (e.g. order='pairwise' or "
+            f"orders.SplitK(s)), or reduce K = {b.K}")
+
+
+# ---- reports ---------------------------------------------------------------------------------------
+@dataclass
+class CloseReport:
+    """Result of a ``check_*_close``: ``passed``, counts, the worst elements, the bound and the margin."""
+
+    op: str
+    passed: bool
+    n_checked: int
+    n_fail: int
+    allow_outliers: int
+    bound: ErrorBound
+    max_ratio: float  # the largest |error| / bound (the margin; reported even on pass)
+    max_ratio_index: tuple[int, ...] | None
+    worst: list[Element]
+    out_format: AnyFormat
+    nonfinite: list[tuple[int, ...]] = field(default_factory=list)  # NaN/inf in actual, exact finite
+    n_nonfinite: int = 0
+
+    @property
+    def vacuous(self) -> bool:
+        return self.bound.vacuous
+
+    def summary(self) -> str:
+        name = self.op.capitalize()
+        at = f" at index {self.max_ratio_index}" if self.max_ratio_index is not None else ""
+        margin = f"max error/bound {self.max_ratio:.4g}{at}"
+        if self.vacuous:
+            return (f"{name} check failed: {_vacuous_text(self.bound)} ({self.n_fail} of {self.n_checked} elements "
+                    f"exceed it; {margin})")
+        if self.n_fail > self.allow_outliers:
+            return (f"{name} mismatch: {self.n_fail} of {self.n_checked} elements exceed the bound ({margin}); "
+                    f"allowed outliers {self.allow_outliers}")
+        if self.n_fail:
+            return (f"{name} close: {self.n_fail} of {self.n_checked} elements exceed the bound, within the "
+                    f"{self.allow_outliers} allowed outliers ({margin})")
+        return f"{name} close: all {self.n_checked} elements within the bound ({margin}); allowed outliers " \
+               f"{self.allow_outliers}"
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        if self.n_nonfinite:
+            shown = ", ".join(map(str, self.nonfinite)) + (" ..." if self.n_nonfinite > len(self.nonfinite) else "")
+            lines.append(f"{self.n_nonfinite} element(s) are NaN/inf where the exact result is finite: {shown}")
+        if self.worst:
+            lines.append(f"worst {len(self.worst)} element(s) (exact = the exact result rounded to float64; "
+                         f"ULPs = actual - exact rounded to {self.out_format.name}):")
+            lines += _table(self.worst, self.out_format)
+        lines.append("bound:")
+        lines += ["  " + s for s in str(self.bound).splitlines()]
+        return "\n".join(lines)
+
+
+def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
+           allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int) -> CloseReport:
+    if int(allow_outliers) != allow_outliers or allow_outliers < 0:
+        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    pb = _Problem(op, inputs, axis)
+    codes, afmt = pb.actual(actual)
+    st = _Setup(pb, afmt, acc=acc, order=None if order == "any" else order, kind=kind, out=out, fma=fma,
+                rounding=rounding, confidence=confidence)
+    j = st.judge(codes, afmt)
+    n_fail = int((~j.ok).sum())
+    shape = tuple(pb.shape)
+    worst = [st.element(j, int(i), shape) for i in _order_worst(j, show)]
+    imax = int(np.argmax(j.ratio)) if j.ratio.size else None
+    nf = np.flatnonzero(j.bad_nonfinite)
+    passed = n_fail <= allow_outliers and not st.bound.vacuous
+    return CloseReport(op, passed, int(codes.size), n_fail, int(allow_outliers), st.bound,
+                       float(j.ratio[imax]) if imax is not None else 0.0,
+                       tuple(int(t) for t in np.unravel_index(imax, shape)) if imax is not None else None,
+                       worst, st.ofmt, [tuple(int(t) for t in np.unravel_index(i, shape)) for i in nf[:10]],
+                       int(nf.size))
+
+
+def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+                    out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+                    rounding: Any = "rne", show: int = 10) -> CloseReport:
+    """Check ``actual`` = the sum of ``x`` over ``axis`` against the exact sum and its error bound.
+
+    acc: the kernel's accumulator; order: its order ("any" = the worst over all orders, or a string /
+    ``numoracle.orders`` object); kind: "worst" or "probabilistic" (with ``confidence``); out: the output
+    format (default: ``actual``'s). allow_outliers: how many elements may exceed the bound. show: how many
+    worst elements the report lists. Raises ValueError for a shape mismatch and for inputs with NaN/inf.
+    """
+    return _check("sum", actual, (x,), axis=axis, acc=acc, order=order, kind=kind, out=out,
+                  allow_outliers=allow_outliers, confidence=confidence, fma=fma, rounding=rounding, show=show)
+
+
+def check_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+                    out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+                    rounding: Any = "rne", show: int = 10) -> CloseReport:
+    """Check ``actual`` = the dot products of ``a`` and ``b`` over their last axis (see :func:`check_sum_close`)."""
+    return _check("dot", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                  confidence=confidence, fma=fma, rounding=rounding, show=show)
+
+
+def check_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+                       out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+                       rounding: Any = "rne", show: int = 10) -> CloseReport:
+    """Check ``actual`` = ``a @ b`` (numpy matmul shapes) (see :func:`check_sum_close`)."""
+    return _check("matmul", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                  confidence=confidence, fma=fma, rounding=rounding, show=show)
+
+
+def _raise(r: CloseReport) -> CloseReport:
+    __tracebackhide__ = True  # pytest shows the caller's line and the report, not numoracle's frames
+    if not r.passed:
+        raise NumoracleAssertionError(str(r), r)
+    return r
+
+
+def assert_sum_close(actual: Any, x: Any, **kw: Any) -> CloseReport:
+    """:func:`check_sum_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
+    return _raise(check_sum_close(actual, x, **kw))
+
+
+def assert_dot_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
+    """:func:`check_dot_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
+    return _raise(check_dot_close(actual, a, b, **kw))
+
+
+def assert_matmul_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
+    """:func:`check_matmul_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+    __tracebackhide__ = True
+    return _raise(check_matmul_close(actual, a, b, **kw))
+
+
+# ---- comparing two runs ------------------------------------------------------------------------------
+@dataclass
+class RunComparison:
+    """Verdict on two runs of one kernel on the same inputs (see :func:`compare_runs`)."""
+
+    verdict: str
+    op: str
+    n_elements: int
+    n_differ: int  # elements whose bits differ between the runs
+    max_run_ulps: int | None  # largest ULP distance between the runs (None when a NaN is involved)
+    unwritten: dict[str, list[str]]  # run name -> index ranges still holding the poison code
+    n_unwritten: dict[str, int]
+    unexplained: list[tuple[str, Element]]  # (run, element) outside every bound, worst first
+    n_unexplained: int
+    bound: ErrorBound | None
+    max_ratio: float
+    out_format: AnyFormat
+
+    def __str__(self) -> str:
+        v, n = self.verdict, self.n_elements
+        diff = f"{self.n_differ} of {n} elements differ" + (
+            f" (at most {self.max_run_ulps} ULPs of {self.out_format.name} apart)" if self.max_run_ulps is not None
+            else "")
+        if v == "IDENTICAL":
+            lines = [f"IDENTICAL: the two runs are bit-identical ({n} elements)"]
+        elif v == "UNWRITTEN":
+            lines = ["UNWRITTEN: elements still hold the poison pattern, so the kernel never wrote them (their "
+                     "values depend on what the buffer held before): "
+                     + "; ".join(f"{r}: {c} element(s)" for r, c in self.n_unwritten.items() if c)]
+            for r, rng in self.unwritten.items():
+                if rng:
+                    more = f" ... ({len(rng) - 12} more ranges)" if len(rng) > 12 else ""
+                    lines.append(f"  {r}: " + ", ".join(rng[:12]) + more)
+        elif v == "REORDERING":
+            lines = [f"REORDERING: {diff}, and every element of both runs lies within the error bound of a "
+                     f"reordered accumulation around the exact result (max error/bound {self.max_ratio:.4g}): "
+                     "expected from split-K, atomics or other order changes"]
+        else:
+            lines = [f"UNEXPLAINED: {diff}; {self.n_unexplained} element(s) lie outside the bound of every order "
+                     f"considered (max error/bound {self.max_ratio:.4g}): a bug, not a reordering"]
+            lines.append("worst elements outside the bound:")
+            lines += _table([e for _, e in self.unexplained], self.out_format, "run index",
+                            [r for r, _ in self.unexplained])
+        if self.bound is not None:
+            if self.bound.vacuous and v in ("REORDERING", "UNEXPLAINED"):
+                lines.append("WARNING: " + _vacuous_text(self.bound) + "; REORDERING says little here")
+            lines.append("bound:")
+            lines += ["  " + s for s in str(self.bound).splitlines()]
+        return "\n".join(lines)
+
+
+def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32, orders: Any = None,
+                 kind: str = "worst", out: Any = None, axis: int = -1, confidence: float = 0.999, fma: bool = True,
+                 rounding: Any = "rne", pattern: int | None = None, show: int = 10) -> RunComparison:
+    """Compare two runs of a kernel computing ``op`` ("sum", "dot", "matmul") on ``inputs``.
+
+    Verdicts (in this priority):
+
+    * "UNWRITTEN": some element of either run holds the poison code (``poison_like``; ``pattern``):
+      the kernel never wrote it. Lists the index ranges (rectangles for 2-D outputs).
+    * "IDENTICAL": the runs are bit-identical.
+    * "REORDERING": the runs differ, but every element of both runs is within the bound of some
+      order in ``orders`` (default: any order, the worst case) around the exact result, or equals the
+      exact result correctly rounded to the output format: what split-K with another S, atomics in
+      another order, or another tiling produce.
+    * "UNEXPLAINED": some element of a run lies outside those bounds (or is NaN/inf where the exact
+      result is finite): no accumulation order explains it. The elements are listed worst first.
+
+    ``orders``: None (= "any"), or a list of orders (strings or ``numoracle.orders`` objects); an element
+    is explained when it lies within the largest of their bounds. acc, kind, out, fma, rounding: as in
+    :func:`check_matmul_close`; axis: for op="sum".
+    """
+    op = str(op).lower()
+    if op not in ("sum", "dot", "matmul"):
+        raise ValueError(f"unknown op {op!r}; ops: sum, dot, matmul")
+    need = 1 if op == "sum" else 2
+    if len(inputs) != need:
+        raise ValueError(f"{op} takes {need} input array(s), got {len(inputs)}")
+    pb = _Problem(op, inputs, axis)
+    (ca, fa), (cb, fb) = pb.actual(run_a, "run_a"), pb.actual(run_b, "run_b")
+    if fa != fb:
+        raise ValueError(f"run_a is {fa.name} and run_b is {fb.name}; compare runs stored in one format")
+    ofmt = format_of(out) if out is not None else fa
+    shape = tuple(pb.shape)
+    code = np.uint64(poison_code(fa) if pattern is None else int(pattern))
+    masks = {"run_a": (ca.astype(np.uint64) == code).reshape(shape),
+             "run_b": (cb.astype(np.uint64) == code).reshape(shape)}
+    differ = ca.astype(np.uint64) != cb.astype(np.uint64)
+    ka_nan, kb_nan = is_nan(ca, fa), is_nan(cb, fa)
+    known = ~ka_nan & ~kb_nan
+    d = _ulps(to_key(np.where(known, ca, 0), fa), to_key(np.where(known, cb, 0), fa), fa)
+    max_ulps: int | None = 0
+    if differ.any():
+        max_ulps = int(np.abs(d[differ]).max()) if known[differ].all() else None
+    base: dict[str, Any] = dict(op=op, n_elements=int(ca.size), n_differ=int(differ.sum()), max_run_ulps=max_ulps,
+                                unwritten={k: _ranges(m) for k, m in masks.items()},
+                                n_unwritten={k: int(m.sum()) for k, m in masks.items()}, out_format=ofmt)
+    if any(m.any() for m in masks.values()):
+        return RunComparison("UNWRITTEN", unexplained=[], n_unexplained=0, bound=None, max_ratio=float("nan"), **base)
+    if not differ.any():
+        return RunComparison("IDENTICAL", unexplained=[], n_unexplained=0, bound=None, max_ratio=0.0, **base)
+    ords = None if orders is None else list(orders) if isinstance(orders, (list, tuple)) else [orders]
+    ords = None if ords is None else [None if o == "any" else o for o in ords]
+    st = _Setup(pb, fa, acc=acc, order=None, kind=kind, out=out, fma=fma, rounding=rounding, confidence=confidence,
+                orders=ords)
+    bound = max(st.bounds, key=lambda b: b.coefficient)
+    bad: list[tuple[float, str, Element]] = []
+    n_bad, mr = 0, 0.0
+    for name, codes in (("run_a", ca), ("run_b", cb)):
+        j = st.judge(codes, fa)
+        n_bad += int((~j.ok).sum())
+        mr = max(mr, float(j.ratio.max()) if j.ratio.size else 0.0)
+        bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
+    bad.sort(key=lambda t: -t[0])
+    verdict = "UNEXPLAINED" if n_bad else "REORDERING"
+    return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
+                         max_ratio=mr, **base)
