@@ -13,9 +13,9 @@ from fractions import Fraction
 import numpy as np
 
 import numoracle as no
+from numoracle.core.formats import Format
 from numoracle.core.twins import exact
 from numoracle.reduce import orders as O
-from numoracle.core.formats import Format
 
 # ======================================================================================================
 # Reference: exact values and one rounded step at a time

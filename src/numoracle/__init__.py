@@ -1,10 +1,10 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
-from .conformance.boundary import BoundaryValues, boundary_values
-from .reduce.bounds import ErrorBound, expected_error_bound
-from .chains.verdict import ChainVerdict
 from .chains.prove import classify_cast_chain
 from .chains.search import assert_chain_equivalent, find_equivalent_chains
+from .chains.verdict import ChainVerdict
+from .conformance.boundary import BoundaryValues, boundary_values
+from .conformance.sweeper import SweepReport, sweep
 from .core.convert import cast, decode, encode
 from .core.explanation import Explanation, explain
 from .core.formats import (
@@ -39,16 +39,16 @@ from .core.formats import (
     register,
     registry,
 )
-from .testing.golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
 from .core.interop import as_native
+from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
 from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
 from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
-from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
 from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
+from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
+from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
 from .reduce.reference import exact_dot, exact_matmul, exact_sum
-from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
 from .reduce.simulation import simulate
-from .conformance.sweeper import SweepReport, sweep
+from .reduce.tolerance import Tolerance
 from .testing.checks import (
     CloseReport,
     NumoracleAssertionError,
@@ -62,7 +62,7 @@ from .testing.checks import (
     compare_runs,
     poison_like,
 )
-from .reduce.tolerance import Tolerance, recommended_tolerance
+from .testing.golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
 
 __version__ = "0.1.0"
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 from ..core.codekeys import binades, from_key, is_nan, key_bounds, result_key, to_key
 from ..core.convert import cast_codes
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.policy import Overflow, Policy, Rounding, resolve_policy
+from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 
 __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .verdict import ChainVerdict
-from .prove import classify_cast_chain
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
+from .prove import classify_cast_chain
+from .verdict import ChainVerdict
 
 __all__ = ["find_equivalent_chains", "assert_chain_equivalent", "candidate_chains", "Cast"]
 

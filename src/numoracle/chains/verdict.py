@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.twins.exact import Special, value_of
 from ..core.formats import AnyFormat, Format
+from ..core.twins.exact import Special, value_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prove import ChainSpec

@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import add_bound_parsers
-from .chains import add_chain_parsers
-from .plot import add_plot_parsers
-from .sweep import add_sweep_parsers
 from ..core.convert import cast, decode
 from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from ..core.policy import Flags, Rounding, resolve_policy
 from ..tables.build import write_tables
+from .bounds import add_bound_parsers
+from .chains import add_chain_parsers
+from .plot import add_plot_parsers
+from .sweep import add_sweep_parsers
 
 __all__ = ["main", "show_exact", "exact_decimal"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 
 from ..conformance.deviations import LIBRARIES
-from ..core.formats import format_of
 from ..conformance.sweeper import sweep
+from ..core.formats import format_of
 
 __all__ = ["add_sweep_parsers"]
 

@@ -42,121 +42,23 @@ from typing import Any
 
 import numpy as np
 
-from ..core.twins.exact import _floor_log2, _pow2
 from ..core.formats import FP32, AnyFormat, Format, IntFormat, format_of
 from ..core.policy import Overflow, Rounding, resolve_policy
+from ..core.twins.exact import pow2
+from .grid import (
+    _neg_zero,
+    _representable,
+    ceil_key,
+    finite_key_range,
+    floor_key,
+    key_code,
+    key_value,
+)
 
 __all__ = [
     "boundary_values", "BoundaryValues", "BoundaryPoint", "overflow_threshold", "underflow_threshold",
     "floor_key", "ceil_key", "key_value", "key_code", "finite_key_range", "format_value",
 ]
-
-
-# ---- exact grids: ordered keys of finite values (the codekeys order), without the engine ------------
-def _neg_zero(fmt: AnyFormat) -> int:
-    return 1 if fmt.has_negative_zero else 0
-
-
-def _mag_value(mc: int, f: Format) -> Fraction:
-    m = f.man_bits
-    ef, man = mc >> m, mc & ((1 << m) - 1)
-    if ef == 0 and f.has_subnormals:
-        return man * _pow2(f.emin - m)
-    return ((1 << m) + man) * _pow2(ef - f.bias - m)
-
-
-def _floor_mag(a: Fraction, f: Format) -> int | None:
-    """Largest finite magnitude code with value <= a (a >= 0); None when a is below every value."""
-    if a >= f.max_finite:
-        return f.max_mag_code
-    if a < f.min_normal:
-        if not f.has_subnormals:
-            return None
-        return int(a / f.min_subnormal)
-    e = _floor_log2(a)
-    k = int(a / _pow2(e - f.man_bits))
-    return ((e + f.bias) << f.man_bits) + k - (1 << f.man_bits)
-
-
-def _ceil_mag(a: Fraction, f: Format) -> int | None:
-    fl = _floor_mag(a, f)
-    if fl is None:
-        return 0
-    if _mag_value(fl, f) == a:
-        return fl
-    return fl + 1 if fl + 1 <= f.max_mag_code else None
-
-
-def finite_key_range(fmt: AnyFormat) -> tuple[int, int]:
-    """(smallest, largest) key of a finite value (keys order values; ints: the value itself)."""
-    if isinstance(fmt, IntFormat):
-        return fmt.min_value, fmt.max_value
-    top = fmt.max_mag_code
-    return (-top - _neg_zero(fmt), top) if fmt.signed else (0, top)
-
-
-def key_value(k: int, fmt: AnyFormat) -> Fraction:
-    """Exact value of a finite key (-0 reads as 0)."""
-    if isinstance(fmt, IntFormat):
-        return Fraction(k)
-    return _mag_value(k, fmt) if k >= 0 else -_mag_value(-k - _neg_zero(fmt), fmt)
-
-
-def key_code(k: int, fmt: AnyFormat) -> int:
-    """Code (unsigned bit pattern) of a finite key."""
-    if isinstance(fmt, IntFormat):
-        return k % (1 << fmt.bits)
-    return k if k >= 0 else (-k - _neg_zero(fmt)) | fmt.sign_bit
-
-
-def _neg_key(mag: int, fmt: Format) -> int:
-    return -mag - _neg_zero(fmt) if (mag or fmt.has_negative_zero) else 0
-
-
-def floor_key(v: Fraction, fmt: AnyFormat) -> int | None:
-    """Key of the largest finite value <= v (None when there is none)."""
-    if isinstance(fmt, IntFormat):
-        k = min(v.numerator // v.denominator, fmt.max_value)
-        return k if k >= fmt.min_value else None
-    if v >= 0:
-        return _floor_mag(v, fmt)
-    if not fmt.signed:
-        return None
-    mc = _ceil_mag(-v, fmt)
-    return None if mc is None else _neg_key(mc, fmt)
-
-
-def ceil_key(v: Fraction, fmt: AnyFormat) -> int | None:
-    """Key of the smallest finite value >= v (None when there is none)."""
-    if isinstance(fmt, IntFormat):
-        k = max(-((-v.numerator) // v.denominator), fmt.min_value)
-        return k if k <= fmt.max_value else None
-    if v >= 0:
-        return _ceil_mag(v, fmt)
-    if not fmt.signed:
-        return 0
-    mc = _floor_mag(-v, fmt)
-    return _neg_key(0 if mc is None else mc, fmt)
-
-
-def _representable(v: Fraction, fmt: AnyFormat) -> bool:
-    k = floor_key(v, fmt)
-    return k is not None and key_value(k, fmt) == v
-
-
-# ---- thresholds ---------------------------------------------------------------------------------------
-def _threshold(mx: Fraction, ulp: Fraction, odd: bool, mode: Rounding, sign: int) -> tuple[Fraction, bool]:
-    """The overflow rule of Format.overflow_threshold for a largest magnitude ``mx`` of spacing ``ulp``."""
-    toward_inf = (mode is Rounding.UP and sign > 0) or (mode is Rounding.DOWN and sign < 0)
-    if mode is Rounding.NEAREST_EVEN:
-        return mx + ulp / 2, odd
-    if mode is Rounding.NEAREST_AWAY:
-        return mx + ulp / 2, True
-    if mode is Rounding.STOCHASTIC or toward_inf:
-        return mx, False
-    if mode is Rounding.TO_ODD:
-        return (mx, False) if not odd else (mx + ulp, True)
-    return mx + ulp, True
 
 
 def overflow_threshold(fmt: Any, rounding: Any = "rne", sign: int = 1) -> tuple[Fraction, bool]:
@@ -166,11 +68,7 @@ def overflow_threshold(fmt: Any, rounding: Any = "rne", sign: int = 1) -> tuple[
     (``sign=+1``) or ``|min|`` (``sign=-1``; unsigned: 0, so INT8 rne gives (127.5, True) and
     (128.5, False), UINT8 below zero (0.5, False)).
     """
-    fmt, mode = format_of(fmt), Rounding.of(rounding)
-    if isinstance(fmt, Format):
-        return fmt.overflow_threshold(mode, sign=sign)
-    mx = fmt.max_value if sign > 0 else -fmt.min_value
-    return _threshold(Fraction(mx), Fraction(1), bool(mx & 1), mode, sign)
+    return format_of(fmt).overflow_threshold(Rounding.of(rounding), sign=sign)
 
 
 def underflow_threshold(fmt: Any, rounding: Any = "rne", sign: int = 1) -> tuple[Fraction, bool]:
@@ -354,7 +252,7 @@ def _ties(F: AnyFormat, anchors: Iterable[Fraction]) -> list[tuple[Fraction, Fra
                 pairs.add((Fraction(k - 1), Fraction(k), k == mn))
         return sorted(pairs)
     klo, khi = finite_key_range(F)
-    top_ulp = _pow2(F.emax - F.man_bits)
+    top_ulp = pow2(F.emax - F.man_bits)
 
     def nxt(k: int) -> tuple[Fraction, bool] | None:
         if k < khi:
@@ -387,7 +285,7 @@ def _format_targets(c: _Collector, F: AnyFormat, mode: Rounding, anchors: list[F
             what, over = ("max" if s > 0 else "min"), end + s
         else:
             end, what = s * F.max_finite, ("max finite" if s > 0 else "-max finite")
-            over = s * (F.max_finite + _pow2(F.emax - F.man_bits))
+            over = s * (F.max_finite + pow2(F.emax - F.man_bits))
         c.add(end, "max_finite", f"{what} of {name}", fmt=name)
         c.add(over, "past_max", f"{format_value(over)}: next value past {what} of {name} (overflows in every mode)",
               fmt=name)
@@ -453,7 +351,7 @@ def _exactness(c: _Collector, X: Format) -> None:
     p, name = X.precision, X.name
     for s in (1, -1) if X.signed else (1,):
         sg = "" if s > 0 else "-"
-        lim = _pow2(p)
+        lim = pow2(p)
         if lim > X.max_finite:
             return
         c.add(s * lim, "exact_limit", f"{sg}2^{p} = 2^p exactness limit of {name}", fmt=name)
@@ -575,11 +473,11 @@ def _build(src: AnyFormat, dst: AnyFormat, via: tuple[AnyFormat, ...], mode: Rou
     _specials_and_edges(c, src)
     chain = [*via, dst]
     involved = list(dict.fromkeys([src, *chain, *inters]))
-    anchors = [Fraction(1)] + [_pow2(f.precision) for f in involved]
+    anchors = [Fraction(1)] + [pow2(f.precision) for f in involved]
     if isinstance(src, IntFormat):
-        anchors.append(_pow2(src.max_value.bit_length() - 1))
+        anchors.append(pow2(src.max_value.bit_length() - 1))
     for i, F in enumerate(chain):
-        fa = anchors + ([F.min_normal, _pow2(F.emax)] if isinstance(F, Format) else [])
+        fa = anchors + ([F.min_normal, pow2(F.emax)] if isinstance(F, Format) else [])
         before = [f for f in dict.fromkeys([*chain[:i], *inters]) if f != F and f != src]
         _format_targets(c, F, mode, fa, before, src.precision)
     for f in involved:

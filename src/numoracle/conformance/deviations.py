@@ -43,8 +43,8 @@ import numpy as np
 
 from ..core.convert import cast as _engine_cast
 from ..core.convert import decode
-from ..core.formats import FP32, UINT64, AnyFormat, format_of
-from ..core.interop import _TORCH_NAMES, as_native, is_torch, native_dtype, to_codes
+from ..core.formats import FP32, TORCH_NAMES, UINT64, AnyFormat, format_of
+from ..core.interop import as_native, is_torch, native_dtype, to_codes
 from ..core.policy import Rounding
 
 _NARROW = ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn")
@@ -250,7 +250,7 @@ def deviations_for(library: str, src: AnyFormat | str, dst: AnyFormat | str) -> 
 def _torch_dtype(fmt: AnyFormat):
     import torch
 
-    for tname, fname in _TORCH_NAMES.items():
+    for tname, fname in TORCH_NAMES.items():
         if fname == fmt.name:
             return getattr(torch, tname)
     raise ValueError(f"torch has no dtype for {fmt.name}")

@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
-from ..core.convert import _check_codes, cast_codes, decode
-from .deviations import LIBRARIES, native_cast
+from ..core.convert import cast_codes, check_codes, decode
 from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
+from .deviations import LIBRARIES, native_cast
 from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
 
 __all__ = ["sweep", "Converter", "SweepReport", "random_codes", "BLOCK"]
@@ -343,7 +343,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
             from .boundary import boundary_values  # (boundary imports nothing of sweep; lazy for import time)
             bv = boundary_values(src, dst, rounding=pol.rounding.value, overflow=pol.overflow.value)
             codes = np.asarray(bv.codes)
-            codes = _check_codes(codes, src)
+            codes = check_codes(codes, src)
             return _array_parts(codes, chunk), f"boundary ({codes.size} codes from boundary_values)", codes.size
         raise ValueError(f"inputs must be 'exhaustive', 'boundary', a count N or an array of {src.name} codes; "
                          f"got {inputs!r}")
@@ -367,7 +367,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     if codes.dtype.kind not in "iu" or codes.ndim != 1:
         raise TypeError(f"inputs as an array must be a 1-d array of integer {src.name} codes (bit patterns), got "
                         f"dtype {codes.dtype}, shape {codes.shape}; for values use numoracle.encode(values, src)")
-    codes = _check_codes(codes, src)
+    codes = check_codes(codes, src)
     if not codes.size:
         raise ValueError("inputs is an empty array; give at least one code")
     return _array_parts(np.ascontiguousarray(codes), chunk), f"{codes.size} given codes", codes.size

@@ -16,7 +16,7 @@ __all__ = ["cast", "cast_codes", "decode", "encode", "CHUNK"]
 CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
-def _check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
+def check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype.kind in "fcVOUS":
         fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
@@ -77,7 +77,7 @@ def cast(
         codes, src_fmt = to_codes(x)
     else:
         src_fmt = format_of(src)
-        codes = _check_codes(x, src_fmt)
+        codes = check_codes(x, src_fmt)
     pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits)
     rand = None
     if pol.rounding is Rounding.STOCHASTIC:
@@ -113,7 +113,7 @@ def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, r
 def decode(codes: Any, fmt: Any) -> np.ndarray:
     """Exact values of codes: float64 for float formats, int64/uint64 for integers."""
     fmt = format_of(fmt)
-    c = _check_codes(codes, fmt, hint="decode() takes codes; for values already in a native dtype use "
+    c = check_codes(codes, fmt, hint="decode() takes codes; for values already in a native dtype use "
                      "np.asarray(values, np.float64), or get codes with cast()/encode()")
     if fmt.is_integer:
         if fmt.signed:

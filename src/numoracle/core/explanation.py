@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .twins import exact
 from .convert import cast_codes
-from .twins.exact import Special
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
 from .interop import to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
+from .twins import exact
+from .twins.exact import Special
 
 __all__ = ["explain", "Explanation", "bits_of"]
 

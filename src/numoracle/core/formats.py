@@ -25,6 +25,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
+from .policy import Rounding
+
 __all__ = [
     "Format",
     "IntFormat",
@@ -59,7 +61,6 @@ __all__ = [
 ]
 
 _NAN_KINDS = ("ieee", "fn", "fnuz", "none")
-_NEAREST = ("rne", "rna")
 
 
 def _code_dtype_name(bits: int) -> str:
@@ -67,6 +68,27 @@ def _code_dtype_name(bits: int) -> str:
         if bits <= width:
             return f"uint{width}"
     raise ValueError(f"formats wider than 64 bits are not supported (got {bits})")
+
+
+def overflow_rule(mx: Fraction, ulp: Fraction, odd: bool, mode: Rounding, sign: int) -> tuple[Fraction, bool]:
+    """The overflow threshold ``(t, inclusive)`` of a format whose largest magnitude ``mx`` has spacing ``ulp``.
+
+    A value of sign ``sign`` overflows iff ``|x| > t`` (or ``== t`` and inclusive), rounding with an unbounded
+    exponent; ``odd``: the largest significand is odd (decides ties and round-to-odd). Stochastic rounding may
+    overflow anywhere above ``mx``: reported as ``(mx, False)``. The one place this rule is written.
+    """
+    toward_inf = (mode is Rounding.UP and sign > 0) or (mode is Rounding.DOWN and sign < 0)
+    match mode:
+        case Rounding.NEAREST_EVEN:
+            return mx + ulp / 2, odd
+        case Rounding.NEAREST_AWAY:
+            return mx + ulp / 2, True
+        case Rounding.STOCHASTIC:
+            return mx, False
+        case Rounding.TO_ODD:
+            return (mx, False) if not odd else (mx + ulp, True)
+        case _:  # rtz, and ru / rd: toward their infinity, or away from it
+            return (mx, False) if toward_inf else (mx + ulp, True)
 
 
 @dataclass(frozen=True)
@@ -223,10 +245,8 @@ class Format:
 
     def unit_roundoff(self, rounding: str = "rne") -> Fraction:
         """u = 2^-p for nearest modes, 2^(1-p) for directed, odd and stochastic ones."""
-        from .policy import Rounding
-
         mode = Rounding.of(rounding)
-        return Fraction(2) ** (-self.precision if mode.value in _NEAREST else 1 - self.precision)
+        return Fraction(2) ** (-self.precision if mode.is_nearest else 1 - self.precision)
 
     def overflow_threshold(self, rounding: str = "rne", *, sign: int = 1) -> tuple[Fraction, bool]:
         """Smallest magnitude that overflows when rounded with an unbounded exponent.
@@ -237,22 +257,8 @@ class Format:
         is reported as ``(max_finite, False)``.
         FP16 rne: (65520, True). FP8_E4M3FN rne: (464, False).
         """
-        from .policy import Rounding
-
-        mode = Rounding.of(rounding).value
-        mx = self.max_finite
         ulp = Fraction(2) ** (self.emax - self.man_bits)
-        odd_max = bool(self.max_significand & 1)
-        toward_inf = (mode == "ru" and sign > 0) or (mode == "rd" and sign < 0)
-        if mode == "rne":
-            return mx + ulp / 2, odd_max
-        if mode == "rna":
-            return mx + ulp / 2, True
-        if mode in ("sr",) or toward_inf:
-            return mx, False
-        if mode == "rto":
-            return (mx, False) if not odd_max else (mx + ulp, True)
-        return mx + ulp, True  # rtz, and ru/rd away from their direction
+        return overflow_rule(self.max_finite, ulp, bool(self.max_significand & 1), Rounding.of(rounding), sign)
 
     # ---- misc ------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -325,6 +331,11 @@ class IntFormat:
         return (1 << (self.bits - (1 if self.signed else 0))) - 1
 
     @property
+    def overflow_threshold(self, rounding: str = "rne", *, sign: int = 1) -> tuple[Fraction, bool]:
+        """As Format.overflow_threshold, with spacing 1 around ``max`` (sign=+1) or ``|min|`` (sign=-1)."""
+        mx = self.max_value if sign > 0 else -self.min_value
+        return overflow_rule(Fraction(mx), Fraction(1), bool(mx & 1), Rounding.of(rounding), sign)
+
     def max_finite(self) -> Fraction:
         return Fraction(self.max_value)
 
@@ -442,6 +453,23 @@ def _from_dtype_name(name: str) -> AnyFormat | None:
     return _REGISTRY.get(k)
 
 
+# torch dtype names -> numoracle names (torch is never imported for this: a dtype's str() names it)
+TORCH_NAMES = {
+    "float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8_e4m3fn", "float8_e5m2": "fp8_e5m2", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+    "float8_e5m2fnuz": "fp8_e5m2fnuz", "float8_e8m0fnu": "e8m0fnu", "int8": "int8", "uint8": "uint8",
+    "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32", "int64": "int64",
+    "uint64": "uint64",
+}
+
+
+def torch_dtype_format(dt: Any) -> AnyFormat | None:
+    """Format of a torch dtype (``torch.float16`` -> FP16), or None."""
+    name = str(dt).removeprefix("torch.")
+    key = TORCH_NAMES.get(name)
+    return format_of(key) if key else None
+
+
 def format_of(x: Any) -> AnyFormat:
     """Resolve a format from a name, a Format, a numpy / ml_dtypes / torch dtype, or an array.
 
@@ -461,8 +489,6 @@ def format_of(x: Any) -> AnyFormat:
         raise ValueError(f"unknown format {x!r}{hint} (numoracle formats lists them all)")
     mod = type(x).__module__ or ""
     if mod.startswith("torch"):
-        from .interop import torch_dtype_format
-
         if hasattr(x, "dtype") and not isinstance(x, type):
             x = x.dtype  # a tensor: its dtype names the format
         fmt = torch_dtype_format(x)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .formats import TF32, AnyFormat, Format, format_of
+from .formats import TF32, AnyFormat, Format, format_of, torch_dtype_format
 
 __all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch"]
 
@@ -24,24 +24,8 @@ _ML_NAMES = {
     "e8m0fnu": "float8_e8m0fnu",
 }
 _NP_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}
-_TORCH_NAMES = {
-    "float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
-    "float8_e4m3fn": "fp8_e4m3fn", "float8_e5m2": "fp8_e5m2", "float8_e4m3fnuz": "fp8_e4m3fnuz",
-    "float8_e5m2fnuz": "fp8_e5m2fnuz", "float8_e8m0fnu": "e8m0fnu", "int8": "int8", "uint8": "uint8",
-    "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32", "int64": "int64",
-    "uint64": "uint64",
-}
-
-
 def is_torch(x: Any) -> bool:
     return "torch" in sys.modules and type(x).__module__.startswith("torch")
-
-
-def torch_dtype_format(dt: Any) -> AnyFormat | None:
-    """Format of a torch dtype (``torch.float16`` -> FP16), or None."""
-    name = str(dt).removeprefix("torch.")
-    key = _TORCH_NAMES.get(name)
-    return format_of(key) if key else None
 
 
 def native_dtype(fmt: AnyFormat) -> np.dtype | None:

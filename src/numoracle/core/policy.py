@@ -9,8 +9,10 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .formats import AnyFormat
+if TYPE_CHECKING:
+    from .formats import AnyFormat
 
 __all__ = ["Rounding", "Overflow", "NanTo", "Flags", "Policy", "resolve_policy"]
 
@@ -74,6 +76,11 @@ class Rounding(_Choice):
     @property
     def is_nearest(self) -> bool:
         return self in (Rounding.NEAREST_EVEN, Rounding.NEAREST_AWAY)
+
+    @property
+    def is_unbiased(self) -> bool:
+        """The error of one rounding has mean zero (nearest modes; stochastic rounding in expectation)."""
+        return self.is_nearest or self is Rounding.STOCHASTIC
 
     @property
     def is_monotone(self) -> bool:

@@ -33,12 +33,12 @@ import numpy as np
 
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast, decode
+from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
+from ..core.policy import Flags
 from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
 from .scale import mul_round
-from ..core.policy import Flags
-from ..testing.checks import NumoracleAssertionError
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]
@@ -257,28 +257,8 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     S_exp = np.asarray(q.scale_per_element(), np.float64)
     ties = np.asarray(q.ties, bool)
     sfmt = format_of(q.params.scale_fmt) if getattr(q.params, "scale_fmt", None) is not None else None
-    # scales
     grid = np.asarray(q.scales).shape
-    off1 = np.zeros(grid, bool)
-    offm = np.zeros(grid, bool)
-    witness: list[str] = []
-    S_act, act_grid = S_exp, np.asarray(q.scales, np.float64)
-    if actual_scales is not None and sfmt is not None:
-        asc = _scale_codes(actual_scales, sfmt, grid).astype(np.uint64)
-        esc = np.asarray(q.scale_codes).astype(np.uint64)
-        nan_s = is_nan(asc, sfmt) | is_nan(esc, sfmt)
-        dk = np.where(nan_s, 2, to_key(np.where(nan_s, 0, asc), sfmt) - to_key(np.where(nan_s, 0, esc), sfmt))
-        dk = np.where((asc == esc), 0, dk)
-        off1, offm = np.abs(dk) == 1, np.abs(dk) > 1
-        for i in np.flatnonzero((off1 | offm).ravel())[:show]:
-            idx = tuple(int(t) for t in np.unravel_index(i, grid))
-            av_s = float(decode(asc.ravel()[i:i + 1], sfmt)[0])
-            witness.append(f"{idx}: {_hex(int(asc.ravel()[i]), sfmt)} ({av_s!r}) vs {_hex(int(esc.ravel()[i]), sfmt)} "
-                           f"({float(np.asarray(q.scales).ravel()[i])!r})")
-        act_grid = np.where(asc == esc, np.asarray(q.scales, np.float64), decode(asc, sfmt).astype(np.float64))
-        S_act = q.layout.expand(act_grid) * (q.global_scale if q.global_scale is not None else 1.0)
-    elif actual_scales is not None:
-        raise ValueError("actual_scales given, but the expected quantisation has no scale format")
+    off1, offm, witness, S_act, act_grid = _compare_scales(q, actual_scales, sfmt, S_exp, show)
     zp_e = None if q.zero_points is None else np.asarray(q.zero_points)
     zp_differ = False
     if a_zp is not None and zp_e is not None and not np.array_equal(np.asarray(a_zp), zp_e):
@@ -291,22 +271,9 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     ke = to_key(np.where(ke_nan, 0, ec), fmt)
     signed_zeros = 0
     if mode == "codes":
-        ac = acodes.astype(np.uint64)
-        an = is_nan(ac, fmt)
-        av = decode(np.where(an, 0, ac), fmt).astype(np.float64)
-        av = np.where(an, np.nan, av)
-        same = (ac == ec) | (an & ke_nan) | (~an & ~ke_nan & (av == ev))
-        signed_zeros = int((same & (ac != ec) & ~an).sum())
-        known = ~an & ~ke_nan
-        dist = np.where(known, to_key(np.where(an, 0, ac), fmt) - ke, 0)
-        if isinstance(fmt, Format) and fmt.has_negative_zero:  # -0 and +0 are one point
-            ka = to_key(np.where(an, 0, ac), fmt)
-            dist = np.where((ka < 0) & (ke >= 0), dist + 1, np.where((ka >= 0) & (ke < 0), dist - 1, dist))
-        a_vals = np.where(an, np.nan, (av - zp) * S_act)
-        a_code = ac
+        a_code, a_vals, same, known, dist, signed_zeros = _codes_mode(acodes, fmt, ec, ev, ke, ke_nan, zp, S_act)
     else:
         a_code, a_vals, same, known, dist = _values_mode(acodes, afmt, q, ec, ke, zp, S_act, fmt)
-        av = a_vals
     scale_ok = np.zeros(xv.shape, bool)
     if in1.any():
         idx = np.flatnonzero((in1 & ~same).ravel())
@@ -331,7 +298,62 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     mr = float(np.nanmax(np.where(fin, r, 0.0))) if xv.size else 0.0
     n_out = counts["tie"] + counts["scale off by one ULP"]
     passed = counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any() and not zp_differ
-    # worst elements
+    rows = _worst_rows(cls, known, dist, q, xv, a_code, a_vals, ec, ev, zp, S_exp, show)
+    return QuantCheckReport(passed, mode, fmt, int(xv.size), counts, int(allow_outliers), rows, sfmt,
+                            int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
+                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ)
+
+
+def _compare_scales(q: Any, actual_scales: Any, sfmt: Any, S_exp: np.ndarray, show: int) -> tuple:
+    """Step 1: the actual scales against the expected ones: (one-ULP-off mask, further-off mask, witness lines,
+    the per-element actual scale, the actual scale grid)."""
+    grid = np.asarray(q.scales).shape
+    off1 = np.zeros(grid, bool)
+    offm = np.zeros(grid, bool)
+    witness: list[str] = []
+    S_act, act_grid = S_exp, np.asarray(q.scales, np.float64)
+    if actual_scales is not None and sfmt is None:
+        raise ValueError("actual_scales given, but the expected quantisation has no scale format")
+    if actual_scales is None:
+        return off1, offm, witness, S_act, act_grid
+    asc = _scale_codes(actual_scales, sfmt, grid).astype(np.uint64)
+    esc = np.asarray(q.scale_codes).astype(np.uint64)
+    nan_s = is_nan(asc, sfmt) | is_nan(esc, sfmt)
+    dk = np.where(nan_s, 2, to_key(np.where(nan_s, 0, asc), sfmt) - to_key(np.where(nan_s, 0, esc), sfmt))
+    dk = np.where((asc == esc), 0, dk)
+    off1, offm = np.abs(dk) == 1, np.abs(dk) > 1
+    for i in np.flatnonzero((off1 | offm).ravel())[:show]:
+        idx = tuple(int(t) for t in np.unravel_index(i, grid))
+        av_s = float(decode(asc.ravel()[i:i + 1], sfmt)[0])
+        witness.append(f"{idx}: {_hex(int(asc.ravel()[i]), sfmt)} ({av_s!r}) vs {_hex(int(esc.ravel()[i]), sfmt)} "
+                       f"({float(np.asarray(q.scales).ravel()[i])!r})")
+    act_grid = np.where(asc == esc, np.asarray(q.scales, np.float64), decode(asc, sfmt).astype(np.float64))
+    S_act = q.layout.expand(act_grid) * (q.global_scale if q.global_scale is not None else 1.0)
+    return off1, offm, witness, S_act, act_grid
+
+
+def _codes_mode(acodes: np.ndarray, fmt: AnyFormat, ec: np.ndarray, ev: np.ndarray, ke: np.ndarray,
+                ke_nan: np.ndarray, zp: np.ndarray, S_act: np.ndarray) -> tuple:
+    """Step 2 for actual codes: (codes, dequantised values, same, comparable, key distance, signed-zero count)."""
+    ac = acodes.astype(np.uint64)
+    an = is_nan(ac, fmt)
+    av = decode(np.where(an, 0, ac), fmt).astype(np.float64)
+    av = np.where(an, np.nan, av)
+    same = (ac == ec) | (an & ke_nan) | (~an & ~ke_nan & (av == ev))
+    signed_zeros = int((same & (ac != ec) & ~an).sum())
+    known = ~an & ~ke_nan
+    dist = np.where(known, to_key(np.where(an, 0, ac), fmt) - ke, 0)
+    if isinstance(fmt, Format) and fmt.has_negative_zero:  # -0 and +0 are one point
+        ka = to_key(np.where(an, 0, ac), fmt)
+        dist = np.where((ka < 0) & (ke >= 0), dist + 1, np.where((ka >= 0) & (ke < 0), dist - 1, dist))
+    a_vals = np.where(an, np.nan, (av - zp) * S_act)
+    return ac, a_vals, same, known, dist, signed_zeros
+
+
+def _worst_rows(cls: np.ndarray, known: np.ndarray, dist: np.ndarray, q: Any, xv: np.ndarray, a_code: Any,
+                a_vals: np.ndarray, ec: np.ndarray, ev: np.ndarray, zp: np.ndarray, S_exp: np.ndarray,
+                show: int) -> list:
+    """Step 4: the ``show`` worst elements, mismatches first, then by code distance."""
     bad = np.flatnonzero((cls != "exact").ravel())
     rank = np.array([_RANK[c] for c in cls.ravel()[bad]])
     mag = np.where(known.ravel()[bad], -np.abs(dist.ravel()[bad]), -np.iinfo(np.int64).max)
@@ -345,9 +367,7 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
                                  float((ev.ravel()[i] - zp.ravel()[i]) * S_exp.ravel()[i]), float(t.ravel()[i]),
                                  float(S_exp.ravel()[i]), int(dist.ravel()[i]) if known.ravel()[i] else None,
                                  str(cls.ravel()[i])))
-    return QuantCheckReport(passed, mode, fmt, int(xv.size), counts, int(allow_outliers), rows, sfmt,
-                            int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
-                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ)
+    return rows
 
 
 def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke: np.ndarray, zp: np.ndarray,

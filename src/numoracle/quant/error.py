@@ -32,167 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import decode
 from ..core.formats import AnyFormat, Format
-from ..core.interop import to_codes
+from ..core.policy import Rounding
+from ..reduce.boundmath import add_up, fup, mul_up, pow2_text, up
+from .metrics import _as_values, _dn, cosine, cosine_bound, sqnr, sqnr_bound
 from .scale import two_sum
-from ..reduce.reference import exact_dot
-from ..reduce.tolerance import _add_up, _fup, _mul_up, _pow2, _up
 
 __all__ = ["quantization_error_bound", "QuantErrorReport", "sqnr", "cosine", "sqnr_bound", "cosine_bound",
            "ComputeModel"]
 
 _INF = np.float64(np.inf)
-_NEAREST = ("rne", "rna")
-
-
-# ---- float64 helpers ---------------------------------------------------------------------------
-def _dn(r: np.ndarray) -> np.ndarray:
-    """A lower bound of the exact result of one RN operation on non-negative exact operands."""
-    r = np.asarray(r, np.float64)
-    return np.where(r > 0, np.nextafter(r, -_INF), r)
-
-
-def _as_values(x: Any, name: str) -> np.ndarray:
-    """Exact float64 values of an array (numpy, ml_dtypes, torch, lists); NaN/inf kept."""
-    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
-        return x.astype(np.float64)
-    try:
-        codes, fmt = to_codes(x)
-    except TypeError as e:
-        raise TypeError(f"{name}: {e}") from None
-    v = decode(codes, fmt)
-    if v.dtype != np.float64:
-        if v.size and np.abs(v.astype(np.float64)).max() > 2**53:
-            raise ValueError(f"{name}: integers beyond 2^53 are not exact in float64")
-        v = v.astype(np.float64)
-    return v
-
-
-def _exact_sq_sum(v: np.ndarray) -> tuple[float, int]:
-    """(m, e) with sum v^2 ~= m * 4^e, m the correctly rounded sum of (v 2^-e)^2 (no overflow)."""
-    v = v.ravel()
-    if v.size == 0:
-        return 0.0, 0
-    big = float(np.max(np.abs(v)))
-    if big == 0:
-        return 0.0, 0
-    e = math.frexp(big)[1]
-    w = np.ldexp(v, -e)  # exact unless |v 2^-e| underflows: those squares are < 2^-2000 of the largest
-    return float(exact_dot(w, w)), e
-
-
-def _flat_pair(x: Any, y: Any, who: str) -> tuple[np.ndarray, np.ndarray]:
-    a, b = _as_values(x, "x"), _as_values(y, "y")
-    if a.shape != b.shape:
-        raise ValueError(f"{who}: x has shape {a.shape} and y has shape {b.shape}; give arrays of one shape")
-    bad = ~(np.isfinite(a) & np.isfinite(b))
-    if bad.any():
-        i = int(np.flatnonzero(bad.ravel())[0])
-        raise ValueError(f"{who}: {int(bad.sum())} NaN/inf value(s) (first at flat index {i}: x = {a.ravel()[i]}, "
-                         f"y = {b.ravel()[i]}); these metrics need finite data (mask them out first)")
-    return a.ravel(), b.ravel()
-
-
-# ---- metrics -----------------------------------------------------------------------------------
-def sqnr(x: Any, y: Any) -> float:
-    """Signal-to-quantization-noise ratio in dB: 10 log10(sum x^2 / sum (x - y)^2).
-
-    ``x`` is the reference signal, ``y`` its approximation (e.g. ``dequantize(quantize(x))``). Both
-    sums are exact (TwoSum differences, exact dot products of power-of-two-scaled data), so only the
-    final logarithms round. ``inf`` when x and y are identical (all-zero included), ``-inf`` when x is
-    all zero and y is not. Raises ValueError for NaN/inf or different shapes.
-
-    >>> round(sqnr([1.0, 2.0], [1.0, 2.5]), 6)   # 10 log10(5 / 0.25)
-    13.0103
-    """
-    a, b = _flat_pair(x, y, "sqnr")
-    s, e = two_sum(a, -b)
-    if not (s.any() or e.any()):
-        return math.inf
-    sig, es = _exact_sq_sum(a)
-    if sig == 0:
-        return -math.inf
-    k = math.frexp(float(np.max(np.abs(s))))[1] if s.any() else math.frexp(float(np.max(np.abs(e))))[1]
-    ss, ee = np.ldexp(s, -k), np.ldexp(e, -k)
-    noise = float(exact_dot(np.concatenate([ss, 2 * ss, ee]), np.concatenate([ss, ee, ee])))
-    if abs(es - k) <= 1:  # ratio near 1: 10 log10(1 + (sig - noise)/noise) with the difference exact
-        xs = np.ldexp(a, -k)
-        diff = float(exact_dot(np.concatenate([xs, ss, 2 * ss, ee]), np.concatenate([xs, -ss, -ee, -ee])))
-        if abs(diff) < noise / 2:
-            return 10.0 * math.log1p(diff / noise) / math.log(10.0)
-    return 10.0 * (math.log10(sig) - math.log10(noise)) + 20.0 * (es - k) * math.log10(2.0)
-
-
-def cosine(x: Any, y: Any) -> float:
-    """Cosine similarity sum(x y) / sqrt(sum x^2 sum y^2), from exact dot products (clamped to [-1, 1]).
-
-    1.0 exactly when x and y are identical and nonzero; NaN when either is all zero (the angle is
-    undefined, and NaN fails every threshold comparison). Raises ValueError for NaN/inf or shapes.
-    """
-    a, b = _flat_pair(x, y, "cosine")
-    if not a.any() or not b.any():
-        return math.nan
-    ka = math.frexp(float(np.max(np.abs(a))))[1]
-    kb = math.frexp(float(np.max(np.abs(b))))[1]
-    sa, sb = np.ldexp(a, -ka), np.ldexp(b, -kb)
-    num = float(exact_dot(sa, sb))
-    na, nb = float(exact_dot(sa, sa)), float(exact_dot(sb, sb))
-    if np.array_equal(a, b):
-        return 1.0
-    return max(-1.0, min(1.0, num / math.sqrt(na) / math.sqrt(nb)))
-
-
-def _bound_array(bound: Any, x: np.ndarray | None) -> np.ndarray:
-    if isinstance(bound, QuantErrorReport):
-        return bound.bound
-    b = np.asarray(bound, np.float64)
-    if x is not None and b.shape != x.shape:
-        b = np.broadcast_to(b, x.shape)
-    return b
-
-
-def sqnr_bound(x: Any, bound: Any) -> float:
-    """The SQNR (dB) that an elementwise error bound guarantees: 10 log10(sum x^2 / sum bound^2), rounded down.
-
-    ``bound``: a :class:`QuantErrorReport` (from :func:`quantization_error_bound`) or an array of
-    elementwise bounds |x_i - y_i| <= bound_i. Then sum (x - y)^2 <= sum bound^2, so
-    ``sqnr(x, y) >= sqnr_bound(x, bound)`` for every y within the bound (the sums here are rounded
-    outward and the result pushed down past the logarithms' rounding). ``inf`` when every bound is 0.
-    """
-    a = _as_values(x, "x")
-    b = _bound_array(bound, a)
-    if b.shape != a.shape:
-        raise ValueError(f"sqnr_bound: x has shape {a.shape} and the bound {b.shape}")
-    if not (np.isfinite(a).all() and np.isfinite(b).all()) or (b < 0).any():
-        raise ValueError("sqnr_bound needs finite x and finite non-negative bounds (a NaN/inf element or a "
-                         "void bound has no SQNR guarantee)")
-    if not b.any():
-        return math.inf
-    sig, es = _exact_sq_sum(a)
-    if sig == 0:
-        return -math.inf
-    noise, eb = _exact_sq_sum(b)
-    sig, noise = math.nextafter(sig, 0.0), math.nextafter(noise, math.inf)
-    r = 10.0 * (math.log10(sig) - math.log10(noise)) + 20.0 * (es - eb) * math.log10(2.0)
-    return r - (abs(r) + 100.0) * 2.0**-48
-
-
-def cosine_bound(x: Any, bound: Any) -> float:
-    """The cosine similarity an elementwise bound guarantees: sqrt(1 - sum bound^2 / sum x^2), rounded down.
-
-    With ||y - x|| <= r < ||x|| the angle between x and y is at most arcsin(r / ||x||), so
-    ``cosine(x, y) >= cosine_bound(x, bound)``; -1.0 when r >= ||x|| (no guarantee).
-    """
-    s = sqnr_bound(x, bound)
-    if s == math.inf:
-        return 1.0
-    ratio = 10.0 ** (-s / 10.0)  # >= sum b^2 / sum x^2 (s rounded down), up to 1 ulp of the power
-    ratio = math.nextafter(ratio, math.inf)
-    if ratio >= 1.0:
-        return -1.0
-    c = math.sqrt(1.0 - ratio)
-    return math.nextafter(math.nextafter(c, 0.0), 0.0)
 
 
 # ---- the compute model -------------------------------------------------------------------------
@@ -215,7 +64,7 @@ class ComputeModel:
     @property
     def eta(self) -> Fraction:
         """Largest absolute error of one rounding into fmt's subnormal range."""
-        return self.fmt.min_subnormal / 2 if self.mode in _NEAREST else self.fmt.min_subnormal
+        return self.fmt.min_subnormal / 2 if Rounding.of(self.mode).is_nearest else self.fmt.min_subnormal
 
     @property
     def describe(self) -> str:
@@ -308,7 +157,7 @@ class QuantErrorReport:
         """|x - values| rounded up (values: dequantized float64 values, or a Quantized)."""
         v = self._values(values)
         s, e = two_sum(self.x, -v)
-        return _up(np.abs(s) + np.abs(e))
+        return up(np.abs(s) + np.abs(e))
 
     def exceeded(self, values: Any) -> np.ndarray:
         """Where |x - values| > bound, decided exactly (TwoSum); NaN/inf x excluded, void bounds never exceed."""
@@ -353,7 +202,7 @@ class QuantErrorReport:
     def __str__(self) -> str:
         n = self.x.size
         c = self.compute
-        u = "1/2 ulp" if self.rounding in _NEAREST else "1 ulp (strict)"
+        u = "1/2 ulp" if Rounding.of(self.rounding).is_nearest else "1 ulp (strict)"
         ir, cl, ed = self.in_range, self.clipped, self.edge
         lines = [f"QuantErrorReport: {n} element(s) of {self.fmt.name} ({self.rounding}), compute "
                  f"{c.fmt.name}: {c.describe}",
@@ -361,8 +210,8 @@ class QuantErrorReport:
                  "(exact) where the element saturates",
                  f"  - element rounding: {u} of {self.fmt.name} at |t| (ulp = 1 for integers), times S"
                  + (f"; max {float(self.rounding_term[ir].max()):.6g}" if ir.any() else ""),
-                 f"  - compute rounding: |t - x/S| <= |x/S| (|eps| (1+u) + u) + eta, u = {_pow2(c.u)}, eta = "
-                 f"{_pow2(c.eta)}, eps = {'S R' if c.recip else 'S/D'} - 1 (0 when the divisor is the scale)"
+                 f"  - compute rounding: |t - x/S| <= |x/S| (|eps| (1+u) + u) + eta, u = {pow2_text(c.u)}, eta = "
+                 f"{pow2_text(c.eta)}, eps = {'S R' if c.recip else 'S/D'} - 1 (0 when the divisor is the scale)"
                  + (f"; max {float(self.compute_term[ir].max()):.6g}" if ir.any() else ""),
                  f"  - clipped (saturated): {int(cl.sum())} element(s)"
                  + (f", max error {float(self.clip_error[cl].max()):.6g}" if cl.any() else "")
@@ -403,12 +252,12 @@ def _core(x: np.ndarray, S: np.ndarray, fmt: AnyFormat, lo: np.ndarray, hi: np.n
     bad_s = ~np.isfinite(S) | (S < 0)
     with np.errstate(all="ignore"):
         q = ax / np.where(zero_s | bad_s, 1.0, S)
-    t_up, t_dn = _up(q), _dn(q)  # |t*| in [t_dn, t_up]
-    u, eta = _fup(cm.u), _fup(cm.eta)
-    rel = _add_up(_mul_up(eps, _fup(1 + cm.u)), u)
+    t_up, t_dn = up(q), _dn(q)  # |t*| in [t_dn, t_up]
+    u, eta = fup(cm.u), fup(cm.eta)
+    rel = add_up(mul_up(eps, fup(1 + cm.u)), u)
     with np.errstate(all="ignore"):
-        D = _add_up(_up(t_up * rel), eta)  # |t - t*| <= D
-    t_hi = _add_up(t_up, D)
+        D = add_up(up(t_up * rel), eta)  # |t - t*| <= D
+    t_hi = add_up(t_up, D)
     t_lo = np.maximum(np.where(np.isfinite(t_dn - D), _dn_signed(t_dn - D), 0.0), 0.0)
     if rinf is not None:
         r = np.broadcast_to(rinf, shape) & (ax > 0)
@@ -420,13 +269,13 @@ def _core(x: np.ndarray, S: np.ndarray, fmt: AnyFormat, lo: np.ndarray, hi: np.n
         edge_hi, edge_lo = (th > hi) & ~above, (tl < lo) & ~below
         T = np.maximum(np.abs(tl), np.abs(th))
         ulp = _ulp_elem(np.where(np.isfinite(T), T, 0.0), fmt)
-        half = 0.5 if mode in _NEAREST else 1.0
-        rterm = _up(S * (ulp * half))
-        cterm = _up(S * D)
-        inside = _add_up(rterm, cterm)
+        half = 0.5 if Rounding.of(mode).is_nearest else 1.0
+        rterm = up(S * (ulp * half))
+        cterm = up(S * D)
+        inside = add_up(rterm, cterm)
         hs, ls = hi * S, lo * S  # |x - hi S| (the exact saturation error), |x - lo S|
-        top = _up(np.maximum(xf - _dn_signed(hs), _up_signed(hs) - xf))
-        bot = _up(np.maximum(xf - _dn_signed(ls), _up_signed(ls) - xf))
+        top = up(np.maximum(xf - _dn_signed(hs), _up_signed(hs) - xf))
+        bot = up(np.maximum(xf - _dn_signed(ls), _up_signed(ls) - xf))
     clip_err = np.where(above | edge_hi, top, 0.0) + np.where(below | edge_lo, bot, 0.0)
     clipped = above | below
     edge = (edge_hi | edge_lo) & ~clipped
@@ -440,7 +289,7 @@ def _core(x: np.ndarray, S: np.ndarray, fmt: AnyFormat, lo: np.ndarray, hi: np.n
     void |= bad_s | (~np.isfinite(bound) & ~zero_s)
     void &= ~nonfinite
     bound = np.where(nonfinite, np.nan, np.where(void, np.inf, bound))
-    return QuantErrorReport(fmt, mode, cm, x, np.asarray(S), bound, _up(S * ulp), rterm, cterm, clip_err,
+    return QuantErrorReport(fmt, mode, cm, x, np.asarray(S), bound, up(S * ulp), rterm, cterm, clip_err,
                             clipped & ~nonfinite & ~void, edge & ~nonfinite & ~void, nonfinite, void,
                             zero_s & ~nonfinite & ~void, notes)
 
@@ -492,12 +341,12 @@ def _from_quantized(q: Any, x: np.ndarray) -> QuantErrorReport:
             R = lay.expand(np.asarray(q.reciprocals, np.float64))
             rinf = np.isinf(R)
             prod = S * np.where(rinf, 0.0, R)
-            eps = _add_up(np.abs(1.0 - prod), _mul_up(np.abs(prod), 2.0**-52))  # |1 - S R| (S R rounded once)
+            eps = add_up(np.abs(1.0 - prod), mul_up(np.abs(prod), 2.0**-52))  # |1 - S R| (S R rounded once)
         else:
             Dv = lay.expand(np.asarray(q.divisors, np.float64))
             same = Dv == S
-            eps = np.where(same, 0.0, _up(_add_up(np.abs(S - Dv), 0.0) / np.where(Dv == 0, 1.0, np.abs(Dv))))
-            eps = np.where(same, 0.0, _mul_up(eps, 1.0 + 2.0**-51))
+            eps = np.where(same, 0.0, up(add_up(np.abs(S - Dv), 0.0) / np.where(Dv == 0, 1.0, np.abs(Dv))))
+            eps = np.where(same, 0.0, mul_up(eps, 1.0 + 2.0**-51))
     eps = np.where(np.isfinite(eps), eps, np.inf)
     notes = []
     sat = p.overflow == "saturate"

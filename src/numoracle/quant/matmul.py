@@ -19,7 +19,7 @@ With A^ = dequantize(q_a), B^ likewise (exact), y = A^ B^ and Y = A B (the origi
                  + c |A^| |B^| + (1 + u_out) a + u_out |y|   (the kernel on the quantised operands)
 
 E_A, E_B from :func:`numoracle.quanterror.quantization_error_bound`; c = prod over the deepest leaf's
-roundings (1 + u_j) - 1 (master rule, THEORY.md §2) including (1 + u_out); a = underflow terms (scale
+roundings (1 + u_j) - 1 (master rule, docs/theory.md §2) including (1 + u_out); a = underflow terms (scale
 products and multiplies into FP32's subnormal range, the accumulation's own). An operand given
 without quantisation (plain FP32 activations, weight-only quantisation) has scale 1 and E = 0.
 ``.tolerance(A, B, qa=, qb=)`` evaluates it elementwise in float64 rounded upward.
@@ -34,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from ..reduce.bounds import Component, ErrorBound, expected_error_bound
 from ..core.formats import FP32, AnyFormat, IntFormat, format_of
 from ..core.interop import to_codes
 from ..core.policy import Rounding
-from ..reduce.tolerance import _add_up, _check_member, _fup, _margin, _mul_up, _pow2, _prod_pow, nested, sci
+from ..reduce.boundmath import add_up, check_member, fup, margin, mul_up, nested, pow2_text, prod_pow, sci
+from ..reduce.bounds import Component, ErrorBound, expected_error_bound, register_bound_op
 
 __all__ = ["QuantMatmulBound", "quantized_matmul_error_bound", "quantized_matmul_bound"]
 
-_Q = "THEORY.md §2 master rule [D]; quantmatmul model"
+_Q = "docs/theory.md §2 master rule; quantmatmul model"
 
 
 def _fmt_opt(f: Any) -> AnyFormat | None:
@@ -108,7 +108,7 @@ class QuantMatmulBound:
 
     @property
     def coefficient_float(self) -> float:
-        return _fup(self.coefficient)
+        return fup(self.coefficient)
 
     def _head(self) -> str:
         b = f"K-blocks of {self.block}" if self.block < self.K else "scales constant along K"
@@ -135,11 +135,11 @@ class QuantMatmulBound:
         lines.append("    - cross term: E_A E_B")
         lines += [f"    - {c.describe()}" for c in self.components]
         if self.u_out:
-            lines.append(f"    - output rounding to {self.out.name}: + u_out |y| with u_out = {_pow2(self.u_out)}, and "
+            lines.append(f"    - output rounding to {self.out.name}: + u_out |y| with u_out = {pow2_text(self.u_out)}, and "
                          "(1+u_out) times the rest")
-        lines.append(f"  underflow (absolute): {_pow2(self.eta_scale)} per scale product / multiply into "
+        lines.append(f"  underflow (absolute): {pow2_text(self.eta_scale)} per scale product / multiply into "
                      f"{self.scale_acc.name}'s subnormal range"
-                     + (f", {_pow2(self.eta_out)} output" if self.out else ""))
+                     + (f", {pow2_text(self.eta_out)} output" if self.out else ""))
         lines += [f"  assumes: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -243,7 +243,7 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
                             c.mean_zero) for c in ob.components]
     if global_scale:
         comps.append(Component("global scales", us, 2, f"fl(g_a g_b) and the final multiply in {sacc.name}", _Q))
-    kc, _ = _prod_pow([(1 + inner.coefficient, 1)] + [(1 + c.u, c.count) for c in comps[len(inner.components):]])
+    kc, _ = prod_pow([(1 + inner.coefficient, 1)] + [(1 + c.u, c.count) for c in comps[len(inner.components):]])
     kc -= 1
     o = _fmt_opt(out)
     u_out = None if o is None or nested(sacc, o) else o.unit_roundoff(omode)
@@ -251,9 +251,9 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
     notes = ("no overflow anywhere (the scale products and results stay within the finite range; checked by "
              ".tolerance)", "gradual underflow (no FTZ)",
              "the kernel applies the scales after each K-block's accumulation (common INT8/FP8/MX kernels)")
-    eta_o = Fraction(0) if o is None or o.is_integer else (o.min_subnormal / 2 if omode in ("rne", "rna")
+    eta_o = Fraction(0) if o is None or o.is_integer else (o.min_subnormal / 2 if Rounding.of(omode).is_nearest
                                                             else o.min_subnormal)
-    eta_s = sacc.min_subnormal / 2 if mode in ("rne", "rna") else sacc.min_subnormal
+    eta_s = sacc.min_subnormal / 2 if Rounding.of(mode).is_nearest else sacc.min_subnormal
     return QuantMatmulBound(fa, fb, K, G, acc_f, sacc, inner.order, ostr, mode, o, sa, sb, bool(global_scale),
                             bool(asymmetric), inner, tuple(comps), coef, kc, u_out, eta_s, eta_o,
                             a_params, b_params, notes)
@@ -286,7 +286,8 @@ class _Operand:
     """One operand: original values, element values (q - zp), block scales, global scale, quantisation bound."""
 
     def __init__(self, X: Any, q: Any, name: str, axis_k: int) -> None:
-        from .error import _as_values, _expand, quantization_error_bound
+        from .error import _expand, quantization_error_bound
+        from .metrics import _as_values
 
         self.name = name
         self.x = _as_values(X, name)
@@ -323,7 +324,7 @@ class _Operand:
             raise ValueError(f"{name}: {int(rep.void.sum())} element(s) have no finite quantisation bound "
                              "(a non-saturating overflow or a NaN scale); the matmul bound is void")
         # dequantize is exact when the bits fit 53, else correctly rounded: half an ulp more covers both
-        self.err = _add_up(rep.bound, _mul_up(np.abs(self.hat), 2.0**-53))
+        self.err = add_up(rep.bound, mul_up(np.abs(self.hat), 2.0**-53))
 
 
 def _resolve(b: QuantMatmulBound, X: Any, q: Any, params: dict | None, fmt: AnyFormat, sfmt: AnyFormat | None,
@@ -336,7 +337,7 @@ def _resolve(b: QuantMatmulBound, X: Any, q: Any, params: dict | None, fmt: AnyF
     if op.K != b.K:
         raise ValueError(f"{name}'s reduction axis has length {op.K}, but the bound is for K = {b.K}")
     if q is None:
-        _check_member(op.x, fmt, name, f"quantise it (qa=/qb= or a_params=/b_params=) or give the bound "
+        check_member(op.x, fmt, name, f"quantise it (qa=/qb= or a_params=/b_params=) or give the bound "
                       f"dtype={op.fmt.name}")
         return op
     if op.fmt != fmt:
@@ -356,7 +357,7 @@ def _resolve(b: QuantMatmulBound, X: Any, q: Any, params: dict | None, fmt: AnyF
 
 def _mm_up(a: np.ndarray, b: np.ndarray, K: int) -> np.ndarray:
     """An upper bound of a @ b for non-negative a, b (any summation order)."""
-    return _mul_up(np.matmul(a, b), _margin(K))
+    return mul_up(np.matmul(a, b), margin(K))
 
 
 def _evaluate(b: QuantMatmulBound, A: Any, B: Any, qa: Any, qb: Any, parts: bool) -> Any:
@@ -364,7 +365,7 @@ def _evaluate(b: QuantMatmulBound, A: Any, B: Any, qa: Any, qb: Any, parts: bool
     ob = _resolve(b, B, qb, b.b_params, b.dtype_b, b.scale_fmt_b, "B", -2)
     K, G, m = b.K, b.block, b.m
     ax, bx = np.abs(oa.x), np.abs(ob.x)
-    quant = _add_up(_add_up(_mm_up(oa.err, bx, K), _mm_up(ax, ob.err, K)), _mm_up(oa.err, ob.err, K))
+    quant = add_up(add_up(_mm_up(oa.err, bx, K), _mm_up(ax, ob.err, K)), _mm_up(oa.err, ob.err, K))
     S = _mm_up(np.abs(oa.hat), np.abs(ob.hat), K)  # sum |a^ b^|
     va, vb = np.abs(oa.v), np.abs(ob.v)
     if b.acc.is_integer:
@@ -372,28 +373,31 @@ def _evaluate(b: QuantMatmulBound, A: Any, B: Any, qa: Any, qb: Any, parts: bool
         if blk > b.acc.max_value:
             raise ValueError(f"a K-block's sum |q_a q_b| reaches {blk:.6g} > {b.acc.name} max {b.acc.max_value}: "
                              "the integer accumulator may overflow")
-    amp = _fup(1 + b.kernel_coefficient)
-    c_in = _fup(1 + b.inner.coefficient)
+    amp = fup(1 + b.kernel_coefficient)
+    c_in = fup(1 + b.inner.coefficient)
     sab = _mm_up(oa.s[:, ::G], ob.s[::G, :], m)  # sum over blocks of s_a s_b
-    eta = _fup(b.eta_scale)
-    a = _mul_up(sab, _fup(b.inner.atol_const)) if b.inner.atol_const else np.zeros_like(S)
-    a = _add_up(a, _mul_up(_mm_up(va, vb, K), eta * c_in))  # fl(s_a s_b) underflow, times |block result|
-    a = _add_up(a, _fup(m * (b.eta_scale + b.eta_scale * b.inner.atol_const)))  # the scale multiplies
+    eta = fup(b.eta_scale)
+    a = mul_up(sab, fup(b.inner.atol_const)) if b.inner.atol_const else np.zeros_like(S)
+    a = add_up(a, mul_up(_mm_up(va, vb, K), eta * c_in))  # fl(s_a s_b) underflow, times |block result|
+    a = add_up(a, fup(m * (b.eta_scale + b.eta_scale * b.inner.atol_const)))  # the scale multiplies
     if b.global_scale:
-        inv_g = _fup(b.eta_scale * Fraction(amp) / (Fraction(oa.g) * Fraction(ob.g)))
-        a = _add_up(a, _add_up(_mul_up(S, inv_g), eta))
-    a = _mul_up(a, amp)
-    big = float(np.max(_add_up(_mul_up(S, amp), a))) if S.size else 0.0
+        inv_g = fup(b.eta_scale * Fraction(amp) / (Fraction(oa.g) * Fraction(ob.g)))
+        a = add_up(a, add_up(mul_up(S, inv_g), eta))
+    a = mul_up(a, amp)
+    big = float(np.max(add_up(mul_up(S, amp), a))) if S.size else 0.0
     smax = float(np.max(sab)) if sab.size else 0.0
     if not math.isfinite(big) or big >= float(b.scale_acc.max_finite) or smax >= float(b.scale_acc.max_finite):
         raise ValueError(f"scaled values reach {max(big, smax):.6g}, beyond {b.scale_acc.name}'s range: the kernel "
                          "may overflow, and the bound assumes it does not")
-    kern = _add_up(_mul_up(S, _fup(b.coefficient)), _mul_up(a, _fup(1 + (b.u_out or 0))))
+    kern = add_up(mul_up(S, fup(b.coefficient)), mul_up(a, fup(1 + (b.u_out or 0))))
     out = np.zeros_like(S)
     if b.u_out:
-        y = _add_up(np.abs(np.matmul(oa.hat, ob.hat)), _mul_up(S, (K + 2) * 2.0**-52))
-        out = _add_up(_mul_up(y, _fup(b.u_out)), _fup(b.eta_out))
-    total = _add_up(_add_up(quant, kern), out)
+        y = add_up(np.abs(np.matmul(oa.hat, ob.hat)), mul_up(S, (K + 2) * 2.0**-52))
+        out = add_up(mul_up(y, fup(b.u_out)), fup(b.eta_out))
+    total = add_up(add_up(quant, kern), out)
     if parts:
         return {"quantization": quant, "kernel": kern, "output": out, "total": total}
     return total
+
+
+register_bound_op("quantized_matmul", quantized_matmul_error_bound)

@@ -67,6 +67,7 @@ import numpy as np
 from ..core.convert import cast, decode
 from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, FP64, INT64, AnyFormat, IntFormat, format_of
 from ..core.interop import as_native, native_dtype, to_codes
+from ..core.policy import Flags, Rounding, resolve_policy
 from .scale import (
     Layout,
     QuantParams,
@@ -77,7 +78,6 @@ from .scale import (
     mul_round,
     parse_granularity,
 )
-from ..core.policy import Flags, Rounding, resolve_policy
 
 __all__ = ["quantize", "dequantize", "Quantized", "QuantParams", "Layout", "RULES", "NAN_POLICIES"]
 

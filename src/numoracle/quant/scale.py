@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import cast, decode, encode
-from ..core.twins.exact import round_value
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.policy import Flags, Policy, resolve_policy
 from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
+from ..core.twins.exact import round_value
 
 __all__ = ["div_round", "mul_round", "div_values", "mul_values", "Layout", "QuantParams", "Scales",
            "parse_granularity", "compute_scales", "pow2_range", "power_of_two_scales", "absmax_scales", "CHUNK"]

@@ -10,7 +10,7 @@ result is stored in a narrower ``out`` format, and ``a`` is a tiny absolute term
 (gradual underflow makes additions exact, but products, FMAs, block roundings and input
 roundings into the subnormal range lose absolute, not relative, accuracy).
 
-Worst case (the default) uses THEORY.md §2's *master rule*: the leaf on the deepest path of the
+Worst case (the default) uses docs/theory.md §2's *master rule*: the leaf on the deepest path of the
 evaluation tree passes roundings with unit roundoffs u_j, and c = prod_j (1 + u_j) - 1, computed
 exactly with Fractions (or rounded upward when the exact rational would be huge). It needs no
 ``n*u < 1`` condition. The classical gamma form (sum_j u_j) / (1 - sum_j u_j) (= gamma_h for one
@@ -29,7 +29,7 @@ is not imported). Depth = roundings on the deepest leaf's path when summing n te
   + combine(min(s, n)): (L-1) + (s-1) or ceil(log2 s); the permutation does not change the depth.
 * ``"blockfma:<N>:<F>[:<out_frac_bits>][:round]"`` / ``BlockFMA(n, frac_bits, truncate, out_rounding,
   out_frac_bits, acc)``: ceil(n/N) blocks, each an alignment error (N+1) 2^-F relative to its largest
-  term and one rounding of the block result (THEORY §4). H100 FP8: ``"blockfma:32:13:13"``.
+  term and one rounding of the block result (docs/theory.md §4). H100 FP8: ``"blockfma:32:13:13"``.
 * ``"promoted:<G>:<N>:<F>"`` / ``Promoted(every, inner, outer_acc)``: inner(G) + 1 scale multiply +
   (ceil(n/G) - 1) additions in outer_acc; the string's inner is ``blockfma:N:F:F`` (DeepSeek-V3's FP8 GEMM).
 * ``"numpy"`` / ``NumpyPairwise(chunk, acc, carry)``: numpy's pairwise_sum (8 accumulators up to 128
@@ -49,178 +49,36 @@ from fractions import Fraction
 from typing import Any
 
 from ..core.formats import AnyFormat, format_of
-from .orderspec import OrderSpec, parse_order
 from ..core.policy import Rounding
-from .tolerance import (
-    _cdiv,
-    _ceil_log2,
-    _eta,
-    _fup,
-    _hm2019,
-    _pow2,
-    _prod_pow,
-    _products_exact,
-    _products_on_grid,
+from .boundmath import (
+    fup,
+    hm2019,
     nested,
+    prod_pow,
+    products_exact,
+    products_on_grid,
     sci,
+    underflow_eta,
 )
+from .boundpath import Component, _final_acc, _innermost, _path, _Site, _u
+from .orderspec import OrderSpec, parse_order
+from .tolerance import Tolerance, bound_dict, describe_bound, rtol_atol, tolerance
 
-__all__ = ["expected_error_bound", "ErrorBound", "Component", "parse_order", "OrderSpec", "OPS", "KINDS"]
+__all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component", "parse_order", "OrderSpec", "OPS", "KINDS"]
 
 OPS = ("sum", "dot", "matmul", "quantized_matmul")
+
+# Ops whose bound a higher layer computes, registered by name when that layer is imported (importing numoracle
+# imports them all): the dispatch stays here while the imports go only down the layers.
+EXTRA_OPS: dict[str, Any] = {}
+
+
+def register_bound_op(name: str, fn: Any) -> None:
+    """Make ``expected_error_bound(name, dtype, K, **kw)`` call ``fn(dtype, K, **kw)``."""
+    if name not in OPS:
+        raise ValueError(f"register {name!r} in OPS too, so that argument checks know it")
+    EXTRA_OPS[name] = fn
 KINDS = ("worst", "probabilistic")
-_UNBIASED = ("rne", "rna", "sr")
-_H = "THEORY.md §2 master rule [D]"
-
-
-def _innermost(o: OrderSpec) -> OrderSpec:
-    return _innermost(o.inner) if o.kind in ("blocked", "splitk", "promoted") and o.inner else o
-
-
-def _final_acc(o: OrderSpec, acc: AnyFormat) -> AnyFormat:
-    """The format of the result: outer_acc / combine_acc / carry, else the order's own acc, else acc."""
-    if o.kind in ("blocked", "promoted", "splitk", "numpy") and o.outer_acc is not None:
-        return o.outer_acc
-    return (o.acc or acc) if o.kind in ("blockfma", "numpy") else acc
-
-
-def _numpy_depth(n: int) -> int:
-    """Deepest leaf of numpy's pairwise_sum (orders.NumpyPairwise; numpy loops_utils.h.src)."""
-    if n < 8:
-        return max(n - 1, 0)
-    if n <= 128:
-        return (n // 8 - 1) + 3 + n % 8
-    n2 = n // 2 - (n // 2) % 8
-    return 1 + max(_numpy_depth(n2), _numpy_depth(n - n2))
-
-
-# ---- components --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Component:
-    """``count`` roundings of relative size ``u`` on the deepest leaf's path; factor (1+u)^count - 1."""
-
-    name: str
-    u: Fraction
-    count: int
-    formula: str
-    source: str
-    mean_zero: bool = True  # unbiased errors (the probabilistic model may apply)
-
-    @property
-    def factor(self) -> Fraction:
-        return _prod_pow([(1 + self.u, self.count)])[0] - 1
-
-    def describe(self) -> str:
-        if self.count == 0:
-            return f"{self.name}: none. {self.formula} [{self.source}]"
-        return (f"{self.name}: {self.count} x u = {_pow2(self.u)} -> (1+u)^{self.count} - 1 = {sci(self.factor)}. "
-                f"{self.formula} [{self.source}]")
-
-
-@dataclass(frozen=True)
-class _Site:
-    label: str
-    sites: int  # per output element
-    eta: Fraction
-
-
-def _u(fmt: AnyFormat, mode: str) -> Fraction:
-    return Fraction(0) if fmt.is_integer else fmt.unit_roundoff(mode)
-
-
-def _conv(comps: list[Component], sites: list[_Site], a: AnyFormat, b: AnyFormat, mode: str, count: int,
-          what: str, src: str) -> None:
-    if not nested(a, b):
-        comps.append(Component(f"{what} conversion", _u(b, mode), 1, f"each {what} rounded from {a.name} to {b.name}",
-                               src, mode in _UNBIASED))
-        sites.append(_Site(f"{what}s rounded to {b.name}", count, _eta(b, mode)))
-
-
-def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> tuple[list[Component], list[_Site]]:
-    """Components on the deepest path of summing n terms in acc, and the underflow sites of the whole tree."""
-    u, unb = _u(acc, mode), mode in _UNBIASED
-    src = "Higham 2002 §4.2; " + _H
-    if acc.is_integer:
-        return [Component("accumulation" + where, Fraction(0), 0, f"exact integer additions in {acc.name} "
-                          "(no overflow assumed; .tolerance checks sum|t| <= max)", "exact arithmetic")], []
-    if o.kind in ("any", "sequential"):
-        what = ("any order (every binary tree with n leaves has depth <= n - 1)" if o.kind == "any"
-                else "recursive (sequential) summation")
-        return [Component("accumulation" + where, u, n - 1, f"{what} of n = {n} terms in {acc.name} ({mode}): "
-                          f"h = n - 1 = {n - 1}", src, unb)], []
-    if o.kind == "pairwise":
-        h = (min(o.n, n) - 1) + _ceil_log2(_cdiv(n, o.n))
-        f = (f"pairwise (tree) summation of n = {n} terms: h = ceil(log2 n) = {h}" if o.n <= 1 else
-             f"pairwise with leaf blocks of <= B = {o.n} terms in any order: h = (B-1) + ceil(log2 ceil(n/B)) = {h}")
-        return [Component("accumulation" + where, u, h, f + f" in {acc.name} ({mode})", src, unb)], []
-    if o.kind == "numpy":
-        a = o.acc or acc
-        chunk = o.n or n
-        c = _cdiv(n, chunk)
-        h = _numpy_depth(min(chunk, n)) + (c - 1)
-        comps = [Component("accumulation" + where, _u(a, "rne"), h,
-                           f"numpy pairwise_sum of chunks of {min(chunk, n)} (8 interleaved accumulators up to 128 "
-                           f"terms, halving above) plus {c - 1} chunk additions, in {a.name}: h = {h}",
-                           "numpy loops_utils.h.src via numoracle.orders.NumpyPairwise; " + _H)]
-        sites: list[_Site] = []
-        if o.outer_acc is not None and not nested(a, o.outer_acc):
-            comps.append(Component("carry rounding" + where, _u(o.outer_acc, "rne"), c,
-                                   f"the running result stored in {o.outer_acc.name} after each of the {c} chunks",
-                                   "numoracle.orders.NumpyPairwise", True))
-            sites.append(_Site(f"carries rounded to {o.outer_acc.name}", c, _eta(o.outer_acc, "rne")))
-        return comps, sites
-    if o.kind == "blockfma":
-        bacc = o.acc or acc
-        m, F, N = _cdiv(n, o.n), o.frac_bits, o.n
-        beta = Fraction(N + 1, 2**F)
-        p_out = (bacc.man_bits if o.out_frac_bits is None else o.out_frac_bits) + 1
-        nearest = o.out_rounding in ("rne", "rna")
-        ur = Fraction(1, 2 ** (p_out if nearest else p_out - 1))
-        eta = Fraction(2) ** (bacc.emin - p_out + 1) / (2 if nearest else 1)
-        al = "truncated" if o.truncate else "rounded (any mode)"
-        return [
-            Component("block alignment" + where, beta, m,
-                      f"each block FMA aligns its N + 1 = {N + 1} terms (N = {N} exact products and the running "
-                      f"accumulator) to the largest exponent label E and keeps F = {F} fraction bits ({al}): error < "
-                      f"(N+1) 2^(E-F) <= (N+1) 2^-F max|t| for normal inputs. Chained over m = ceil(n/N) = {m} "
-                      f"blocks, |e_j| <= (1+u)(1+beta)|e_(j-1)| + (u + (1+u) beta) S_j telescopes to "
-                      f"((1+beta)(1+u))^m - 1", "THEORY.md §4 per-block bound [D]; Fasi et al. 2021; Khattak & "
-                      "Mikaitis 2025", False),
-            Component("block normalisation" + where, ur, m,
-                      f"each block result rounded ({o.out_rounding}) to {p_out} bits in {bacc.name}'s range"
-                      + (" (u = 2^(1-p): directed)" if not nearest else ""), "THEORY.md §4 step 5", nearest),
-        ], [_Site(f"block results rounded to {p_out} bits", m, eta),
-            _Site("accumulator labels clamped at 2^-126", m, Fraction(N + 1, 2**F) * Fraction(2) ** -126)]
-    if o.kind in ("blocked", "splitk"):
-        if o.kind == "blocked":
-            b, m = min(o.n, n), _cdiv(n, o.n)
-            wi, wo = f" (inside blocks of {b})", f" (over {m} block sums)"
-        else:  # slices of at most ceil(n/s) terms, at most min(s, n) of them (any slicing)
-            b, m = _cdiv(n, o.n), min(o.n, n)
-            wi, wo = f" (inside {m} slices of <= {b})", f" (combining {m} slice sums)"
-        oacc = o.outer_acc or acc
-        ci, si = _path(o.inner or OrderSpec("sequential"), b, acc, mode, where + wi)
-        comps, sites = list(ci), [_Site(s.label, s.sites * m, s.eta) for s in si]
-        _conv(comps, sites, _final_acc(o.inner or OrderSpec("sequential"), acc), oacc, mode, m, "partial", _H)
-        co, so = _path(o.outer or OrderSpec("sequential"), m, oacc, mode, where + wo)
-        src2 = ("Blanchard, Higham & Mary 2020; " if o.kind == "blocked" else "") + "THEORY.md §2 [D]"
-        return comps + [Component(c.name, c.u, c.count, c.formula, src2, c.mean_zero) for c in co], sites + so
-    # promoted: Blocked(every, inner, Sequential(), outer_acc)
-    G, M = min(o.n, n), _cdiv(n, o.n)
-    oacc = o.outer_acc or acc
-    uo = _u(oacc, mode)
-    ci, si = _path(o.inner or OrderSpec("sequential"), G, acc, mode, where + f" (inside groups of {G})")
-    comps, sites = list(ci), [_Site(s.label, s.sites * M, s.eta) for s in si]
-    src = "DeepSeek-V3 report §3.3.2; THEORY.md §4 software model [D]"
-    _conv(comps, sites, _final_acc(o.inner or OrderSpec("sequential"), acc), oacc, mode, M, "group result", src)
-    comps.append(Component("promotion scale multiply" + where, uo, 1,
-                           "the group result times its per-group scales: one rounding (exact without scales; "
-                           "counted to stay guaranteed)", src, mode in _UNBIASED))
-    sites.append(_Site("promotion scale multiplies", M, _eta(oacc, mode)))
-    comps.append(Component("promotion accumulation" + where, uo, M - 1,
-                           f"the {M} promoted group results added sequentially in {oacc.name} ({mode}): h = {M - 1}",
-                           src, mode in _UNBIASED))
-    return comps, sites
 
 
 # ---- the bound ---------------------------------------------------------------------------------
@@ -261,7 +119,7 @@ class ErrorBound:
     # -- numbers
     @property
     def coefficient_float(self) -> float:  # rounded upward
-        return _fup(self.coefficient)
+        return fup(self.coefficient)
 
     @property
     def vacuous(self) -> bool:
@@ -283,14 +141,10 @@ class ErrorBound:
     # -- data-dependent forms (tolerance.py)
     def tolerance(self, *inputs: Any, reference: Any = None) -> Any:
         """Elementwise absolute bound for these inputs (see :func:`numoracle.tolerance.tolerance`)."""
-        from .tolerance import tolerance
-
         return tolerance(self, *inputs, reference=reference)
 
     def rtol_atol(self, *inputs: Any, max_abs: Any = None, kappa: float | None = None) -> Any:
         """(rtol, atol) for assert_close, with ``.assumptions`` (see :func:`numoracle.tolerance.rtol_atol`)."""
-        from .tolerance import rtol_atol
-
         return rtol_atol(self, *inputs, max_abs=max_abs, kappa=kappa)
 
     # -- text
@@ -306,14 +160,10 @@ class ErrorBound:
         return f"<ErrorBound {self._head()}: c = {sci(self.coefficient)}{' (vacuous)' if self.vacuous else ''}>"
 
     def __str__(self) -> str:
-        from .tolerance import describe_bound
-
         return describe_bound(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description (Fractions as exact strings where short, decimals rounded up)."""
-        from .tolerance import bound_dict
-
         return bound_dict(self)
 
 
@@ -357,12 +207,10 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     inputs of a sum, probabilistic bounds on biased (directed, truncating) roundings.
     """
     op, K, kind, conf = _check(op, K, kind, confidence)
-    if op == "quantized_matmul":  # numoracle.quantmatmul (its keywords: block=, scale_fmt=, a_params= ...)
-        from ..quant.matmul import quantized_matmul_error_bound as qmm
-
-        return qmm(dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out, shape=shape,
-                   inputs_rounded_from=inputs_rounded_from, rounding=rounding, out_rounding=out_rounding,
-                   tight_rn=tight_rn, **quant)  # type: ignore[return-value]
+    if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
+        return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
+                             shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,
+                             out_rounding=out_rounding, tight_rn=tight_rn, **quant)
     if quant:
         raise TypeError(f"expected_error_bound got unexpected keyword(s) {', '.join(quant)} for op={op!r}")
     dtype = format_of(dtype)
@@ -408,7 +256,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
                                f"every {src.name} value is a {dtype.name} value (exact)" if in_exact else
                                f"each {'term' if op == 'sum' else 'factor'} rounded {src.name} -> {dtype.name} "
                                f"(RN): {'(1+u_in)' if op == 'sum' else '(1+u_in)^2'} per leaf",
-                               "THEORY.md §2 mixed precision [D]; Blanchard et al. 2020"))
+                               "docs/theory.md §2 mixed precision; Blanchard et al. 2020"))
     # products
     inner = _innermost(o)
     if inner.kind == "numpy" and inner.acc is not None:
@@ -417,33 +265,33 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     h_prod = 0
     if op != "sum":
         if inner.kind == "blockfma":
-            comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "THEORY.md §4 step 1"))
-        elif _products_exact(dtype, acc):
+            comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4 step 1"))
+        elif products_exact(dtype, acc):
             comps.append(Component("products", Fraction(0), 0, f"exact in {acc.name}: 2 p_in = "
-                                   f"{2 * dtype.precision} <= p_acc = {acc.precision}", "THEORY.md §2 [D]"))
+                                   f"{2 * dtype.precision} <= p_acc = {acc.precision}", "docs/theory.md §2"))
         else:
             h_prod = 1
             how = ("rounded inside the FMA that adds it; s_1 = fl(a_1 b_1) makes the first leaf the deepest, so "
                    "h_max is as without FMA and other leaves are one rounding shallower" if fma else
                    f"each product rounded once to {acc.name}")
             comps.append(Component("products", _u(acc, mode), 1, f"2 p_in = {2 * dtype.precision} > p_acc = "
-                                   f"{acc.precision}: {how}", "Higham 2002 §3.1; THEORY.md §2", mode in _UNBIASED))
-        if inner.kind != "blockfma" and not _products_on_grid(dtype, acc):
+                                   f"{acc.precision}: {how}", "Higham 2002 §3.1; docs/theory.md §2", Rounding.of(mode).is_unbiased))
+        if inner.kind != "blockfma" and not products_on_grid(dtype, acc):
             sites.append(_Site(f"products {'in FMAs ' if fma else ''}rounded into {acc.name}'s subnormal range",
-                               K, _eta(acc, mode)))
+                               K, underflow_eta(acc, mode)))
     path, psites = _path(o, K, acc, mode)
     comps += path
     sites += psites
     acc_comps = [c for c in comps if c.name != "input rounding"]
     depth = sum(c.count for c in acc_comps)
-    p_path, ex1 = _prod_pow([(1 + c.u, c.count) for c in acc_comps])
-    p_all, ex2 = _prod_pow([(1 + c.u, c.count) for c in comps])
+    p_path, ex1 = prod_pow([(1 + c.u, c.count) for c in acc_comps])
+    p_all, ex2 = prod_pow([(1 + c.u, c.count) for c in comps])
     worst, exact, method = p_all - 1, ex1 and ex2, "worst case, master rule (guaranteed)"
     sigma = sum((c.count * c.u for c in comps), Fraction(0))
     needs = False
     if tight_rn:
         why = []
-        if kind != "worst" or mode not in ("rne", "rna") or o.kind != "sequential":
+        if kind != "worst" or not Rounding.of(mode).is_nearest or o.kind != "sequential":
             why.append("kind='worst', rounding to nearest and order='sequential'")
         if src is not None:
             why.append("no inputs_rounded_from")
@@ -466,15 +314,15 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     coef, lam, prob, events = worst, None, None, None
     if kind == "probabilistic":
         bad = [c.name for c in comps if c.count and not c.mean_zero]
-        if bad or mode not in _UNBIASED:
-            why = f"{mode} rounding" if mode not in _UNBIASED else f"{bad[0]} (truncation / round toward zero)"
+        if bad or not Rounding.of(mode).is_unbiased:
+            why = f"{mode} rounding" if not Rounding.of(mode).is_unbiased else f"{bad[0]} (truncation / round toward zero)"
             raise ValueError(f"kind='probabilistic' (Higham & Mary 2019) needs mean-zero rounding errors, but {why} "
-                             "errs with a bias (THEORY.md §3 caveat ii); use kind='worst'")
+                             "errs with a bias (docs/theory.md §3 caveat ii); use kind='worst'")
         events = K * outputs
-        g, lam, prob = _hm2019(comps, events, conf)
+        g, lam, prob = hm2019(comps, events, conf)
         if g < worst:
             coef, exact = g, False
-        method = ("probabilistic, Higham & Mary 2019 with sqrt(sum_j u_j^2) over the path [D]; min with the worst "
+        method = ("probabilistic, Higham & Mary 2019 with sqrt(sum_j u_j^2) over the path; min with the worst "
                   "case; " + ("Connolly, Higham & Mary 2021 (SR: no independence assumption)" if mode == "sr" else
                                "assumes independent mean-zero rounding errors (fails under stagnation)"))
     # output
@@ -487,7 +335,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     if u_out:
         coef = coef * (1 + u_out)
         worst = worst * (1 + u_out)
-        atol += _eta(out, omode)
+        atol += underflow_eta(out, omode)
     in_uf = None
     if not in_exact and src is not None and src.min_subnormal < dtype.min_normal:
         in_uf = (dtype.min_subnormal / 2, u_in, amp)
@@ -499,3 +347,10 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     return ErrorBound(op, dtype, acc, K, str(o), kind, mode, bool(fma), out, src, shape,
                       conf if kind == "probabilistic" else None, tuple(comps), coef, exact, worst, depth, method,
                       u_out, atol, in_uf, tuple(sites), lam, prob, events, tuple(notes), needs, sigma, label)
+
+
+def recommended_tolerance(op: str, dtype: Any, K: int, *, inputs: tuple[Any, ...] | None = None,
+                          max_abs: Any = None, kappa: float | None = None, **kw: Any) -> Tolerance:
+    """``expected_error_bound(op, dtype, K, **kw).rtol_atol(...)``: (rtol, atol) with ``.assumptions``."""
+    b = expected_error_bound(op, dtype, K, **kw)
+    return b.rtol_atol(*(inputs or ()), max_abs=max_abs, kappa=kappa)

@@ -30,7 +30,7 @@ Presets for real systems: :func:`preset`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -38,128 +38,21 @@ import numpy as np
 
 from ..core.formats import FP16, FP32, FP64, Format, format_of
 from ..core.policy import Rounding
+from .schedule import (
+    Schedule,
+    Wave,
+    _chain,
+    _combine2,
+    _const_sched,
+    _parallel,
+    _split_groups,
+    _substitute,
+)
 
 __all__ = [
     "Order", "Sequential", "Pairwise", "Blocked", "SplitK", "BlockFMA", "Promoted", "NumpyPairwise",
     "preset", "PRESETS", "Schedule", "Wave", "build",
 ]
-
-# =====================================================================================================
-# Schedule IR: an order compiles, for a given K, into "waves" of independent operations. Values are
-# numbered (SSA); an operand ref r >= 0 names value r, r < 0 names term (-1 - r). Every wave runs as
-# one vectorised numpy step across its width and the whole batch of independent outputs.
-# Kinds: "const" (dst = const), "load" (dst = fl(a)), "add" (dst = fl(a + b)),
-#        "chain" (s = a; s = fl(s + b[:, j]) for j = 0..L-1; dst = s: a run of sequential additions),
-#        "bfma" (dst = BlockFMA(c=a; terms b[:, 0..N-1])).
-# key: (Format | None, rounding str | None) for const/load/add/chain (None: simulate's acc / rounding);
-#      (BlockFMA, Format | None) for bfma.
-# =====================================================================================================
-
-
-@dataclass(eq=False)
-class Wave:
-    kind: str
-    key: tuple
-    dst: np.ndarray
-    a: np.ndarray | None = None
-    b: np.ndarray | None = None
-    const: float = 0.0
-
-    def group(self) -> tuple:
-        extra = self.b.shape[1] if self.kind in ("bfma", "chain") else np.float64(self.const).tobytes()
-        return (self.kind, self.key, extra)
-
-
-@dataclass(eq=False)
-class Schedule:
-    n_terms: int
-    n_vals: int
-    waves: list = field(default_factory=list)
-    result: int = 0  # operand ref (a value, or a bare term when the reduction is one term)
-
-
-def _shift(r: np.ndarray, voff: np.ndarray, toff: np.ndarray) -> np.ndarray:
-    """Refs of copies: value ids shifted by voff, term refs by toff (broadcast over copies)."""
-    if voff.size == 1:
-        v, t = int(voff[0]), int(toff[0])
-        return r if v == 0 and t == 0 else np.where(r >= 0, r + v, r - t)
-    shape = (-1,) + (1,) * r.ndim
-    v, t = voff.reshape(shape), toff.reshape(shape)
-    return np.where(r >= 0, r + v, r - t).reshape((-1,) + r.shape[1:])
-
-
-def _parallel(groups: list[tuple[Schedule, np.ndarray]]) -> tuple[list, np.ndarray, int]:
-    """Run independent schedules side by side. groups: (schedule, term offsets of its copies).
-
-    Returns (waves, result refs of every copy in group order, total values). Wave i of every copy is
-    merged with wave i of the others when kind and key agree (they touch disjoint values).
-    """
-    streams, results, nv = [], [], 0
-    for s, toffs in groups:
-        toffs = np.asarray(toffs, np.int64)
-        voffs = nv + s.n_vals * np.arange(toffs.size, dtype=np.int64)
-        nv += s.n_vals * toffs.size
-        results.append(_shift(np.array([s.result], np.int64), voffs, toffs))
-        streams.append([Wave(w.kind, w.key, _shift(w.dst, voffs, toffs),
-                             None if w.a is None else _shift(w.a, voffs, toffs),
-                             None if w.b is None else _shift(w.b, voffs, toffs), w.const) for w in s.waves])
-    waves = []
-    for i in range(max((len(st) for st in streams), default=0)):
-        merged: dict[tuple, list] = {}
-        for st in streams:
-            if i < len(st):
-                merged.setdefault(st[i].group(), []).append(st[i])
-        for ws in merged.values():
-            w0 = ws[0]
-            dst, a, b = ([None if getattr(w0, f) is None else np.concatenate([getattr(w, f) for w in ws])
-                          for f in ("dst", "a", "b")])
-            waves.append(Wave(w0.kind, w0.key, dst, a, b, w0.const))
-    return waves, np.concatenate(results) if results else np.empty(0, np.int64), nv
-
-
-def _substitute(s: Schedule, refs: np.ndarray, voff: int) -> tuple[list, int]:
-    """Waves of ``s`` reading ``refs[t]`` for its term t, its values moved up by ``voff``."""
-    refs = np.asarray(refs, np.int64)
-
-    def sub(r):
-        r = np.asarray(r, np.int64)
-        return np.where(r >= 0, r + voff, refs[np.where(r < 0, -1 - r, 0)])
-
-    waves = [Wave(w.kind, w.key, w.dst + voff, None if w.a is None else sub(w.a),
-                  None if w.b is None else sub(w.b), w.const) for w in s.waves]
-    return waves, int(sub(np.array([s.result]))[0])
-
-
-def _const_sched(n_terms: int, value: float, key: tuple) -> Schedule:
-    return Schedule(n_terms, 1, [Wave("const", key, np.array([0]), const=value)], 0)
-
-
-def _chain(n: int, key: tuple, start: float) -> Schedule:
-    """s = start; s = fl(s + t_i), i = 0..n-1 (one "chain" wave)."""
-    waves = [Wave("const", key, np.array([0]), const=start)]
-    if n:
-        waves.append(Wave("chain", key, np.array([1]), np.array([0]), -1 - np.arange(n, dtype=np.int64)[None, :]))
-    return Schedule(n, len(waves), waves, len(waves) - 1)
-
-
-def _combine2(left: Schedule, right: Schedule, key: tuple) -> Schedule:
-    """fl(left + right), the two sides evaluated side by side."""
-    waves, res, nv = _parallel([(left, [0]), (right, [left.n_terms])])
-    waves.append(Wave("add", key, np.array([nv]), res[:1], res[1:]))
-    return Schedule(left.n_terms + right.n_terms, nv + 1, waves, nv)
-
-
-def _split_groups(sizes: list[int], build_one) -> tuple[list[tuple[Schedule, np.ndarray]], np.ndarray]:
-    """Group consecutive slices by size: [(schedule for that size, term offsets of its slices)], and
-    the slice indices in group order."""
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    order, groups = [], []
-    for size in sorted(set(sizes)):
-        idx = np.flatnonzero(np.asarray(sizes) == size)
-        groups.append((build_one(size), starts[idx]))
-        order.append(idx)
-    return groups, np.concatenate(order)
-
 
 def _slices_then(sizes: list[int], inner: Order, key: tuple, outer: Order, outer_key: tuple,
                  perm: np.ndarray | None = None) -> Schedule:
@@ -295,7 +188,7 @@ class SplitK(Order):
 
 @dataclass(frozen=True)
 class BlockFMA(Order):
-    """Tensor-core block FMA chained over K (Khattak & Mikaitis 2025; THEORY §4).
+    """Tensor-core block FMA chained over K (Khattak & Mikaitis 2025; docs/theory.md §4).
 
     One block ``d = BFMA(c; t_1..t_n)`` (the terms are the exact products a_k*b_k; for a sum, the inputs):
 
@@ -316,7 +209,7 @@ class BlockFMA(Order):
 
     NaN or inf among the terms or c makes d their IEEE sum (inf + -inf = NaN). ``simulate``'s
     ``fma`` and ``rounding`` do not apply inside the block (its products are exact by construction).
-    Where K&M's code versions differ: step 2 follows their Generic_BFMA_TC with ``spcFlag`` (THEORY
+    Where K&M's code versions differ: step 2 follows their Generic_BFMA_TC with ``spcFlag`` (docs/theory.md
     §4 step 2), and the newer ``min_exp_limit`` (E >= -133 for H100) is not modelled; it matters only
     when every term of a block is below 2^-133.
     """
@@ -481,7 +374,7 @@ def build(order: Order, n: int, key: tuple = (None, None)) -> Schedule:
 # =====================================================================================================
 
 # (block size N, extra alignment bits n_eab) per input format: Khattak & Mikaitis 2025, arXiv:2512.07004,
-# github north-numerical-computing/MATLAB-tensor-core models/{V100,A100,H100,B200}TC.m (THEORY §4 table).
+# github north-numerical-computing/MATLAB-tensor-core models/{V100,A100,H100,B200}TC.m (docs/theory.md §4 table).
 # Kept fraction bits F = 23 + n_eab. H100 FP8: N = 32 (two 16-element halves), n_eab = -10 => F = 13 and
 # a 13-fraction-bit chained accumulator (GEMM.m: NoManBitsOut = 23 + neab), as DeepSeek-V3 §3.5.2 reports.
 _TC = {

@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import KINDS, parse_order
 from ..core.convert import cast
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import as_native
+from .bounds import KINDS, parse_order
 
 __all__ = ["bound_curve_data", "plot_bound", "BoundCurve", "BoundCurves", "BoundViolation", "DATASETS",
            "order_object", "require_matplotlib", "PLOT_OPS"]

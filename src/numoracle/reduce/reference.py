@@ -57,16 +57,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import _check_codes, cast, decode
-from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
+from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
+from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
+from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _slices
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
-_MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
 _BLOCK = 1 << 20  # products per block on the per-entry (dot) path
-_LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _SUM_SLICES = 6  # exact_sum: rows needing more digit slices than this use the limb accumulator
 
 
@@ -84,7 +83,7 @@ def _values(x: Any, fmt: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
         codes, f = to_codes(x)
     else:
         f = format_of(fmt)
-        codes = _check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
+        codes = check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
     codes = np.asarray(codes)
     if f == FP64:
         return codes.astype(np.uint64).view(np.float64), f
@@ -337,143 +336,6 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
     else:
         rne, ro, fr = _dot_rows(ca.fin, cb.fin, exact)
     return _finish(rne, ro, fr, *_product_specials(ca, cb, ro), dst, lead)
-
-
-# ---- exact_matmul: the Ozaki split ------------------------------------------------------------
-def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row (axis=1) or column (axis=0) of finite float64 X: (E, span).
-
-    E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
-    element); both 0 for an all-zero line. Computed in cache-sized blocks of rows.
-    """
-    n0, n1 = X.shape
-    step = max(1, (1 << 16) // max(n1, 1))
-    big = np.int32(1 << 30)
-    lo = np.full(n0 if axis == 1 else n1, big, np.int32)
-    hi = np.full(lo.shape, -big, np.int32)
-    for i in range(0, n0, step):
-        f, ex = np.frexp(X[i:i + step])  # x = f * 2^ex, 0.5 <= |f| < 1: |x| < 2^ex
-        m = np.ldexp(f, 53).astype(np.int64)  # the significand as an integer (< 2^53): exact
-        m &= -m  # its lowest set bit, a power of two 2^z (0 for x = 0)
-        # powers of two below 2^53 are exact in float32; frexp gives z + 1, so the lowest set bit
-        # of x is 2^(ex - 53 + z) = 2^(ex + c - 54) with c = z + 1
-        c = np.frexp(m.astype(np.float32))[1]
-        nz = m != 0
-        c += ex
-        low = np.where(nz, c, big).min(axis=axis, initial=big)
-        ex[~nz] = -big
-        top = ex.max(axis=axis, initial=-big)
-        if axis == 1:
-            lo[i:i + step], hi[i:i + step] = low, top
-        else:
-            np.minimum(lo, low, out=lo)
-            np.maximum(hi, top, out=hi)
-    empty = lo == big
-    E = np.where(empty, 0, hi).astype(np.int64)
-    span = np.where(empty, 0, hi.astype(np.int64) - (lo.astype(np.int64) - 54))
-    return E, span
-
-
-def _slices(span: np.ndarray, beta: int) -> np.ndarray:
-    """Slices per line: ceil((span + 1) / beta) (0 for all-zero lines); see _digits."""
-    return np.where(span > 0, (span + beta) // beta, 0) if span.size else span
-
-
-def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int) -> list[np.ndarray]:
-    """``count`` slices of balanced integer digits of X, line by line (rows: axis=1).
-
-    t = X * 2^(beta - 1 - E) per line, so |t| < 2^(beta - 1). The scaling is exact: t has X's
-    significant bits and its lowest bit is 2^(beta - 1 - span) >= 2^-1074 (span <= _MAX_SPAN).
-    Each step: d = rint(t) (RNE to an integer, exact; |d| <= 2^(beta - 1)), then
-    t = (t - d) * 2^beta. t - d is exact (it consists of t's bits below the unit, or is t
-    when d = 0) and |t - d| <= 1/2, so the new |t| <= 2^(beta - 1) and the product is exact.
-    After ceil((span + 1) / beta) slices t is 0: every bit has been moved into a digit, and
-    X = 2^(E - beta + 1) * sum_s d_s * 2^(-s beta). Works on blocks of rows that fit in cache.
-    """
-    shape = (-1, 1) if axis == 1 else (1, -1)
-    k = (beta - 1 - E).reshape(shape)
-    out = [np.empty(X.shape) for _ in range(count)]
-    scale = float(2 ** beta)
-    step = max(1, (1 << 15) // max(X.shape[1], 1))
-    for i in range(0, X.shape[0], step):
-        t = np.ldexp(X[i:i + step], (k[i:i + step] if axis == 1 else k).astype(np.int32))
-        for d in out:
-            np.rint(t, out=d[i:i + step])
-            t -= d[i:i + step]
-            t *= scale
-        if t.any():
-            raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return out
-
-
-def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) -> None:
-    """limbs += g * 2^off, for an int64 array g with |g| <= 2^53 (idx: a sub-block of entries)."""
-    q, r = off // 32, off % 32
-    p0 = (g & ((1 << (32 - r)) - 1)) << r  # the low 32 - r bits of g, shifted: in [0, 2^32)
-    rest = g >> (32 - r)  # floor division: g << r == p0 + rest * 2^32, |rest| < 2^(22 + r)
-    for k, p in enumerate((p0, rest & 0xFFFFFFFF, rest >> 32)):
-        if idx is None:
-            limbs[q + k] += p
-        else:
-            limbs[q + k][idx] += p
-
-
-def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
-    """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
-    M, K = A.shape
-    N = B.shape[1]
-    total = 55 - max(K - 1, 0).bit_length()  # K * 2^(total - 2) <= 2^53
-    # b_A + b_B = total; choose b_A so that (slices of A over rows) x (slices of B over columns),
-    # the GEMM work, is least (ties: the balanced split)
-    costs = [(int(_slices(sA, ba).sum()) * int(_slices(sB, total - ba).sum()), abs(2 * ba - total), ba)
-             for ba in range(1, total)]
-    ba = min(costs)[2]
-    bb = total - ba
-    SA, SB = _slices(sA, ba), _slices(sB, bb)
-    nA = int(SA.max(initial=0))
-    # slices beyond a line's count are 0; where fewer than half the lines have a slice, only
-    # those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)
-    Ad = []
-    for s, d in enumerate(_digits(A, EA, ba, nA, 1)):
-        rows = np.flatnonzero(SA > s)
-        rows = rows if 2 * rows.size < M else np.arange(M)
-        Ad.append((rows, d if rows.size == M else d[rows]))
-    rne, ro = np.zeros((M, N)), np.zeros((M, N))
-    fr = np.empty((M, N), object) if exact else None
-    nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
-    step = max(1, _LIMBS // (nl_max * max(M, 1)))  # columns of B per block: limbs stay within _LIMBS
-    for j0 in range(0, N, step):
-        j1 = min(N, j0 + step)
-        nB = int(SB[j0:j1].max(initial=0))
-        # entry (i, j) = 2^base_ij * sum_{s,t} G_st[i, j] * 2^off_st with off_st >= 0 (see _digits)
-        base = ((EA - ba + 1 - (nA - 1) * ba)[:, None] + (EB[j0:j1] - bb + 1 - (nB - 1) * bb)[None, :]).ravel()
-        maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
-        nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
-        limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0)):
-            cols = np.flatnonzero(SB[j0:j1] > t)
-            cols = cols if 2 * cols.size < j1 - j0 else np.arange(j1 - j0)
-            Bt = d if cols.size == j1 - j0 else d[:, cols]
-            for s, (rows, As) in enumerate(Ad):
-                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                G = As @ Bt
-                idx = None if (rows.size == M and cols.size == j1 - j0) else np.ix_(rows, cols)
-                _add_shifted(limbs, G.astype(np.int64), (nA - 1 - s) * ba + (nB - 1 - t) * bb, idx)
-        limbs = limbs.reshape(nl, M * (j1 - j0))
-        if exact:
-            fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
-        a, b = round_limbs(limbs, base)
-        rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
-    return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
-
-
-def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not."""
-    if v.dtype == np.float64:
-        return v, np.ones(v.shape[1 - axis], bool)
-    ok = ((v >= -(1 << 53)) & (v <= 1 << 53)).all(axis=axis)  # integers of <= 2^53: exact in float64
-    ok2 = ok[:, None] if axis == 1 else ok[None, :]
-    return np.where(ok2, v, 0).astype(np.float64), ok
 
 
 def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:

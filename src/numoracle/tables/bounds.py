@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..reduce.boundmath import sci
 from ..reduce.bounds import expected_error_bound
-from ..reduce.tolerance import sci
 
 __all__ = ["bounds_table", "DTYPES", "ORDERS", "FP8_ORDERS", "KS", "KINDS_TABLE"]
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2")
 ORDERS = ("sequential", "pairwise", "blocked:128", "splitk:8")
-FP8_ORDERS = ("blockfma:32:13:13",)  # H100/H200 FP8 tensor core (THEORY §4; orders.preset("h100", "fp8")):
+FP8_ORDERS = ("blockfma:32:13:13",)  # H100/H200 FP8 tensor core (docs/theory.md §4; orders.preset("h100", "fp8")):
 # N = 32 products per block, F = 13 kept fraction bits, a 13-fraction-bit chained accumulator in FP32's range
 KS = tuple(2**k for k in range(4, 21))
 KINDS_TABLE = ("worst", "probabilistic")

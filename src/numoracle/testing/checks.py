@@ -24,13 +24,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..reduce.bounds import ErrorBound, expected_error_bound
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
+from ..core.errors import NumoracleAssertionError
 from ..core.formats import FP32, FP64, AnyFormat, Format, format_of
 from ..core.interop import as_native, is_torch, to_codes, torch_dtype_format
+from ..reduce.boundmath import nested, sci
+from ..reduce.bounds import ErrorBound, expected_error_bound
 from ..reduce.reference import exact_dot, exact_matmul, exact_sum
-from ..reduce.tolerance import nested, sci
 
 __all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_sum_close", "assert_dot_close",
            "assert_matmul_close", "CloseReport", "Element", "poison_like", "poison_mask", "poison_code",
@@ -38,18 +39,6 @@ __all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_s
 
 VERDICTS = ("IDENTICAL", "REORDERING", "UNEXPLAINED", "UNWRITTEN")
 _A5 = 0xA5A5A5A5A5A5A5A5
-
-
-class NumoracleAssertionError(AssertionError):
-    """A numoracle ``assert_*`` check failed: the message is the report's text, ``.report`` the report object.
-
-    numoracle's pytest plugin shows such failures as their report, without numoracle's own frames in the
-    traceback. Other ``assert_*`` helpers (quantization checks, sweeps, goldens) raise it too.
-    """
-
-    def __init__(self, message: str, report: Any = None) -> None:
-        super().__init__(message)
-        self.report = report
 
 
 # ---- poison ---------------------------------------------------------------------------------------

@@ -42,9 +42,9 @@ import numpy as np
 
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import decode
+from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, IntFormat, format_of
 from ..core.interop import as_native, is_torch, native_dtype, to_codes
-from .checks import NumoracleAssertionError
 
 __all__ = ["Golden", "GoldenDiff", "DiffRow", "GoldenError", "write_golden", "read_golden", "compare_golden",
            "assert_golden", "golden_codes", "normalize_meta", "encode_golden", "decode_golden", "GOLDEN_SUFFIX",

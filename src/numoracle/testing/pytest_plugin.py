@@ -116,8 +116,8 @@ def _in_numoracle(tb: TracebackType) -> bool:
 
 def _is_report_failure(exc: BaseException, last: TracebackType) -> bool:
     """A failure numoracle reports in its message: its own assertion errors, goldens that cannot be trusted."""
-    testing, golden = sys.modules.get("numoracle.testing.checks"), sys.modules.get("numoracle.testing.golden")
-    if testing is not None and isinstance(exc, testing.NumoracleAssertionError):
+    errors, golden = sys.modules.get("numoracle.core.errors"), sys.modules.get("numoracle.testing.golden")
+    if errors is not None and isinstance(exc, errors.NumoracleAssertionError):
         return True
     if golden is not None and isinstance(exc, golden.GoldenError):
         return True
@@ -295,8 +295,8 @@ class GoldenFixture:
         ``--numoracle-update-goldens`` the golden is written instead (when missing or different).
         """
         __tracebackhide__ = True
+        from ..core.errors import NumoracleAssertionError
         from .golden import GoldenError, assert_golden, encode_golden, golden_codes, normalize_meta
-        from .checks import NumoracleAssertionError
 
         p = self.path(name)
         shown = self._shown(p)

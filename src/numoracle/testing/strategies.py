@@ -32,7 +32,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from hypothesis.strategies import SearchStrategy
 
-from ..core.twins import exact
 from ..conformance.boundary import (
     boundary_values,
     ceil_key,
@@ -43,10 +42,11 @@ from ..conformance.boundary import (
     overflow_threshold,
 )
 from ..core.codekeys import binades
-from ..core.twins.exact import _floor_log2, _pow2
 from ..core.formats import FP32, FP64, AnyFormat, Format, IntFormat, format_of
 from ..core.interop import native_dtype
 from ..core.policy import Rounding
+from ..core.twins import exact
+from ..core.twins.exact import floor_log2, pow2
 
 __all__ = ["codes", "values", "code_arrays", "value_arrays", "ties", "near_overflow", "subnormals"]
 
@@ -270,8 +270,8 @@ def _src_quantum(src: AnyFormat, e: int) -> Fraction | None:
     if e > src.emax:
         return None
     if src.has_subnormals:
-        return _pow2(max(e, src.emin) - src.man_bits)
-    return _pow2(e - src.man_bits) if e >= src.emin else None
+        return pow2(max(e, src.emin) - src.man_bits)
+    return pow2(e - src.man_bits) if e >= src.emin else None
 
 
 def _neighbour_runs(dst: AnyFormat, negative: bool, nearest: bool) -> list[tuple[Fraction, Fraction, int]]:
@@ -286,7 +286,7 @@ def _neighbour_runs(dst: AnyFormat, negative: bool, nearest: bool) -> list[tuple
         return []
     runs = [(Fraction(0), dst.min_subnormal, 1)] if (nearest and dst.has_zero) else []
     for e, klo, khi in binades(dst, False):
-        q = _pow2((max(e, dst.emin) if dst.has_subnormals else e) - dst.man_bits)
+        q = pow2((max(e, dst.emin) if dst.has_subnormals else e) - dst.man_bits)
         runs.append((key_value(int(klo), dst), q, int(khi) - int(klo) + 1))
     return runs
 
@@ -302,8 +302,8 @@ def _segments(src: AnyFormat, dst: AnyFormat, nearest: bool) -> list[_Segment]:
             j = 0
             while j < count:  # split the run by the binade of its points
                 p = lo0 + (j + off) * q
-                e = _floor_log2(p)
-                bound = (_pow2(e + 1) - lo0) / q - off  # points with j < bound lie in binade e
+                e = floor_log2(p)
+                bound = (pow2(e + 1) - lo0) / q - off  # points with j < bound lie in binade e
                 j_end = min(count, -((-bound.numerator) // bound.denominator))
                 seg = _representable_run(src, lo0, q, off, j, j_end, e, lim)
                 if seg is not None:
@@ -381,7 +381,7 @@ def near_overflow(dst: Any, *, src: Any = None, rounding: Any = "rne", ulps: int
     w = _weight(boundary_weight)
     if isinstance(ulps, bool) or not isinstance(ulps, int) or ulps < 0:
         raise ValueError(f"ulps must be a non-negative int, got {ulps!r}")
-    unit = Fraction(1) if d.is_integer else _pow2(d.emax - d.man_bits)
+    unit = Fraction(1) if d.is_integer else pow2(d.emax - d.man_bits)
     windows: list[tuple[int, int]] = []
     bounds: list[tuple[Fraction, Fraction]] = []
     for sign in (1, -1) if (d.signed or d.is_integer) else (1,):

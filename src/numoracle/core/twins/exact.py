@@ -64,14 +64,14 @@ NEG_ZERO = Special("zero", True)
 Value = Fraction | int | Special
 
 
-def _pow2(e: int) -> Fraction:
+def pow2(e: int) -> Fraction:
     return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
 
 
-def _floor_log2(a: Fraction) -> int:
+def floor_log2(a: Fraction) -> int:
     """floor(log2(a)) of a positive rational, exactly."""
     e = a.numerator.bit_length() - a.denominator.bit_length()
-    return e - 1 if a < _pow2(e) else e
+    return e - 1 if a < pow2(e) else e
 
 
 def _as_value(x: Any) -> Value:
@@ -140,9 +140,9 @@ def value_of(code: int, fmt: Any, *, daz: bool = False) -> Value:
     if ef == 0 and fmt.has_subnormals:
         if daz:
             man = 0
-        v = man * _pow2(1 - fmt.bias - m)
+        v = man * pow2(1 - fmt.bias - m)
     else:
-        v = ((1 << m) + man) * _pow2(ef - fmt.bias - m)
+        v = ((1 << m) + man) * pow2(ef - fmt.bias - m)
     if v == 0:
         return NEG_ZERO if sign else Fraction(0)
     return -v if sign else v
@@ -176,11 +176,11 @@ def _magnitude_code(r: Fraction, fmt: Format) -> int:
     if r == 0:
         return 0
     if fmt.has_subnormals and r < fmt.min_normal:
-        man = r / _pow2(fmt.emin - m)
+        man = r / pow2(fmt.emin - m)
         assert man.denominator == 1, (r, fmt)
         return int(man)
-    e = _floor_log2(r)
-    man = r / _pow2(e - m) - (1 << m)
+    e = floor_log2(r)
+    man = r / pow2(e - m) - (1 << m)
     assert man.denominator == 1 and 0 <= man < (1 << m), (r, fmt)
     return ((e + fmt.bias) << m) | int(man)
 
@@ -253,15 +253,15 @@ def _round_to_float(x: Fraction, dst: Format, pol: Policy, R, fl: list) -> int:
         return _nan_result(dst, pol)
     a = abs(x)
     # 1. exponent and quantum
-    E = _floor_log2(a)
+    E = floor_log2(a)
     tiny = E < dst.emin
     if not dst.has_subnormals and tiny:  # no zero (E8M0): the smallest value, in every mode
         fl.append(Flags.UNDERFLOW | Flags.INEXACT)
         return 0
     qexp = (max(E, dst.emin) if dst.has_subnormals else E) - dst.man_bits
     # 2. magnitude rounding, exponent unbounded above
-    k, inexact = _round_multiple(a, _pow2(qexp), pol.rounding, negative, R, pol.sr_bits)
-    r = k * _pow2(qexp)
+    k, inexact = _round_multiple(a, pow2(qexp), pol.rounding, negative, R, pol.sr_bits)
+    r = k * pow2(qexp)
     if inexact:
         fl.append(Flags.INEXACT | (Flags.UNDERFLOW if tiny else Flags.NONE))
     # 3. overflow, decided after rounding
@@ -411,11 +411,11 @@ def neighbours(x: Any, dst: Any) -> Neighbours:
     if a == 0:
         z = _float_neighbour(a, dst, False)
         return Neighbours(z, z)
-    E = _floor_log2(a)
+    E = floor_log2(a)
     if a > dst.max_finite:  # beyond the range: only max finite lies on the inner side
         inner, outer = _float_neighbour(dst.max_finite, dst, negative), None
     else:
-        q = _pow2((max(E, dst.emin) if dst.has_subnormals else E) - dst.man_bits)
+        q = pow2((max(E, dst.emin) if dst.has_subnormals else E) - dst.man_bits)
         t = a / q
         k = t.numerator // t.denominator
         inner = _float_neighbour(k * q, dst, negative)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from numoracle.core.formats import FP16, FP64, INT8, Format, IntFormat, registry
+from numoracle.testing.checks import NumoracleAssertionError
 from numoracle.testing.golden import (
     GOLDEN_SUFFIX,
     Golden,
@@ -25,7 +26,6 @@ from numoracle.testing.golden import (
     read_golden,
     write_golden,
 )
-from numoracle.testing.checks import NumoracleAssertionError
 
 RNG = np.random.default_rng(20240606)
 

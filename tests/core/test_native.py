@@ -29,14 +29,14 @@ import pytest
 
 import numoracle as no
 from numoracle.conformance.deviations import KINDS, KNOWN_DEVIATIONS, Deviation, classify, deviations_for, native_cast
-from numoracle.core.formats import registry
-from numoracle.core.interop import _TORCH_NAMES, native_dtype
+from numoracle.core.formats import TORCH_NAMES, registry
+from numoracle.core.interop import native_dtype
 
 NATIVE = [f for f in registry() if native_dtype(f) is not None]
 SOURCES = [f for f in NATIVE if f.bits <= 16]
 WIDE = [no.FP32, no.FP64, no.INT32, no.UINT32, no.INT64, no.UINT64]
 NARROW_DST = [f for f in NATIVE if not f.is_integer and f.bits <= 16] + [no.FP32]
-TORCH = {no.format_of(v).name for v in _TORCH_NAMES.values()}
+TORCH = {no.format_of(v).name for v in TORCH_NAMES.values()}
 _BUILTIN = {"fp16", "fp32", "fp64"}
 # ml_dtypes registers no cast between E8M0 and the other narrow float types
 _ML_REFUSES = {"fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz", "fp6_e3m2fn",

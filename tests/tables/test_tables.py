@@ -13,7 +13,7 @@ import pytest
 from numoracle import FP16, INT8, registry
 from numoracle.tables.build import TABLES, formats_table, render_csv, write_tables
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "tables"
 EXPENSIVE = {"chains"}  # minutes to regenerate: checked on a deterministic sample of rows below
 

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
-from numoracle.core.twins import exact as X
 from numoracle.core.formats import BF16, FP16, FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
 from numoracle.core.policy import Flags
+from numoracle.core.twins import exact as X
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 SOURCES = [FP32, FP64, TF32, INT32, UINT32, INT64, UINT64]

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.twins.exact import round_value
 from numoracle.core.formats import Format, registry
+from numoracle.core.twins.exact import round_value
 from numoracle.reduce.reference import exact_dot, exact_matmul, exact_sum
 
 FLOATS = [f for f in registry() if not f.is_integer]

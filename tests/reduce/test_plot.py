@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.reduce import orders as O
 from numoracle.cli.main import main
+from numoracle.reduce import orders as O
 from numoracle.reduce.plot import BoundViolation, bound_curve_data, order_object, plot_bound
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -38,9 +38,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.core.formats import FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
 from numoracle.core.twins import exact as X
 from numoracle.core.twins import valuetable as V
-from numoracle.core.formats import FP32, FP64, INT32, INT64, TF32, UINT32, UINT64, registry
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 SMALL_FLOATS = [f for f in SMALL if not f.is_integer]

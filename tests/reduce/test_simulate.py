@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
+from numoracle.core.formats import Format
+from numoracle.core.policy import Rounding
 from numoracle.core.twins import exact
 from numoracle.reduce import orders as O
 from numoracle.reduce.accumulate import Arith
-from numoracle.core.formats import Format
-from numoracle.core.policy import Rounding
 from numoracle.reduce.simulation import simulate
 from simref import assert_same, exact_add, frac, neg, reference, result_fmt, rnd, val
 

@@ -21,9 +21,9 @@ import pytest
 import numoracle as no
 from numoracle.conformance.boundary import boundary_values
 from numoracle.conformance.deviations import classify_ids
-from numoracle.core.policy import resolve_policy
+from numoracle.conformance.classify import CLASSES, classify_mismatches, known_labels, tie_mask
 from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
-from numoracle.conformance.report import CLASSES, classify_mismatches, known_labels, tie_mask
+from numoracle.core.policy import resolve_policy
 
 BF16_DT, E4M3_DT = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn)
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.twins import exact as X
 from numoracle.conformance.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
-from numoracle.core.codekeys import is_nan, to_key
 from numoracle.conformance.deviations import classify, native_cast
+from numoracle.core.codekeys import is_nan, to_key
 from numoracle.core.policy import Flags
+from numoracle.core.twins import exact as X
 
 PAIRS = [
     ("fp32", "fp16", ()), ("fp32", "bf16", ()), ("fp64", "bf16", ()), ("fp32", "fp8_e4m3fn", ()),

@@ -18,8 +18,6 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from numoracle.core.twins import exact as X
-from numoracle.core.twins import valuetable as V
 from numoracle.core.formats import (
     BF16,
     E8M0FNU,
@@ -46,6 +44,8 @@ from numoracle.core.formats import (
     registry,
 )
 from numoracle.core.policy import Flags
+from numoracle.core.twins import exact as X
+from numoracle.core.twins import valuetable as V
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 
 

@@ -1,0 +1,29 @@
+"""numoracle's exception types, in one place (every layer raises these; none imports a higher layer for them).
+
+- ``NumoracleError`` (a ``ValueError``): numoracle refuses an argument or an input; the message names the
+  argument and the fix.
+- ``NumoracleAssertionError`` (an ``AssertionError``): a numoracle ``assert_*`` check failed; the message is the
+  report's text and ``.report`` the report object. numoracle's pytest plugin shows such failures as their
+  report, without numoracle's own frames in the traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["NumoracleError", "NumoracleAssertionError"]
+
+
+class NumoracleError(ValueError):
+    """numoracle refuses an argument or input; the message says which and what to do instead."""
+
+
+class NumoracleAssertionError(AssertionError):
+    """A numoracle ``assert_*`` check failed: the message is the report's text, ``.report`` the report object.
+
+    Raised by the closeness checks, the quantization checks, chain assertions, sweeps and goldens.
+    """
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report

@@ -1,0 +1,182 @@
+"""simulate's inputs: exact values, their labels and the sources that hand each step its operands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import decode
+from ..core.formats import FP32, Format, format_of
+from ..core.interop import to_codes
+from .accumulate import triple
+
+_OPS = ("sum", "dot", "matmul")
+_ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
+_FP32 = triple(FP32)
+
+
+def _fits(src: tuple, dst: tuple) -> bool:
+    return src[0] <= dst[0] and src[1] >= dst[1] and src[2] <= dst[2]
+
+
+def _exact(x: Any, what: str) -> tuple[np.ndarray, Format]:
+    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
+        return x.astype(np.float64), format_of(x.dtype)     # widening casts are exact
+    codes, fmt = to_codes(x)
+    if not isinstance(fmt, Format):
+        raise TypeError(f"{what} has integer format {fmt.name}; simulate models floating-point accumulation")
+    return decode(codes, fmt), fmt
+
+
+def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:
+    """(q, h, subnormals): the finite nonzero values are multiples of 2^q and below 2^h.
+
+    q = floor(log2 min|v|) - (p - 1), floored at the format's quantum: a value with at most p
+    significant bits has its lowest bit at or above floor(log2|v|) - (p - 1).
+    """
+    a = np.abs(v).ravel()
+    a = a[(a > 0) & (a < np.inf)]
+    if a.size == 0:
+        return 10**6, -(10**6), False
+    mn, mx = a.min(), a.max()
+    q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
+    return q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin)
+
+
+def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
+    """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros _ZERO_LABEL; inf/NaN 0 (unused)."""
+    fin = np.isfinite(v) & (v != 0)
+    e = np.frexp(np.where(fin, v, 1.0))[1] - 1
+    return np.where(v == 0, _ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
+
+
+class _Source:
+    """Terms of one reduction per output, the outputs flattened to a batch and cut into units."""
+
+    units: int
+    unit: int = 1
+
+    def info(self) -> tuple[int, int, int]:
+        return self.p, self.q, self.h
+
+    def view(self, lo, hi):
+        s = object.__new__(type(self))
+        s.__dict__.update(self.__dict__, lo=lo, hi=hi)
+        return s
+
+
+class _SumSource(_Source):
+    def __init__(self, x: np.ndarray, fmt: Format, q: int, h: int):
+        self.xt = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)      # (K, batch)
+        self.fmt = fmt
+        self.units = self.xt.shape[1]
+        self.p, self.q, self.h = fmt.precision, q, h
+        self.lo, self.hi = 0, self.units
+
+    def prepare_labels(self):
+        self.lt = _labels(self.xt, self.fmt)
+
+    def prepare_f32(self):
+        self.xt32 = self.xt.astype(np.float32)      # exact: only called when the format fits FP32
+
+    def terms(self, ids):
+        return self.xt[ids, self.lo:self.hi]
+
+    def terms32(self, ids):
+        return self.xt32[ids, self.lo:self.hi]
+
+    def terms_copy(self, ids):
+        return self.xt[ids, self.lo:self.hi].copy()     # block_fma overwrites its terms
+
+    def labels(self, ids):
+        return self.lt[ids, self.lo:self.hi]
+
+
+class _MatSource(_Source):
+    """Terms t[k] of output (i, j): A[i, k] * B[k, j], exact in float64 (checked by the caller)."""
+
+    def __init__(self, a, b, fa, fb, p, q, h):
+        self.at, self.b = np.ascontiguousarray(a.T), np.ascontiguousarray(b)    # (K, m), (K, n)
+        self.fa, self.fb = fa, fb
+        self.units, self.unit = self.at.shape[1], self.b.shape[1]
+        self.p, self.q, self.h = p, q, h
+        self.lo, self.hi = 0, self.units
+
+    def prepare_labels(self):
+        self.lat, self.lb = _labels(self.at, self.fa), _labels(self.b, self.fb)
+
+    def prepare_f32(self):
+        self.at32, self.b32 = self.at.astype(np.float32), self.b.astype(np.float32)   # exact (formats fit FP32)
+
+    def terms(self, ids):
+        a = self.at[ids, self.lo:self.hi]
+        t = a[..., None] * self.b[ids][..., None, :]
+        return t.reshape(t.shape[:-2] + (-1,))
+
+    terms_copy = terms      # a fresh array already
+
+    def terms32(self, ids):
+        """Products in float32 arithmetic: IEEE binary32 multiplication, i.e. the exact product rounded
+        once to FP32 (RNE): exact when it fits FP32, else what fma=False asks for."""
+        a = self.at32[ids, self.lo:self.hi]
+        t = a[..., None] * self.b32[ids][..., None, :]
+        return t.reshape(t.shape[:-2] + (-1,))
+
+    def labels(self, ids):
+        la = self.lat[ids, self.lo:self.hi].astype(np.int32)
+        t = la[..., None] + self.lb[ids][..., None, :]
+        return t.reshape(t.shape[:-2] + (-1,))
+
+
+def _sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format], bool]:
+    if op not in _OPS:
+        raise ValueError(f"unknown op {op!r}; simulate supports {', '.join(_OPS)}")
+    need = 1 if op == "sum" else 2
+    if len(inputs) != need:
+        raise TypeError(f"simulate({op!r}) takes {need} input array(s), got {len(inputs)}")
+    vals = [_exact(x, f"input {i}") for i, x in enumerate(inputs)]
+    if op == "sum":
+        (x, fmt), = vals
+        if x.ndim == 0:
+            raise ValueError("simulate('sum') reduces the last axis; got a 0-d input")
+        if x.shape[-1] < 1:
+            raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
+        q, h, sub = _stats(x, fmt)
+        src = _SumSource(x, fmt, q, h)
+        src.inputs_fit_fp32 = _fits(triple(fmt), _FP32)
+        return src, x.shape[:-1], x.shape[-1], [fmt], sub
+    (a, fa), (b, fb) = vals
+    if op == "dot":
+        if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
+            raise ValueError(f"simulate('dot') takes two 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
+        a, b, shape = a[None, :], b[:, None], ()
+    else:
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+            raise ValueError(f"simulate('matmul') takes A (m, K) and B (K, n); got shapes {a.shape} and {b.shape}")
+        shape = (a.shape[0], b.shape[1])
+    K = a.shape[1]
+    if K < 1:
+        raise ValueError(f"cannot reduce over K = {K}; K must be >= 1")
+    if fa.precision + fb.precision > 53:
+        raise ValueError(f"products of {fa.name} x {fb.name} ({fa.precision} + {fb.precision} significant bits) "
+                         "are not exact in float64; simulate needs p_a + p_b <= 53")
+    qa, ha, sa = _stats(a, fa)
+    qb, hb, sb = _stats(b, fb)
+    if (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits) < -1074 or fa.emax + fb.emax > 1021:
+        raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
+    src = _MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
+    src.inputs_fit_fp32 = _fits(triple(fa), _FP32) and _fits(triple(fb), _FP32)
+    return src, shape, K, [fa, fb], sa or sb
+
+
+# ======================================================================================================
+# Compiled schedule: slots (SSA values -> reusable rows of one buffer) and per-wave plans
+# ======================================================================================================
+
+def _as_index(ids: np.ndarray):
+    """A slice when ids are consecutive (a view, no copy), else the index array."""
+    ids = np.asarray(ids, np.int64)
+    if ids.size and ids[-1] - ids[0] == ids.size - 1 and (ids.size < 3 or (np.diff(ids) == 1).all()):
+        return slice(int(ids[0]), int(ids[-1]) + 1)
+    return ids

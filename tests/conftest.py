@@ -1,0 +1,30 @@
+"""Shared fixtures for the suite, and a closing line on what was skipped for lack of an optional package.
+
+The suite runs against the checkout's ``src/`` (pyproject's ``pythonpath``), so an edit there is what gets
+tested. Tiers: the default run; ``-m slow`` (minutes); ``-m exhaustive`` (every code of the wide sources, hours).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+OPTIONAL = ("torch", "grimp", "softfloatpy", "jax", "matplotlib", "distributed")
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded generator (each test that takes it gets the same stream)."""
+    return np.random.default_rng(20261201)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
+    missing: dict[str, int] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = str(rep.longrepr[-1]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        for name in OPTIONAL:
+            if f"'{name}'" in reason or f"No module named {name}" in reason or f"needs {name}" in reason:
+                missing[name] = missing.get(name, 0) + 1
+    for name, n in sorted(missing.items()):
+        terminalreporter.write_line(f"numoracle: {n} test(s) skipped because {name} is not installed "
+                                    f"(pip install {name} runs them)")
