@@ -433,20 +433,23 @@ def compute_scales(xv: np.ndarray, fmt: AnyFormat, p: QuantParams, lay: Layout, 
         elif not p.symmetric:
             zp = np.zeros(lay.grid, np.int64)
     elif p.scale_rule == "absmax" and p.symmetric:
+        from .scalefit import fit_absmax_scales  # here: scalefit imports this module
+
         codes = absmax_scales(np.where(pos, amax, M), M, sfmt, p.scale_rounding, p.scale_range)
+        codes = fit_absmax_scales(codes, amax, pos, fmt, p)  # no element with |x| <= amax clips
         codes = _with_nan(np.where(pos, codes, encode(np.float64(1.0), sfmt)), bad, sfmt)
     elif p.scale_rule == "absmax":
         codes, zp = _asymmetric(xv, fin, fmt, p, lay, amax, bad)
-    elif p.scale_rule in ("pow2", "mx"):
+    elif p.scale_rule in ("pow2", "rceil", "mx"):
         m, e = np.frexp(np.where(pos, amax, 1.0))
-        if p.scale_rule == "pow2":
+        if p.scale_rule != "mx":  # the power of two at or above amax / M
             mM, eM = np.frexp(M)
             ex = e.astype(np.int64) - eM + (m > mM)
         else:
             emax_elem = (int(fmt.max_value).bit_length() - 1) if fmt.is_integer else fmt.emax
             ex = e.astype(np.int64) - 1 - emax_elem
         v = power_of_two_scales(ex, np.where(pos, amax, 0.0), sfmt, p.scale_range)
-        zero_value = 1.0 if p.scale_rule == "pow2" else float(np.ldexp(1.0, pow2_range(sfmt)[0]))
+        zero_value = 1.0 if p.scale_rule == "pow2" else float(np.ldexp(1.0, pow2_range(sfmt)[0]))  # mx, rceil
         codes = _with_nan(encode(np.where(pos, v, zero_value), sfmt), bad, sfmt)
     else:
         return _nvfp4(fmt, p, amax, bad, global_scale, global_amax)
