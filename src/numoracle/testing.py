@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .bounds import ErrorBound, expected_error_bound
+from .checkpower import detection_power
 from .codekeys import is_nan, to_key
 from .convert import cast, decode
 from .formats import FP32, FP64, AnyFormat, Format, format_of
@@ -449,19 +450,10 @@ def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, ord
                        float(j.ratio[imax]) if imax is not None else 0.0,
                        tuple(int(t) for t in np.unravel_index(imax, shape)) if imax is not None else None,
                        worst, st.ofmt, [tuple(int(t) for t in np.unravel_index(i, shape)) for i in nf[:10]],
-                       int(nf.size), _power_fn(pb, st, acc, order, kind, fma, rounding, confidence))
-
-
-def _power_fn(pb: _Problem, st: _Setup, acc: Any, order: Any, kind: str, fma: bool, rounding: Any,
-              confidence: float) -> Any:
-    """The lazily evaluated detection statement of a check (numoracle.checkpower)."""
-    def power() -> Any:
-        from .checkpower import detection_power
-
-        return detection_power(pb.op, pb.inputs, pb.work_shape, pb.K, st.exact, st.tol, st.ofmt, acc=acc,
-                               order=order, kind=kind, fma=fma, rounding=rounding, confidence=confidence,
-                               dtype=pb.dtype, bound_c=st.bound.coefficient_float)
-    return power
+                       int(nf.size), lambda: detection_power(pb.op, pb.inputs, pb.work_shape, pb.K, st.exact, st.tol,
+                                                             st.ofmt, acc=acc, order=order, kind=kind, fma=fma,
+                                                             rounding=rounding, confidence=confidence, dtype=pb.dtype,
+                                                             bound_c=st.bound.coefficient_float))
 
 
 def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
