@@ -123,3 +123,20 @@ def test_cli_cast_tininess():
     assert run()["flags"] == ["INEXACT", "UNDERFLOW"]
     d = run("--tininess", "after")
     assert d["flags"] == ["INEXACT"] and d["policy"]["tininess"] == "after"
+
+
+@pytest.mark.parametrize("src,dst", [(FP32, FP16), (FP32, "bf16"), (FP64, FP8_E4M3FN), (FP16, FP8_E5M2),
+                                     (FP32, "fp6_e2m3fn"), (FP32, "fp8_e4m3fnuz"), (FP64, FP32)])
+@pytest.mark.parametrize("tininess", ["before", "after"])
+def test_engine_and_twin_agree_near_the_smallest_normal(src, dst, tininess):
+    """Flags of every mode (but sr) for codes around 2^emin of dst, engine vs Fraction twin."""
+    d = format_of(dst)
+    mn = np.array([float(d.min_normal)], np.float64)
+    centre = int(cast(mn, src)[0])
+    near = [centre + k for k in range(-300, 301)]
+    codes = np.array(sorted(set(near) | {c | src.sign_bit for c in near}), np.uint64).astype(src.code_dtype)
+    for mode in ("rne", "rna", "rtz", "ru", "rd", "rto"):
+        out, fl = cast(codes, d, src=src, rounding=mode, tininess=tininess, flags=True)
+        for c, o, f in zip(codes.tolist(), out.tolist(), fl.tolist()):
+            assert X.convert_code(c, src, d, rounding=mode, tininess=tininess, flags=True) == (o, Flags(f)), \
+                (hex(c), mode)

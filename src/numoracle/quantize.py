@@ -11,7 +11,8 @@ A kernel quantises in four steps, each rounding on its own; ``quantize`` reprodu
      would make ``+-amax`` clip (after step 3's compute rounding and step 4's element rounding) it
      moves up to the next value of ``scale_fmt`` (``numoracle.scalefit``): with E8M0 the power of
      two above (RCEIL), with FP8 the next value toward +inf; FP32 scales are never moved in the
-     default modes (``fl32(amax / M)``, as numpy / PyTorch / ONNX compute it).
+     default modes (``fl32(amax / M)``, as numpy / PyTorch / ONNX compute it). Symmetric only: the
+     asymmetric scale below stays ONNX's, whose zero-point rounding may clip an end element by one code.
      Asymmetric integers (``symmetric=False``, ONNX DynamicQuantizeLinear): ``s =
      scale_fmt((rmax - rmin) / (qmax - qmin))``, ``zp = saturate(round_half_even(qmin - t_min))``
      with ``t_min = rmin / s`` rounded in ``compute``.
