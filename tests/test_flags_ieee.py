@@ -140,3 +140,25 @@ def test_engine_and_twin_agree_near_the_smallest_normal(src, dst, tininess):
         for c, o, f in zip(codes.tolist(), out.tolist(), fl.tolist()):
             assert X.convert_code(c, src, d, rounding=mode, tininess=tininess, flags=True) == (o, Flags(f)), \
                 (hex(c), mode)
+
+
+@pytest.mark.parametrize("dst", ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp6_e3m2fn",
+                                 "fp4_e2m1fn", "e8m0fnu", "int8", "uint8", "int32", "uint64"])
+def test_overflow_comes_with_inexact_and_never_for_integers(dst):
+    d = format_of(dst)
+    rng = np.random.default_rng(11)
+    codes = np.unique(np.concatenate([rng.integers(0, 1 << 32, 4000, dtype=np.uint64),
+                                      np.arange(0x7F7FFF00, 0x7F800100, dtype=np.uint64),
+                                      np.arange(0xFF7FFF00, 0xFF800100, dtype=np.uint64)])).astype(np.uint32)
+    overflows = ["saturate", "wrap"] if d.is_integer else [None, "saturate"]
+    seen = 0
+    for mode in ("rne", "rna", "rtz", "ru", "rd", "rto"):
+        for ov in overflows:
+            _, fl = cast(codes, d, src=FP32, rounding=mode, overflow=ov, flags=True)
+            over = (fl & OF) != 0
+            if d.is_integer:
+                assert not over.any() and not np.any((fl & INV != 0) & (fl & INX != 0)), (mode, ov)
+            else:
+                assert np.all((fl[over] & INX) != 0), (mode, ov)
+                seen += int(over.sum())
+    assert d.is_integer or seen  # the codes above do overflow the float formats somewhere
