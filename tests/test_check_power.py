@@ -36,7 +36,7 @@ def test_bf16_accumulation_is_flagged(data):
     text = str(r)
     assert "this check cannot tell FP32 from" in text and "BF16" in text.split("cannot tell FP32 from")[1]
     stricter = {check: flags for check, _, flags in p.stricter}
-    assert "BF16" in stricter["kind='probabilistic'"]
+    assert "BF16 (pairwise)" in stricter["kind='probabilistic'"]
     assert not check_matmul_close(pw, A, B, kind="probabilistic").passed
     assert check_matmul_close(_kernel(A, B, "fp32", orders.Pairwise()), A, B, kind="probabilistic").passed
 
@@ -48,7 +48,7 @@ def test_fp16_accumulation_passes_the_default_check_and_the_report_says_so(data)
     assert r.passed  # the weak check: worst case over any order
     assert "FP16" in r.power.cannot_tell
     named = [(c, f) for c, _, f in r.power.stricter if c.startswith("order='pairwise'")]
-    assert named and "FP16" in named[0][1]
+    assert named and "FP16 (sequential, pairwise)" in named[0][1]
     assert not check_matmul_close(y, A, B, order="pairwise").passed  # the named order catches it
     assert check_matmul_close(_kernel(A, B, "fp32", orders.Pairwise()), A, B, order="pairwise").passed
 

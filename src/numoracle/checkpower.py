@@ -59,7 +59,7 @@ class DetectionPower:
     sampled: int
     elements: int
     rows: tuple[AccuracyRow, ...]
-    stricter: tuple[tuple[str, float, tuple[str, ...]], ...] = field(default=())  # (check, c, accs it flags)
+    stricter: tuple[tuple[str, float, tuple[str, ...]], ...] = field(default=())  # (check, c, "ACC (orders)" it flags)
 
     @property
     def cannot_tell(self) -> list[str]:
@@ -190,7 +190,10 @@ def _with_stricter(power: DetectionPower, op, dtype, K, acc, order, fma, roundin
         except ValueError:  # e.g. probabilistic bounds of biased roundings
             continue
         t = _sampled_tolerance(b, op, vecs, exact_s)
-        flags = tuple(r.acc.name.upper() for r in power.rows if not r.claimed and r.passes and
-                      any(np.median(sims[(r.acc.name, o)] / t) > 1 for o in r.passes))
-        found.append((label, float(b.coefficient), flags))
+        flags = []
+        for r in power.rows:
+            caught = [o for o in r.passes if not r.claimed and np.median(sims[(r.acc.name, o)] / t) > 1]
+            if caught:
+                flags.append(f"{r.acc.name.upper()} ({', '.join(caught)})")
+        found.append((label, float(b.coefficient), tuple(flags)))
     return replace(power, stricter=tuple(found))
