@@ -176,6 +176,16 @@ def test_nan_to_int_convention(dst):
     assert np.all(mfl == Flags.INVALID)
 
 
+def test_softfloat_default_nan_is_recorded():
+    """This build's default NaN (RISC-V specialization: positive, quiet, no payload) is numoracle's
+    canonical NaN; another specialization (8086: negative, payload kept) would be compared by class."""
+    nans = np.array([0x7F800001, 0xFFC00123], np.uint64)  # a signalling NaN and a negative quiet NaN with payload
+    for dst in ("fp16", "bf16", "fp64"):
+        theirs, tfl = sf_convert("fp32", dst, nans, "rne", "before")
+        assert np.all(theirs == np.uint64(canonical_nan(format_of(dst))))
+        assert [Flags(int(f)) for f in tfl] == [Flags.INVALID, Flags.NONE]
+
+
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("src,dst", [p for p in PAIRS if p[0] in ("fp16", "bf16")],
                          ids=[f"{s}->{d}" for s, d in PAIRS if s in ("fp16", "bf16")])
