@@ -116,13 +116,15 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
         x = exact.value_of(int(codes[0]) & fmt.sign_bit, fmt) if fmt.signed else Fraction(0)
     code, fl = exact.round_value(x, dst, rounding=pol.rounding, overflow=pol.overflow, nan_to=pol.nan_to,
                                  ftz=pol.ftz, tininess=pol.tininess, flags=True)
-    if not fmt.is_integer and fmt.is_signalling_nan(int(codes[0])):
+    snan = not fmt.is_integer and fmt.is_signalling_nan(int(codes[0]))
+    if snan:
         fl |= Flags.INVALID  # IEEE 754-2019 §7.2
     engine = int(cast_codes(codes, fmt, dst, pol)[0])
     if engine != code:  # pragma: no cover - the twins are held to each other by the test suite
         raise RuntimeError(f"internal error: engine gives {engine:#x}, the Fraction twin {code:#x}; please report")
     if isinstance(x, Special) and x.kind != "zero":
-        return Explanation(x, dst, pol, None, None, f"{x} is special: handled by the overflow/nan_to policy "
+        what = "a signalling NaN (invalid operation; the result is quiet)" if snan else f"{x} is special"
+        return Explanation(x, dst, pol, None, None, f"{what}: handled by the overflow/nan_to policy "
                            f"({pol.overflow.value}{', nan_to=' + pol.nan_to.value if pol.nan_to else ''})", code, fl)
     xv = Fraction(0) if isinstance(x, Special) else Fraction(x)
     if xv == 0 or dst.is_integer or not isinstance(dst, Format):
