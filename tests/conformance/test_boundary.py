@@ -68,7 +68,12 @@ class _Caster:
         return _val(self.at(i)[0], self.fmt)
 
     def overflows(self, i: int) -> bool:
-        return bool(self.at(i)[1] & Flags.OVERFLOW)
+        return bool(self.at(i)[1] & _out_of_range_flag(self.fmt))
+
+
+def _out_of_range_flag(fmt) -> Flags:
+    """OVERFLOW for floats; INVALID for integers (IEEE 754-2019 §5.8)."""
+    return Flags.INVALID if fmt.is_integer else Flags.OVERFLOW
 
 
 def _adjacent(src, a: F, b: F) -> bool:
@@ -148,7 +153,8 @@ def _check_claims(bv: BoundaryValues, mode: str, overflow=None) -> dict[str, int
                     f"{p.label}: {format_value(x)} overflow={c.overflows(i)}")
             elif p.kind == "past_max" and p.offset == 0:
                 for m in ("rne", "rna", "rtz", "ru", "rd", "rto"):
-                    assert X.convert_code(code, src, c.fmt, rounding=m, flags=True)[1] & Flags.OVERFLOW, (p.label, m)
+                    fl = X.convert_code(code, src, c.fmt, rounding=m, flags=True)[1]
+                    assert fl & _out_of_range_flag(c.fmt), (p.label, m)
             elif p.kind == "round_number":
                 assert c.overflows(i) and len(str(abs(p.target)).rstrip("0")) == 1, p.label
             elif p.kind in ("min_normal", "min_subnormal"):

@@ -20,8 +20,8 @@ import pytest
 
 import numoracle as no
 from numoracle.conformance.boundary import boundary_values
-from numoracle.conformance.deviations import classify_ids
 from numoracle.conformance.classify import CLASSES, classify_mismatches, known_labels, tie_mask
+from numoracle.conformance.deviations import classify_ids
 from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
 from numoracle.core.policy import resolve_policy
 

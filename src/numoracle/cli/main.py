@@ -383,10 +383,11 @@ def _cmd_cast(args: argparse.Namespace) -> str:
     if Rounding.of(args.rounding) is Rounding.STOCHASTIC:
         raise CliError("rounding 'sr' needs random bits per element; use numoracle.cast(x, dst, "
                        "rounding='sr', sr_bits=..., random_bits=...) from Python")
-    pol = resolve_policy(dst, args.rounding, args.overflow, args.nan_to, args.ftz, args.daz)
+    pol = resolve_policy(dst, args.rounding, args.overflow, args.nan_to, args.ftz, args.daz, tininess=args.tininess)
     inp = _source(args, dst)
     out, fl = cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=pol.rounding,
-                   overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, flags=True)
+                   overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, tininess=pol.tininess,
+                   flags=True)
     c, flags = int(out[0]), int(fl[0])
     res = _value_of(c, dst)
     xnan = isinstance(inp.value, float) and math.isnan(inp.value)
@@ -399,7 +400,8 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         "source": {"format": inp.src.name, "code": _hex(inp.code, inp.src), "how": how},
         "dst": dst.name,
         "policy": {"rounding": pol.rounding.value, "overflow": pol.overflow.value,
-                   "nan_to": pol.nan_to.value if pol.nan_to else None, "ftz": pol.ftz, "daz": pol.daz},
+                   "nan_to": pol.nan_to.value if pol.nan_to else None, "ftz": pol.ftz, "daz": pol.daz,
+                   "tininess": pol.tininess.value},
         "code": _hex(c, dst),
         "result": _show_value(res, dst, c),
         "flags": _flag_names(flags),
@@ -460,6 +462,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--nan-to", dest="nan_to", metavar="N", help="max, zero, min, raise (formats without NaN)")
     c.add_argument("--ftz", action="store_true", help="flush subnormal results to zero")
     c.add_argument("--daz", action="store_true", help="read subnormal inputs as zero")
+    c.add_argument("--tininess", default="before", choices=["before", "after"],
+                   help="when UNDERFLOW judges a result tiny: before rounding (ARM, default) or after (x86 SSE/AVX)")
     c.add_argument("--json", action="store_true", help="print a JSON object")
     c.set_defaults(run=_cmd_cast)
     add_chain_parsers(sub)

@@ -62,9 +62,13 @@ def cast(
     daz: bool = False,
     random_bits: Any = None,
     sr_bits: int | None = None,
+    tininess: Any = "before",
     flags: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Convert exactly to ``dst``; return destination codes (and per-element ``Flags`` if asked).
+
+    ``tininess`` ("before" or "after" rounding, IEEE 754-2019 §7.5) only changes when UNDERFLOW is
+    flagged; see docs/semantics.md for which hardware does which.
 
     With ``src`` given, ``x`` holds codes (unsigned bit patterns) of ``src``; otherwise ``x`` is
     a numpy / ml_dtypes / torch array (or Python numbers) whose dtype names the source.
@@ -78,7 +82,7 @@ def cast(
     else:
         src_fmt = format_of(src)
         codes = check_codes(x, src_fmt)
-    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits)
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits, tininess)
     rand = None
     if pol.rounding is Rounding.STOCHASTIC:
         rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)

@@ -99,7 +99,7 @@ def _exact_input(value: Any, src: Any) -> tuple[Any, np.ndarray, AnyFormat]:
 
 
 def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", overflow: Any = None,
-            nan_to: Any = None, ftz: bool = False, daz: bool = False) -> Explanation:
+            nan_to: Any = None, ftz: bool = False, daz: bool = False, tininess: Any = "before") -> Explanation:
     """Explain the conversion of one value: its neighbours in ``dst``, the distances, the rounding
     decision, the resulting code and its bits, and the flags.
 
@@ -107,7 +107,7 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
     exactly halfway between 65504 and 65536...
     """
     dst = format_of(dst)
-    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz)
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, tininess=tininess)
     if pol.rounding is Rounding.STOCHASTIC:
         raise ValueError("explain does not take rounding='sr' (the result depends on random bits); "
                          "use cast(..., rounding='sr', sr_bits=..., random_bits=...)")
@@ -115,12 +115,16 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
     if daz and not fmt.is_integer and not isinstance(x, Special) and x != 0 and abs(x) < fmt.min_normal:
         x = exact.value_of(int(codes[0]) & fmt.sign_bit, fmt) if fmt.signed else Fraction(0)
     code, fl = exact.round_value(x, dst, rounding=pol.rounding, overflow=pol.overflow, nan_to=pol.nan_to,
-                                 ftz=pol.ftz, flags=True)
+                                 ftz=pol.ftz, tininess=pol.tininess, flags=True)
+    snan = not fmt.is_integer and fmt.is_signalling_nan(int(codes[0]))
+    if snan:
+        fl |= Flags.INVALID  # IEEE 754-2019 §7.2
     engine = int(cast_codes(codes, fmt, dst, pol)[0])
     if engine != code:  # pragma: no cover - the twins are held to each other by the test suite
         raise RuntimeError(f"internal error: engine gives {engine:#x}, the Fraction twin {code:#x}; please report")
     if isinstance(x, Special) and x.kind != "zero":
-        return Explanation(x, dst, pol, None, None, f"{x} is special: handled by the overflow/nan_to policy "
+        what = "a signalling NaN (invalid operation; the result is quiet)" if snan else f"{x} is special"
+        return Explanation(x, dst, pol, None, None, f"{what}: handled by the overflow/nan_to policy "
                            f"({pol.overflow.value}{', nan_to=' + pol.nan_to.value if pol.nan_to else ''})", code, fl)
     xv = Fraction(0) if isinstance(x, Special) else Fraction(x)
     if xv == 0 or dst.is_integer or not isinstance(dst, Format):

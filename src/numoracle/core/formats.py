@@ -186,6 +186,21 @@ class Format:
         return self.nan != "none"
 
     @property
+    def quiet_bit(self) -> int:
+        """The mantissa bit that marks a NaN quiet (IEEE 754-2019 §6.2.1), or 0 where no NaN signals.
+
+        IEEE-encoded formats with at least two mantissa bits use the top mantissa bit: a NaN with it
+        clear is signalling. FN/FNUZ formats (a single NaN) and those without NaN have no sNaN.
+        """
+        return 1 << (self.man_bits - 1) if self.nan == "ieee" and self.man_bits >= 2 else 0
+
+    def is_signalling_nan(self, code: int) -> bool:
+        """True for the codes of signalling NaNs (see :attr:`quiet_bit`)."""
+        q = self.quiet_bit
+        e_all = ((1 << self.exp_bits) - 1) << self.man_bits
+        return bool(q) and (code & e_all) == e_all and (code & (q - 1)) != 0 and not code & q
+
+    @property
     def has_zero(self) -> bool:
         return self.has_subnormals
 

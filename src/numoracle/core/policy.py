@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .formats import AnyFormat
 
-__all__ = ["Rounding", "Overflow", "NanTo", "Flags", "Policy", "resolve_policy"]
+__all__ = ["Rounding", "Overflow", "NanTo", "Tininess", "Flags", "Policy", "resolve_policy"]
 
 
 class _Choice(str, enum.Enum):
@@ -117,6 +117,26 @@ class NanTo(_Choice):
         return "nan_to policy"
 
 
+class Tininess(_Choice):
+    """When UNDERFLOW's "tiny" is judged (IEEE 754-2019 §7.5 leaves the choice to the implementation).
+
+    ``before``: |x| < 2^emin before rounding (ARM, and numoracle's default). ``after``: the value
+    rounded to the destination's precision with an unbounded exponent is below 2^emin (x86 SSE/AVX).
+    The two differ only for values just below 2^emin that round up to it. Codes never depend on it.
+    """
+
+    BEFORE = "before"
+    AFTER = "after"
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {"before_rounding": "before", "after_rounding": "after"}
+
+    @classmethod
+    def _label(cls) -> str:
+        return "tininess"
+
+
 class Flags(enum.IntFlag):
     """IEEE-style exception flags, returned per element (never global state)."""
 
@@ -141,6 +161,7 @@ class Policy:
     ftz: bool = False
     daz: bool = False
     sr_bits: int | None = None
+    tininess: Tininess = Tininess.BEFORE
 
     def __str__(self) -> str:
         parts = [self.rounding.value, f"overflow={self.overflow.value}"]
@@ -152,6 +173,8 @@ class Policy:
             parts.append("daz")
         if self.sr_bits is not None:
             parts.append(f"sr_bits={self.sr_bits}")
+        if self.tininess is not Tininess.BEFORE:
+            parts.append(f"tininess={self.tininess.value}")
         return ", ".join(parts)
 
 
@@ -170,6 +193,7 @@ def resolve_policy(
     ftz: bool = False,
     daz: bool = False,
     sr_bits: int | None = None,
+    tininess: object = "before",
 ) -> Policy:
     """Validate a policy against its destination; fill in the destination's defaults."""
     r = Rounding.of(rounding)
@@ -200,4 +224,9 @@ def resolve_policy(
             raise ValueError(f"sr_bits must be an int in 1..32, got {sr_bits!r}")
     elif sr_bits is not None:
         raise ValueError(f"sr_bits is only used with rounding='sr', not {r.value!r}")
-    return Policy(r, o, n, bool(ftz), bool(daz), sr_bits)
+    t = Tininess.of(tininess)
+    if t is Tininess.AFTER and r is Rounding.STOCHASTIC:
+        raise ValueError("tininess='after' rounds to the destination's precision with an unbounded exponent, "
+                         "which IEEE 754 defines for its own rounding modes only; with rounding='sr' use "
+                         "tininess='before'")
+    return Policy(r, o, n, bool(ftz), bool(daz), sr_bits, t)

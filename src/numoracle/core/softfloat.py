@@ -1,15 +1,13 @@
 """The rounding engine: ``unpack`` (codes -> exact triple) and ``round_pack`` (triple -> codes).
 
-Every conversion in numoracle goes through these two vectorised functions;
-there is no per-pair code. The exact triple of an element is
+Every conversion goes through these two vectorised functions (no per-pair code). The exact triple is
 
     value = (-1)^sign * sig * 2^(E - (W-1))
 
 with ``sig`` a W-bit unsigned integer whose top bit is set (W = 32 when both
 formats fit, else 64) and ``E = floor(log2 |value|)``. Every source format up to
-FP64 and INT64/UINT64 fits exactly. Zeros, infinities and NaNs are listed
-sparsely (``spec_idx``, ``spec_cls``) and fixed up at the end, so the common
-case runs as a few dozen whole-chunk integer operations with no masks.
+FP64 and INT64/UINT64 fits exactly. Zeros, infinities and NaNs are listed sparsely (``spec_idx``,
+``spec_cls``) and fixed up at the end: the common case is a few dozen whole-chunk integer operations.
 The steps of ``round_pack`` are numbered as in docs/semantics.md.
 """
 
@@ -20,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .formats import AnyFormat, Format, IntFormat
-from .policy import Flags, NanTo, Overflow, Policy, Rounding
+from .policy import Flags, NanTo, Overflow, Policy, Rounding, Tininess
 
 __all__ = ["Unpacked", "unpack", "round_pack", "word_bits", "bit_length", "canonical_nan",
-           "ZERO", "FINITE", "INF", "NAN"]
+           "ZERO", "FINITE", "INF", "NAN", "SNAN"]
 
-ZERO, FINITE, INF, NAN = 0, 1, 2, 3
+ZERO, FINITE, INF, NAN, SNAN = 0, 1, 2, 3, 4  # SNAN: a signalling NaN (Format.quiet_bit clear)
 
 
 def word_bits(src: AnyFormat, dst: AnyFormat, sr_bits: int | None = None) -> int:
@@ -129,6 +127,7 @@ def unpack(codes: np.ndarray, fmt: AnyFormat, W: int, daz: bool = False) -> Unpa
     if fmt.nan == "ieee":
         hi = e_i == top
         k[hi] = np.where(m_i[hi] == 0, INF, NAN)
+        k[hi & (m_i != 0) & ((m_i & udt(fmt.quiet_bit)) == 0)] = SNAN if fmt.quiet_bit else NAN
     elif fmt.nan == "fn":
         k[mag_i == fmt.mag_mask] = NAN
     elif fmt.nan == "fnuz":
@@ -272,7 +271,8 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     if want_flags:
         nz = frac != 0
         flags = nz.astype(np.uint8) * np.uint8(Flags.INEXACT)
-        flags |= ((E < emin) & nz).astype(np.uint8) * np.uint8(Flags.UNDERFLOW)
+        tiny = _tiny_after(u, dst, pol) if pol.tininess is Tininess.AFTER and sub else E < emin
+        flags |= (tiny & nz).astype(np.uint8) * np.uint8(Flags.UNDERFLOW)
     nan_out = None
     max_mag = udt(dst.max_mag_code)
     overflowed = False
@@ -324,6 +324,19 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         if want_flags:
             flags.ravel()[u.spec_idx] = f_s
     return code.astype(np.dtype(dst.code_dtype), copy=False), flags
+
+
+def _tiny_after(u: Unpacked, dst: Format, pol: Policy) -> np.ndarray:
+    """IEEE 754-2019 §7.5 tiny after rounding (to p bits, unbounded exponent): only E = emin - 1 can
+    reach 2^emin; those are rounded to p bits (steps 4-6) and stay tiny unless the significand carries."""
+    W, p, emin, tiny = u.W, dst.precision, dst.emin, u.E < dst.emin
+    udt = np.uint32 if W == 32 else np.uint64
+    edge = np.flatnonzero(u.E == emin - 1)
+    if edge.size:
+        kept, frac = _shift_out(u.sig.ravel()[edge], W - p, W, udt)
+        kept = _increment(pol.rounding, u.sign.ravel()[edge], kept, frac, W, udt, None, None)
+        tiny.ravel()[edge] = (kept >> udt(p)) == 0
+    return tiny
 
 
 def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, tiny: np.ndarray):
@@ -403,6 +416,8 @@ def _invalid_code(dst: Format, pol: Policy) -> int:
 def _special_codes(u: Unpacked, dst: Format, pol: Policy) -> tuple[np.ndarray, np.ndarray]:
     """Step 12: codes and flags of the source's zeros, infinities and NaNs (sparse)."""
     cls, neg = u.spec_cls, u.sign.ravel()[u.spec_idx]
+    snan = cls == SNAN
+    cls = np.where(snan, np.uint8(NAN), cls)
     codes = np.zeros(cls.size, np.uint64)
     flags = np.zeros(cls.size, np.uint8)
     sbit = np.uint64(dst.sign_bit)
@@ -427,6 +442,7 @@ def _special_codes(u: Unpacked, dst: Format, pol: Policy) -> tuple[np.ndarray, n
         codes[invalid] = _invalid_code(dst, pol)
         if not dst.has_nan or (cls[invalid] != NAN).any():
             flags[invalid & ((cls != NAN) | (not dst.has_nan))] = Flags.INVALID
+    flags[snan] = Flags.INVALID  # IEEE 754-2019 §7.2: every operation on a signalling NaN is invalid
     return codes, flags
 
 
@@ -449,9 +465,9 @@ def _round_pack_int(u: Unpacked, dst: IntFormat, pol: Policy, rand, want_flags: 
     if big is not None:
         over |= big
     flags = None
-    if want_flags:
-        flags = (frac != 0).astype(np.uint8) * np.uint8(Flags.INEXACT)
-        flags |= over.astype(np.uint8) * np.uint8(Flags.OVERFLOW)
+    if want_flags:  # IEEE 754-2019 §5.8: out of range is invalid (not overflow, not inexact)
+        flags = ((frac != 0) & ~over).astype(np.uint8) * np.uint8(Flags.INEXACT)
+        flags |= over.astype(np.uint8) * np.uint8(Flags.INVALID)
     if over.any():
         if pol.overflow is Overflow.WRAP:
             if big is not None and big.any():  # the low bits of a huge integer come from sig
@@ -466,6 +482,7 @@ def _round_pack_int(u: Unpacked, dst: IntFormat, pol: Policy, rand, want_flags: 
     # step 12: zeros, infinities, NaNs
     if u.spec_idx.size:
         cls, neg = u.spec_cls, sign.ravel()[u.spec_idx]
+        cls = np.where(cls == SNAN, np.uint8(NAN), cls)
         c_s = np.zeros(cls.size, np.uint64)
         inf = (cls == INF) & (pol.overflow is not Overflow.WRAP)
         c_s[inf & ~neg] = dst.max_value

@@ -38,7 +38,7 @@ from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
 from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
-from .scale import mul_round
+from .arith import mul_round
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]

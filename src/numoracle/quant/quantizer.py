@@ -7,12 +7,20 @@ A kernel quantises in four steps, each rounding on its own; ``quantize`` reprodu
 
    * ``"absmax"``: ``s = scale_fmt(amax / M)``, ``M`` = 127 (INT8; ``2^(b-1) - 1`` for a signed
      b-bit integer, ``2^b - 1`` unsigned) or the element format's max finite (448 for E4M3).
+     The promise that amax maps inside the range is kept after every rounding: where that scale
+     would make ``+-amax`` clip (after step 3's compute rounding and step 4's element rounding) it
+     moves up to the next value of ``scale_fmt`` (``numoracle.scalefit``): with E8M0 the power of
+     two above (RCEIL), with FP8 the next value toward +inf; FP32 scales are never moved in the
+     default modes (``fl32(amax / M)``, as numpy / PyTorch / ONNX compute it). Symmetric only: the
+     asymmetric scale below stays ONNX's, whose zero-point rounding may clip an end element by one code.
      Asymmetric integers (``symmetric=False``, ONNX DynamicQuantizeLinear): ``s =
      scale_fmt((rmax - rmin) / (qmax - qmin))``, ``zp = saturate(round_half_even(qmin - t_min))``
      with ``t_min = rmin / s`` rounded in ``compute``.
    * ``"pow2"``: ``s = 2^ceil(log2(amax / M))``, the smallest power of two with ``amax / s <= M``,
      so nothing overflows (shift-only hardware, DeepSeek-style activations).
-   * ``"mx"`` (OCP MX v1.0): ``X = 2^(floor(log2 amax) - emax_elem)`` in E8M0, ``emax_elem`` the
+   * ``"rceil"``: the same power of two with MX's defaults (blocks of 32, E8M0, ``scale_range=
+     'clamp'``): NVIDIA's RCEIL rule for MXFP8 (``2^ceil(log2(amax / M))``); nothing clips.
+   * ``"mx"`` (alias ``"floor"``; OCP MX v1.0): ``X = 2^(floor(log2 amax) - emax_elem)`` in E8M0, ``emax_elem`` the
      element format's emax (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2; ``floor(log2 qmax)`` for
      integers, e.g. MXINT8's implicit 2^-6 folded into the scale). The exponent is clamped to the
      scale format's range (E8M0: [-127, 127]) by default (``scale_range='clamp'``, as gfloat).
@@ -81,10 +89,11 @@ from .scale import (
 
 __all__ = ["quantize", "dequantize", "Quantized", "QuantParams", "Layout", "RULES", "NAN_POLICIES"]
 
-RULES = ("absmax", "pow2", "mx", "nvfp4")
+RULES = ("absmax", "pow2", "rceil", "mx", "nvfp4")
+RULE_ALIASES = {"floor": "mx"}  # OCP MX's rule rounds the power of two down: floor(log2 amax) - emax_elem
 NAN_POLICIES = ("propagate", "ignore", "raise")
-_DEFAULT_GRANULARITY = {"mx": ("block", 32), "nvfp4": ("block", 16)}
-_DEFAULT_SCALE_FMT = {"mx": E8M0FNU, "nvfp4": FP8_E4M3FN}
+_DEFAULT_GRANULARITY = {"mx": ("block", 32), "rceil": ("block", 32), "nvfp4": ("block", 16)}
+_DEFAULT_SCALE_FMT = {"mx": E8M0FNU, "rceil": E8M0FNU, "nvfp4": FP8_E4M3FN}
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,11 +235,12 @@ def _resolve(shape: tuple[int, ...], fmt: AnyFormat, granularity: Any, axis: Any
              scale_rounding: Any, compute_rounding: Any, scale_range: str | None, sr_bits: int | None,
              given: bool) -> QuantParams:
     """Validate quantize's keywords and fill in the rule's defaults (errors say what to pass instead)."""
+    scale_rule = RULE_ALIASES.get(scale_rule, scale_rule) if isinstance(scale_rule, str) else scale_rule
     rule = "given" if given else scale_rule
     if given and scale_rule not in ("absmax", "given"):
         raise ValueError(f"scale= gives the scales; scale_rule={scale_rule!r} would compute them: pass one")
     if rule not in (*RULES, "given"):
-        raise ValueError(f"unknown scale_rule {scale_rule!r}; valid: {', '.join(RULES)}")
+        raise ValueError(f"unknown scale_rule {scale_rule!r}; valid: {', '.join(RULES)} (or 'floor', OCP's 'mx')")
     if nan not in NAN_POLICIES:
         raise ValueError(f"unknown nan policy {nan!r}; valid: {', '.join(NAN_POLICIES)}")
     gran = _DEFAULT_GRANULARITY.get(rule, "tensor") if granularity is None else granularity
@@ -260,7 +270,7 @@ def _resolve(shape: tuple[int, ...], fmt: AnyFormat, granularity: Any, axis: Any
                          "none to drop: use clip='full'")
     pol = resolve_policy(fmt, rounding, "saturate" if overflow is None else overflow, sr_bits=sr_bits)
     if scale_range is None:
-        scale_range = "clamp" if rule == "mx" else "raise"
+        scale_range = "clamp" if rule in ("mx", "rceil") else "raise"
     if scale_range not in ("raise", "clamp"):
         raise ValueError(f"unknown scale_range {scale_range!r}; valid: 'raise', 'clamp'")
     if fmt.is_integer:

@@ -39,117 +39,22 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import cast, decode, encode
-from ..core.formats import AnyFormat, Format, format_of
-from ..core.policy import Flags, Policy, resolve_policy
-from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
+from ..core.formats import AnyFormat, Format
+from ..core.policy import Flags
 from ..core.twins.exact import round_value
+from .arith import (
+    div_round,
+    div_values,
+    mul_round,
+    mul_values,
+)
+from .scalefit import fit_absmax_scales
 
 __all__ = ["div_round", "mul_round", "div_values", "mul_values", "Layout", "QuantParams", "Scales",
            "parse_granularity", "compute_scales", "pow2_range", "power_of_two_scales", "absmax_scales", "CHUNK"]
 
 CHUNK = 1 << 15  # elements per pass of the element loop
 _SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's constant for float64
-
-
-# ---- exact arithmetic ---------------------------------------------------------------------
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dekker's TwoProduct: p + e == a * b exactly (no overflow/underflow: callers pass mantissas)."""
-    p = a * b
-    ca = _SPLIT * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = _SPLIT * b
-    bh = cb - (cb - b)
-    bl = b - bh
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-def _quotient_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word, exp2) with word * 2^exp2 an exact stand-in for a / b (a, b > 0 finite); see the module doc."""
-    ma, ea = np.frexp(a)
-    mb, eb = np.frexp(b)
-    q = ma / mb
-    p, e = _two_prod(q, mb)
-    r = (ma - p) - e  # ma - p is exact (Sterbenz); the sign of the difference is exact
-    mq, eq = np.frexp(q)
-    word = np.ldexp(mq, 53).astype(np.int64) * 8 + np.sign(r).astype(np.int64)
-    return word, eq.astype(np.int64) + ea - eb - 56
-
-
-def _product_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word, exp2) with word * 2^exp2 an exact stand-in for a * b (a, b > 0 finite): 61 bits + sticky."""
-    ma, ea = np.frexp(a)
-    mb, eb = np.frexp(b)
-    p, e = _two_prod(ma, mb)
-    mp, ep = np.frexp(p)
-    d = np.ldexp(e, 61 - ep)  # e in units of ulp(p) / 256; |d| <= 128, exact
-    fl = np.floor(d)
-    word = ((np.ldexp(mp, 53).astype(np.int64) << 8) + fl.astype(np.int64)) * 2 + (d != fl)
-    return word, ep.astype(np.int64) + ea + eb - 62
-
-
-def _round_words(neg: np.ndarray, word: np.ndarray, exp2: np.ndarray, cls: np.ndarray, fmt: AnyFormat, pol: Policy,
-                 want_flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Round the exact triples (finite where cls == FINITE) into fmt with round_pack."""
-    spec = np.flatnonzero(cls != FINITE)
-    word = word.astype(np.uint64)
-    word[spec] = 1
-    nb = bit_length(word)
-    sig = word << (64 - nb).astype(np.uint64)
-    E = (exp2 + nb - 1).astype(np.int32)
-    sig[spec] = 0
-    E[spec] = 0
-    u = Unpacked(neg, sig, E, spec, cls[spec].astype(np.uint8), 64)
-    return round_pack(u, fmt, pol, None, want_flags)
-
-
-def _binary(op: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, flags: bool) -> Any:
-    fmt_ = format_of(fmt)
-    pol = resolve_policy(fmt_, rounding, overflow)
-    if pol.rounding.value == "sr":
-        raise ValueError("div_round/mul_round take a deterministic rounding mode, not 'sr'")
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    shape = a.shape
-    a, b = a.ravel(), b.ravel()
-    neg = np.signbit(a) ^ np.signbit(b)
-    aa, ab = np.abs(a), np.abs(b)
-    nan = np.isnan(a) | np.isnan(b)
-    if op == "div":
-        nan |= (np.isinf(aa) & np.isinf(ab)) | ((aa == 0) & (ab == 0))
-        inf = (np.isinf(aa) | (ab == 0)) & ~nan
-        zero = ((aa == 0) | np.isinf(ab)) & ~nan
-    else:
-        nan |= (np.isinf(aa) & (ab == 0)) | ((aa == 0) & np.isinf(ab))
-        inf = (np.isinf(aa) | np.isinf(ab)) & ~nan
-        zero = ((aa == 0) | (ab == 0)) & ~nan
-    cls = np.full(a.shape, FINITE, np.uint8)
-    cls[zero], cls[inf], cls[nan] = ZERO, INF, NAN
-    fin = cls == FINITE
-    one = np.ones(1)
-    word, exp2 = (_quotient_words if op == "div" else _product_words)(np.where(fin, aa, one), np.where(fin, ab, one))
-    codes, fl = _round_words(neg, word, exp2, cls, fmt_, pol, flags)
-    codes = codes.reshape(shape)
-    return (codes, fl.reshape(shape)) if flags else codes
-
-
-def div_round(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None, flags: bool = False) -> Any:
-    """Codes of ``a / b`` rounded once into ``fmt`` (IEEE specials: x/0 = +-inf, 0/0 = NaN)."""
-    return _binary("div", a, b, fmt, rounding, overflow, flags)
-
-
-def mul_round(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None, flags: bool = False) -> Any:
-    """Codes of ``a * b`` rounded once into ``fmt`` (IEEE specials: 0 * inf = NaN)."""
-    return _binary("mul", a, b, fmt, rounding, overflow, flags)
-
-
-def div_values(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
-    """Exact float64 values of :func:`div_round` (``fmt`` at most FP64)."""
-    return decode(div_round(a, b, fmt, rounding, overflow), fmt)
-
-
-def mul_values(a: Any, b: Any, fmt: Any, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
-    """Exact float64 values of :func:`mul_round` (``fmt`` at most FP64)."""
-    return decode(mul_round(a, b, fmt, rounding, overflow), fmt)
 
 
 # ---- layouts ---------------------------------------------------------------------------------
@@ -434,19 +339,20 @@ def compute_scales(xv: np.ndarray, fmt: AnyFormat, p: QuantParams, lay: Layout, 
             zp = np.zeros(lay.grid, np.int64)
     elif p.scale_rule == "absmax" and p.symmetric:
         codes = absmax_scales(np.where(pos, amax, M), M, sfmt, p.scale_rounding, p.scale_range)
+        codes = fit_absmax_scales(codes, amax, pos, fmt, p)  # no element with |x| <= amax clips
         codes = _with_nan(np.where(pos, codes, encode(np.float64(1.0), sfmt)), bad, sfmt)
     elif p.scale_rule == "absmax":
         codes, zp = _asymmetric(xv, fin, fmt, p, lay, amax, bad)
-    elif p.scale_rule in ("pow2", "mx"):
+    elif p.scale_rule in ("pow2", "rceil", "mx"):
         m, e = np.frexp(np.where(pos, amax, 1.0))
-        if p.scale_rule == "pow2":
+        if p.scale_rule != "mx":  # the power of two at or above amax / M
             mM, eM = np.frexp(M)
             ex = e.astype(np.int64) - eM + (m > mM)
         else:
             emax_elem = (int(fmt.max_value).bit_length() - 1) if fmt.is_integer else fmt.emax
             ex = e.astype(np.int64) - 1 - emax_elem
         v = power_of_two_scales(ex, np.where(pos, amax, 0.0), sfmt, p.scale_range)
-        zero_value = 1.0 if p.scale_rule == "pow2" else float(np.ldexp(1.0, pow2_range(sfmt)[0]))
+        zero_value = 1.0 if p.scale_rule == "pow2" else float(np.ldexp(1.0, pow2_range(sfmt)[0]))  # mx, rceil
         codes = _with_nan(encode(np.where(pos, v, zero_value), sfmt), bad, sfmt)
     else:
         return _nvfp4(fmt, p, amax, bad, global_scale, global_amax)

@@ -190,7 +190,8 @@ def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, 
 def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order: Any = None, fma: bool = True,
                          kind: str = "worst", confidence: float = 0.999, out: Any = None,
                          inputs_rounded_from: Any = None, shape: Any = None, rounding: Any = "rne",
-                         out_rounding: Any = None, tight_rn: bool = False, **quant: Any) -> ErrorBound:
+                         out_rounding: Any = None, tight_rn: bool = False, ftz: bool = False,
+                         **quant: Any) -> ErrorBound:
     """The error bound of ``op`` ("sum", "dot", "matmul") over K terms of ``dtype`` accumulated in ``acc``.
 
     dtype: the format of the values the kernel reads (for matmul: of A and B). acc: the accumulator
@@ -201,12 +202,15 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     unrounded inputs. kind: "worst" (guaranteed) or "probabilistic" (Higham & Mary 2019: holds with
     probability >= confidence, union bound over the K error products of an element and over the
     elements of ``shape`` when given). tight_rn: also try the Rump / Jeannerod-Rump bound k*u (RN,
-    one precision, sequential) and keep the smaller.
+    one precision, sequential) and keep the smaller. ftz: the accumulator flushes subnormal results
+    to zero (``numoracle.ftzbound``: each operation may err by min normal, absolutely).
 
     Raises ValueError for an unknown op/kind/order, K < 1, an accumulator that cannot hold the
     inputs of a sum, probabilistic bounds on biased (directed, truncating) roundings.
     """
     op, K, kind, conf = _check(op, K, kind, confidence)
+    if ftz and op == "quantized_matmul":
+        raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
     if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,
@@ -241,6 +245,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     if bf is not None and (acc.is_integer or dtype.is_integer):
         raise ValueError("block-FMA orders need floating-point inputs and accumulator")
     notes = ["no overflow anywhere (an overflow gives inf/NaN, which no finite tolerance accepts)",
+             "FTZ: results below min normal are flushed to zero (each operation may err by min normal, counted in "
+             "a); inputs are read as given (no DAZ)" if ftz else
              "gradual underflow (no FTZ/DAZ): additions are then exact in the subnormal range",
              f"the kernel reads {dtype.name} values" + (f" rounded (RN) from {src.name} values" if src else "")]
     if out is not None:
@@ -282,6 +288,10 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     path, psites = _path(o, K, acc, mode)
     comps += path
     sites += psites
+    if ftz:
+        from .ftzbound import ftz_sites
+
+        sites += [_Site(*t) for t in ftz_sites(op, K, acc, o, out)]
     acc_comps = [c for c in comps if c.name != "input rounding"]
     depth = sum(c.count for c in acc_comps)
     p_path, ex1 = prod_pow([(1 + c.u, c.count) for c in acc_comps])

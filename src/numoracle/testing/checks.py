@@ -32,6 +32,7 @@ from ..core.interop import as_native, is_torch, to_codes, torch_dtype_format
 from ..reduce.boundmath import nested, sci
 from ..reduce.bounds import ErrorBound, expected_error_bound
 from ..reduce.reference import exact_dot, exact_matmul, exact_sum
+from .checkpower import detection_power
 
 __all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_sum_close", "assert_dot_close",
            "assert_matmul_close", "CloseReport", "Element", "poison_like", "poison_mask", "poison_code",
@@ -264,14 +265,14 @@ class _Setup:
     """Reference, output format, bound and elementwise tolerance of a problem."""
 
     def __init__(self, pb: _Problem, afmt: AnyFormat, *, acc: Any, order: Any, kind: str, out: Any, fma: bool,
-                 rounding: Any, confidence: float, orders: list | None = None) -> None:
+                 rounding: Any, confidence: float, orders: list | None = None, ftz: bool = False) -> None:
         self.pb = pb
         self.ofmt = format_of(out) if out is not None else afmt
         bout = self.ofmt if isinstance(self.ofmt, Format) else None
         shape = tuple(pb.shape) if kind == "probabilistic" and pb.shape else None
         self.bounds: list[ErrorBound] = [
             expected_error_bound(pb.op, pb.dtype, pb.K, acc=acc, order=o, fma=fma, kind=kind, confidence=confidence,
-                                 out=bout, shape=shape, rounding=rounding) for o in (orders or [order])]
+                                 out=bout, shape=shape, rounding=rounding, ftz=ftz) for o in (orders or [order])]
         self.bound = self.bounds[0]
         self.exact = pb.expected(None)
         try:
@@ -366,10 +367,21 @@ class CloseReport:
     out_format: AnyFormat
     nonfinite: list[tuple[int, ...]] = field(default_factory=list)  # NaN/inf in actual, exact finite
     n_nonfinite: int = 0
+    power_fn: Any = field(default=None, repr=False, compare=False)  # -> checkpower.DetectionPower, computed lazily
 
     @property
     def vacuous(self) -> bool:
         return self.bound.vacuous
+
+    @property
+    def power(self) -> Any:
+        """What this check can detect (:class:`numoracle.checkpower.DetectionPower`), or the reason it is unknown."""
+        if not hasattr(self, "_power"):
+            try:
+                self._power = self.power_fn() if self.power_fn is not None else None
+            except (ValueError, TypeError) as e:
+                self._power = f"detection power: not computed ({e})"
+        return self._power
 
     def summary(self) -> str:
         name = self.op.capitalize()
@@ -398,17 +410,24 @@ class CloseReport:
             lines += _table(self.worst, self.out_format)
         lines.append("bound:")
         lines += ["  " + s for s in str(self.bound).splitlines()]
+        if self.power is not None:
+            lines += str(self.power).splitlines()
         return "\n".join(lines)
 
 
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
-           allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int) -> CloseReport:
+           allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int, ftz: bool = False,
+           daz: bool = False) -> CloseReport:
     if int(allow_outliers) != allow_outliers or allow_outliers < 0:
         raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    if daz:
+        raise ValueError("daz=True (subnormal inputs read as zero) is not modelled by the bounds; flush the inputs "
+                         "yourself (the check then compares against their exact result), or pass daz=False")
     pb = _Problem(op, inputs, axis)
     codes, afmt = pb.actual(actual)
-    st = _Setup(pb, afmt, acc=acc, order=None if order == "any" else order, kind=kind, out=out, fma=fma,
-                rounding=rounding, confidence=confidence)
+    order = None if order == "any" else order
+    st = _Setup(pb, afmt, acc=acc, order=order, kind=kind, out=out, fma=fma, rounding=rounding,
+                confidence=confidence, ftz=ftz)
     j = st.judge(codes, afmt)
     n_fail = int((~j.ok).sum())
     shape = tuple(pb.shape)
@@ -420,37 +439,44 @@ def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, ord
                        float(j.ratio[imax]) if imax is not None else 0.0,
                        tuple(int(t) for t in np.unravel_index(imax, shape)) if imax is not None else None,
                        worst, st.ofmt, [tuple(int(t) for t in np.unravel_index(i, shape)) for i in nf[:10]],
-                       int(nf.size))
+                       int(nf.size), lambda: detection_power(pb.op, pb.inputs, pb.work_shape, pb.K, st.exact, st.tol,
+                                                             st.ofmt, acc=acc, order=order, kind=kind, fma=fma,
+                                                             rounding=rounding, confidence=confidence, dtype=pb.dtype,
+                                                             bound_c=st.bound.coefficient_float))
 
 
 def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                    rounding: Any = "rne", show: int = 10) -> CloseReport:
+                    rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = the sum of ``x`` over ``axis`` against the exact sum and its error bound.
 
     acc: the kernel's accumulator; order: its order ("any" = the worst over all orders, or a string /
     ``numoracle.orders`` object); kind: "worst" or "probabilistic" (with ``confidence``); out: the output
     format (default: ``actual``'s). allow_outliers: how many elements may exceed the bound. show: how many
-    worst elements the report lists. Raises ValueError for a shape mismatch and for inputs with NaN/inf.
+    worst elements the report lists. ftz: the kernel flushes subnormal results to zero (the bound gains
+    min normal per operation, ``numoracle.ftzbound``); daz (subnormal inputs read as zero) is refused.
+    ``str(report)`` ends with what the check can detect here (``report.power``, numoracle.checkpower).
+    Raises ValueError for a shape mismatch and for inputs with NaN/inf.
     """
     return _check("sum", actual, (x,), axis=axis, acc=acc, order=order, kind=kind, out=out,
-                  allow_outliers=allow_outliers, confidence=confidence, fma=fma, rounding=rounding, show=show)
+                  allow_outliers=allow_outliers, confidence=confidence, fma=fma, rounding=rounding, show=show,
+                  ftz=ftz, daz=daz)
 
 
 def check_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                    rounding: Any = "rne", show: int = 10) -> CloseReport:
+                    rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = the dot products of ``a`` and ``b`` over their last axis (see :func:`check_sum_close`)."""
     return _check("dot", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                  confidence=confidence, fma=fma, rounding=rounding, show=show)
+                  confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
 
 
 def check_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                        out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                       rounding: Any = "rne", show: int = 10) -> CloseReport:
+                       rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = ``a @ b`` (numpy matmul shapes) (see :func:`check_sum_close`)."""
     return _check("matmul", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                  confidence=confidence, fma=fma, rounding=rounding, show=show)
+                  confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
 
 
 def _raise(r: CloseReport) -> CloseReport:

@@ -8,12 +8,14 @@ descriptors (``formats.py``) and the policy enums and validation (``rounding.py`
 the reference for tests (~20-50 us a conversion) and for explanations.
 
 Flags (``flags=True``), this module's reading of the contract: INEXACT when the result's
-value differs from x for a finite x (overflows of floats included; integer overflow sets
-OVERFLOW only); UNDERFLOW when |x| < 2^emin and the result is inexact, or when ftz flushes;
-OVERFLOW when the rounded magnitude exceeds max finite (floats) or the rounded integer lies
-outside [min, max]; INVALID for NaN into a format without NaN, for an infinity that the
-destination cannot hold (saturated, NaN or an integer), for negatives and zeros into E8M0;
-an infinity saturated in a format that has infinities sets OVERFLOW and INEXACT instead.
+value differs from x for a finite x (overflows of floats included; an integer out of range
+is INVALID alone); UNDERFLOW when x is tiny (|x| < 2^emin with ``tininess="before"``; x rounded
+to the destination's precision with an unbounded exponent below 2^emin with ``"after"``) and the
+result is inexact, or when ftz flushes; OVERFLOW (with INEXACT) when the rounded magnitude exceeds
+max finite; INVALID for NaN into a format without NaN, for a rounded integer outside [min, max],
+for an infinity that the destination cannot hold (saturated, NaN or an integer), for negatives
+and zeros into E8M0, and for a signalling NaN source code (:func:`convert_code`); an infinity
+saturated in a format that has infinities sets OVERFLOW and INEXACT instead.
 
 Values. :func:`value_of` returns
 
@@ -34,7 +36,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from ..formats import AnyFormat, Format, IntFormat, format_of
-from ..policy import Flags, NanTo, Overflow, Policy, Rounding, resolve_policy
+from ..policy import Flags, NanTo, Overflow, Policy, Rounding, Tininess, resolve_policy
 
 __all__ = [
     "Special", "NAN", "POS_INF", "NEG_INF", "NEG_ZERO", "Value",
@@ -255,6 +257,10 @@ def _round_to_float(x: Fraction, dst: Format, pol: Policy, R, fl: list) -> int:
     # 1. exponent and quantum
     E = floor_log2(a)
     tiny = E < dst.emin
+    if tiny and pol.tininess is Tininess.AFTER and dst.has_subnormals:
+        # rounded to p digits with an unbounded exponent, is it still below 2^emin?
+        k, _ = _round_multiple(a, pow2(E - dst.man_bits), pol.rounding, negative, R, pol.sr_bits)
+        tiny = k * pow2(E - dst.man_bits) < dst.min_normal
     if not dst.has_subnormals and tiny:  # no zero (E8M0): the smallest value, in every mode
         fl.append(Flags.UNDERFLOW | Flags.INEXACT)
         return 0
@@ -283,11 +289,11 @@ def _round_to_float(x: Fraction, dst: Format, pol: Policy, R, fl: list) -> int:
 def _round_to_int(x: Fraction, dst: IntFormat, pol: Policy, R, fl: list) -> int:
     negative = x < 0
     k, inexact = _round_multiple(abs(x), Fraction(1), pol.rounding, negative, R, pol.sr_bits)
-    if inexact:
-        fl.append(Flags.INEXACT)
     v = -k if negative else k
-    if not dst.min_value <= v <= dst.max_value:
-        fl.append(Flags.OVERFLOW)
+    if inexact and dst.min_value <= v <= dst.max_value:
+        fl.append(Flags.INEXACT)
+    if not dst.min_value <= v <= dst.max_value:  # IEEE 754-2019 §5.8: invalid, whatever is returned
+        fl.append(Flags.INVALID)
         if pol.overflow is Overflow.SATURATE:
             v = min(max(v, dst.min_value), dst.max_value)
         # WRAP: keep v, reduced modulo 2^bits below
@@ -296,13 +302,13 @@ def _round_to_int(x: Fraction, dst: IntFormat, pol: Policy, R, fl: list) -> int:
 
 def round_value(x: Any, dst: Any, *, rounding: Any = "rne", overflow: Any = None, nan_to: Any = None,
                 ftz: bool = False, random_bits: int | None = None, sr_bits: int | None = None,
-                flags: bool = False) -> int | tuple[int, Flags]:
+                tininess: Any = "before", flags: bool = False) -> int | tuple[int, Flags]:
     """Round one exact value to a code of ``dst`` by docs/semantics.md (``flags``: also Flags).
 
     ``random_bits`` is the single value R in [0, 2**sr_bits) used by ``rounding='sr'``.
     """
     dst = format_of(dst)
-    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, False, sr_bits)
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, False, sr_bits, tininess)
     if pol.rounding is Rounding.STOCHASTIC:
         if random_bits is None or not 0 <= int(random_bits) < (1 << pol.sr_bits):
             raise ValueError(f"rounding='sr' needs random_bits in [0, 2**{pol.sr_bits}), got {random_bits!r}")
@@ -361,8 +367,15 @@ def _round_special(v: Value, dst: AnyFormat, pol: Policy, fl: list) -> int:
 
 
 def convert_code(code: int, src: Any, dst: Any, *, daz: bool = False, **policy: Any) -> int | tuple[int, Flags]:
-    """Decode one code of ``src`` (``daz``: subnormals as signed zeros) and round it into ``dst``."""
-    return round_value(value_of(code, src, daz=daz), dst, **policy)
+    """Decode one code of ``src`` (``daz``: subnormals as signed zeros) and round it into ``dst``.
+
+    A signalling NaN code (``Format.quiet_bit`` clear) adds INVALID to the flags (IEEE 754-2019 §7.2).
+    """
+    src = format_of(src)
+    out = round_value(value_of(code, src, daz=daz), dst, **policy)
+    if policy.get("flags") and not src.is_integer and src.is_signalling_nan(int(code)):
+        return out[0], out[1] | Flags.INVALID
+    return out
 
 
 # ---- neighbours (for explanations) ----------------------------------------------------
