@@ -17,7 +17,7 @@ import numoracle as no
 from numoracle.conformance.boundary import boundary_values, overflow_threshold
 from numoracle.core.interop import to_codes
 from numoracle.core.twins import exact as X
-from numoracle.testing.checks import strategies as nst
+from numoracle.testing import strategies as nst
 
 SET = settings(max_examples=30, derandomize=True, database=None, deadline=None,
                suppress_health_check=[HealthCheck.too_slow])

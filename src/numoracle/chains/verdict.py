@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.formats import AnyFormat, Format
+from ..core.text import hex_width
 from ..core.twins.exact import Special, value_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +43,7 @@ def fmt_value(v: Any) -> str:
 
 
 def _code_str(code: int, fmt: AnyFormat) -> str:
-    width = (fmt.bits + 3) // 4
+    width = hex_width(fmt)
     return f"0x{code:0{width}x}"
 
 
@@ -130,7 +131,8 @@ class ChainVerdict:
     def chain(self) -> str:
         return self.spec.label()
 
-    def headline(self) -> str:
+    def summary(self) -> str:
+        """One line: what was checked and the verdict (every numoracle report has summary())."""
         direct = f"{self.spec.src.name} -({self.spec.direct.rounding.value})-> {self.spec.dst.name}"
         if self.equivalent:
             return f"{self.chain} EQUALS {direct} for every source value ({self.reason})"
@@ -144,7 +146,7 @@ class ChainVerdict:
         return rows
 
     def __str__(self) -> str:
-        lines = [self.headline(), f"  why: {REASONS[self.reason]}"]
+        lines = [self.summary(), f"  why: {REASONS[self.reason]}"]
         if self.witness is not None:
             lines.append(f"  smallest witness: {self.witness.describe(self.spec)}")
         rows = self.table_rows()
@@ -156,7 +158,7 @@ class ChainVerdict:
 
     def to_markdown(self) -> str:
         rows = self.table_rows()
-        out = [f"**{self.headline()}**", "", REASONS[self.reason] + ".", ""]
+        out = [f"**{self.summary()}**", "", REASONS[self.reason] + ".", ""]
         if self.witness is not None:
             out += [f"Smallest witness: {self.witness.describe(self.spec)}", ""]
         out.append("| " + " | ".join(rows[0]) + " |")

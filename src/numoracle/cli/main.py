@@ -23,6 +23,7 @@ import numpy as np
 from ..core.convert import cast, decode
 from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
 from ..core.policy import Flags, Rounding, resolve_policy
+from ..core.text import hex_width
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
@@ -107,7 +108,7 @@ def _short(x: Fraction | int) -> str:
 
 
 def _hex(code: int, fmt: AnyFormat) -> str:
-    return f"0x{code:0{(fmt.bits + 3) // 4}x}"
+    return f"0x{code:0{hex_width(fmt)}x}"
 
 
 # ---- values and codes --------------------------------------------------------------------

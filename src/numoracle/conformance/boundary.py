@@ -44,6 +44,7 @@ import numpy as np
 
 from ..core.formats import FP32, AnyFormat, Format, IntFormat, format_of
 from ..core.policy import Overflow, Rounding, resolve_policy
+from ..core.text import hex_width
 from ..core.twins.exact import pow2
 from .grid import (
     _neg_zero,
@@ -409,7 +410,7 @@ class BoundaryValues:
 
     def rows(self) -> list[dict[str, str]]:
         """One dict per code: ``code`` (hex), ``value`` (``str(Fraction)``, ``-0``, ``inf``, ``nan`` ...), ``label``."""
-        w = (self.src.bits + 3) // 4
+        w = hex_width(self.src)
         return [{"code": f"0x{int(c):0{w}x}", "value": _value_text(v), "label": lab}
                 for c, v, lab in zip(self._codes, self._values, self.labels)]
 

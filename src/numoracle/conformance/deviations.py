@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.codekeys import is_nan
 from ..core.convert import cast as _engine_cast
 from ..core.convert import decode
 from ..core.formats import FP32, TORCH_NAMES, UINT64, AnyFormat, format_of
@@ -314,12 +315,6 @@ def _cast(x, dst, **kw) -> np.ndarray:
     return _engine_cast(np.array(x, copy=True), dst, **kw)
 
 
-def _is_nan(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    if fmt.is_integer or not fmt.has_nan:
-        return np.zeros(codes.shape, bool)
-    return np.isnan(decode(codes, fmt))
-
-
 def _values(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
     """Exact values as float64 (floats) or int64/uint64 (integers)."""
     return decode(codes, fmt)
@@ -346,28 +341,28 @@ def _abs_codes(codes: np.ndarray, fmt: AnyFormat) -> tuple[np.ndarray, AnyFormat
 def _leaf(kind: str, src, dst, x, lib, ref, pol) -> np.ndarray:
     """Mask of elements where ``lib`` differs from ``ref`` exactly as ``kind`` says."""
     if kind == "nan_payload_or_sign":
-        return _is_nan(lib, dst) & _is_nan(ref, dst)
+        return is_nan(lib, dst) & is_nan(ref, dst)
     if kind == "nan_to_policy":
         if dst.is_integer or dst.has_nan or src.is_integer:
             return np.zeros(x.shape, bool)
-        return _is_nan(x, src) & (_values(lib, dst) == 0)
+        return is_nan(x, src) & (_values(lib, dst) == 0)
     if kind == "saturation_vs_nan":
         if dst.is_integer or not dst.has_nan:
             return np.zeros(x.shape, bool)
         sat = _cast(x, dst, src=src, rounding=pol["rounding"], overflow="saturate")
-        return ~_is_nan(x, src) & _is_nan(ref, dst) & (lib == sat)
+        return ~is_nan(x, src) & is_nan(ref, dst) & (lib == sat)
     if kind == "subnormal":
         if src.is_integer or dst.is_integer:
             return np.zeros(x.shape, bool)
         v = np.abs(_values(x, src))
         tiny = (v > 0) & (v < 2.0**-126)
         up = lib.astype(np.int64) == ref.astype(np.int64) + 1
-        return tiny & up & ~_is_nan(ref, dst)
+        return tiny & up & ~is_nan(ref, dst)
     if kind == "zero_to_min":
         if dst.is_integer:
             return np.zeros(x.shape, bool)
-        zero = (_values(x, src) == 0) & ~_is_nan(x, src)
-        return zero & _is_nan(ref, dst) & (_values(lib, dst) == float(dst.min_subnormal))
+        zero = (_values(x, src) == 0) & ~is_nan(x, src)
+        return zero & is_nan(ref, dst) & (_values(lib, dst) == float(dst.min_subnormal))
     return np.zeros(x.shape, bool)  # "other" explains nothing by itself; describe it as data only
 
 
@@ -378,7 +373,7 @@ def _transform(kind: str, src, x):
             return np.ones(x.shape, bool), FP32, _cast(x, FP32, src=src)
         return None
     if kind == "sign_dropped":
-        sel = _negative(x, src) & ~_is_nan(x, src)
+        sel = _negative(x, src) & ~is_nan(x, src)
         c, f = _abs_codes(x, src)
         return sel, f, c
     return None

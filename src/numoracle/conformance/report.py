@@ -54,6 +54,7 @@ from ..chains.verdict import fmt_value
 from ..core.codekeys import is_nan
 from ..core.formats import AnyFormat
 from ..core.policy import Policy
+from ..core.text import hex_width
 from ..core.twins.exact import value_of
 from .classify import (
     CLASSES,
@@ -120,7 +121,7 @@ def summarise(src: AnyFormat, dst: AnyFormat, pol: Policy, library: str | None, 
 
 # ---- the report ---------------------------------------------------------------------------------
 def code_hex(code: int, fmt: AnyFormat) -> str:
-    return f"0x{int(code):0{(fmt.bits + 3) // 4}x}"
+    return f"0x{int(code):0{hex_width(fmt)}x}"
 
 
 def show_code(code: int, fmt: AnyFormat) -> str:
@@ -262,7 +263,8 @@ class SweepReport:
         return {k: c.count for k, c in self.classes.items()}
 
     # ---- text ----
-    def headline(self) -> str:
+    def summary(self) -> str:
+        """One line: what was checked and the verdict (every numoracle report has summary())."""
         lib = f" ({self.policy})" if self.policy else ""
         return f"sweep {self.src.name} -> {self.dst.name} against {self.against}{lib}; inputs: {self.inputs}"
 
@@ -289,7 +291,7 @@ class SweepReport:
                 f"{self.workers or '?'} worker(s) ({self.executor})")
 
     def __str__(self) -> str:
-        lines = [self.headline(), self.verdict_text(),
+        lines = [self.summary(), self.verdict_text(),
                  f"compared {self.compared} of {self.n_inputs} inputs: {self.matching} match, {self.mismatches} differ"]
         if self.known_note:
             lines.append(f"note: {self.known_note}")
@@ -313,7 +315,7 @@ class SweepReport:
         return self.library or "fn"
 
     def to_markdown(self) -> str:
-        out = [f"### {self.headline()}", "", f"**{self.verdict_text()}**", "",
+        out = [f"### {self.summary()}", "", f"**{self.verdict_text()}**", "",
                f"{self.compared} of {self.n_inputs} inputs compared: {self.matching} match, {self.mismatches} differ."
                + (f" Note: {self.known_note}." if self.known_note else ""), ""]
         if self.classes:

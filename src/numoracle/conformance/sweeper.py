@@ -40,6 +40,7 @@ from ..core.convert import cast_codes, check_codes, decode
 from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
+from ..core.text import hex_width
 from .deviations import LIBRARIES, native_cast
 from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
 
@@ -381,7 +382,7 @@ def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[list[
                              f"0..2^{src.bits} (step 1), got {g!r}")
         parts += [_Part(lo, min(lo + chunk, g.stop), "range") for lo in range(g.start, g.stop, chunk)]
     n = sum(len(g) for g in ranges)
-    w = (src.bits + 3) // 4
+    w = hex_width(src)
     what = (f"codes 0x{ranges[0].start:0{w}x}..0x{ranges[0].stop - 1:0{w}x}" if len(ranges) == 1
             else f"{len(ranges)} ranges of codes")
     return parts, f"{what} ({n} codes)", n

@@ -16,6 +16,7 @@ from .convert import cast_codes
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
 from .interop import to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
+from .text import hex_width
 from .twins import exact
 from .twins.exact import Special
 
@@ -60,7 +61,7 @@ class Explanation:
         return exact.value_of(self.code, self.dst)
 
     def __str__(self) -> str:
-        w = (self.dst.bits + 3) // 4
+        w = hex_width(self.dst)
         lines = [f"{_show(self.value)} -> {self.dst.name} ({self.policy})"]
         for name, nb in (("lower", self.lower), ("upper", self.upper)):
             if nb is None:

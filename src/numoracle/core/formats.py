@@ -345,12 +345,12 @@ class IntFormat:
     def max_value(self) -> int:
         return (1 << (self.bits - (1 if self.signed else 0))) - 1
 
-    @property
     def overflow_threshold(self, rounding: str = "rne", *, sign: int = 1) -> tuple[Fraction, bool]:
         """As Format.overflow_threshold, with spacing 1 around ``max`` (sign=+1) or ``|min|`` (sign=-1)."""
         mx = self.max_value if sign > 0 else -self.min_value
         return overflow_rule(Fraction(mx), Fraction(1), bool(mx & 1), Rounding.of(rounding), sign)
 
+    @property
     def max_finite(self) -> Fraction:
         return Fraction(self.max_value)
 

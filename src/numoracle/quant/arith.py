@@ -5,37 +5,24 @@ makes the sticky bit, and the engine's round_pack rounds once: no double roundin
 
 from __future__ import annotations
 
-_SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's constant for float64
-
 from typing import Any
 
 import numpy as np
 
 from ..core.convert import decode
+from ..core.eft import two_prod
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Policy, resolve_policy
 from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
 
 
 # ---- exact arithmetic ---------------------------------------------------------------------
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dekker's TwoProduct: p + e == a * b exactly (no overflow/underflow: callers pass mantissas)."""
-    p = a * b
-    ca = _SPLIT * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = _SPLIT * b
-    bh = cb - (cb - b)
-    bl = b - bh
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
 def _quotient_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(word, exp2) with word * 2^exp2 an exact stand-in for a / b (a, b > 0 finite); see the module doc."""
     ma, ea = np.frexp(a)
     mb, eb = np.frexp(b)
     q = ma / mb
-    p, e = _two_prod(q, mb)
+    p, e = two_prod(q, mb)
     r = (ma - p) - e  # ma - p is exact (Sterbenz); the sign of the difference is exact
     mq, eq = np.frexp(q)
     word = np.ldexp(mq, 53).astype(np.int64) * 8 + np.sign(r).astype(np.int64)
@@ -46,7 +33,7 @@ def _product_words(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """(word, exp2) with word * 2^exp2 an exact stand-in for a * b (a, b > 0 finite): 61 bits + sticky."""
     ma, ea = np.frexp(a)
     mb, eb = np.frexp(b)
-    p, e = _two_prod(ma, mb)
+    p, e = two_prod(ma, mb)
     mp, ep = np.frexp(p)
     d = np.ldexp(e, 61 - ep)  # e in units of ulp(p) / 256; |d| <= 128, exact
     fl = np.floor(d)

@@ -5,7 +5,7 @@
 
 * ``actual`` may be codes of the element format (unsigned integers, e.g. uint8 bit patterns), a
   native array of the element dtype (np.int8, ml_dtypes float8/float4, torch tensors), a
-  :class:`~numoracle.quantize.Quantized` (its scales are then compared too), or dequantized values
+  :class:`~numoracle.Quantized` (its scales are then compared too), or dequantized values
   (a float array of another format: compared as values, each candidate code's dequantized value
   rounded once to that format);
 * exact codes (equal values: +0/-0 count as equal) pass;
@@ -37,8 +37,8 @@ from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
-from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
 from .arith import mul_round
+from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]

@@ -1,7 +1,7 @@
 """Quantization error: elementwise bounds, what they imply for SQNR and cosine, and the metrics themselves.
 
 ``quantization_error_bound(q, x)`` bounds ``|x - dequantize(quantize(x))|`` element by element, for
-the :class:`~numoracle.quantize.Quantized` ``q`` of ``x`` (or quantize parameters). With S the
+the :class:`~numoracle.Quantized` ``q`` of ``x`` (or quantize parameters). With S the
 element's effective scale (block scale times the global scale), t* = x / S exactly, and t the value
 the kernel casts (t* rounded in ``compute``, once for a division, twice with ``reciprocal=True``):
 
@@ -16,7 +16,7 @@ the kernel casts (t* rounded in ``compute``, once for a division, twice with ``r
 * where the compute rounding could put t on either side of a range end, the larger of the two.
 
 Every number is computed in float64 rounded upward (``nextafter`` after each operation on
-non-negative operands, as :mod:`numoracle.tolerance` does), so the bound is never below the exact
+non-negative operands, as :mod:`numoracle.reduce.tolerance` does), so the bound is never below the exact
 one. ``sqnr(x, y)`` and ``cosine(x, y)`` use exact dot products (``numoracle.exact_dot``) of
 power-of-two-scaled data; ``sqnr_bound`` / ``cosine_bound`` give the values an elementwise bound
 guarantees: measured SQNR >= sqnr_bound and measured cosine >= cosine_bound.
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core.eft import two_sum
 from ..core.formats import AnyFormat, Format
 from ..core.policy import Rounding
 from ..reduce.boundmath import add_up, fup, mul_up, pow2_text, up
 from .metrics import _as_values, _dn, cosine, cosine_bound, sqnr, sqnr_bound
-from .scale import two_sum
 
 __all__ = ["quantization_error_bound", "QuantErrorReport", "sqnr", "cosine", "sqnr_bound", "cosine_bound",
            "ComputeModel"]
@@ -306,7 +306,7 @@ def _up_signed(v: np.ndarray) -> np.ndarray:
 def quantization_error_bound(q: Any, x: Any, **quantize_params: Any) -> QuantErrorReport:
     """Elementwise bounds on |x - dequantize(quantize(x))| (see the module docstring).
 
-    ``q``: the :class:`~numoracle.quantize.Quantized` of ``x``; or the element format (then
+    ``q``: the :class:`~numoracle.Quantized` of ``x``; or the element format (then
     ``quantize(x, q, **quantize_params)`` is computed); or a mapping of quantize's keyword arguments
     including ``fmt``. ``x``: the original values (numpy / ml_dtypes / torch; NaN/inf get no bound).
     Returns a :class:`QuantErrorReport`; ``report.exceeded(q.dequantize())`` is all False by the theory.

@@ -18,7 +18,7 @@ With A^ = dequantize(q_a), B^ likewise (exact), y = A^ B^ and Y = A B (the origi
     |C_hat - Y| <= E_A |B| + |A| E_B + E_A E_B          (quantisation: |A^ - A| <= E_A elementwise)
                  + c |A^| |B^| + (1 + u_out) a + u_out |y|   (the kernel on the quantised operands)
 
-E_A, E_B from :func:`numoracle.quanterror.quantization_error_bound`; c = prod over the deepest leaf's
+E_A, E_B from :func:`numoracle.quant.error.quantization_error_bound`; c = prod over the deepest leaf's
 roundings (1 + u_j) - 1 (master rule, docs/theory.md §2) including (1 + u_out); a = underflow terms (scale
 products and multiplies into FP32's subnormal range, the accumulation's own). An operand given
 without quantisation (plain FP32 activations, weight-only quantisation) has scale 1 and E = 0.
@@ -42,7 +42,7 @@ from ..reduce.bounds import Component, ErrorBound, expected_error_bound, registe
 
 __all__ = ["QuantMatmulBound", "quantized_matmul_error_bound", "quantized_matmul_bound"]
 
-_Q = "docs/theory.md §2 master rule; quantmatmul model"
+_Q = "docs/theory.md §2.1; quantmatmul model"
 
 
 def _fmt_opt(f: Any) -> AnyFormat | None:

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import decode
+from ..core.eft import two_sum
 from ..core.interop import to_codes
 from ..reduce.reference import exact_dot
-from .scale import two_sum
 
 # ---- float64 helpers ---------------------------------------------------------------------------
 _INF = np.float64(np.inf)

@@ -1,4 +1,4 @@
-"""The exact arithmetic, block layouts and scale rules behind :func:`numoracle.quantize.quantize`.
+"""The exact arithmetic, block layouts and scale rules behind :func:`numoracle.quantize`.
 
 Exact arithmetic. :func:`div_round` and :func:`mul_round` return the codes of ``a / b`` and
 ``a * b`` correctly rounded **once** into any format, in any non-stochastic mode, for float64
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import cast, decode, encode
+from ..core.eft import two_sum
 from ..core.formats import AnyFormat, Format
 from ..core.policy import Flags
 from ..core.twins.exact import round_value
@@ -54,7 +55,6 @@ __all__ = ["div_round", "mul_round", "div_values", "mul_values", "Layout", "Quan
            "parse_granularity", "compute_scales", "pow2_range", "power_of_two_scales", "absmax_scales", "CHUNK"]
 
 CHUNK = 1 << 15  # elements per pass of the element loop
-_SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's constant for float64
 
 
 # ---- layouts ---------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class Layout:
 # ---- parameters and granularity ----------------------------------------------------------
 @dataclass(frozen=True)
 class QuantParams:
-    """Every keyword of :func:`numoracle.quantize.quantize`, resolved (formats as objects, modes as strings).
+    """Every keyword of :func:`numoracle.quantize`, resolved (formats as objects, modes as strings).
 
     ``block_shape[k]`` is the number of elements a block spans along axis ``k``; ``qmin`` / ``qmax``
     the element range after ``clip`` (integers) or +-max finite (floats); ``global_scale`` the NVFP4
@@ -234,13 +234,6 @@ def power_of_two_scales(e: np.ndarray, amax: np.ndarray, scale_fmt: Format, scal
             raise _range_fail("underflows", finite & (e < lo), amax, scale_fmt,
                               f"2^{int(e[finite].min())} < 2^{lo}")
     return np.ldexp(1.0, np.clip(e, lo, hi).astype(np.int64))
-
-
-def two_sum(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Knuth's TwoSum: a + b == s + e exactly, s = fl(a + b) (float64, finite results)."""
-    s = np.add(a, b)
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 
 def absmax_scales(amax: np.ndarray, M: float, scale_fmt: Format, rounding: str, scale_range: str,

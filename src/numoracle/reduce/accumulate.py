@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.convert import cast_codes
+from ..core.eft import two_sum_error
 from ..core.formats import FP32, FP64, Format
 from ..core.policy import Rounding, resolve_policy
 
@@ -198,17 +199,14 @@ class Arith:
             idx = np.flatnonzero(need)
             xs, ys = np.broadcast_to(x, s.shape).reshape(-1)[idx], np.broadcast_to(y, s.shape).reshape(-1)[idx]
             ss = s.reshape(-1)[idx]
-            # TwoSum (Knuth): e = (x + y) - s exactly, for any float64 x, y without overflow
-            bb = ss - xs
-            e = (xs - (ss - bb)) + (ys - bb)
+            e = two_sum_error(xs, ys, ss)  # (x + y) - s exactly
             out.reshape(-1)[idx] = self.round(_to_odd(ss, e))
         return out
 
     def _add64(self, x, y, s):
         m = self.mode
         if m is not Rounding.NEAREST_EVEN:
-            bb = s - x
-            e = (x - (s - bb)) + (y - bb)        # exact error of the RNE sum (NaN when s is not finite)
+            e = two_sum_error(x, y, s)           # exact error of the RNE sum (NaN when s is not finite)
             b = s.view(np.int64)                 # sign-magnitude: +-1 moves the magnitude one ulp
             inexact = np.abs(e) > 0
             differ = (b ^ e.view(np.int64)) < 0  # the exact sum lies toward zero from s

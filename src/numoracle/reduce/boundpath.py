@@ -18,7 +18,7 @@ from .boundmath import (
 )
 from .orderspec import OrderSpec
 
-_H = "docs/theory.md §2 master rule"
+_H = "docs/theory.md §2.1"
 
 
 def _innermost(o: OrderSpec) -> OrderSpec:
@@ -141,11 +141,11 @@ def _path_blockfma(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) 
                   f"accumulator) to the largest exponent label E and keeps F = {F} fraction bits ({al}): error < "
                   f"(N+1) 2^(E-F) <= (N+1) 2^-F max|t| for normal inputs. Chained over m = ceil(n/N) = {m} "
                   f"blocks, |e_j| <= (1+u)(1+beta)|e_(j-1)| + (u + (1+u) beta) S_j telescopes to "
-                  f"((1+beta)(1+u))^m - 1", "docs/theory.md §4 per-block bound; Fasi et al. 2021; Khattak & "
+                  f"((1+beta)(1+u))^m - 1", "docs/theory.md §4.3; Fasi et al. 2021; Khattak & "
                   "Mikaitis 2025", False),
         Component("block normalisation" + where, ur, m,
                   f"each block result rounded ({o.out_rounding}) to {p_out} bits in {bacc.name}'s range"
-                  + (" (u = 2^(1-p): directed)" if not nearest else ""), "docs/theory.md §4 step 5", nearest),
+                  + (" (u = 2^(1-p): directed)" if not nearest else ""), "docs/theory.md §4.1", nearest),
     ], [_Site(f"block results rounded to {p_out} bits", m, eta),
         _Site("accumulator labels clamped at 2^-126", m, Fraction(N + 1, 2**F) * Fraction(2) ** -126)]
 
@@ -174,7 +174,7 @@ def _path_promoted(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) 
     uo = _u(oacc, mode)
     ci, si = _path(o.inner or OrderSpec("sequential"), G, acc, mode, where + f" (inside groups of {G})")
     comps, sites = list(ci), [_Site(s.label, s.sites * M, s.eta) for s in si]
-    src = "DeepSeek-V3 report §3.3.2; docs/theory.md §4 software model"
+    src = "DeepSeek-V3 report §3.3.2; docs/theory.md §4.4"
     _conv(comps, sites, _final_acc(o.inner or OrderSpec("sequential"), acc), oacc, mode, M, "group result", src)
     comps.append(Component("promotion scale multiply" + where, uo, 1,
                            "the group result times its per-group scales: one rounding (exact without scales; "

@@ -140,11 +140,11 @@ class ErrorBound:
 
     # -- data-dependent forms (tolerance.py)
     def tolerance(self, *inputs: Any, reference: Any = None) -> Any:
-        """Elementwise absolute bound for these inputs (see :func:`numoracle.tolerance.tolerance`)."""
+        """Elementwise absolute bound for these inputs (see :func:`numoracle.reduce.tolerance.tolerance`)."""
         return tolerance(self, *inputs, reference=reference)
 
     def rtol_atol(self, *inputs: Any, max_abs: Any = None, kappa: float | None = None) -> Any:
-        """(rtol, atol) for assert_close, with ``.assumptions`` (see :func:`numoracle.tolerance.rtol_atol`)."""
+        """(rtol, atol) for assert_close, with ``.assumptions`` (see :func:`numoracle.reduce.tolerance.rtol_atol`)."""
         return rtol_atol(self, *inputs, max_abs=max_abs, kappa=kappa)
 
     # -- text
@@ -262,7 +262,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
                                f"every {src.name} value is a {dtype.name} value (exact)" if in_exact else
                                f"each {'term' if op == 'sum' else 'factor'} rounded {src.name} -> {dtype.name} "
                                f"(RN): {'(1+u_in)' if op == 'sum' else '(1+u_in)^2'} per leaf",
-                               "docs/theory.md §2 mixed precision; Blanchard et al. 2020"))
+                               "docs/theory.md §2.5; Blanchard et al. 2020"))
     # products
     inner = _innermost(o)
     if inner.kind == "numpy" and inner.acc is not None:
@@ -271,7 +271,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     h_prod = 0
     if op != "sum":
         if inner.kind == "blockfma":
-            comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4 step 1"))
+            comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4.1"))
         elif products_exact(dtype, acc):
             comps.append(Component("products", Fraction(0), 0, f"exact in {acc.name}: 2 p_in = "
                                    f"{2 * dtype.precision} <= p_acc = {acc.precision}", "docs/theory.md §2"))
@@ -327,7 +327,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
         if bad or not Rounding.of(mode).is_unbiased:
             why = f"{mode} rounding" if not Rounding.of(mode).is_unbiased else f"{bad[0]} (truncation / round toward zero)"
             raise ValueError(f"kind='probabilistic' (Higham & Mary 2019) needs mean-zero rounding errors, but {why} "
-                             "errs with a bias (docs/theory.md §3 caveat ii); use kind='worst'")
+                             "errs with a bias (docs/theory.md §3.4; use kind='worst'")
         events = K * outputs
         g, lam, prob = hm2019(comps, events, conf)
         if g < worst:

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..core.formats import FP16, FP32, FP64, Format, format_of
 from ..core.policy import Rounding
+from .orderspec import OrderSpec
 from .schedule import (
     Schedule,
     Wave,
@@ -102,6 +103,14 @@ def _posint(x: Any, what: str) -> int:
 class Order:
     """Base class of accumulation orders (frozen dataclasses: hashable, comparable, reusable)."""
 
+    def spec(self) -> OrderSpec:
+        """What the error bounds need of this order: its rounding structure as an :class:`OrderSpec`.
+
+        A new order defines this (built from the kinds of OrderSpec) next to ``_schedule``; nothing else in
+        the bounds needs to know the class.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no spec(): the bounds cannot describe it")
+
     def _schedule(self, n: int, key: tuple) -> Schedule:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -115,6 +124,9 @@ class Order:
 class Sequential(Order):
     """``s = +0; s = fl(s + t_k)`` for k = 1..K: one running accumulator."""
 
+    def spec(self) -> OrderSpec:
+        return OrderSpec("sequential")
+
     def _schedule(self, n, key):
         return _chain(n, key, 0.0)
 
@@ -122,6 +134,9 @@ class Sequential(Order):
 @dataclass(frozen=True)
 class Pairwise(Order):
     """Recursive halving: left = first ceil(n/2) terms, right = the rest; result fl(left + right)."""
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("pairwise", 1)
 
     def _schedule(self, n, key):
         if n == 0:
@@ -148,6 +163,9 @@ class Blocked(Order):
             if not isinstance(o, Order):
                 raise TypeError(f"Blocked {what} must be an Order, got {o!r}")
         _reduces_values(self.outer, "Blocked outer")
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("blocked", self.b, self.inner.spec(), self.outer.spec(), self.outer_acc)
 
     def _schedule(self, n, key):
         if n == 0:
@@ -179,6 +197,9 @@ class SplitK(Order):
             if not isinstance(o, Order):
                 raise TypeError(f"SplitK {what} must be an Order, got {o!r}")
         _reduces_values(self.combine, "SplitK combine")
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("splitk", self.s, self.inner.spec(), self.combine.spec(), self.combine_acc)
 
     def _schedule(self, n, key):
         sizes = [(j + 1) * n // self.s - j * n // self.s for j in range(self.s)]
@@ -238,6 +259,10 @@ class BlockFMA(Order):
             raise ValueError(f"out_frac_bits must be in 1..50, got {self.out_frac_bits!r}")
         object.__setattr__(self, "acc", _fmt(self.acc, "BlockFMA acc"))
 
+    def spec(self) -> OrderSpec:
+        return OrderSpec("blockfma", self.n, frac_bits=self.frac_bits, truncate=bool(self.truncate), acc=self.acc,
+                         out_frac_bits=self.out_frac_bits, out_rounding=Rounding.of(self.out_rounding).value)
+
     def _schedule(self, n, key):
         k = (self, key[0] if self.acc is None else self.acc)
         waves = [Wave("const", (key[0] if self.acc is None else self.acc, None), np.array([0]), const=0.0)]
@@ -268,6 +293,9 @@ class Promoted(Order):
     @property
     def acc(self):
         return self.inner.acc
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("promoted", self.every, self.inner.spec(), outer_acc=self.outer_acc)
 
     def _schedule(self, n, key):
         return _build(Blocked(self.every, self.inner, Sequential(), self.outer_acc), n, key)
@@ -300,6 +328,9 @@ class NumpyPairwise(Order):
             object.__setattr__(self, "chunk", _posint(self.chunk, "NumpyPairwise chunk"))
         object.__setattr__(self, "acc", _fmt(self.acc, "NumpyPairwise acc"))
         object.__setattr__(self, "carry", _fmt(self.carry, "NumpyPairwise carry"))
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("numpy", self.chunk or 0, outer_acc=self.carry, acc=self.acc)
 
     def _schedule(self, n, key):
         akey = (key[0] if self.acc is None else self.acc, "rne")
@@ -374,7 +405,7 @@ def build(order: Order, n: int, key: tuple = (None, None)) -> Schedule:
 # =====================================================================================================
 
 # (block size N, extra alignment bits n_eab) per input format: Khattak & Mikaitis 2025, arXiv:2512.07004,
-# github north-numerical-computing/MATLAB-tensor-core models/{V100,A100,H100,B200}TC.m (docs/theory.md §4 table).
+# github north-numerical-computing/MATLAB-tensor-core models/{V100,A100,H100,B200}TC.m (docs/theory.md §4.2).
 # Kept fraction bits F = 23 + n_eab. H100 FP8: N = 32 (two 16-element halves), n_eab = -10 => F = 13 and
 # a 13-fraction-bit chained accumulator (GEMM.m: NoManBitsOut = 23 + neab), as DeepSeek-V3 §3.5.2 reports.
 _TC = {

@@ -1,9 +1,9 @@
 """Order descriptions for the bounds: strings and ``numoracle.orders`` objects normalised to :class:`OrderSpec`.
 
-:func:`parse_order` accepts the strings listed in :mod:`numoracle.bounds` (``"sequential"``,
+:func:`parse_order` accepts the strings listed in :mod:`numoracle.reduce.bounds` (``"sequential"``,
 ``"pairwise:<B>"``, ``"blocked:<b>"``, ``"splitk:<s>[:pairwise]"``, ``"blockfma:<N>:<F>[:<out>][:round]"``,
-``"promoted:<G>:<N>:<F>"``, ``"numpy"``, ``"any"``) or order objects duck-typed by class name and
-fields, so that :mod:`numoracle.orders` (the simulator's orders) need not be imported here.
+``"promoted:<G>:<N>:<F>"``, ``"numpy"``, ``"any"``) or order objects, which describe themselves
+through their ``spec()`` method (so this module keeps no list of order classes).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Rounding
+from ..core.formats import AnyFormat
 
 __all__ = ["OrderSpec", "parse_order"]
 
@@ -21,8 +20,6 @@ __all__ = ["OrderSpec", "parse_order"]
 _KINDS_ORD = ("any", "sequential", "pairwise", "blocked", "splitk", "blockfma", "promoted", "numpy")
 _ALIASES = {"recursive": "sequential", "seq": "sequential", "tree": "pairwise", "split_k": "splitk",
             "split-k": "splitk", "block_fma": "blockfma", "tensorcore": "blockfma", "numpy_pairwise": "numpy"}
-_CLASSES = {"Sequential": "sequential", "Pairwise": "pairwise", "Blocked": "blocked", "SplitK": "splitk",
-            "BlockFMA": "blockfma", "Promoted": "promoted", "NumpyPairwise": "numpy"}
 _FORMS = ('"any", "sequential", "pairwise", "pairwise:<base>", "blocked:<b>", "splitk:<s>", "splitk:<s>:pairwise", '
           '"blockfma:<n>:<frac_bits>[:<out_frac_bits>][:round]", "promoted:<every>:<n>:<frac_bits>", "numpy"')
 
@@ -121,52 +118,19 @@ def _parse_str(text: str) -> OrderSpec:
     close = difflib.get_close_matches(k, _KINDS_ORD, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close and close[0] != k else ""
     raise ValueError(f"unknown order {text!r}{hint}; valid forms: {_FORMS}, or an order object "
-                     f"({', '.join(_CLASSES)})")
+                     "of numoracle.orders")
 
 
 def parse_order(order: Any) -> OrderSpec:
-    """A string, an order object (duck-typed by class name and fields) or None (= "any") -> OrderSpec."""
+    """A string, an order object (its ``spec()``) or None (= "any") -> OrderSpec."""
     if order is None:
         return OrderSpec("any")
     if isinstance(order, OrderSpec):
         return order
     if isinstance(order, str):
         return _parse_str(order)
-    k = _CLASSES.get(type(order).__name__)
-    if k is None:
-        raise ValueError(f"unknown order object of class {type(order).__name__!r}; expected one of "
-                         f"{', '.join(_CLASSES)} or a string ({_FORMS})")
-
-    def get(*names: str, default: Any = None) -> Any:
-        return next((getattr(order, nm) for nm in names if hasattr(order, nm)), default)
-
-    def sub(v: Any) -> OrderSpec:
-        return OrderSpec("sequential") if v is None else parse_order(v)
-
-    def fmt(v: Any) -> AnyFormat | None:
-        return None if v is None else format_of(v)
-
-    if k == "sequential":
-        return OrderSpec(k)
-    if k == "pairwise":
-        return OrderSpec(k, _posint(get("base", "block", "leaf", default=1) or 1, "Pairwise base"))
-    if k == "numpy":
-        return OrderSpec(k, _posint(get("chunk"), "NumpyPairwise.chunk") if get("chunk") else 0,
-                         outer_acc=fmt(get("carry")), acc=fmt(get("acc")))
-    if k == "blocked":
-        return OrderSpec(k, _posint(get("b", "block", "size"), "Blocked.b"), sub(get("inner")), sub(get("outer")),
-                         fmt(get("outer_acc")))
-    if k == "splitk":
-        return OrderSpec(k, _posint(get("s", "splits", "slices"), "SplitK.s"), sub(get("inner")),
-                         sub(get("combine")), fmt(get("combine_acc")))
-    if k == "blockfma":
-        fb = get("frac_bits")
-        if fb is None and get("extra_bits") is not None:
-            fb = 23 + int(order.extra_bits)
-        ofb = get("out_frac_bits")
-        return OrderSpec(k, _posint(get("n", "block"), "BlockFMA.n"), frac_bits=_posint(fb, "frac_bits"),
-                         truncate=bool(get("truncate", default=True)), acc=fmt(get("acc")),
-                         out_frac_bits=None if ofb is None else int(ofb),
-                         out_rounding=Rounding.of(get("out_rounding", default="rtz")).value)
-    return OrderSpec(k, _posint(get("every", "interval"), "Promoted.every"), sub(get("inner")),
-                     outer_acc=fmt(get("outer_acc")))
+    spec = getattr(order, "spec", None)
+    if not callable(spec):
+        raise ValueError(f"unknown order object of class {type(order).__name__!r}: an order defines spec() (see "
+                         f"numoracle.orders), or give a string ({_FORMS})")
+    return spec()

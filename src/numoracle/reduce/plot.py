@@ -63,7 +63,7 @@ class BoundViolation(AssertionError):
 def order_object(order: Any, dtype: Any = None) -> tuple[str, Any]:
     """``(label, numoracle.orders.Order)`` for an order string, an Order object or ``"preset:<system>"``.
 
-    Strings are those of :func:`numoracle.bounds.parse_order` that name one evaluation order:
+    Strings are those of :func:`numoracle.reduce.bounds.parse_order` that name one evaluation order:
     sequential, pairwise, blocked:<b>, splitk:<s>[:pairwise], blockfma:<n>:<frac_bits>[...],
     promoted:<every>:<n>:<frac_bits>, numpy. ``"preset:<system>"`` is ``orders.preset(system,
     dtype)`` (v100, a100, h100, h200, h800, b200, deepseek, numpy), which fixes its accumulator.

@@ -152,7 +152,7 @@ def _check_out(out: Any, exact: bool) -> AnyFormat:
             raise ValueError(
                 f"out={dst.name!r}: a single correct rounding via round-to-odd float64 needs a destination "
                 "with precision <= 51 bits inside float64's range (or an integer format of <= 32 bits); use "
-                "exact=True and round the Fractions with numoracle.exact.round_value")
+                "exact=True and round the Fractions with numoracle.core.twins.exact.round_value")
     return dst
 
 

@@ -3,7 +3,7 @@
 ``simulate(op, *inputs, acc=FP32, order=Sequential(), rounding="rne", fma=True, out=None)`` returns
 what a kernel that accumulates in ``acc`` along ``order`` computes, as exact float64 values (or
 codes). The inputs are decoded exactly; products of inputs are exact in float64 (p_a + p_b <= 53);
-every rounding step is exact (numoracle.accumulate). The order is compiled once per (order, K) into
+every rounding step is exact (numoracle.reduce.accumulate). The order is compiled once per (order, K) into
 waves of independent steps (numoracle.orders), each run as one numpy operation across all outputs.
 
 Each addition gets the cheapest exact method (``_plan``): "direct" when fl64(x + y) is exact or a

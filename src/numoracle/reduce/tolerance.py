@@ -1,6 +1,6 @@
-"""Numbers for error bounds: exact helpers, the Higham-Mary probabilistic factor, and tolerances from data.
+"""Tolerances from data: an ErrorBound evaluated on concrete inputs, and its (rtol, atol) form.
 
-``tolerance(bound, *inputs, reference=None)`` turns an :class:`~numoracle.bounds.ErrorBound` into an
+``tolerance(bound, *inputs, reference=None)`` turns an :class:`~numoracle.reduce.bounds.ErrorBound` into an
 elementwise absolute bound for concrete inputs, computed in float64 *rounded upward*: every
 float64 operation on non-negative values errs by at most half an ulp, so each product or sum is
 followed by ``nextafter(+inf)``, and sums of K non-negative terms computed by numpy/BLAS in any
@@ -84,7 +84,7 @@ def _abs_sum_up(b: ErrorBound, vs: list[np.ndarray]) -> np.ndarray:
 
 
 def _input_underflow_up(b: ErrorBound, vs: list[np.ndarray]) -> np.ndarray:
-    """sum_k of the absolute input-rounding underflow terms (docs/theory.md §1: fl(x) = x(1+d) + e, d*e = 0)."""
+    """sum_k of the absolute input-rounding underflow terms (docs/theory.md §1.2: fl(x) = x(1+d) + e, d*e = 0)."""
     eta, u_in, _ = b.input_underflow
     e, one_u = float(eta), fup(1 + u_in)
     small = [np.where((np.abs(v) < float(b.dtype.min_normal)) & (v != 0), e, 0.0) for v in vs]
@@ -266,7 +266,7 @@ def describe_bound(b: ErrorBound) -> str:
     lines += [f"    - {c.describe()}" for c in b.components]
     if b.u_out:
         lines.append(f"    - output rounding to {b.out.name}: + u_out*|y| with u_out = {pow2_text(b.u_out)}, and "
-                     f"(1+u_out) times the rest [docs/theory.md §2, mixed precision]")
+                     f"(1+u_out) times the rest [docs/theory.md §2.5]")
     if b.kind == "probabilistic":
         lines.append(f"  probabilistic: lambda = {sci(b.lambda_, 10)}, holds with probability >= "
                      f"{b.probability:.6g} (union bound over {b.events} error products); worst case "

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..conformance.boundary import boundary_values
 from ..core.convert import cast
+from ..core.text import hex_width
 
 __all__ = ["PAIRS", "boundary_rows", "boundary_table"]
 
@@ -27,7 +28,7 @@ def boundary_rows(src: str, dst: str) -> list[dict[str, Any]]:
     """The rows of one pair: src, dst, label, code (hex), value (exact text), dst_code (hex, under rne)."""
     bv = boundary_values(src, dst)
     out = cast(bv.codes, bv.dst, src=bv.src)
-    w = (bv.dst.bits + 3) // 4
+    w = hex_width(bv.dst)
     return [{"src": bv.src.name, "dst": bv.dst.name, "label": r["label"], "code": r["code"], "value": r["value"],
              "dst_code": f"0x{int(c):0{w}x}"} for r, c in zip(bv.rows(), out.tolist())]
 

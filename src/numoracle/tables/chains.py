@@ -10,6 +10,7 @@ from typing import Any
 
 from ..chains.prove import classify_cast_chain
 from ..core.formats import AnyFormat, registry
+from ..core.text import hex_width
 
 __all__ = ["chain_triples", "chain_row", "chains_table", "MODES"]
 
@@ -30,8 +31,8 @@ def chain_row(triple: tuple[str, str, str, str]) -> dict[str, Any]:
     s, i, d, m = triple
     v = classify_cast_chain(s, i, d, rounding=m)
     w = v.witness
-    hexw = (v.spec.src.bits + 3) // 4
-    dw = (v.spec.dst.bits + 3) // 4
+    hexw = hex_width(v.spec.src)
+    dw = hex_width(v.spec.dst)
     return {
         "src": s, "via": i, "dst": d, "rounding": m,
         "equivalent": v.equivalent, "reason": v.reason,

@@ -45,6 +45,7 @@ from ..core.convert import decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, IntFormat, format_of
 from ..core.interop import as_native, is_torch, native_dtype, to_codes
+from ..core.text import hex_width
 
 __all__ = ["Golden", "GoldenDiff", "DiffRow", "GoldenError", "write_golden", "read_golden", "compare_golden",
            "assert_golden", "golden_codes", "normalize_meta", "encode_golden", "decode_golden", "GOLDEN_SUFFIX",
@@ -412,7 +413,7 @@ class GoldenDiff:
 
     def _table(self, rows: list[DiffRow]) -> list[str]:
         f = self.format
-        w = (f.bits + 3) // 4
+        w = hex_width(f)
         vals = decode(np.array([[r.golden, r.actual] for r in rows], f.code_dtype), f)
         shown = [(_value_text(v[0]), _value_text(v[1])) for v in vals]
         head = ("index", "golden", "actual", "golden value", "actual value", "ULPs")

@@ -4,7 +4,7 @@ This module restates docs/semantics.md in the plainest Python it can: a code is 
 its exact rational value, the value is rounded to a multiple of the destination's quantum
 with Fractions, and the result is encoded again. It shares no code with ``softfloat.py``
 (no bit fields are shifted to round, nothing is vectorised); it uses only the format
-descriptors (``formats.py``) and the policy enums and validation (``rounding.py``). It is
+descriptors (``core/formats.py``) and the policy enums and validation (``core/policy.py``). It is
 the reference for tests (~20-50 us a conversion) and for explanations.
 
 Flags (``flags=True``), this module's reading of the contract: INEXACT when the result's
