@@ -44,7 +44,7 @@ import numpy as np
 
 from ..core.formats import FP32, AnyFormat, Format, IntFormat, format_of
 from ..core.policy import Overflow, Rounding, resolve_policy
-from ..core.text import hex_width
+from ..core.text import format_value, hex_width
 from ..core.twins.exact import pow2
 from .grid import (
     _neg_zero,
@@ -91,40 +91,6 @@ def underflow_threshold(fmt: Any, rounding: Any = "rne", sign: int = 1) -> tuple
 
 
 # ---- labels -------------------------------------------------------------------------------------------
-def format_value(v: Fraction) -> str:
-    """A short exact rendering: ``65520``, ``0.75``, ``2^-24``, ``1+2^-11``, ``255*2^120``."""
-    if v < 0:
-        s = format_value(-v)
-        return f"-({s})" if "+" in s else f"-{s}"
-    if v == 0:
-        return "0"
-    n, d = v.numerator, v.denominator
-    if d == 1 and n < 10**12:
-        return str(n)
-    if d == 1 and len(str(n).rstrip("0")) <= 3:
-        digits = str(n).rstrip("0")
-        k = len(str(n)) - len(digits)
-        return f"{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e{k + len(digits) - 1}"
-    if d & (d - 1) == 0:  # dyadic: n / 2^k
-        if n & (n - 1) == 0:
-            return f"2^{n.bit_length() - d.bit_length()}"
-        k = d.bit_length() - 1
-        digits = str(n * 5**k).rstrip("0")
-        if len(digits.lstrip("0")) <= 8 and d > 1:
-            whole, frac = divmod(n * 5**k, 10**k)
-            return f"{whole}.{str(frac).zfill(k).rstrip('0')}"
-        bits = [i for i in range(n.bit_length()) if n >> i & 1]
-        if len(bits) <= 3:
-            return "+".join(_pow_text(i - k) for i in reversed(bits))
-        t = (n & -n).bit_length() - 1
-        return f"{n >> t}*2^{t - k}"
-    return str(v)
-
-
-def _pow_text(e: int) -> str:
-    return {0: "1", 1: "2"}.get(e, f"2^{e}")
-
-
 @dataclass(frozen=True)
 class BoundaryPoint:
     """Why a code is in a boundary set: one claim about one target value.

@@ -135,8 +135,8 @@ class QuantMatmulBound:
         lines.append("    - cross term: E_A E_B")
         lines += [f"    - {c.describe()}" for c in self.components]
         if self.u_out:
-            lines.append(f"    - output rounding to {self.out.name}: + u_out |y| with u_out = {pow2_text(self.u_out)}, and "
-                         "(1+u_out) times the rest")
+            lines.append(f"    - output rounding to {self.out.name}: + u_out |y| with u_out = "
+                         f"{pow2_text(self.u_out)}, and (1+u_out) times the rest")
         lines.append(f"  underflow (absolute): {pow2_text(self.eta_scale)} per scale product / multiply into "
                      f"{self.scale_acc.name}'s subnormal range"
                      + (f", {pow2_text(self.eta_out)} output" if self.out else ""))
@@ -166,6 +166,51 @@ class QuantMatmulBound:
         the arrays "quantization", "kernel", "output" and "total".
         """
         return _evaluate(self, A, B, qa, qb, parts)
+
+
+def _inner_dtype(fa: AnyFormat, fb: AnyFormat, asymmetric: bool) -> AnyFormat:
+    """Step 1: one format holding both operands' (q - zp) values (zero points add a bit to integers)."""
+    ia, ib = fa, fb
+    if asymmetric:
+        ia, ib = (IntFormat(f.bits + 1, True) if f.is_integer else f for f in (fa, fb))
+    if nested(ia, ib):
+        return ib
+    if nested(ib, ia):
+        return ia
+    raise ValueError(f"element formats {fa.name} and {fb.name}: neither holds every value of the other; "
+                     "the accumulation model needs one format for both")
+
+
+def _block_and_scale_components(comps: list, inner: Any, acc_f: AnyFormat, sacc: AnyFormat, sa: Any, sb: Any,
+                                m: int, mode: str, outer_order: Any, global_scale: bool) -> tuple[list, str]:
+    """Step 2: the roundings after each K-block's accumulation.
+
+    Conversion, scale product and multiply, the sum of the m scaled block results (in its order) and the
+    global scales. Returns (components, the outer order's text).
+    """
+    us = sacc.unit_roundoff(mode)
+    if acc_f.is_integer:
+        comps.append(Component("integer result conversion", us, 1, f"each {acc_f.name} block result converted to "
+                               f"{sacc.name} (exact when |D| <= 2^{sacc.precision}; counted)", _Q))
+    elif not nested(inner.acc, sacc):
+        comps.append(Component("partial conversion", us, 1, f"each {inner.acc.name} block result rounded to "
+                               f"{sacc.name}", _Q))
+    pexact = _scale_product_exact(sa, sb, sacc)
+    comps.append(Component("scale product s_a*s_b", us, 0 if pexact else 1,
+                           "exact (one side unscaled, or p_a + p_b <= p_acc)" if pexact else
+                           f"fl(s_a s_b) in {sacc.name}", _Q))
+    p2 = _pow2_scales(sa, sb)
+    comps.append(Component("scale multiply", us, 0 if p2 else 1, "block result times a power of two: exact" if p2
+                           else f"fl(D * fl(s_a s_b)) in {sacc.name}, once per K-block", _Q))
+    ostr = "sequential"
+    if m > 1:
+        ob = expected_error_bound("sum", sacc, m, acc=sacc, order=outer_order, rounding=mode)
+        ostr = ob.order
+        comps += [Component(c.name + f" (of the {m} scaled block results)", c.u, c.count, c.formula, c.source,
+                            c.mean_zero) for c in ob.components]
+    if global_scale:
+        comps.append(Component("global scales", us, 2, f"fl(g_a g_b) and the final multiply in {sacc.name}", _Q))
+    return comps, ostr
 
 
 def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: Any = None, fma: bool = True,
@@ -205,44 +250,14 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
     omode = mode if out_rounding is None else Rounding.of(out_rounding).value
     sa = _fmt_opt(scale_fmt)
     sb = sa if isinstance(scale_fmt_b, str) and scale_fmt_b == "same" else _fmt_opt(scale_fmt_b)
-    # the inner dtype: one format holding both operands' (q - zp) values
-    ia, ib = fa, fb
-    if asymmetric:
-        ia, ib = (IntFormat(f.bits + 1, True) if f.is_integer else f for f in (fa, fb))
-    if nested(ia, ib):
-        inner_dtype = ib
-    elif nested(ib, ia):
-        inner_dtype = ia
-    else:
-        raise ValueError(f"element formats {fa.name} and {fb.name}: neither holds every value of the other; "
-                         "the accumulation model needs one format for both")
+    inner_dtype = _inner_dtype(fa, fb, asymmetric)
     acc_f = format_of(acc) if acc is not None else (IntFormat(32) if inner_dtype.is_integer else FP32)
     inner = expected_error_bound("matmul", inner_dtype, G, acc=acc_f, order=order, fma=fma, rounding=mode)
     m = -(-K // G)
     where = f" (inside K-blocks of {G})" if m > 1 else ""
     comps = [Component(c.name + where, c.u, c.count, c.formula, c.source, c.mean_zero) for c in inner.components]
-    us = sacc.unit_roundoff(mode)
-    if acc_f.is_integer:
-        comps.append(Component("integer result conversion", us, 1, f"each {acc_f.name} block result converted to "
-                               f"{sacc.name} (exact when |D| <= 2^{sacc.precision}; counted)", _Q))
-    elif not nested(inner.acc, sacc):
-        comps.append(Component("partial conversion", us, 1, f"each {inner.acc.name} block result rounded to "
-                               f"{sacc.name}", _Q))
-    pexact = _scale_product_exact(sa, sb, sacc)
-    comps.append(Component("scale product s_a*s_b", us, 0 if pexact else 1,
-                           "exact (one side unscaled, or p_a + p_b <= p_acc)" if pexact else
-                           f"fl(s_a s_b) in {sacc.name}", _Q))
-    p2 = _pow2_scales(sa, sb)
-    comps.append(Component("scale multiply", us, 0 if p2 else 1, "block result times a power of two: exact" if p2
-                           else f"fl(D * fl(s_a s_b)) in {sacc.name}, once per K-block", _Q))
-    ostr = "sequential"
-    if m > 1:
-        ob = expected_error_bound("sum", sacc, m, acc=sacc, order=outer_order, rounding=mode)
-        ostr = ob.order
-        comps += [Component(c.name + f" (of the {m} scaled block results)", c.u, c.count, c.formula, c.source,
-                            c.mean_zero) for c in ob.components]
-    if global_scale:
-        comps.append(Component("global scales", us, 2, f"fl(g_a g_b) and the final multiply in {sacc.name}", _Q))
+    comps, ostr = _block_and_scale_components(comps, inner, acc_f, sacc, sa, sb, m, mode, outer_order,
+                                              global_scale)
     kc, _ = prod_pow([(1 + inner.coefficient, 1)] + [(1 + c.u, c.count) for c in comps[len(inner.components):]])
     kc -= 1
     o = _fmt_opt(out)
