@@ -129,3 +129,14 @@ def test_functions_stay_short():
                 if n > 80 and where not in LONG_FUNCTION_ALLOWED:
                     long.append(f"{where}: {n} lines")
     assert not long, "functions over 80 lines (split into named steps):\n" + "\n".join(long)
+
+
+def test_typed_package_for_mypy(tmp_path):
+    """The package ships py.typed: mypy type-checks code that imports it (no "missing library stubs")."""
+    api = pytest.importorskip("mypy.api", reason="needs mypy: pip install mypy")
+    user = tmp_path / "user.py"
+    user.write_text("import numoracle\n\nbits: int = numoracle.FP16.bits\n")
+    out, err, status = api.run([str(user), "--follow-imports=silent", "--no-incremental",
+                                "--cache-dir", str(tmp_path / "cache")])
+    assert "missing library stubs" not in out + err and "py.typed" not in out + err, out + err
+    assert status == 0, out + err
