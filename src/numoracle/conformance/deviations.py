@@ -125,6 +125,24 @@ def _dr(lib: str, ver: str, src: str, dst: str, w: str, lc: str, cc: str, wdesc:
     return Deviation(lib, ver, src, dst, "rne", tmpl.format(src=src, dst=dst, w=wdesc), w, lc, cc, "double_rounding")
 
 
+# float64 -> dst through float32: (witness fp64 code, the library's code, the correct code, the value)
+_DR_WITNESSES = {
+    "fp16": ("0x3ff0020000400000", "0x3c00", "0x3c01", "1 + 2^-11 + 2^-30"),
+    "bf16": ("0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
+    "fp8_e4m3fn": ("0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
+    "fp8_e5m2": ("0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
+    "fp8_e4m3fnuz": ("0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
+    "fp8_e5m2fnuz": ("0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
+    "fp8_e4m3b11fnuz": ("0x3ff1000000400000", "0x58", "0x59", "1.0625 + 2^-30"),
+    "fp6_e3m2fn": ("0x3ff2000000400000", "0xc", "0xd", "1.125 + 2^-30"),
+    "fp6_e2m3fn": ("0x3ff1000000400000", "0x8", "0x9", "1.0625 + 2^-30"),
+    "fp4_e2m1fn": ("0x3ff4000000400000", "0x2", "0x3", "1.25 + 2^-30"),
+}
+_DR_ML = ("bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz", "fp6_e3m2fn",
+          "fp6_e2m3fn", "fp4_e2m1fn")
+_DR_TORCH = ("fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
+
+
 KNOWN_DEVIATIONS: tuple[Deviation, ...] = (
     # ---- NaN sign and payload: every library keeps them; numoracle gives the canonical NaN ----
     Deviation(
@@ -145,52 +163,25 @@ KNOWN_DEVIATIONS: tuple[Deviation, ...] = (
         "keep the NaN's sign (float32 -NaN -> float16 0xFE00). numoracle returns the canonical NaN 0x7FC0.",
         "0x7fc00000", "0xffff", "0x7fc0", "nan_payload_or_sign", ("*->*",),
     ),
-    # ---- double rounding through float32 ----
-    _dr("ml_dtypes", _V_ML, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp8_e4m3b11fnuz", "0x3ff1000000400000", "0x58", "0x59", "1.0625 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e3m2fn", "0x3ff2000000400000", "0xc", "0xd", "1.125 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp6_e2m3fn", "0x3ff1000000400000", "0x8", "0x9", "1.0625 + 2^-30"),
-    _dr("ml_dtypes", _V_ML, "fp64", "fp4_e2m1fn", "0x3ff4000000400000", "0x2", "0x3", "1.25 + 2^-30"),
-    Deviation(
-        "ml_dtypes", _V_ML, "fp64", "e8m0fnu", "rne",
+    # ---- double rounding through float32 (the same witnesses for both libraries) ----
+    *(_dr(lib, ver, "fp64", dst, w, got, want, what)
+      for lib, ver, dsts in (("ml_dtypes", _V_ML, _DR_ML), ("torch", _V_TORCH, _DR_TORCH))
+      for dst, (w, got, want, what) in _DR_WITNESSES.items() if dst in dsts),
+    *(Deviation(
+        lib, ver, "fp64", "e8m0fnu", "rne",
         "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 (the midpoint between 1 and "
-        "2) in float32, and the tie goes to 2; the exact value is below 1.5, so the nearest is 1 (0x7F).",
+        "2) in float32, and the tie goes to 2 (0x80); the exact value is below 1.5, so the nearest is 1 (0x7F).",
         "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
-    ),
-    Deviation(
-        "ml_dtypes", _V_ML, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
+    ) for lib, ver in (("ml_dtypes", _V_ML), ("torch", _V_TORCH))),
+    *(Deviation(
+        lib, ver, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
         "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
-    ),
-    Deviation(
-        "ml_dtypes", _V_ML, "int32", "e8m0fnu", "rne",
+    ) for lib, ver in (("ml_dtypes", _V_ML), ("torch", _V_TORCH))),
+    *(Deviation(
+        lib, ver, "int32", "e8m0fnu", "rne",
         _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
         "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
-    ),
-    _dr("torch", _V_TORCH, "fp64", "fp16", "0x3ff0020000400000", "0x3c00", "0x3c01", "1 + 2^-11 + 2^-30"),
-    _dr("torch", _V_TORCH, "fp64", "bf16", "0x3ff0100000400000", "0x3f80", "0x3f81", "1 + 2^-8 + 2^-30"),
-    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fn", "0x3ff1000000400000", "0x38", "0x39", "1.0625 + 2^-30"),
-    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2", "0x3ff2000000400000", "0x3c", "0x3d", "1.125 + 2^-30"),
-    _dr("torch", _V_TORCH, "fp64", "fp8_e4m3fnuz", "0x3ff1000000400000", "0x40", "0x41", "1.0625 + 2^-30"),
-    _dr("torch", _V_TORCH, "fp64", "fp8_e5m2fnuz", "0x3ff2000000400000", "0x40", "0x41", "1.125 + 2^-30"),
-    Deviation(
-        "torch", _V_TORCH, "fp64", "e8m0fnu", "rne",
-        "float64 -> e8m0 converts to float32 first: 1.5 - 2^-30 rounds up onto 1.5 in float32 and the tie "
-        "goes to 2 (0x80); the exact value is below 1.5, so the nearest is 1 (0x7F).",
-        "0x3ff7ffffffc00000", "0x80", "0x7f", "double_rounding",
-    ),
-    Deviation(
-        "torch", _V_TORCH, "int32", "bf16", "rne", _DR_INT.format(src="int32", dst="bf16", w="2^25 + 2^17 + 1"),
-        "0x2020001", "0x4c00", "0x4c01", "double_rounding", ("uint32->bf16", "int64->bf16", "uint64->bf16"),
-    ),
-    Deviation(
-        "torch", _V_TORCH, "int32", "e8m0fnu", "rne",
-        _DR_INT_DOWN.format(src="int32", dst="e8m0fnu", w="3*2^24 - 1 (midpoint 1.5*2^25)"),
-        "0x2ffffff", "0x99", "0x98", "double_rounding", ("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
-    ),
+    ) for lib, ver in (("ml_dtypes", _V_ML), ("torch", _V_TORCH))),
     # ---- NaN into formats without NaN ----
     *(
         Deviation(

@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import decode
 from ..core.eft import two_sum
-from ..core.interop import to_codes
+from ..core.inputs import exact_float64
 from ..reduce.reference import exact_dot
 
 # ---- float64 helpers ---------------------------------------------------------------------------
@@ -24,18 +23,7 @@ def _dn(r: np.ndarray) -> np.ndarray:
 
 def _as_values(x: Any, name: str) -> np.ndarray:
     """Exact float64 values of an array (numpy, ml_dtypes, torch, lists); NaN/inf kept."""
-    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
-        return x.astype(np.float64)
-    try:
-        codes, fmt = to_codes(x)
-    except TypeError as e:
-        raise TypeError(f"{name}: {e}") from None
-    v = decode(codes, fmt)
-    if v.dtype != np.float64:
-        if v.size and np.abs(v.astype(np.float64)).max() > 2**53:
-            raise ValueError(f"{name}: integers beyond 2^53 are not exact in float64")
-        v = v.astype(np.float64)
-    return v
+    return exact_float64(x, name)[0]
 
 
 def _exact_sq_sum(v: np.ndarray) -> tuple[float, int]:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
+from ..core.convert import cast
 from ..core.formats import AnyFormat
-from ..core.interop import to_codes
+from ..core.inputs import exact_float64
 from ..core.policy import Flags, Rounding
 
 if TYPE_CHECKING:
@@ -206,15 +206,7 @@ def f64_products_exact(fmt: AnyFormat) -> bool:
 # ---- inputs ---------------------------------------------------------------------------------
 def finite_values(x: Any, name: str) -> np.ndarray:
     """Exact float64 values of an array (numpy, ml_dtypes, torch, lists); inf/NaN refused."""
-    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
-        v = x.astype(np.float64)
-    else:
-        codes, fmt = to_codes(x)
-        v = decode(codes, fmt)
-        if v.dtype != np.float64:
-            if v.size and np.abs(v).max() > 2**53:
-                raise ValueError(f"{name}: integers beyond 2^53 are not exact in float64")
-            v = v.astype(np.float64)
+    v, _ = exact_float64(x, name)
     bad = ~np.isfinite(v)
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])

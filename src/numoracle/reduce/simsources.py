@@ -6,9 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import decode
-from ..core.formats import FP32, Format, format_of
-from ..core.interop import to_codes
+from ..core.formats import FP32, Format
+from ..core.inputs import exact_float64
 from .accumulate import triple
 
 _OPS = ("sum", "dot", "matmul")
@@ -21,12 +20,10 @@ def _fits(src: tuple, dst: tuple) -> bool:
 
 
 def _exact(x: Any, what: str) -> tuple[np.ndarray, Format]:
-    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
-        return x.astype(np.float64), format_of(x.dtype)     # widening casts are exact
-    codes, fmt = to_codes(x)
+    v, fmt = exact_float64(x, what)
     if not isinstance(fmt, Format):
         raise TypeError(f"{what} has integer format {fmt.name}; simulate models floating-point accumulation")
-    return decode(codes, fmt), fmt
+    return v, fmt
 
 
 def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:

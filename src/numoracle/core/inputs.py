@@ -1,0 +1,39 @@
+"""The one reader of array inputs: exact float64 values of whatever a user passes.
+
+numpy, ml_dtypes, torch, JAX (through ``__array__``) arrays, Python scalars and lists are read through their
+codes (:func:`numoracle.core.interop.to_codes`) and decoded exactly; float64/float32/float16 arrays take the exact
+widening shortcut. Integers beyond 2^53 are refused: float64 cannot hold them exactly. Bounds, checks,
+quantization metrics and ``simulate`` all read their inputs here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .convert import decode
+from .formats import AnyFormat, format_of
+from .interop import to_codes
+
+__all__ = ["exact_float64"]
+
+
+def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
+    """``(values, format)``: the exact float64 values of ``x`` and the format they came in (NaN/inf kept).
+
+    ``name`` names the argument in error messages.
+    """
+    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
+        return x.astype(np.float64), format_of(x.dtype)  # widening IEEE casts are exact
+    try:
+        codes, fmt = to_codes(x)
+    except TypeError as e:
+        raise TypeError(f"{name}: {e}") from None
+    v = decode(codes, fmt)
+    if v.dtype != np.float64:
+        if v.size and np.abs(v.astype(np.float64)).max() > 2**53:
+            raise ValueError(f"{name}: integers beyond 2^53 are not exact in float64; convert them to a float "
+                             "format first")
+        v = v.astype(np.float64)
+    return v, fmt
