@@ -79,7 +79,7 @@ def setup_commands() -> list[str]:
 def test_readme_has_exactly_two_setup_commands():
     install_run, install_test = setup_commands()
     assert install_run == "pip install . && numoracle chain int32 fp32 fp16"
-    assert install_test == 'pip install ".[test]" && python -m pytest'
+    assert install_test == 'pip install -e ".[test]" && python -m pytest'  # the checkout's src/ is tested
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "pytest -m exhaustive" in readme and "## Benchmarks" in readme
 
@@ -95,4 +95,6 @@ def test_ci_runs_the_readme_test_command():
     lines = [ln.strip() for ln in script.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     assert lines[0] == "set -euo pipefail"
     assert lines[1] == 'cd "$(dirname "${BASH_SOURCE[0]}")/.."'
-    assert " && ".join(lines[2:]) == setup_commands()[1]
+    # CI may first install the pinned CPU torch (the test extra pins no torch); then exactly the README's command
+    assert all(ln.startswith("pip install ") for ln in lines[2:-2]), lines
+    assert " && ".join(lines[-2:]) == setup_commands()[1]

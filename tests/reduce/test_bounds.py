@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import mpmath
@@ -90,12 +89,7 @@ def test_mixed_precision_input_and_output_rounding():
 
 
 def test_blocked_with_a_narrower_outer_accumulator_counts_the_conversion():
-    @dataclass
-    class Blocked:
-        b: int
-        inner: object = None
-        outer: object = None
-        outer_acc: object = None
+    from numoracle.orders import Blocked
 
     b = expected_error_bound("sum", FP32, 1024, order=Blocked(64, outer_acc=BF16))
     assert b.coefficient == (1 + U32) ** 63 * (1 + UB) ** (1 + 15) - 1
@@ -122,57 +116,18 @@ def test_tight_rn_option():
         expected_error_bound("dot", FP32, 64, order="sequential", tight_rn=True)
 
 
-# ---- orders: strings and duck-typed objects -----------------------------------------------------------
-@dataclass
-class Sequential:
-    pass
-
-
-@dataclass
-class Pairwise:
-    pass
-
-
-@dataclass
-class Blocked:
-    b: int
-    inner: object = None
-    outer: object = None
-    outer_acc: object = None
-
-
-@dataclass
-class SplitK:
-    s: int
-    inner: object = None
-    combine: object = None
-    permutation: object = None
-
-
-@dataclass
-class BlockFMA:
-    n: int
-    frac_bits: int
-    truncate: bool = True
-    out_rounding: str = "rtz"
-    out_frac_bits: int | None = None
-    acc: object = None
-
-
-@dataclass
-class Promoted:
-    every: int
-    inner: object = None
-    outer_acc: object = None
+# ---- orders: strings and order objects (each describes itself through spec()) ---------------------------
+from numoracle.orders import Blocked, BlockFMA, Pairwise, Promoted, Sequential, SplitK  # noqa: E402
 
 
 @pytest.mark.parametrize("obj, text", [
     (Sequential(), "sequential"), (Pairwise(), "pairwise"), (Blocked(128, Sequential(), Sequential()), "blocked:128"),
-    (SplitK(8, Sequential(), Sequential(), (3, 1, 0, 2)), "splitk:8"),
-    (SplitK(8, None, Pairwise()), "splitk:8:pairwise"),
+    (SplitK(8, Sequential(), Sequential(), (3, 1, 0, 2, 7, 6, 5, 4)), "splitk:8"),
+    (SplitK(8, Sequential(), Pairwise()), "splitk:8:pairwise"),
     (BlockFMA(32, 13), "blockfma:32:13"), (BlockFMA(32, 13, out_frac_bits=13), "blockfma:32:13:13"),
-    (Promoted(128, BlockFMA(32, 13, out_frac_bits=13)), "promoted:128:32:13")])
+    (Promoted(128, BlockFMA(32, 13, out_frac_bits=13), outer_acc=None), "promoted:128:32:13")])
 def test_order_objects_match_their_strings(obj, text):
+    """An order object and its string give one OrderSpec and one bound."""
     assert parse_order(obj) == parse_order(text) and str(parse_order(obj)) == text
     k = dict(acc=FP32, order=obj)
     assert expected_error_bound("matmul", FP8_E4M3FN, 1000, **k).coefficient == \
@@ -670,3 +625,11 @@ def test_print_tightness_summary(capsys):
         for k, v in sorted(TIGHTNESS.items()):
             print(f"  {v:8.4f}  {k}")
     assert TIGHTNESS and max(TIGHTNESS.values()) <= 1
+
+
+def test_an_order_without_spec_is_refused_with_the_fix():
+    class Mine:
+        pass
+
+    with pytest.raises(ValueError, match="defines spec"):
+        expected_error_bound("sum", FP16, 64, order=Mine())

@@ -483,13 +483,13 @@ def test_matmul_shapes_batches_and_vectors():
 
 
 def test_matmul_column_blocks_give_the_same_result(monkeypatch):
-    import numoracle.reduce.reference as ref
+    import numoracle.reduce.ozaki as oz
 
     rng = np.random.default_rng(18)
     a = (rng.standard_normal((7, 300)) * np.exp2(rng.integers(-60, 60, (7, 300)))).astype(np.float32)
     b = (rng.standard_normal((300, 11)) * np.exp2(rng.integers(-60, 60, (300, 11)))).astype(np.float32)
     whole = exact_matmul(a, b, exact=True)
-    monkeypatch.setattr(ref, "_LIMBS", 64)  # one column of B per block
+    monkeypatch.setattr(oz, "_LIMBS", 64)  # one column of B per block
     assert exact_matmul(a, b, exact=True).tolist() == whole.tolist()
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     assert same(exact_matmul(a, b), [[math.fsum(a64[i] * b64[:, j]) for j in range(11)] for i in range(7)])
