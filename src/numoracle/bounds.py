@@ -49,7 +49,7 @@ from fractions import Fraction
 from typing import Any
 
 from .formats import AnyFormat, format_of
-from .orderspec import OrderSpec, parse_order
+from .orderspec import OrderSpec, gpu_reduce_depth, parse_order
 from .rounding import Rounding
 from .tolerance import (
     _cdiv,
@@ -169,6 +169,11 @@ def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> t
                                    "numoracle.orders.NumpyPairwise", True))
             sites.append(_Site(f"carries rounded to {o.outer_acc.name}", c, _eta(o.outer_acc, "rne")))
         return comps, sites
+    if o.kind == "gpureduce":
+        h = gpu_reduce_depth(o.params, n)
+        return [Component("accumulation" + where, u, h, f"GPU reduction tree {o} of n = {n} terms in {acc.name} "
+                          f"({mode}): per-thread partials, accumulator sum, lane/warp/block trees: h <= {h}",
+                          "numoracle.gpuorders.GpuReduce; " + _H, unb)], []
     if o.kind == "blockfma":
         bacc = o.acc or acc
         m, F, N = _cdiv(n, o.n), o.frac_bits, o.n
@@ -195,8 +200,9 @@ def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> t
         if o.kind == "blocked":
             b, m = min(o.n, n), _cdiv(n, o.n)
             wi, wo = f" (inside blocks of {b})", f" (over {m} block sums)"
-        else:  # slices of at most ceil(n/s) terms, at most min(s, n) of them (any slicing)
-            b, m = _cdiv(n, o.n), min(o.n, n)
+        else:  # slices of at most ceil(n/s) terms (rounded up to a multiple of tile), at most min(s, n) of them
+            b = _cdiv(_cdiv(n, o.n), o.tile) * o.tile
+            m = min(o.n, n, _cdiv(n, b))
             wi, wo = f" (inside {m} slices of <= {b})", f" (combining {m} slice sums)"
         oacc = o.outer_acc or acc
         ci, si = _path(o.inner or OrderSpec("sequential"), b, acc, mode, where + wi)

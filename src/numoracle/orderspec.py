@@ -18,11 +18,12 @@ from .rounding import Rounding
 __all__ = ["OrderSpec", "parse_order"]
 
 # ---- orders ------------------------------------------------------------------------------------
-_KINDS_ORD = ("any", "sequential", "pairwise", "blocked", "splitk", "blockfma", "promoted", "numpy")
+_KINDS_ORD = ("any", "sequential", "pairwise", "blocked", "splitk", "blockfma", "promoted", "numpy", "gpureduce")
 _ALIASES = {"recursive": "sequential", "seq": "sequential", "tree": "pairwise", "split_k": "splitk",
             "split-k": "splitk", "block_fma": "blockfma", "tensorcore": "blockfma", "numpy_pairwise": "numpy"}
 _CLASSES = {"Sequential": "sequential", "Pairwise": "pairwise", "Blocked": "blocked", "SplitK": "splitk",
-            "BlockFMA": "blockfma", "Promoted": "promoted", "NumpyPairwise": "numpy"}
+            "BlockFMA": "blockfma", "Promoted": "promoted", "NumpyPairwise": "numpy", "TiledSplitK": "splitk",
+            "GpuReduce": "gpureduce"}
 _FORMS = ('"any", "sequential", "pairwise", "pairwise:<base>", "blocked:<b>", "splitk:<s>", "splitk:<s>:pairwise", '
           '"blockfma:<n>:<frac_bits>[:<out_frac_bits>][:round]", "promoted:<every>:<n>:<frac_bits>", "numpy"')
 
@@ -41,6 +42,8 @@ class OrderSpec:
     acc: AnyFormat | None = None  # the accumulator this order fixes (BlockFMA.acc, NumpyPairwise.acc)
     out_frac_bits: int | None = None  # block-FMA result precision (default: its accumulator's)
     out_rounding: str = "rtz"
+    tile: int = 1  # split-K slices rounded up to multiples of this many terms (TiledSplitK)
+    params: tuple = ()  # GpuReduce: (vec, lanes, warps, blocks, layout)
 
     def __post_init__(self) -> None:
         if self.kind == "pairwise" and self.n < 1:
@@ -60,13 +63,17 @@ class OrderSpec:
                     + ("" if self.truncate else ":round"))
         if k == "blocked" and self.inner == seq and self.outer == seq and plain:
             return f"blocked:{self.n}"
-        if k == "splitk" and self.inner == seq and self.outer in (seq, OrderSpec("pairwise")) and plain:
+        if k == "gpureduce":
+            return "gpureduce(vec={}, lanes={}, warps={}, blocks={}, layout={})".format(*self.params)
+        if k == "splitk" and self.inner == seq and self.outer in (seq, OrderSpec("pairwise")) and plain \
+                and self.tile == 1:
             return f"splitk:{self.n}" + ("" if self.outer == seq else ":pairwise")
         i = self.inner
         if k == "promoted" and plain and i and i.kind == "blockfma" and i.truncate and i.acc is None \
                 and i.out_frac_bits == i.frac_bits and i.out_rounding == "rtz":
             return f"promoted:{self.n}:{i.n}:{i.frac_bits}"
         extra = "".join(f", {nm}={v.name}" for nm, v in (("outer_acc", self.outer_acc), ("acc", self.acc)) if v)
+        extra += f", tile={self.tile}" if self.tile > 1 else ""
         if k == "blocked":
             return f"blocked(b={self.n}, inner={self.inner}, outer={self.outer}{extra})"
         if k == "splitk":
@@ -158,7 +165,10 @@ def parse_order(order: Any) -> OrderSpec:
                          fmt(get("outer_acc")))
     if k == "splitk":
         return OrderSpec(k, _posint(get("s", "splits", "slices"), "SplitK.s"), sub(get("inner")),
-                         sub(get("combine")), fmt(get("combine_acc")))
+                         sub(get("combine")), fmt(get("combine_acc")), tile=_posint(get("tile", default=1), "tile"))
+    if k == "gpureduce":
+        return OrderSpec(k, _posint(get("vec"), "GpuReduce.vec"), params=(
+            order.vec, order.lanes, order.warps, order.blocks, order.layout))
     if k == "blockfma":
         fb = get("frac_bits")
         if fb is None and get("extra_bits") is not None:
@@ -170,3 +180,20 @@ def parse_order(order: Any) -> OrderSpec:
                          out_rounding=Rounding.of(get("out_rounding", default="rtz")).value)
     return OrderSpec(k, _posint(get("every", "interval"), "Promoted.every"), sub(get("inner")),
                      outer_acc=fmt(get("outer_acc")))
+
+
+def gpu_reduce_depth(params: tuple, n: int) -> int:
+    """Roundings on the deepest leaf's path of ``GpuReduce(*params)`` over n terms (an upper bound).
+
+    Per accumulator at most ceil(n / (vec T)) + 1 terms (T threads; +1: the tail or the unrolled
+    layout's uneven share), then vec - 1 additions of the accumulators, log2(lanes * warps) tree
+    levels, and with blocks > 1 at most ceil(blocks / G) partials per thread (G = lanes * warps) and
+    log2 G levels again. A tree of n leaves has depth <= n - 1 (additions of the +0 starts are exact).
+    """
+    vec, lanes, warps, blocks, _ = params
+    threads = lanes * warps * blocks
+    g = lanes * warps
+    h = -(-n // (vec * threads)) + 1 + (vec - 1) + (g.bit_length() - 1)
+    if blocks > 1:
+        h += -(-blocks // g) + (g.bit_length() - 1)
+    return min(h, max(n - 1, 0))

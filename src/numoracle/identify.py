@@ -1,0 +1,293 @@
+"""Which accumulation order did a kernel use? Rank models by how many of its outputs they reproduce bit for bit.
+
+``identify_order(actual, op, *inputs)`` simulates candidate orders (:mod:`numoracle.orders`,
+:mod:`numoracle.gpuorders`) on the kernel's inputs and compares every output element's bits with the
+kernel's. A model that reproduces every element is the kernel's order as far as these inputs can tell;
+when none does, the report says so and shows how close each came (fraction of identical elements, the
+ULP distances of the rest).
+
+The automatic search is guided, not exhaustive (docs/gpu.md):
+
+* matmul / dot: (1) the *unit*: the block FMAs of the GPU presets that take the input format, sequential
+  and pairwise accumulation, promotion to FP32 every N terms (FP8); (2) the *split* of K for the best
+  units: ``TiledSplitK(s, tile)`` for slice boundaries on K-steps of 16..256 terms, and even ``SplitK(s)``;
+  (3) the *combine* of the best splits: a tree, the reverse order, partials rounded to the output format.
+* sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels), then a
+  grid of :class:`numoracle.gpuorders.GpuReduce` shapes, sequential, pairwise, numpy's, blocked.
+
+Every candidate is scored on a subset of rows first (``prune_rows``); the best few, and any that
+reproduce the subset, are confirmed on every row. The search stops at the first confirmed model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .codekeys import is_nan, to_key
+from .convert import cast, decode
+from .formats import FP32, Format, format_of
+from .gpuorders import GpuReduce, TiledSplitK, cutlass_slices, torch_sum_order
+from .identifyreport import Candidate, IdentifyReport, ulp_histogram
+from .interop import to_codes
+from .orders import Blocked, NumpyPairwise, Order, Pairwise, Promoted, Sequential, SplitK, preset
+from .simulate import simulate
+
+__all__ = ["identify_order", "IdentifyReport", "Candidate"]
+
+_GPUS = ("h100", "a100", "b200", "v100")
+
+
+class _Problem:
+    """The kernel's inputs and outputs, cut to rows on demand, and the scoring of one order."""
+
+    def __init__(self, actual: Any, op: str, inputs: tuple, acc: Any, out: Any, rows: Any):
+        self.op = str(op).lower()
+        if self.op not in ("sum", "dot", "matmul"):
+            raise ValueError(f"unknown op {op!r}; identify_order supports sum, dot, matmul")
+        need = 1 if self.op == "sum" else 2
+        if len(inputs) != need:
+            raise TypeError(f"identify_order({self.op!r}) takes {need} input array(s), got {len(inputs)}")
+        self.inputs = tuple(_native(x) for x in inputs)
+        codes, fmt = to_codes(actual)
+        if not isinstance(fmt, Format):
+            raise TypeError(f"actual holds {fmt.name} codes; pass the kernel's floating-point outputs")
+        self.acc = format_of(acc)
+        self.out = format_of(out) if out is not None else fmt
+        if fmt != self.out:   # outputs stored wider than they were rounded to (e.g. fp16 sums kept as float32)
+            codes = cast(codes, self.out, src=fmt)
+        shape = self._shape()
+        if codes.shape != shape:
+            raise ValueError(f"actual has shape {codes.shape}, but {self.op} of inputs of shapes "
+                             f"{[x.shape for x in self.inputs]} gives {shape}")
+        self.n_outputs = int(np.prod(shape)) if shape else 1   # before any row subset: the kernel's launch
+        if rows is not None:
+            if self.op == "dot":
+                raise ValueError("rows= selects output rows; a dot product has a single output")
+            idx = np.asarray(rows).ravel()
+            idx = np.arange(shape[0])[idx] if idx.dtype != bool else np.flatnonzero(idx)
+            self.inputs = (self.inputs[0][idx],) + self.inputs[1:]
+            codes = codes[idx]
+        self.codes = np.asarray(codes)
+        self.n_rows = 1 if self.op == "dot" else self.codes.shape[0]
+        self.K = self.inputs[0].shape[-1]
+        self.evaluated = 0
+        self._exact: dict = {}
+
+    def _shape(self) -> tuple:
+        x = self.inputs[0]
+        if self.op == "sum":
+            if x.ndim < 1 or x.shape[-1] < 1:
+                raise ValueError("identify_order('sum') reduces the last axis of a non-empty array")
+            return x.shape[:-1]
+        b = self.inputs[1]
+        if self.op == "dot":
+            return ()
+        if x.ndim != 2 or b.ndim != 2 or x.shape[1] != b.shape[0]:
+            raise ValueError(f"matmul takes A (m, K) and B (K, n); got shapes {x.shape} and {b.shape}")
+        return (x.shape[0], b.shape[1])
+
+    @property
+    def in_fmt(self) -> Format:
+        return format_of(self.inputs[0].dtype)
+
+    def score(self, order: Order, rows: np.ndarray | None, stage: str) -> Candidate:
+        ins, ref = self.inputs, self.codes
+        if rows is not None and self.op != "dot":
+            ins, ref = (ins[0][rows],) + ins[1:], ref[rows]
+        got = simulate(self.op, *ins, acc=self.acc, order=order, out=self.out, codes=True)
+        self.evaluated += 1
+        bias = self.bias(got, rows)
+        got, ref = np.asarray(got).ravel(), np.asarray(ref).ravel()
+        nan_g, nan_r = is_nan(got, self.out), is_nan(ref, self.out)
+        same = (got.astype(np.uint64) == ref.astype(np.uint64)) | (nan_g & nan_r)
+        known = ~nan_g & ~nan_r
+        d = _ulps(to_key(np.where(known, got, 0), self.out), to_key(np.where(known, ref, 0), self.out), self.out)
+        return Candidate(order, stage, int(same.sum()), int(same.size), ulp_histogram(d[~same & known],
+                                                                                       int((~same & ~known).sum())),
+                         float(np.median(np.abs(d[known]))) if known.any() else float("nan"), rows is None, bias)
+
+    def bias(self, codes: np.ndarray, rows: np.ndarray | None) -> float:
+        """Mean direction of the outputs' errors: -1 all toward zero (truncation), 0 unbiased, +1 away.
+
+        Measured against the float64 evaluation of the inputs (a guide for the search, not a verdict):
+        a truncating block FMA and a round-to-nearest order differ here even when few bits agree."""
+        key = (None if rows is None else rows.tobytes())
+        if key not in self._exact:
+            ins = [x.astype(np.float64) for x in self.inputs]
+            if rows is not None and self.op != "dot":
+                ins[0] = ins[0][rows]
+            self._exact[key] = ins[0].sum(axis=-1) if self.op == "sum" else ins[0] @ ins[1]
+        ex = np.asarray(self._exact[key]).ravel()
+        v = decode(np.asarray(codes).ravel(), self.out)
+        ok = np.isfinite(v) & (ex != 0) & (v != ex)
+        return float(np.mean(np.sign(v[ok] - ex[ok]) * np.sign(ex[ok]))) if ok.any() else 0.0
+
+
+def _native(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    from .interop import as_native
+    codes, fmt = to_codes(x)
+    return as_native(codes, fmt)
+
+
+def _ulps(ka: np.ndarray, kb: np.ndarray, fmt: Format) -> np.ndarray:
+    """Signed ULP distances of ordered keys (-0 and +0 are one point)."""
+    d = ka.astype(np.int64) - kb.astype(np.int64)
+    if fmt.has_negative_zero:
+        d = np.where((ka < 0) & (kb >= 0), d + 1, np.where((ka >= 0) & (kb < 0), d - 1, d))
+    return d
+
+
+# ---- candidate families ----------------------------------------------------------------------------------
+
+def _units(fmt: Format, out: Format) -> list[Order]:
+    """Stage 1 for matmul/dot: block FMAs of the presets that take this input format, plain orders."""
+    name = {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
+    units: list[Order] = []
+    for gpu in _GPUS:
+        try:
+            units.append(preset(gpu, name))
+        except ValueError:
+            continue
+        if name == "fp16" and out.name == "fp16":
+            try:
+                units.append(preset(gpu, name, out="fp16"))
+            except ValueError:
+                pass
+    if name == "fp8":
+        units += [preset("h100", "fp8", promote=p) for p in (128, 64, 32)]
+    units += [Sequential(), Pairwise()]
+    return list(dict.fromkeys(units))
+
+
+def _splits(unit: Order, K: int) -> list[Order]:
+    """Stage 2: slices on K-steps (the CUTLASS rule) and even slices, one model per distinct slicing."""
+    seen, found = set(), []
+    for s in range(2, 17):
+        for tile in (16, 32, 64, 128, 256):
+            sizes = tuple(cutlass_slices(K, s, tile))
+            if len(sizes) > 1 and sizes not in seen:
+                seen.add(sizes)
+                found.append(TiledSplitK(s, tile, unit))
+        sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
+        if s <= K and sizes not in seen:
+            seen.add(sizes)
+            found.append(SplitK(s, unit))
+    return found
+
+
+def _combines(split: Order, out: Format, acc: Format) -> list[Order]:
+    """Stage 3: other ways the partials of a split meet."""
+    if isinstance(split, TiledSplitK):
+        alt = [TiledSplitK(split.s, split.tile, split.inner, Pairwise())]
+        if out.precision < acc.precision:
+            alt.append(TiledSplitK(split.s, split.tile, split.inner, Sequential(), combine_acc=out))
+        return alt
+    if isinstance(split, SplitK):
+        alt = [SplitK(split.s, split.inner, Pairwise()), SplitK(split.s, split.inner, permutation=range(split.s)[::-1])]
+        if out.precision < acc.precision:
+            alt.append(SplitK(split.s, split.inner, combine_acc=out))
+        return alt
+    return []
+
+
+def _sum_stages(p: _Problem, outputs: int | None) -> list[tuple[str, list[Order]]]:
+    fmt, n = p.in_fmt, p.K
+    itemsize = max(1, -(-fmt.bits // 8))
+    nout = outputs or p.n_outputs
+    torch_like = list(dict.fromkeys(torch_sum_order(n, nout, itemsize, contiguous=c) for c in (True, False)))
+    plain = [Sequential(), Pairwise(), NumpyPairwise(), *(Blocked(b) for b in (8, 32, 128, 512) if b < n)]
+    grid = [GpuReduce(v, lanes, w, 1, lay) for lay, lanes in (("vector", 32), ("unroll", 1), ("unroll", 32))
+            for v in (1, 2, 4, 8) for w in ((1, 2, 4, 8, 16) if lanes == 32 else (2, 4, 8, 16, 32))]
+    return [("torch heuristic", torch_like), ("plain orders", plain), ("reduction trees", grid)]
+
+
+# ---- the search ------------------------------------------------------------------------------------------
+
+def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,
+                   rows: Any = None, prune_rows: int = 8, keep: int = 3, outputs: int | None = None,
+                   seed: int = 0) -> IdentifyReport:
+    """Rank accumulation orders by the fraction of the kernel's outputs they reproduce bit for bit.
+
+    actual: the kernel's outputs (numpy or torch, a float dtype): (m, n) for matmul, the input's leading
+    shape for sum (the last axis is reduced), a scalar for dot. inputs: what the kernel read.
+    candidates: "auto" (the guided search of the module docstring) or a list of orders to score.
+    acc: the accumulator simulate uses where an order does not fix one. out: the format the kernel
+    rounded its outputs to (default: actual's format; e.g. "fp16" for fp16 sums stored as float32).
+    rows: a subset of output rows (index array or mask) to use for everything. prune_rows: rows each
+    candidate is first scored on (a seeded random subset); keep: how many of the best go on to the next
+    stage and are confirmed on every row. outputs: for sum, how many sums the kernel computed in its
+    launch (torch's launch heuristic depends on it; default: the number of outputs given).
+    """
+    t0 = time.perf_counter()
+    p = _Problem(actual, op, inputs, acc, out, rows)
+    prune_rows = int(prune_rows)
+    if prune_rows < 1 or int(keep) < 1:
+        raise ValueError(f"prune_rows and keep must be >= 1, got {prune_rows} and {keep}")
+    rng = np.random.default_rng(seed)
+    sub = None if p.n_rows <= prune_rows or p.op == "dot" else np.sort(rng.choice(p.n_rows, prune_rows, replace=False))
+    scored: list[Candidate] = []
+    confirmed: dict[Order, Candidate] = {}
+    notes: list[str] = []
+
+    def run(stage: str, orders: list[Order]) -> Candidate | None:
+        fresh = [o for o in orders if o not in {c.order for c in scored}]
+        for o in fresh:
+            c = p.score(o, sub, stage)
+            scored.append(c)
+            if c.matched == c.total:
+                win = confirm(c)
+                if win is not None:
+                    return win
+        return None
+
+    def confirm(c: Candidate) -> Candidate | None:
+        if c.order not in confirmed:
+            confirmed[c.order] = c if sub is None else p.score(c.order, None, c.stage)
+        full = confirmed[c.order]
+        return full if full.matched == full.total else None
+
+    def best(stage_names: tuple, n: int, by_bias: bool = False) -> list[Candidate]:
+        pool = [c for c in scored if c.stage in stage_names]
+        if by_bias:   # the units whose errors lean like the kernel's (truncation vs rounding to nearest)
+            target = p.bias(p.codes if sub is None else p.codes[sub], sub)
+            return sorted(pool, key=lambda c: (-c.fraction // 0.5, abs(c.bias - target)))[:n]
+        return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
+
+    win = None
+    if not (isinstance(candidates, str) and candidates == "auto"):
+        orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
+        for o in orders:
+            if not isinstance(o, Order):
+                raise TypeError(f"candidates must be 'auto' or numoracle orders, got {o!r}")
+        win = run("given", orders)
+    elif p.op == "sum":
+        for stage, orders in _sum_stages(p, outputs):
+            win = run(stage, orders)
+            if win:
+                break
+    else:
+        win = run("unit", _units(p.in_fmt, p.out))
+        if not win:
+            notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K")
+            for c in best(("unit",), keep, by_bias=True):
+                win = run("split", _splits(c.order, p.K))
+                if win:
+                    break
+        if not win:
+            for c in best(("split",), keep):
+                win = run("combine", _combines(c.order, p.out, p.acc))
+                if win:
+                    break
+    if win is None:
+        for c in best(tuple({c.stage for c in scored}), keep):
+            confirm(c)
+    final = [confirmed.get(c.order, c) for c in scored]
+    final.sort(key=lambda c: (c.order is not (win.order if win else None), not c.confirmed,
+                              -c.matched / c.total, c.median_ulps))
+    return IdentifyReport(p.op, tuple(p.codes.shape), p.out, p.in_fmt, p.acc, final, win,
+                          None if sub is None else len(sub), p.n_rows, p.evaluated, time.perf_counter() - t0, notes)
