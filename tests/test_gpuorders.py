@@ -73,7 +73,8 @@ def ref_gpu_reduce(ts, o: GpuReduce, c: Ctx):
 
 def ref_tiled_splitk(prods, o: TiledSplitK, acc, c: Ctx):
     n = len(prods)
-    size = -(-(-(-n // o.s)) // o.tile) * o.tile     # round_up(ceil(n / s), tile)
+    per = (n + o.s - 1) // o.s
+    size = (per + o.tile - 1) // o.tile * o.tile     # round_up(ceil(n / s), tile)
     parts = []
     for lo in range(0, n, size):
         chunk = prods[lo:lo + size]
@@ -205,7 +206,8 @@ def test_torch_sums_reproduced(dt):
         n = x.shape[1]
         for contiguous, key in ((True, "sum_rows_fp32"), (False, "sum_cols_fp32")):
             got = no.simulate("sum", x, acc="fp32", order=torch_sum_order(n, rows, itemsize, contiguous=contiguous))
-            assert np.array_equal(got.astype(np.float32).view(np.uint32), d[f"{tag}__{key}"].view(np.uint32)), (tag, key)
+            want = d[f"{tag}__{key}"].view(np.uint32)
+            assert np.array_equal(got.astype(np.float32).view(np.uint32), want), (tag, key)
         native = no.simulate("sum", x, acc="fp32", order=torch_sum_order(n, rows, itemsize), out=dt)
         assert np.array_equal(native.astype(np.float32), d[f"{tag}__sum_native"])
 

@@ -41,7 +41,8 @@ __all__ = ["TiledSplitK", "GpuReduce", "torch_sum_order", "cutlass_slices"]
 
 def cutlass_slices(n: int, s: int, tile: int) -> list[int]:
     """Slice sizes of ``TiledSplitK(s, tile)`` over n terms: round_up(ceil(n/s), tile) each, the last the rest."""
-    size = -(-(-(-n // s)) // tile) * tile
+    per = -(-n // s)                      # ceil(n / s)
+    size = -(-per // tile) * tile         # rounded up to a multiple of tile
     return [min(size, n - lo) for lo in range(0, n, size)] or [0]
 
 

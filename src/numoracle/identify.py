@@ -32,7 +32,7 @@ from .formats import FP32, Format, format_of
 from .gpuorders import GpuReduce, TiledSplitK, cutlass_slices, torch_sum_order
 from .identifyreport import Candidate, IdentifyReport, ulp_histogram
 from .interop import to_codes
-from .orders import Blocked, NumpyPairwise, Order, Pairwise, Promoted, Sequential, SplitK, preset
+from .orders import Blocked, NumpyPairwise, Order, Pairwise, Sequential, SplitK, preset
 from .simulate import simulate
 
 __all__ = ["identify_order", "IdentifyReport", "Candidate"]
@@ -93,12 +93,25 @@ class _Problem:
     def in_fmt(self) -> Format:
         return format_of(self.inputs[0].dtype)
 
-    def score(self, order: Order, rows: np.ndarray | None, stage: str) -> Candidate:
-        ins, ref = self.inputs, self.codes
+    def cut(self, rows: np.ndarray | None, lo: int = 0, hi: int | None = None) -> tuple:
+        """The inputs of the given rows, and of terms lo..hi-1 only."""
+        ins = self.inputs
         if rows is not None and self.op != "dot":
-            ins, ref = (ins[0][rows],) + ins[1:], ref[rows]
-        got = simulate(self.op, *ins, acc=self.acc, order=order, out=self.out, codes=True)
+            ins = (ins[0][rows],) + ins[1:]
+        if lo == 0 and hi is None:
+            return ins
+        if self.op == "sum":
+            return (np.ascontiguousarray(ins[0][..., lo:hi]),)
+        return np.ascontiguousarray(ins[0][..., lo:hi]), np.ascontiguousarray(ins[1][lo:hi])
+
+    def score(self, order: Order, rows: np.ndarray | None, stage: str) -> Candidate:
+        got = simulate(self.op, *self.cut(rows), acc=self.acc, order=order, out=self.out, codes=True)
         self.evaluated += 1
+        return self.compare(order, got, rows, stage)
+
+    def compare(self, order: Order, got: np.ndarray, rows: np.ndarray | None, stage: str) -> Candidate:
+        """Score a model's output codes (of the given rows) against the kernel's."""
+        ref = self.codes if rows is None or self.op == "dot" else self.codes[rows]
         bias = self.bias(got, rows)
         got, ref = np.asarray(got).ravel(), np.asarray(ref).ravel()
         nan_g, nan_r = is_nan(got, self.out), is_nan(ref, self.out)
@@ -180,19 +193,58 @@ def _splits(unit: Order, K: int) -> list[Order]:
     return found
 
 
-def _combines(split: Order, out: Format, acc: Format) -> list[Order]:
-    """Stage 3: other ways the partials of a split meet."""
+def _combines(split: Order) -> list[tuple[str, Order]]:
+    """Stage 3: the ways the partials of a split meet (sequential in slice order, a tree, the reverse order)."""
     if isinstance(split, TiledSplitK):
-        alt = [TiledSplitK(split.s, split.tile, split.inner, Pairwise())]
-        if out.precision < acc.precision:
-            alt.append(TiledSplitK(split.s, split.tile, split.inner, Sequential(), combine_acc=out))
-        return alt
-    if isinstance(split, SplitK):
-        alt = [SplitK(split.s, split.inner, Pairwise()), SplitK(split.s, split.inner, permutation=range(split.s)[::-1])]
-        if out.precision < acc.precision:
-            alt.append(SplitK(split.s, split.inner, combine_acc=out))
-        return alt
-    return []
+        return [("seq", split), ("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise()))]
+    return [("seq", split), ("tree", SplitK(split.s, split.inner, Pairwise())),
+            ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1]))]
+
+
+def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
+    """FP32 partials combined in IEEE binary32 arithmetic (round to nearest even), as SplitK's combines."""
+    if how == "tree":
+        if len(parts) == 1:
+            return parts[0]
+        h = len(parts) - len(parts) // 2
+        return _meet(parts[:h], "tree") + _meet(parts[h:], "tree")
+    s = np.zeros_like(parts[0])
+    for q in (parts[::-1] if how == "rev" else parts):
+        s = s + q
+    return s
+
+
+def _split_stage(p: _Problem, unit: Order, sub, scored: list, confirm) -> Candidate | None:
+    """Stages 2 and 3 for one unit: every slicing's partials are simulated once, slice by slice, and the
+    combines applied to them in float32 arithmetic (exact for an FP32 accumulator rounding to nearest:
+    what SplitK's combine does then); a model that reproduces the pruning rows is confirmed by simulating
+    it whole on every row. Other accumulators score each combined order by simulation."""
+    fast = p.acc == FP32 and p.op != "sum"
+    known = {c.order for c in scored}
+    for split in _splits(unit, p.K):
+        combos = [(how, o) for how, o in _combines(split) if o not in known]
+        if not combos:
+            continue
+        if fast:
+            sizes = cutlass_slices(p.K, split.s, split.tile) if isinstance(split, TiledSplitK) else \
+                [(j + 1) * p.K // split.s - j * p.K // split.s for j in range(split.s)]
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            parts = [simulate(p.op, *p.cut(sub, int(lo), int(hi)), acc=p.acc, order=unit).astype(np.float32)
+                     for lo, hi in zip(bounds[:-1], bounds[1:])]
+            p.evaluated += len(parts)
+        for how, o in combos:
+            if fast:
+                y = _meet(parts, how)
+                got = y.view(np.uint32) if p.out == FP32 else cast(y, p.out)
+                c = p.compare(o, got, sub, "split")
+            else:
+                c = p.score(o, sub, "split")
+            scored.append(c)
+            if c.matched == c.total:
+                win = confirm(c)
+                if win is not None:
+                    return win
+    return None
 
 
 def _sum_stages(p: _Problem, outputs: int | None) -> list[tuple[str, list[Order]]]:
@@ -273,14 +325,10 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     else:
         win = run("unit", _units(p.in_fmt, p.out))
         if not win:
-            notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K")
-            for c in best(("unit",), keep, by_bias=True):
-                win = run("split", _splits(c.order, p.K))
-                if win:
-                    break
-        if not win:
-            for c in best(("split",), keep):
-                win = run("combine", _combines(c.order, p.out, p.acc))
+            notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and "
+                         "the ways their partials meet")
+            for c in best(("unit",), len(scored), by_bias=True):
+                win = _split_stage(p, c.order, sub, scored, confirm)
                 if win:
                     break
     if win is None:

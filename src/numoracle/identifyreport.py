@@ -121,7 +121,8 @@ class IdentifyReport:
                 "headline": self.headline(), "op": self.op, "shape": list(self.shape),
                 "in_format": self.in_format.name, "out_format": self.out_format.name, "acc": self.acc.name,
                 "prune_rows": self.prune_rows, "n_rows": self.n_rows, "simulations": self.simulations,
-                "seconds": self.seconds, "notes": list(self.notes), "candidates": [c.to_dict() for c in self.candidates]}
+                "seconds": self.seconds, "notes": list(self.notes),
+                "candidates": [c.to_dict() for c in self.candidates]}
 
     def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), **({"indent": 1} | kw))
