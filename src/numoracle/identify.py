@@ -178,18 +178,19 @@ def _units(fmt: Format, out: Format) -> list[Order]:
 
 
 def _splits(unit: Order, K: int) -> list[Order]:
-    """Stage 2: slices on K-steps (the CUTLASS rule) and even slices, one model per distinct slicing."""
+    """Stage 2: even slices and slices on K-steps (the CUTLASS rule), one model per distinct slicing (the
+    plainer model first: SplitK(s) where a tiled split cuts the same slices)."""
     seen, found = set(), []
     for s in range(2, 17):
+        sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
+        if s <= K and sizes not in seen:
+            seen.add(sizes)
+            found.append(SplitK(s, unit))
         for tile in (16, 32, 64, 128, 256):
             sizes = tuple(cutlass_slices(K, s, tile))
             if len(sizes) > 1 and sizes not in seen:
                 seen.add(sizes)
                 found.append(TiledSplitK(s, tile, unit))
-        sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
-        if s <= K and sizes not in seen:
-            seen.add(sizes)
-            found.append(SplitK(s, unit))
     return found
 
 
