@@ -115,3 +115,34 @@ def test_given_candidates_rows_and_errors():
         identify_order(y, "sum", x, candidates=["pairwise"])
     with pytest.raises(TypeError, match="input array"):
         identify_order(y, "matmul", x)
+
+
+# ---- command line ------------------------------------------------------------------------------------------
+
+def test_cli_identify(capsys, tmp_path):
+    from numoracle.cli import main
+
+    f, tag = DATA / "mm_2_subset.npz", "bf16_128x4096x128_cancel"
+    ab = [f"{f}:{tag}__A", f"{f}:{tag}__B", "--format", "bf16"]
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_out_fp32", *ab, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["reproduced"] and d["order"].startswith("TiledSplitK(s=3, tile=64") and d["out_format"] == "fp32"
+    # bf16 outputs hide the last 16 bits: the plain preset reproduces these 32 too, and the report says so
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_native", *ab, "--out", "bf16", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["reproduced"] and d["out_format"] == "bf16" and "other orders may reproduce them" in d["notes"][-1]
+    r = DATA / "red_3_float32_subset.npz"
+    assert main(["identify", "sum", f"{r}:256x1000__cumsum_last", f"{r}:256x1000__X", "--format", "fp32",
+                 "--outputs", "256"]) == 1
+    assert capsys.readouterr().out.startswith("NOT REPRODUCED")
+    x = np.load(r)["256x1000__X"].view(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.load(r)["256x1000__sum_rows_fp32"])
+    assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), "--outputs", "256",
+                 "--markdown"]) == 0
+    assert capsys.readouterr().out.startswith("**REPRODUCED: GpuReduce(vec=4, lanes=32")
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_native", *ab]) == 2            # codes need --out
+    assert "--out" in capsys.readouterr().err
+    assert main(["identify", "matmul", f"{f}:nokey", *ab]) == 2
+    assert "no key 'nokey'" in capsys.readouterr().err
+    assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), str(tmp_path / "x.npy")]) == 2

@@ -22,6 +22,7 @@ import numpy as np
 
 from .cli_bounds import add_bound_parsers
 from .cli_chains import add_chain_parsers
+from .cli_identify import add_identify_parsers
 from .cli_plot import add_plot_parsers
 from .cli_sweep import add_sweep_parsers
 from .convert import cast, decode
@@ -473,6 +474,7 @@ def _parser() -> argparse.ArgumentParser:
     bd.set_defaults(run=_cmd_boundary)
     add_sweep_parsers(sub)
     add_plot_parsers(sub)
+    add_identify_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")

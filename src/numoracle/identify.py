@@ -335,6 +335,10 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     if win is None:
         for c in best(tuple({c.stage for c in scored}), keep):
             confirm(c)
+    elif p.out.precision < p.acc.precision:
+        notes.append(f"the outputs keep {p.out.precision} significant bits of the {p.acc.precision}-bit accumulator: "
+                     "other orders may reproduce them too; the first one the search reached is named (record FP32 "
+                     "outputs to tell orders apart)")
     final = [confirmed.get(c.order, c) for c in scored]
     final.sort(key=lambda c: (c.order is not (win.order if win else None), not c.confirmed,
                               -c.matched / c.total, c.median_ulps))
