@@ -146,3 +146,32 @@ def test_cli_identify(capsys, tmp_path):
     assert main(["identify", "matmul", f"{f}:nokey", *ab]) == 2
     assert "no key 'nokey'" in capsys.readouterr().err
     assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), str(tmp_path / "x.npy")]) == 2
+
+
+# ---- the recorder (CPU smoke test: the layout, not a GPU's numbers) ------------------------------------------
+
+def test_recorder_layout_on_cpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    from numoracle import record
+
+    rec = record.record_matmul({"mm_fp32": lambda a, b: a.float() @ b.float(), "mm_native": torch.mm},
+                               shapes=[(4, 64, 3)], fmts=("bf16",), kinds=("cancel",), device="cpu")
+    tag = "bf16_4x64x3_cancel"
+    assert rec[f"{tag}__A"].dtype == np.uint16 and rec[f"{tag}__A"].shape == (4, 64)
+    assert rec[f"{tag}__mm_fp32"].dtype == np.float32 and rec[f"{tag}__mm_native"].dtype == np.uint16
+    assert bool(rec[f"{tag}__rerun_identical"])
+    a, b = rec[f"{tag}__A"].view(ml_dtypes.bfloat16), rec[f"{tag}__B"].view(ml_dtypes.bfloat16)
+    assert (np.abs(a.astype(np.float32)[:, ::16]) > 100).all()        # the cancel kind's scaled terms
+    exact = no.exact_matmul(a, b)
+    assert np.allclose(rec[f"{tag}__mm_fp32"], exact, rtol=1e-5, atol=1e-2)
+    path = record.save(rec, str(tmp_path / "cpu.npz"))
+    rep = identify_order(np.load(path)[f"{tag}__mm_fp32"], "matmul", a, b)
+    assert rep.best is not None and rep.best.total == 12            # whatever the CPU did, it is scored
+
+    rec = record.record_sum(shapes=[(3, 300)], dtypes=("float16",), device="cpu", seed=1)
+    assert rec["float16_3x300__X"].dtype == np.uint16 and rec["float16_3x300__sum_rows_fp32"].shape == (3,)
+    assert rec["float16_3x300__sum_native"].dtype == np.uint16 and "cpu" in str(rec["__meta__"])
+    assert record.main([str(tmp_path / "s.npz"), "--what", "sum", "--device", "cpu"]) == 0
+    assert "float32_64x16384__sum_cols_fp32" in np.load(tmp_path / "s.npz").files
+    with pytest.raises(ValueError, match="kind"):
+        record.make_inputs("uniform", 2, 2, 2, np.random.default_rng(0))
