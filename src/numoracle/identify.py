@@ -105,7 +105,8 @@ class _Problem:
         return np.ascontiguousarray(ins[0][..., lo:hi]), np.ascontiguousarray(ins[1][lo:hi])
 
     def score(self, order: Order, rows: np.ndarray | None, stage: str) -> Candidate:
-        got = simulate(self.op, *self.cut(rows), acc=self.acc, order=order, out=self.out, codes=True)
+        acc = self.acc if order.acc is None else order.acc    # an order that fixes its accumulator keeps it
+        got = simulate(self.op, *self.cut(rows), acc=acc, order=order, out=self.out, codes=True)
         self.evaluated += 1
         return self.compare(order, got, rows, stage)
 
@@ -230,7 +231,8 @@ def _split_stage(p: _Problem, unit: Order, sub, scored: list, confirm) -> Candid
             sizes = cutlass_slices(p.K, split.s, split.tile) if isinstance(split, TiledSplitK) else \
                 [(j + 1) * p.K // split.s - j * p.K // split.s for j in range(split.s)]
             bounds = np.concatenate([[0], np.cumsum(sizes)])
-            parts = [simulate(p.op, *p.cut(sub, int(lo), int(hi)), acc=p.acc, order=unit).astype(np.float32)
+            acc = p.acc if unit.acc is None else unit.acc
+            parts = [simulate(p.op, *p.cut(sub, int(lo), int(hi)), acc=acc, order=unit).astype(np.float32)
                      for lo, hi in zip(bounds[:-1], bounds[1:])]
             p.evaluated += len(parts)
         for how, o in combos:
