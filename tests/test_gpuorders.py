@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.gpuorders import GpuReduce, TiledSplitK, cutlass_slices, torch_sum_order
+from numoracle.gpuorders import (
+    ChunkedScan,
+    GpuReduce,
+    TiledSplitK,
+    cutlass_slices,
+    torch_cumsum_order,
+    torch_sum_order,
+)
 from simref import Ctx, assert_same, exact_mul, ref_bfma_chain, ref_order, terms_of
 from test_simulate import IN_FMTS, MODES, arrays
 
@@ -88,6 +95,38 @@ def ref_tiled_splitk(prods, o: TiledSplitK, acc, c: Ctx):
     for p in parts:
         s = c.add(s, p, o.combine_acc)
     return s
+
+
+def ref_chunked_scan(ts, o: ChunkedScan, c: Ctx, fmt):
+    """The last element of the chunked scan: the carry into each chunk's first term, Sklansky's tree inside."""
+    carry = Fraction(0)
+    for lo in range(0, len(ts), o.width):
+        buf = list(ts[lo:lo + o.width]) + [Fraction(0)] * max(0, lo + o.width - len(ts))
+        buf[0] = c.add(buf[0], carry, fmt)
+        s = 1
+        while s < o.width:          # level s: every upper half-block adds the last element of its lower half
+            for blk in range(0, o.width, 2 * s):
+                for i in range(blk + s, blk + 2 * s):
+                    buf[i] = c.add(buf[i], buf[blk + s - 1], fmt)
+            s *= 2
+        carry = buf[-1]
+    return carry
+
+
+@SETTINGS
+@given(st.data())
+def test_chunked_scan_bit_exact(data):
+    acc = data.draw(st.sampled_from([no.FP32, no.FP16, no.BF16]))
+    fin = data.draw(st.sampled_from(["fp16", "bf16", "e4m3"]))
+    mode = data.draw(st.sampled_from(MODES))
+    order = ChunkedScan(data.draw(st.sampled_from([1, 2, 4, 8, 16])), data.draw(st.sampled_from([None, acc])))
+    rows, K = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 60))
+    x = data.draw(arrays((rows, K), IN_FMTS[fin]))
+    if order.acc is not None and fin != "e4m3" and no.format_of(IN_FMTS[fin]) != acc:
+        x = x.astype(np.float32).astype(IN_FMTS["e4m3"])      # a sum's inputs must fit the accumulator
+    got = no.simulate("sum", x, acc=None if order.acc else acc, order=order, rounding=mode, codes=True)
+    ref = [ref_chunked_scan([t for t, _, _, _ in row], order, Ctx(acc, mode), acc) for row in terms_of("sum", [x])]
+    assert_same(got, ref, acc)
 
 
 @st.composite
@@ -172,6 +211,19 @@ def test_bound_holds_for_gpu_reduce(order, acc, kind):
 
 
 @pytest.mark.parametrize("kind", ["positive", "cancelling", "spread"])
+@pytest.mark.parametrize("width", [16, 512])
+def test_bound_holds_for_chunked_scan(width, kind):
+    rng = np.random.default_rng(3)
+    x = _adversarial(kind, (16, 4096), np.float16, rng)
+    order = ChunkedScan(width, no.FP16)
+    got = no.simulate("sum", x, order=order)
+    bound = no.expected_error_bound("sum", "fp16", 4096, order=order)
+    assert bound.acc == no.FP16 and bound.depth == min(4096 // width * (1 + width.bit_length() - 1), 4095)
+    ratio = float(np.max(np.abs(got - no.exact_sum(x, axis=-1)) / bound.tolerance(x)))
+    assert ratio <= 1.0, f"{order} ({kind}): error/bound {ratio}\n{bound}"
+
+
+@pytest.mark.parametrize("kind", ["positive", "cancelling", "spread"])
 @pytest.mark.parametrize("order", [TiledSplitK(3, 64, O.preset("h200", "fp16")), TiledSplitK(5, 16, O.Sequential()),
                                    TiledSplitK(2, 128, O.preset("h200", "fp16"), combine_acc=no.FP16)])
 def test_bound_holds_for_tiled_splitk(order, kind):
@@ -210,6 +262,8 @@ def test_torch_sums_reproduced(dt):
             assert np.array_equal(got.astype(np.float32).view(np.uint32), want), (tag, key)
         native = no.simulate("sum", x, acc="fp32", order=torch_sum_order(n, rows, itemsize), out=dt)
         assert np.array_equal(native.astype(np.float32), d[f"{tag}__sum_native"])
+        scan = no.simulate("sum", x, order=torch_cumsum_order(n, rows, dt))     # scanned in the input dtype
+        assert np.array_equal(scan.astype(np.float32), d[f"{tag}__cumsum_last"])
 
 
 def test_torch_sum_order_configs():
@@ -220,6 +274,9 @@ def test_torch_sum_order_configs():
     assert torch_sum_order(16384, 64, 4, contiguous=False) == GpuReduce(4, 1, 8, 128, "unroll")
     # short rows: no vector loads, and a block 64 threads wide (the heuristic; not recorded on hardware)
     assert torch_sum_order(100, 8, 4) == GpuReduce(4, 64, 1, 1, "unroll")
+    assert [torch_cumsum_order(n, r).width for n, r in ((1000, 256), (4096, 256), (16384, 64))] == [64, 128, 512]
+    assert torch_cumsum_order(10, 1 << 20).width == 1024     # unsigned wrap-around in torch: clamps to 2^9 threads
+    assert torch_cumsum_order(10, 64).width == 32            # at least 2^4 threads
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])

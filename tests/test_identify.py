@@ -11,7 +11,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.gpuorders import GpuReduce, TiledSplitK
+from numoracle.gpuorders import ChunkedScan, GpuReduce, TiledSplitK
 from numoracle.identify import identify_order
 
 DATA = Path(__file__).parent / "data" / "h200"
@@ -69,18 +69,30 @@ def test_torch_sums(dt):
 
 
 def test_not_reproduced_is_said_plainly():
-    """cumsum (a scan) is not modelled: the report says so and ranks the closest models honestly."""
+    """Outputs no model reproduces (recorded sums with the last bit of some flipped): said plainly, ranked honestly."""
     d = np.load(DATA / "red_3_float32_subset.npz")
     x = d["256x1000__X"].view(np.float32)
-    rep = identify_order(d["256x1000__cumsum_last"], "sum", x, outputs=256)
+    y = d["256x1000__sum_rows_fp32"].copy()
+    y.view(np.uint32)[::2] ^= np.uint32(1)
+    rep = identify_order(y, "sum", x, outputs=256)
     assert rep.order is None and rep.winner is None
     s = str(rep)
     assert s.startswith("NOT REPRODUCED") and "not among the models tried" in s
     best = rep.best
-    assert best.confirmed and best.matched < best.total
+    assert best.confirmed and best.total == 8 and 4 <= best.matched < 8
     assert sum(best.ulps.values()) == best.total - best.matched
+    true = next(c for c in rep.candidates if c.order == GpuReduce(4, 32))     # torch's: off by the flipped bit
+    assert (true.matched, true.ulps["1"], sum(true.ulps.values())) == (4, 4, 4)
     fr = [c.fraction for c in rep.candidates if c.confirmed]
     assert fr == sorted(fr, reverse=True)
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_torch_cumsum(dt):
+    d = np.load(DATA / f"red_3_{dt}_subset.npz")
+    x = d["64x16384__X"].view({"float32": np.float32, "bfloat16": np.uint16}[dt]).view(DT[dt])
+    rep = identify_order(d["64x16384__cumsum_last"], "sum", x, outputs=64, out=dt)
+    assert rep.order == ChunkedScan(512, dt), str(rep)
 
 
 def test_simulated_kernel_of_known_order_and_report_formats():
@@ -132,10 +144,12 @@ def test_cli_identify(capsys, tmp_path):
     d = json.loads(capsys.readouterr().out)
     assert d["reproduced"] and d["out_format"] == "bf16" and "other orders may reproduce them" in d["notes"][-1]
     r = DATA / "red_3_float32_subset.npz"
-    assert main(["identify", "sum", f"{r}:256x1000__cumsum_last", f"{r}:256x1000__X", "--format", "fp32",
+    x = np.load(r)["256x1000__X"].view(np.float32)
+    bad = np.load(r)["256x1000__sum_rows_fp32"] * np.float32(1.001)       # no order gives these
+    np.save(tmp_path / "bad.npy", bad)
+    assert main(["identify", "sum", str(tmp_path / "bad.npy"), f"{r}:256x1000__X", "--format", "fp32",
                  "--outputs", "256"]) == 1
     assert capsys.readouterr().out.startswith("NOT REPRODUCED")
-    x = np.load(r)["256x1000__X"].view(np.float32)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", np.load(r)["256x1000__sum_rows_fp32"])
     assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), "--outputs", "256",

@@ -25,6 +25,12 @@ bit; docs/gpu.md shows them reproducing recorded H200 results.
      add partials ``g, g + G, g + 2G, ...`` (G = lanes * warps) sequentially from +0, then reduce as in 4.
 
   :func:`torch_sum_order` picks the parameters as torch's launch heuristic does for ``sum``.
+* ``ChunkedScan(width, acc)``: the last element of torch's CUDA ``cumsum`` along a row (an inclusive scan in
+  chunks of ``width`` elements, Sklansky's tree inside each): ``c = +0``; for each chunk of ``width`` terms
+  (the last one padded with +0): its first term becomes ``fl(t_0 + c)``, then the chunk is summed by a
+  halving tree of adjacent blocks (``fl(upper + lower)`` at every level), and that sum is ``c`` for the next
+  chunk. Every step rounds to ``acc`` (torch scans in the input dtype). :func:`torch_cumsum_order` picks
+  ``width`` as torch does.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import numpy as np
 
 from .orders import Order, Schedule, Sequential, Wave, _fmt, _posint, _reduces_values, _slices_then
 
-__all__ = ["TiledSplitK", "GpuReduce", "torch_sum_order", "cutlass_slices"]
+__all__ = ["TiledSplitK", "GpuReduce", "ChunkedScan", "torch_sum_order", "torch_cumsum_order", "cutlass_slices"]
 
 
 def cutlass_slices(n: int, s: int, tile: int) -> list[int]:
@@ -241,3 +247,42 @@ def torch_sum_order(n: int, outputs: int, itemsize: int, *, contiguous: bool = T
     if warps > 1 and vpt >= 256 and grid <= target:
         blocks = max(min(-(-target // grid), -(-vpt // 16)), -(-vpt // 256))
     return GpuReduce(vec, lanes, warps, blocks, "vector" if vectorize else "unroll")
+
+
+@dataclass(frozen=True)
+class ChunkedScan(Order):
+    """The last element of a chunked inclusive scan (torch's CUDA ``cumsum`` of a row): module docstring."""
+
+    width: int = 64
+    acc: Any = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "width", _pow2(self.width, "ChunkedScan width"))
+        object.__setattr__(self, "acc", _fmt(self.acc, "ChunkedScan acc"))
+
+    def _schedule(self, n, key):
+        b = _Builder((self.acc or key[0], key[1]))
+        carry = b.zeros(1)
+        W = self.width
+        for lo in range(0, n, W):
+            hi = min(lo + W, n)
+            first = b.add(np.array([-1 - lo]), carry)                       # fl(t_0 + c)
+            vals = np.concatenate([first, -1 - np.arange(lo + 1, hi, dtype=np.int64)])
+            if hi - lo < W:                                                 # padding: +0 (init)
+                vals = np.concatenate([vals, b.zeros(W - (hi - lo))])
+            while vals.size > 1:                                            # Sklansky: upper + lower
+                vals = b.add(vals[1::2], vals[0::2])
+            carry = vals
+        return Schedule(n, b.nv, b.waves, int(carry[0]))
+
+
+def torch_cumsum_order(n: int, rows: int, acc: Any = None) -> ChunkedScan:
+    """The :class:`ChunkedScan` of torch's CUDA ``X.cumsum(dim=-1)`` for ``rows`` rows of ``n`` elements:
+    ``2 * num_threads_x`` with ``log2 num_threads_x = clamp((9 + ceil_log2 n - ceil_log2 rows) / 2, 4, 9)``
+    (unsigned arithmetic: a negative numerator clamps to 9). ``acc``: the input dtype (torch scans in it).
+    Checked bit for bit on an H200 (torch 2.11) for float32, float16, bfloat16 and the shapes of docs/gpu.md."""
+    n, rows = _posint(n, "n (row length)"), _posint(rows, "rows")
+    lx, ly = (n - 1).bit_length(), (rows - 1).bit_length()
+    num = 9 + lx - ly
+    log_x = 9 if num < 0 else min(max(num // 2, 4), 9)
+    return ChunkedScan(2 << log_x, acc)

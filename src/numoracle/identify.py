@@ -12,8 +12,9 @@ The automatic search is guided, not exhaustive (docs/gpu.md):
   and pairwise accumulation, promotion to FP32 every N terms (FP8); (2) the *split* of K for the best
   units: ``TiledSplitK(s, tile)`` for slice boundaries on K-steps of 16..256 terms, and even ``SplitK(s)``;
   (3) the *combine* of the best splits: a tree, the reverse order, partials rounded to the output format.
-* sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels), then a
-  grid of :class:`numoracle.gpuorders.GpuReduce` shapes, sequential, pairwise, numpy's, blocked.
+* sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
+  cumsum's last element (:func:`numoracle.gpuorders.torch_cumsum_order`), then sequential, pairwise, numpy's,
+  blocked, then a grid of :class:`numoracle.gpuorders.GpuReduce` and ``ChunkedScan`` shapes.
 
 Every candidate is scored on a subset of rows first (``prune_rows``); the best few, and any that
 reproduce the subset, are confirmed on every row. The search stops at the first confirmed model.
@@ -29,7 +30,7 @@ import numpy as np
 from .codekeys import is_nan, to_key
 from .convert import cast, decode
 from .formats import FP32, Format, format_of
-from .gpuorders import GpuReduce, TiledSplitK, cutlass_slices, torch_sum_order
+from .gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from .identifyreport import Candidate, IdentifyReport, ulp_histogram
 from .interop import to_codes
 from .orders import Blocked, NumpyPairwise, Order, Pairwise, Sequential, SplitK, preset
@@ -254,10 +255,12 @@ def _sum_stages(p: _Problem, outputs: int | None) -> list[tuple[str, list[Order]
     fmt, n = p.in_fmt, p.K
     itemsize = max(1, -(-fmt.bits // 8))
     nout = outputs or p.n_outputs
-    torch_like = list(dict.fromkeys(torch_sum_order(n, nout, itemsize, contiguous=c) for c in (True, False)))
+    torch_like = list(dict.fromkeys([*(torch_sum_order(n, nout, itemsize, contiguous=c) for c in (True, False)),
+                                     torch_cumsum_order(n, nout, fmt)]))
     plain = [Sequential(), Pairwise(), NumpyPairwise(), *(Blocked(b) for b in (8, 32, 128, 512) if b < n)]
     grid = [GpuReduce(v, lanes, w, 1, lay) for lay, lanes in (("vector", 32), ("unroll", 1), ("unroll", 32))
             for v in (1, 2, 4, 8) for w in ((1, 2, 4, 8, 16) if lanes == 32 else (2, 4, 8, 16, 32))]
+    grid += [ChunkedScan(w, a) for w in (32, 64, 128, 256, 512, 1024) for a in dict.fromkeys((fmt, p.acc))]
     return [("torch heuristic", torch_like), ("plain orders", plain), ("reduction trees", grid)]
 
 
@@ -337,8 +340,9 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     if win is None:
         for c in best(tuple({c.stage for c in scored}), keep):
             confirm(c)
-    elif p.out.precision < p.acc.precision:
-        notes.append(f"the outputs keep {p.out.precision} significant bits of the {p.acc.precision}-bit accumulator: "
+    elif p.out.precision < (win.order.acc or p.acc).precision:
+        notes.append(f"the outputs keep {p.out.precision} significant bits of the "
+                     f"{(win.order.acc or p.acc).precision}-bit accumulator: "
                      "other orders may reproduce them too; the first one the search reached is named (record FP32 "
                      "outputs to tell orders apart)")
     final = [confirmed.get(c.order, c) for c in scored]

@@ -23,7 +23,7 @@ _ALIASES = {"recursive": "sequential", "seq": "sequential", "tree": "pairwise", 
             "split-k": "splitk", "block_fma": "blockfma", "tensorcore": "blockfma", "numpy_pairwise": "numpy"}
 _CLASSES = {"Sequential": "sequential", "Pairwise": "pairwise", "Blocked": "blocked", "SplitK": "splitk",
             "BlockFMA": "blockfma", "Promoted": "promoted", "NumpyPairwise": "numpy", "TiledSplitK": "splitk",
-            "GpuReduce": "gpureduce"}
+            "GpuReduce": "gpureduce", "ChunkedScan": "gpureduce"}
 _FORMS = ('"any", "sequential", "pairwise", "pairwise:<base>", "blocked:<b>", "splitk:<s>", "splitk:<s>:pairwise", '
           '"blockfma:<n>:<frac_bits>[:<out_frac_bits>][:round]", "promoted:<every>:<n>:<frac_bits>", "numpy"')
 
@@ -63,6 +63,8 @@ class OrderSpec:
                     + ("" if self.truncate else ":round"))
         if k == "blocked" and self.inner == seq and self.outer == seq and plain:
             return f"blocked:{self.n}"
+        if k == "gpureduce" and len(self.params) == 1:
+            return f"chunkedscan(width={self.params[0]}" + (f", acc={self.acc.name})" if self.acc else ")")
         if k == "gpureduce":
             return "gpureduce(vec={}, lanes={}, warps={}, blocks={}, layout={})".format(*self.params)
         if k == "splitk" and self.inner == seq and self.outer in (seq, OrderSpec("pairwise")) and plain \
@@ -166,6 +168,8 @@ def parse_order(order: Any) -> OrderSpec:
     if k == "splitk":
         return OrderSpec(k, _posint(get("s", "splits", "slices"), "SplitK.s"), sub(get("inner")),
                          sub(get("combine")), fmt(get("combine_acc")), tile=_posint(get("tile", default=1), "tile"))
+    if k == "gpureduce" and hasattr(order, "width"):   # ChunkedScan
+        return OrderSpec(k, _posint(get("width"), "ChunkedScan.width"), acc=fmt(get("acc")), params=(order.width,))
     if k == "gpureduce":
         return OrderSpec(k, _posint(get("vec"), "GpuReduce.vec"), params=(
             order.vec, order.lanes, order.warps, order.blocks, order.layout))
@@ -183,13 +187,16 @@ def parse_order(order: Any) -> OrderSpec:
 
 
 def gpu_reduce_depth(params: tuple, n: int) -> int:
-    """Roundings on the deepest leaf's path of ``GpuReduce(*params)`` over n terms (an upper bound).
+    """Roundings on the deepest leaf's path of ``GpuReduce(*params)`` (or ``ChunkedScan(width)``) over n terms.
 
     Per accumulator at most ceil(n / (vec T)) + 1 terms (T threads; +1: the tail or the unrolled
     layout's uneven share), then vec - 1 additions of the accumulators, log2(lanes * warps) tree
     levels, and with blocks > 1 at most ceil(blocks / G) partials per thread (G = lanes * warps) and
     log2 G levels again. A tree of n leaves has depth <= n - 1 (additions of the +0 starts are exact).
     """
+    if len(params) == 1:   # ChunkedScan(width): per chunk, the carry addition and log2(width) tree levels
+        w = params[0]
+        return min(-(-n // w) * (1 + w.bit_length() - 1), max(n - 1, 0))
     vec, lanes, warps, blocks, _ = params
     threads = lanes * warps * blocks
     g = lanes * warps
