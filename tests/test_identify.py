@@ -189,3 +189,20 @@ def test_recorder_layout_on_cpu(tmp_path):
     assert "float32_64x16384__sum_cols_fp32" in np.load(tmp_path / "s.npz").files
     with pytest.raises(ValueError, match="kind"):
         record.make_inputs("uniform", 2, 2, 2, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kind", ["randn", "spread"])
+def test_tf32_runs(kind):
+    """FP32 inputs on TF32 tensor cores (K = 1024): triton cuts the inputs to TF32 toward zero and chains the
+    H200 block FMA; cuBLAS rounds them to nearest and promotes the block FMA's partial to FP32 every 64 terms."""
+    d = np.load(DATA / "mm_tf32_6_subset.npz")
+    tag = f"fp32_128x1024x128_{kind}"
+    a, b = d[f"{tag}__A"], d[f"{tag}__B"]
+
+    def tf32(x, rounding):
+        return no.as_native(no.cast(x, "tf32", rounding=rounding), "tf32")
+
+    rep = identify_order(d[f"{tag}__triton_tf32_bk32"], "matmul", tf32(a, "rtz"), tf32(b, "rtz"))
+    assert rep.order == O.preset("h200", "tf32"), str(rep)
+    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", tf32(a, "rne"), tf32(b, "rne"))
+    assert rep.order == O.preset("h200", "tf32", promote=64), str(rep)

@@ -8,8 +8,8 @@ ULP distances of the rest).
 
 The automatic search is guided, not exhaustive (docs/gpu.md):
 
-* matmul / dot: (1) the *unit*: the block FMAs of the GPU presets that take the input format, sequential
-  and pairwise accumulation, promotion to FP32 every N terms (FP8); (2) the *split* of K for the best
+* matmul / dot: (1) the *unit*: the block FMAs of the GPU presets that take the input format, the H100
+  one promoted to FP32 every 32, 64 or 128 terms, sequential and pairwise accumulation; (2) the *split* of K for the best
   units: ``TiledSplitK(s, tile)`` for slice boundaries on K-steps of 16..256 terms, and even ``SplitK(s)``;
   (3) the *combine* of the best splits: a tree, the reverse order, partials rounded to the output format.
 * sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
@@ -173,8 +173,8 @@ def _units(fmt: Format, out: Format) -> list[Order]:
                 units.append(preset(gpu, name, out="fp16"))
             except ValueError:
                 pass
-    if name == "fp8":
-        units += [preset("h100", "fp8", promote=p) for p in (128, 64, 32)]
+    if name in ("fp8", "fp16", "bf16", "tf32"):   # tensor-core partials promoted to FP32 every N terms
+        units += [preset("h100", name, promote=p) for p in (128, 64, 32)]
     units += [Sequential(), Pairwise()]
     return list(dict.fromkeys(units))
 
