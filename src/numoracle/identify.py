@@ -9,9 +9,11 @@ ULP distances of the rest).
 The automatic search is guided, not exhaustive (docs/gpu.md):
 
 * matmul / dot: (1) the *unit*: the block FMAs of the GPU presets that take the input format, the H100
-  one promoted to FP32 every 32, 64 or 128 terms, sequential and pairwise accumulation; (2) the *split* of K for the best
-  units: ``TiledSplitK(s, tile)`` for slice boundaries on K-steps of 16..256 terms, and even ``SplitK(s)``;
-  (3) the *combine* of the best splits: a tree, the reverse order, partials rounded to the output format.
+  one promoted to FP32 every 32, 64 or 128 terms, sequential and pairwise accumulation, over all of K;
+  (2) the *split* of K, for each unit in the order of how closely its errors lean like the kernel's
+  (toward zero or not): even ``SplitK(s)`` and ``TiledSplitK(s, tile)`` (slices on K-steps of 16..256
+  terms), s = 2..16, each slicing's partials simulated once; (3) the *combine* of those partials: in
+  slice order, a tree, the reverse order.
 * sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
   cumsum's last element (:func:`numoracle.gpuorders.torch_cumsum_order`), then sequential, pairwise, numpy's,
   blocked, then a grid of :class:`numoracle.gpuorders.GpuReduce` and ``ChunkedScan`` shapes.
@@ -217,13 +219,14 @@ def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
     return s
 
 
-def _split_stage(p: _Problem, unit: Order, sub, scored: list, confirm) -> Candidate | None:
+def _split_stage(search: _Search, unit: Order) -> Candidate | None:
     """Stages 2 and 3 for one unit: every slicing's partials are simulated once, slice by slice, and the
     combines applied to them in float32 arithmetic (exact for an FP32 accumulator rounding to nearest:
     what SplitK's combine does then); a model that reproduces the pruning rows is confirmed by simulating
     it whole on every row. Other accumulators score each combined order by simulation."""
+    p, sub = search.p, search.sub
     fast = p.acc == FP32 and p.op != "sum"
-    known = {c.order for c in scored}
+    known = {c.order for c in search.scored}
     for split in _splits(unit, p.K):
         combos = [(how, o) for how, o in _combines(split) if o not in known]
         if not combos:
@@ -243,11 +246,9 @@ def _split_stage(p: _Problem, unit: Order, sub, scored: list, confirm) -> Candid
                 c = p.compare(o, got, sub, "split")
             else:
                 c = p.score(o, sub, "split")
-            scored.append(c)
-            if c.matched == c.total:
-                win = confirm(c)
-                if win is not None:
-                    return win
+            win = search.add(c)
+            if win is not None:
+                return win
     return None
 
 
@@ -266,87 +267,118 @@ def _sum_stages(p: _Problem, outputs: int | None) -> list[tuple[str, list[Order]
 
 # ---- the search ------------------------------------------------------------------------------------------
 
+class _Search:
+    """The candidates scored so far, those confirmed on every row, and the notes of one identification."""
+
+    def __init__(self, p: _Problem, sub: np.ndarray | None):
+        self.p, self.sub = p, sub
+        self.scored: list[Candidate] = []
+        self.confirmed: dict[Order, Candidate] = {}
+        self.notes: list[str] = []
+
+    def run(self, stage: str, orders: list[Order]) -> Candidate | None:
+        """Score the orders not scored yet; the first one confirmed on every row wins."""
+        seen = {c.order for c in self.scored}
+        for o in orders:
+            if o not in seen:
+                win = self.add(self.p.score(o, self.sub, stage))
+                if win is not None:
+                    return win
+        return None
+
+    def add(self, c: Candidate) -> Candidate | None:
+        self.scored.append(c)
+        return self.confirm(c) if c.matched == c.total else None
+
+    def confirm(self, c: Candidate) -> Candidate | None:
+        """c scored on every row (cached); returned when it reproduces them all."""
+        if c.order not in self.confirmed:
+            self.confirmed[c.order] = c if self.sub is None else self.p.score(c.order, None, c.stage)
+        full = self.confirmed[c.order]
+        return full if full.matched == full.total else None
+
+    def best(self, stages: tuple, n: int, by_bias: bool = False) -> list[Candidate]:
+        pool = [c for c in self.scored if c.stage in stages]
+        if by_bias:   # the units whose errors lean like the kernel's (truncation vs rounding to nearest)
+            p, sub = self.p, self.sub
+            target = p.bias(p.codes if sub is None else p.codes[sub], sub)
+            return sorted(pool, key=lambda c: (c.fraction < 0.5, abs(c.bias - target)))[:n]
+        return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
+
+    def auto(self, outputs: int | None) -> Candidate | None:
+        """The guided search of the module docstring."""
+        p = self.p
+        if p.op == "sum":
+            for stage, orders in _sum_stages(p, outputs):
+                win = self.run(stage, orders)
+                if win:
+                    return win
+            return None
+        win = self.run("unit", _units(p.in_fmt, p.out))
+        if win:
+            return win
+        self.notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and the "
+                          "ways their partials meet")
+        for c in self.best(("unit",), len(self.scored), by_bias=True):
+            win = _split_stage(self, c.order)
+            if win:
+                return win
+        return None
+
+
 def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,
                    rows: Any = None, prune_rows: int = 8, keep: int = 3, outputs: int | None = None,
                    seed: int = 0) -> IdentifyReport:
     """Rank accumulation orders by the fraction of the kernel's outputs they reproduce bit for bit.
 
     actual: the kernel's outputs (numpy or torch, a float dtype): (m, n) for matmul, the input's leading
-    shape for sum (the last axis is reduced), a scalar for dot. inputs: what the kernel read.
-    candidates: "auto" (the guided search of the module docstring) or a list of orders to score.
-    acc: the accumulator simulate uses where an order does not fix one. out: the format the kernel
-    rounded its outputs to (default: actual's format; e.g. "fp16" for fp16 sums stored as float32).
-    rows: a subset of output rows (index array or mask) to use for everything. prune_rows: rows each
-    candidate is first scored on (a seeded random subset); keep: how many of the best go on to the next
-    stage and are confirmed on every row. outputs: for sum, how many sums the kernel computed in its
-    launch (torch's launch heuristic depends on it; default: the number of outputs given).
+    shape for sum (the last axis is reduced), a scalar for dot. inputs: what the kernel read (as it read
+    them: e.g. FP32 inputs rounded to TF32 first). candidates: "auto" (the guided search of the module
+    docstring) or a list of orders to score. acc: the accumulator simulate uses where an order does not
+    fix one. out: the format the kernel rounded its outputs to (default: actual's format; e.g. "fp16"
+    for fp16 sums stored as float32). rows: a subset of output rows (index array or mask) to use for
+    everything. prune_rows: rows each candidate is first scored on (a seeded random subset); keep: how
+    many of the best are confirmed on every row when none reproduces the outputs. outputs: for sum, how
+    many sums the kernel's launch computed (torch's launch heuristic depends on it; default: the
+    number of outputs given).
     """
     t0 = time.perf_counter()
     p = _Problem(actual, op, inputs, acc, out, rows)
-    prune_rows = int(prune_rows)
-    if prune_rows < 1 or int(keep) < 1:
+    if int(prune_rows) < 1 or int(keep) < 1:
         raise ValueError(f"prune_rows and keep must be >= 1, got {prune_rows} and {keep}")
     rng = np.random.default_rng(seed)
     sub = None if p.n_rows <= prune_rows or p.op == "dot" else np.sort(rng.choice(p.n_rows, prune_rows, replace=False))
-    scored: list[Candidate] = []
-    confirmed: dict[Order, Candidate] = {}
-    notes: list[str] = []
-
-    def run(stage: str, orders: list[Order]) -> Candidate | None:
-        fresh = [o for o in orders if o not in {c.order for c in scored}]
-        for o in fresh:
-            c = p.score(o, sub, stage)
-            scored.append(c)
-            if c.matched == c.total:
-                win = confirm(c)
-                if win is not None:
-                    return win
-        return None
-
-    def confirm(c: Candidate) -> Candidate | None:
-        if c.order not in confirmed:
-            confirmed[c.order] = c if sub is None else p.score(c.order, None, c.stage)
-        full = confirmed[c.order]
-        return full if full.matched == full.total else None
-
-    def best(stage_names: tuple, n: int, by_bias: bool = False) -> list[Candidate]:
-        pool = [c for c in scored if c.stage in stage_names]
-        if by_bias:   # the units whose errors lean like the kernel's (truncation vs rounding to nearest)
-            target = p.bias(p.codes if sub is None else p.codes[sub], sub)
-            return sorted(pool, key=lambda c: (-c.fraction // 0.5, abs(c.bias - target)))[:n]
-        return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
-
-    win = None
-    if not (isinstance(candidates, str) and candidates == "auto"):
+    search = _Search(p, sub)
+    if isinstance(candidates, str) and candidates == "auto":
+        win = search.auto(outputs)
+    else:
         orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
         for o in orders:
             if not isinstance(o, Order):
                 raise TypeError(f"candidates must be 'auto' or numoracle orders, got {o!r}")
-        win = run("given", orders)
-    elif p.op == "sum":
-        for stage, orders in _sum_stages(p, outputs):
-            win = run(stage, orders)
-            if win:
-                break
-    else:
-        win = run("unit", _units(p.in_fmt, p.out))
-        if not win:
-            notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and "
-                         "the ways their partials meet")
-            for c in best(("unit",), len(scored), by_bias=True):
-                win = _split_stage(p, c.order, sub, scored, confirm)
-                if win:
-                    break
+        win = search.run("given", orders)
     if win is None:
-        for c in best(tuple({c.stage for c in scored}), keep):
-            confirm(c)
+        for c in search.best(tuple({c.stage for c in search.scored}), keep):
+            search.confirm(c)
     elif p.out.precision < (win.order.acc or p.acc).precision:
-        notes.append(f"the outputs keep {p.out.precision} significant bits of the "
-                     f"{(win.order.acc or p.acc).precision}-bit accumulator: "
-                     "other orders may reproduce them too; the first one the search reached is named (record FP32 "
-                     "outputs to tell orders apart)")
-    final = [confirmed.get(c.order, c) for c in scored]
-    final.sort(key=lambda c: (c.order is not (win.order if win else None), not c.confirmed,
-                              -c.matched / c.total, c.median_ulps))
+        search.notes.append(f"the outputs keep {p.out.precision} significant bits of the "
+                            f"{(win.order.acc or p.acc).precision}-bit accumulator: other orders may reproduce them "
+                            "too; the first one the search reached is named (record FP32 outputs to tell orders apart)")
+    final = [search.confirmed.get(c.order, c) for c in search.scored]
+    final.sort(key=lambda c: (c.order is not (win.order if win else None), not c.confirmed, -c.fraction,
+                              c.median_ulps))
     return IdentifyReport(p.op, tuple(p.codes.shape), p.out, p.in_fmt, p.acc, final, win,
-                          None if sub is None else len(sub), p.n_rows, p.evaluated, time.perf_counter() - t0, notes)
+                          None if sub is None else len(sub), p.n_rows, p.evaluated, time.perf_counter() - t0,
+                          search.notes)
+
+
+def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, out: Any, axis: int) -> dict:
+    """compare_runs' ``identify``: each run's order (or None). identify: True ("auto"), candidate orders, or
+    False (nothing); axis: the reduced axis of a sum."""
+    if identify is False or identify is None:
+        return {}
+    cands = "auto" if identify is True else identify
+    ins = inputs
+    if op == "sum":
+        ins = (np.moveaxis(_native(inputs[0]), axis, -1),)
+    return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out).order for name, run in runs.items()}

@@ -616,21 +616,9 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
         bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
     bad.sort(key=lambda t: -t[0])
     verdict = "UNEXPLAINED" if n_bad else "REORDERING"
-    found = _identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
+    from .identify import identify_runs
+
+    found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
                          max_ratio=mr, identified=found, **base)
 
-
-def _identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, out: Any, axis: int) -> dict:
-    """compare_runs' ``identify``: each run's order (or None) from identify_order."""
-    if identify is False or identify is None:
-        return {}
-    from .identify import identify_order
-
-    cands = "auto" if identify is True else identify
-    ins = inputs
-    if op == "sum":
-        codes, fmt = to_codes(inputs[0])
-        ins = (np.moveaxis(as_native(codes, fmt), axis, -1),)
-    return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out).order
-            for name, run in runs.items()}
