@@ -40,6 +40,7 @@ from .formats import (
     registry,
 )
 from .golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
+from .identify import IdentifyReport, identify_order
 from .interop import as_native
 from .quantcheck import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
 from .quanterror import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
@@ -71,6 +72,7 @@ __all__ = [
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "exact_sum", "exact_dot", "exact_matmul", "simulate",
+    "identify_order", "IdentifyReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
