@@ -173,7 +173,7 @@ def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> t
         h = gpu_reduce_depth(o.params, n)
         return [Component("accumulation" + where, u, h, f"GPU reduction tree {o} of n = {n} terms in {acc.name} "
                           f"({mode}): per-thread partials, accumulator sum, lane/warp/block trees: h <= {h}",
-                          "numoracle.gpuorders.GpuReduce; " + _H, unb)], []
+                          "numoracle.gpuorders (depth of the tree); Higham 2002 §4.2", unb)], []
     if o.kind == "blockfma":
         bacc = o.acc or acc
         m, F, N = _cdiv(n, o.n), o.frac_bits, o.n
