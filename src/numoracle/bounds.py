@@ -171,8 +171,8 @@ def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> t
         return comps, sites
     if o.kind == "gpureduce":
         h = gpu_reduce_depth(o.params, n)
-        return [Component("accumulation" + where, u, h, f"GPU reduction tree {o} of n = {n} terms in {acc.name} "
-                          f"({mode}): per-thread partials, accumulator sum, lane/warp/block trees: h <= {h}",
+        return [Component("accumulation" + where, u, h, f"GPU tree {o} of n = {n} terms in {acc.name} ({mode}): "
+                          f"the deepest leaf passes h <= {h} roundings",
                           "numoracle.gpuorders (depth of the tree); Higham 2002 §4.2", unb)], []
     if o.kind == "blockfma":
         bacc = o.acc or acc
