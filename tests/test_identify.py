@@ -43,6 +43,8 @@ def test_cublas_k1024_is_the_preset_and_k4096_is_tiled_splitk(fmt):
     rep = identify_order(d[f"{fmt}_128x4096x128_cancel__torch_mm_out_fp32"], "matmul", a, b)
     assert rep.order == TiledSplitK(3, 64, O.preset("h200", fmt)), str(rep)
     assert rep.candidates[0] is rep.winner and rep.winner.fraction == 1.0
+    assert rep.headline().startswith('REPRODUCED: TiledSplitK(s=3, tile=64, inner=preset("h100"|"b200"|"h200"|"h800", '
+                                     '"fp16"|"bf16"), combine=Sequential()')     # the GPUs whose preset it is
     # the same kernel's output in the input format: rounded once more, same order
     native = no.as_native(d[f"{fmt}_128x4096x128_cancel__torch_mm_native"], fmt)
     assert identify_order(native, "matmul", a, b, candidates=[rep.order]).order == rep.order
@@ -53,6 +55,7 @@ def test_scaled_mm_fast0_is_deepseek(shape):
     d, a, b, _ = _mm(f"fp8_e4m3fn_{shape}_cancel")
     rep = identify_order(d[f"fp8_e4m3fn_{shape}_cancel__scaled_mm_fast0"], "matmul", a, b)
     assert rep.order == O.preset("deepseek", "fp8"), str(rep)
+    assert rep.to_dict()["name"] == 'preset("deepseek", "fp8")'
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])

@@ -198,12 +198,18 @@ def _splits(unit: Order, K: int) -> list[Order]:
     return found
 
 
-def _combines(split: Order) -> list[tuple[str, Order]]:
-    """Stage 3: the ways the partials of a split meet (sequential in slice order, a tree, the reverse order)."""
+def _combines(split: Order, K: int) -> list[tuple[str, Order]]:
+    """Stage 3: the ways the partials of a split meet (sequential in slice order, a tree, the reverse order),
+    without the ones that are the same arithmetic (a tree of 2 or 3 partials is sequential; so is the
+    reverse of 2)."""
     if isinstance(split, TiledSplitK):
-        return [("seq", split), ("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise()))]
-    return [("seq", split), ("tree", SplitK(split.s, split.inner, Pairwise())),
-            ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1]))]
+        k = len(cutlass_slices(K, split.s, split.tile))
+        alt = [("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise()))]
+    else:
+        k = min(split.s, K)
+        alt = [("tree", SplitK(split.s, split.inner, Pairwise())),
+               ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1]))]
+    return [("seq", split)] + [(how, o) for how, o in alt if (how == "tree" and k > 3) or (how == "rev" and k > 2)]
 
 
 def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
@@ -228,7 +234,7 @@ def _split_stage(search: _Search, unit: Order) -> Candidate | None:
     fast = p.acc == FP32 and p.op != "sum"
     known = {c.order for c in search.scored}
     for split in _splits(unit, p.K):
-        combos = [(how, o) for how, o in _combines(split) if o not in known]
+        combos = [(how, o) for how, o in _combines(split, p.K) if o not in known]
         if not combos:
             continue
         if fast:
