@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from numoracle.identify import identify_order
+from numoracle.identifyreport import order_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +52,7 @@ def main() -> None:
         t0 = time.perf_counter()
         rep = fn()
         dt_s = time.perf_counter() - t0
-        found = repr(rep.order)[:70] if rep.order is not None else "none: " + rep.headline()[:60]
+        found = order_name(rep.order)[:80] if rep.order is not None else "none: " + rep.headline()[:60]
         print(f"{name:<42} {rep.winner.total if rep.winner else 0:>8} {rep.simulations:>5} {dt_s:>8.2f}  {found}")
 
 
