@@ -11,7 +11,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.gpuorders import ChunkedScan, GpuReduce, TiledSplitK
+from numoracle.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices
 from numoracle.identify import identify_order
 
 DATA = Path(__file__).parent / "data" / "h200"
@@ -209,3 +209,20 @@ def test_tf32_runs(kind):
     assert rep.order == O.preset("h200", "tf32"), str(rep)
     rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", tf32(a, "rne"), tf32(b, "rne"))
     assert rep.order == O.preset("h200", "tf32", promote=64), str(rep)
+
+
+def test_unit_from_a_small_k_slice_then_the_split():
+    """A kernel with a block FMA no preset has: a K = 64 recording fixes the unit, which the K = 1024 search splits."""
+    rng = np.random.default_rng(9)
+    unit = O.BlockFMA(8, 24, truncate=False, carry_bit=False, acc=no.FP32)
+    a = (rng.standard_normal((8, 1024)) * np.exp2(rng.integers(-6, 7, (8, 1024)))).astype(np.float16)
+    b = rng.standard_normal((1024, 8)).astype(np.float16)
+    small = no.simulate("matmul", a[:, :64], b[:64], order=unit).astype(np.float32)
+    rep = identify_order(small, "matmul", a[:, :64], b[:64])
+    assert rep.order == unit and rep.winner.stage == "unit", str(rep)
+    y = no.simulate("matmul", a, b, order=TiledSplitK(3, 128, unit)).astype(np.float32)    # slices 384, 384, 256
+    found = identify_order(y, "matmul", a, b, units=[rep.order]).order
+    assert isinstance(found, TiledSplitK) and found.inner == unit                  # (3, 64) cuts the same slices
+    assert cutlass_slices(1024, found.s, found.tile) == [384, 384, 256]
+    with pytest.raises(TypeError, match="units"):
+        identify_order(y, "matmul", a, b, units=["blockfma"])

@@ -9,7 +9,9 @@ ULP distances of the rest).
 The automatic search is guided, not exhaustive (docs/gpu.md):
 
 * matmul / dot: (1) the *unit*: the block FMAs of the GPU presets that take the input format, the H100
-  one promoted to FP32 every 32, 64 or 128 terms, sequential and pairwise accumulation, over all of K;
+  one promoted to FP32 every 32, 64 or 128 terms, sequential and pairwise accumulation, over all of K
+  (up to K = 512 also block FMAs of other block sizes, kept fraction bits, sticky bit and carry bit:
+  a small-K recording fixes the unit, which ``units=`` then hands to the search at large K);
   (2) the *split* of K, for each unit in the order of how closely its errors lean like the kernel's
   (toward zero or not): even ``SplitK(s)`` and ``TiledSplitK(s, tile)`` (slices on K-steps of 16..256
   terms), s = 2..16, each slicing's partials simulated once; (3) the *combine* of those partials: in
@@ -35,7 +37,7 @@ from .formats import FP32, Format, format_of
 from .gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from .identifyreport import Candidate, IdentifyReport, ulp_histogram
 from .interop import to_codes
-from .orders import Blocked, NumpyPairwise, Order, Pairwise, Sequential, SplitK, preset
+from .orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK, preset
 from .simulate import simulate
 
 __all__ = ["identify_order", "IdentifyReport", "Candidate"]
@@ -181,6 +183,16 @@ def _units(fmt: Format, out: Format) -> list[Order]:
     return list(dict.fromkeys(units))
 
 
+_SMALL_K = 512   # up to here the unit stage also tries block FMA variants (a small-K recording fixes the unit)
+
+
+def _variants(fmt: Format) -> list[Order]:
+    """Block FMAs beyond the presets: block size, kept fraction bits, sticky bit or truncation, carry bit."""
+    fbits = (12, 13, 14, 22, 23, 24, 25, 26) if fmt.bits <= 8 else (22, 23, 24, 25, 26)
+    return [BlockFMA(n, f, truncate=t, carry_bit=c, acc=FP32) for n in (4, 8, 16, 32) for f in fbits
+            for t in (True, False) for c in (True, False)]
+
+
 def _splits(unit: Order, K: int) -> list[Order]:
     """Stage 2: even slices and slices on K-steps (the CUTLASS rule), one model per distinct slicing (the
     plainer model first: SplitK(s) where a tiled split cuts the same slices)."""
@@ -311,7 +323,7 @@ class _Search:
             return sorted(pool, key=lambda c: (c.fraction < 0.5, abs(c.bias - target)))[:n]
         return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
 
-    def auto(self, outputs: int | None) -> Candidate | None:
+    def auto(self, outputs: int | None, units: list[Order]) -> Candidate | None:
         """The guided search of the module docstring."""
         p = self.p
         if p.op == "sum":
@@ -320,9 +332,13 @@ class _Search:
                 if win:
                     return win
             return None
-        win = self.run("unit", _units(p.in_fmt, p.out))
+        win = self.run("unit", [*units, *_units(p.in_fmt, p.out)])
         if win:
             return win
+        if p.K <= _SMALL_K:
+            win = self.run("unit", _variants(p.in_fmt))
+            if win:
+                return win
         self.notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and the "
                           "ways their partials meet")
         for c in self.best(("unit",), len(self.scored), by_bias=True):
@@ -334,7 +350,7 @@ class _Search:
 
 def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,
                    rows: Any = None, prune_rows: int = 8, keep: int = 3, outputs: int | None = None,
-                   seed: int = 0) -> IdentifyReport:
+                   units: Any = (), seed: int = 0) -> IdentifyReport:
     """Rank accumulation orders by the fraction of the kernel's outputs they reproduce bit for bit.
 
     actual: the kernel's outputs (numpy or torch, a float dtype): (m, n) for matmul, the input's leading
@@ -346,7 +362,9 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     everything. prune_rows: rows each candidate is first scored on (a seeded random subset); keep: how
     many of the best are confirmed on every row when none reproduces the outputs. outputs: for sum, how
     many sums the kernel's launch computed (torch's launch heuristic depends on it; default: the
-    number of outputs given).
+    number of outputs given). units: matmul/dot, orders to try first as the unit that splits of K are
+    built of (e.g. the block FMA identified on a small-K recording of the same kernel: up to K = 512
+    the search also tries block FMAs beyond the presets).
     """
     t0 = time.perf_counter()
     p = _Problem(actual, op, inputs, acc, out, rows)
@@ -356,7 +374,10 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     sub = None if p.n_rows <= prune_rows or p.op == "dot" else np.sort(rng.choice(p.n_rows, prune_rows, replace=False))
     search = _Search(p, sub)
     if isinstance(candidates, str) and candidates == "auto":
-        win = search.auto(outputs)
+        units = list(units) if isinstance(units, (list, tuple)) else [units]
+        if not all(isinstance(u, Order) for u in units):
+            raise TypeError(f"units must be numoracle orders, got {units!r}")
+        win = search.auto(outputs, units)
     else:
         orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
         for o in orders:
