@@ -211,6 +211,18 @@ def test_tf32_runs(kind):
     assert rep.order == O.preset("h200", "tf32", promote=64), str(rep)
 
 
+def test_tf32_cublas_k4096_splits_in_24():
+    """cuBLAS TF32 at K = 4096: 24 slices of 192 terms (the last 64), each chained by the block FMA from zero."""
+    d = np.load(DATA / "mm_tf32_6_subset.npz")
+    tag = "fp32_128x4096x128_randn"
+    a, b = (no.as_native(no.cast(d[f"{tag}__{w}"], "tf32"), "tf32") for w in ("A", "B"))
+    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b)
+    assert isinstance(rep.order, TiledSplitK) and rep.order.inner == O.preset("h200", "tf32"), str(rep)
+    assert cutlass_slices(4096, rep.order.s, rep.order.tile) == [192] * 21 + [64]
+    same = O.Promoted(192, O.preset("h200", "tf32"), no.FP32)                     # the same arithmetic
+    assert identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b, candidates=[same]).order == same
+
+
 def test_unit_from_a_small_k_slice_then_the_split():
     """A kernel with a block FMA no preset has: a K = 64 recording fixes the unit, which the K = 1024 search splits."""
     rng = np.random.default_rng(9)

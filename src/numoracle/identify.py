@@ -14,7 +14,7 @@ The automatic search is guided, not exhaustive (docs/gpu.md):
   a small-K recording fixes the unit, which ``units=`` then hands to the search at large K);
   (2) the *split* of K, for each unit in the order of how closely its errors lean like the kernel's
   (toward zero or not): even ``SplitK(s)`` and ``TiledSplitK(s, tile)`` (slices on K-steps of 16..256
-  terms), s = 2..16, each slicing's partials simulated once; (3) the *combine* of those partials: in
+  terms), s = 2..16, 24, 32, 48, 64, each slicing's partials simulated once; (3) the *combine* of those partials: in
   slice order, a tree, the reverse order.
 * sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
   cumsum's last element (:func:`numoracle.gpuorders.torch_cumsum_order`), then sequential, pairwise, numpy's,
@@ -197,7 +197,7 @@ def _splits(unit: Order, K: int) -> list[Order]:
     """Stage 2: even slices and slices on K-steps (the CUTLASS rule), one model per distinct slicing (the
     plainer model first: SplitK(s) where a tiled split cuts the same slices)."""
     seen, found = set(), []
-    for s in range(2, 17):
+    for s in (*range(2, 17), 24, 32, 48, 64):   # small outputs get many slices
         sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
         if s <= K and sizes not in seen:
             seen.add(sizes)
