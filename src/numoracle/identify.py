@@ -14,8 +14,8 @@ The automatic search is guided, not exhaustive (docs/gpu.md):
   a small-K recording fixes the unit, which ``units=`` then hands to the search at large K);
   (2) the *split* of K, for each unit in the order of how closely its errors lean like the kernel's
   (toward zero or not): even ``SplitK(s)`` and ``TiledSplitK(s, tile)`` (slices on K-steps of 16..256
-  terms), s = 2..16, 24, 32, 48, 64, each slicing's partials simulated once; (3) the *combine* of those partials: in
-  slice order, a tree, the reverse order.
+  terms), s = 2..16 (and 24, 32, 48, 64 for the ``keep`` likeliest units), each slicing's partials
+  simulated once; (3) the *combine* of those partials: in slice order, a tree, the reverse order.
 * sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
   cumsum's last element (:func:`numoracle.gpuorders.torch_cumsum_order`), then sequential, pairwise, numpy's,
   blocked, then a grid of :class:`numoracle.gpuorders.GpuReduce` and ``ChunkedScan`` shapes.
@@ -193,11 +193,11 @@ def _variants(fmt: Format) -> list[Order]:
             for t in (True, False) for c in (True, False)]
 
 
-def _splits(unit: Order, K: int) -> list[Order]:
+def _splits(unit: Order, K: int, many: bool = True) -> list[Order]:
     """Stage 2: even slices and slices on K-steps (the CUTLASS rule), one model per distinct slicing (the
-    plainer model first: SplitK(s) where a tiled split cuts the same slices)."""
+    plainer model first: SplitK(s) where a tiled split cuts the same slices). many: also 24..64 slices."""
     seen, found = set(), []
-    for s in (*range(2, 17), 24, 32, 48, 64):   # small outputs get many slices
+    for s in (*range(2, 17), *((24, 32, 48, 64) if many else ())):   # small outputs get many slices
         sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
         if s <= K and sizes not in seen:
             seen.add(sizes)
@@ -237,7 +237,7 @@ def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
     return s
 
 
-def _split_stage(search: _Search, unit: Order) -> Candidate | None:
+def _split_stage(search: _Search, unit: Order, many: bool) -> Candidate | None:
     """Stages 2 and 3 for one unit: every slicing's partials are simulated once, slice by slice, and the
     combines applied to them in float32 arithmetic (exact for an FP32 accumulator rounding to nearest:
     what SplitK's combine does then); a model that reproduces the pruning rows is confirmed by simulating
@@ -245,7 +245,7 @@ def _split_stage(search: _Search, unit: Order) -> Candidate | None:
     p, sub = search.p, search.sub
     fast = p.acc == FP32 and p.op != "sum"
     known = {c.order for c in search.scored}
-    for split in _splits(unit, p.K):
+    for split in _splits(unit, p.K, many):
         combos = [(how, o) for how, o in _combines(split, p.K) if o not in known]
         if not combos:
             continue
@@ -323,7 +323,7 @@ class _Search:
             return sorted(pool, key=lambda c: (c.fraction < 0.5, abs(c.bias - target)))[:n]
         return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
 
-    def auto(self, outputs: int | None, units: list[Order]) -> Candidate | None:
+    def auto(self, outputs: int | None, units: list[Order], keep: int) -> Candidate | None:
         """The guided search of the module docstring."""
         p = self.p
         if p.op == "sum":
@@ -341,8 +341,8 @@ class _Search:
                 return win
         self.notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and the "
                           "ways their partials meet")
-        for c in self.best(("unit",), len(self.scored), by_bias=True):
-            win = _split_stage(self, c.order)
+        for i, c in enumerate(self.best(("unit",), len(self.scored), by_bias=True)):
+            win = _split_stage(self, c.order, many=i < keep)   # 24..64 slices for the `keep` likeliest units
             if win:
                 return win
         return None
@@ -360,7 +360,8 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     fix one. out: the format the kernel rounded its outputs to (default: actual's format; e.g. "fp16"
     for fp16 sums stored as float32). rows: a subset of output rows (index array or mask) to use for
     everything. prune_rows: rows each candidate is first scored on (a seeded random subset); keep: how
-    many of the best are confirmed on every row when none reproduces the outputs. outputs: for sum, how
+    many of the best are confirmed on every row when none reproduces the outputs (and how many units,
+    those whose errors lean most like the kernel's, are also split into 24..64 slices). outputs: for sum, how
     many sums the kernel's launch computed (torch's launch heuristic depends on it; default: the
     number of outputs given). units: matmul/dot, orders to try first as the unit that splits of K are
     built of (e.g. the block FMA identified on a small-K recording of the same kernel: up to K = 512
@@ -377,7 +378,7 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
         units = list(units) if isinstance(units, (list, tuple)) else [units]
         if not all(isinstance(u, Order) for u in units):
             raise TypeError(f"units must be numoracle orders, got {units!r}")
-        win = search.auto(outputs, units)
+        win = search.auto(outputs, units, int(keep))
     else:
         orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
         for o in orders:
