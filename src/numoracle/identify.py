@@ -400,13 +400,18 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
                           search.notes)
 
 
-def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, out: Any, axis: int) -> dict:
-    """compare_runs' ``identify``: each run's order (or None). identify: True ("auto"), candidate orders, or
-    False (nothing); axis: the reduced axis of a sum."""
+def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, out: Any, axis: int,
+                  max_rows: int = 64) -> dict:
+    """compare_runs' ``identify``: each run's order (or None), judged on its first ``max_rows`` output rows
+    (a bounded cost however large the runs). identify: True ("auto"), candidate orders, or False (nothing);
+    axis: the reduced axis of a sum."""
     if identify is False or identify is None:
         return {}
     cands = "auto" if identify is True else identify
     ins = inputs
     if op == "sum":
         ins = (np.moveaxis(_native(inputs[0]), axis, -1),)
-    return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out).order for name, run in runs.items()}
+    n_rows = 1 if op == "dot" else _native(ins[0]).shape[0]
+    rows = None if op == "dot" or n_rows <= max_rows else np.arange(max_rows)
+    return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out, rows=rows).order
+            for name, run in runs.items()}

@@ -571,7 +571,8 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
 
     ``identify``: when the runs differ, name the order of each run (:func:`numoracle.identify.identify_order`,
     the guided search; or a list of candidate orders; False: skip): ``.identified`` maps "run_a" / "run_b"
-    to the order that reproduces that run bit for bit, or None. It explains, and never changes the verdict.
+    to the order that reproduces that run bit for bit (its first 64 output rows), or None. It explains,
+    and never changes the verdict.
     """
     op = str(op).lower()
     if op not in ("sum", "dot", "matmul"):
