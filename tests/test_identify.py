@@ -241,3 +241,15 @@ def test_unit_from_a_small_k_slice_then_the_split():
     assert cutlass_slices(1024, found.s, found.tile) == [384, 384, 256]
     with pytest.raises(TypeError, match="units"):
         identify_order(y, "matmul", a, b, units=["blockfma"])
+
+
+def test_compare_runs_names_sum_orders_along_an_axis():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 50, 200)).astype(np.float32)         # reduced along axis 2 ...
+    ra = no.simulate("sum", x, acc="fp32", order=O.Pairwise()).astype(np.float32)
+    rb = no.simulate("sum", x, acc="fp32", order=O.Sequential()).astype(np.float32)
+    xt = np.ascontiguousarray(np.moveaxis(x, 2, 1))                     # ... or stored with it as axis 1
+    for inp, axis in ((x, -1), (xt, 1)):
+        c = no.compare_runs(ra, rb, "sum", inp, axis=axis)
+        assert c.verdict == "REORDERING" and c.identified == {"run_a": O.Pairwise(), "run_b": O.Sequential()}
+    assert no.compare_runs(ra, rb, "sum", x, identify=False).identified == {}
