@@ -111,33 +111,38 @@ class GpuReduce(Order):
     def threads(self) -> int:
         return self.lanes * self.warps * self.blocks
 
-    def assignment(self, n: int) -> list[list[list[int]]]:
-        """Term indices per thread and accumulator, in the order each accumulator adds them (steps 1-2)."""
+    def assignment(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Steps 1-2: ``(ids, lengths)``; accumulator i of thread t adds terms ``ids[t, i, :lengths[t, i]]``
+        in that order (the rest of ``ids`` is -1)."""
         T, V = self.threads, self.vec
-        lists = [[[] for _ in range(V)] for _ in range(T)]
         if self.layout == "vector":
-            nv = n // V
-            for v in range(nv):
-                for i in range(V):
-                    lists[v % T][i].append(V * v + i)
-            for i, k in enumerate(range(nv * V, n)):
-                lists[i % T][0].append(k)
-        else:
-            for k in range(n):
-                t, m = k % T, k // T
-                lists[t][m % V].append(k)
-        return lists
+            nv, tail = n // V, n % V
+            steps = -(-nv // T) + -(-tail // T)                 # loop steps, and room for the tail terms
+            v = T * np.arange(steps)[None, :] + np.arange(T)[:, None]          # vector index (t, j)
+            ok = v < nv
+            ids = np.where(ok[:, None, :], V * v[:, None, :] + np.arange(V)[None, :, None], -1)
+            lengths = np.broadcast_to(ok.sum(axis=1)[:, None], (T, V)).copy()
+            for i in range(tail):                               # accumulator 0 of threads 0, 1, ...
+                t = i % T
+                ids[t, 0, lengths[t, 0]] = nv * V + i
+                lengths[t, 0] += 1
+            return ids, lengths
+        k = np.arange(n)
+        t, m = k % T, k // T
+        per_thread = -(-n // T)
+        steps = -(-per_thread // V)
+        ids = np.full((T, V, max(steps, 1)), -1, np.int64)
+        ids[t, m % V, m // V] = k
+        return ids, (ids >= 0).sum(axis=2)
 
     def _schedule(self, n, key):
         T, V = self.threads, self.vec
-        lists = self.assignment(n)
+        ids, lengths = self.assignment(n)
         b = _Builder(key)
         cur = b.zeros(T * V).reshape(T, V).copy()   # a copy: the wave keeps its own ids
-        lengths = np.array([[len(lists[t][i]) for i in range(V)] for t in range(T)])
-        for length in sorted(set(lengths.ravel()) - {0}):
+        for length in sorted(set(lengths.ravel().tolist()) - {0}):
             ti, ai = np.nonzero(lengths == length)
-            terms = np.array([lists[t][i] for t, i in zip(ti, ai)], np.int64)
-            cur[ti, ai] = b.chain(cur[ti, ai], -1 - terms)
+            cur[ti, ai] = b.chain(cur[ti, ai], -1 - ids[ti, ai, :length])
         acc0 = cur[:, 0]
         for i in range(1, V):                                     # step 3
             acc0 = b.add(acc0, cur[:, i])
