@@ -253,3 +253,14 @@ def test_compare_runs_names_sum_orders_along_an_axis():
         c = no.compare_runs(ra, rb, "sum", inp, axis=axis)
         assert c.verdict == "REORDERING" and c.identified == {"run_a": O.Pairwise(), "run_b": O.Sequential()}
     assert no.compare_runs(ra, rb, "sum", x, identify=False).identified == {}
+
+
+def test_partials_added_in_the_output_format():
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((8, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 8)).astype(np.float16)
+    kernel = O.SplitK(6, O.preset("h100", "fp16"), combine_acc=no.FP16)     # partials rounded to fp16, added there
+    y = no.simulate("matmul", a, b, order=kernel, out="fp16")
+    rep = identify_order(y.astype(np.float16), "matmul", a, b)
+    assert rep.order == kernel and rep.winner.stage == "split", str(rep)
+    assert "other orders may reproduce them" not in str(rep)              # the order's last rounding is fp16's

@@ -15,7 +15,8 @@ The automatic search is guided, not exhaustive (docs/gpu.md):
   (2) the *split* of K, for each unit in the order of how closely its errors lean like the kernel's
   (toward zero or not): even ``SplitK(s)`` and ``TiledSplitK(s, tile)`` (slices on K-steps of 16..256
   terms), s = 2..16 (and 24, 32, 48, 64 for the ``keep`` likeliest units), each slicing's partials
-  simulated once; (3) the *combine* of those partials: in slice order, a tree, the reverse order.
+  simulated once; (3) the *combine* of those partials: in slice order, a tree, the reverse order, or
+  rounded to a narrower output format and added in it.
 * sum: torch's CUDA reduction trees (:func:`numoracle.gpuorders.torch_sum_order`, both kernels) and its
   cumsum's last element (:func:`numoracle.gpuorders.torch_cumsum_order`), then sequential, pairwise, numpy's,
   blocked, then a grid of :class:`numoracle.gpuorders.GpuReduce` and ``ChunkedScan`` shapes.
@@ -145,6 +146,12 @@ class _Problem:
         return float(np.mean(np.sign(v[ok] - ex[ok]) * np.sign(ex[ok]))) if ok.any() else 0.0
 
 
+def _last_acc(order: Order, acc: Format) -> Format:
+    """The format of an order's last rounding before the output (its combine's, outer's, or own accumulator)."""
+    last = next((getattr(order, f) for f in ("combine_acc", "outer_acc", "carry") if getattr(order, f, None)), None)
+    return last or order.acc or acc
+
+
 def _native(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
@@ -210,18 +217,21 @@ def _splits(unit: Order, K: int, many: bool = True) -> list[Order]:
     return found
 
 
-def _combines(split: Order, K: int) -> list[tuple[str, Order]]:
-    """Stage 3: the ways the partials of a split meet (sequential in slice order, a tree, the reverse order),
-    without the ones that are the same arithmetic (a tree of 2 or 3 partials is sequential; so is the
-    reverse of 2)."""
+def _combines(split: Order, K: int, out: Format, acc: Format) -> list[tuple[str, Order]]:
+    """Stage 3: the ways the partials of a split meet (sequential in slice order, a tree, the reverse order;
+    in the accumulator, or rounded to a narrower output format and added there), without the ones that
+    are the same arithmetic (a tree of 2 or 3 partials is sequential; so is the reverse of 2)."""
     if isinstance(split, TiledSplitK):
         k = len(cutlass_slices(K, split.s, split.tile))
-        alt = [("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise()))]
+        alt = [("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise())),
+               ("out", TiledSplitK(split.s, split.tile, split.inner, combine_acc=out))]
     else:
         k = min(split.s, K)
         alt = [("tree", SplitK(split.s, split.inner, Pairwise())),
-               ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1]))]
-    return [("seq", split)] + [(how, o) for how, o in alt if (how == "tree" and k > 3) or (how == "rev" and k > 2)]
+               ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1])),
+               ("out", SplitK(split.s, split.inner, combine_acc=out))]
+    keep = {"tree": k > 3, "rev": k > 2, "out": out.precision < acc.precision}
+    return [("seq", split)] + [(how, o) for how, o in alt if keep[how]]
 
 
 def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
@@ -241,12 +251,13 @@ def _split_stage(search: _Search, unit: Order, many: bool) -> Candidate | None:
     """Stages 2 and 3 for one unit: every slicing's partials are simulated once, slice by slice, and the
     combines applied to them in float32 arithmetic (exact for an FP32 accumulator rounding to nearest:
     what SplitK's combine does then); a model that reproduces the pruning rows is confirmed by simulating
-    it whole on every row. Other accumulators score each combined order by simulation."""
+    it whole on every row. Other accumulators, and partials added in the output format, score each
+    combined order by simulation."""
     p, sub = search.p, search.sub
     fast = p.acc == FP32 and p.op != "sum"
     known = {c.order for c in search.scored}
     for split in _splits(unit, p.K, many):
-        combos = [(how, o) for how, o in _combines(split, p.K) if o not in known]
+        combos = [(how, o) for how, o in _combines(split, p.K, p.out, p.acc) if o not in known]
         if not combos:
             continue
         if fast:
@@ -258,7 +269,7 @@ def _split_stage(search: _Search, unit: Order, many: bool) -> Candidate | None:
                      for lo, hi in zip(bounds[:-1], bounds[1:])]
             p.evaluated += len(parts)
         for how, o in combos:
-            if fast:
+            if fast and how != "out":
                 y = _meet(parts, how)
                 got = y.view(np.uint32) if p.out == FP32 else cast(y, p.out)
                 c = p.compare(o, got, sub, "split")
@@ -388,10 +399,11 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     if win is None:
         for c in search.best(tuple({c.stage for c in search.scored}), keep):
             search.confirm(c)
-    elif p.out.precision < (win.order.acc or p.acc).precision:
+    elif p.out.precision < _last_acc(win.order, p.acc).precision:
         search.notes.append(f"the outputs keep {p.out.precision} significant bits of the "
-                            f"{(win.order.acc or p.acc).precision}-bit accumulator: other orders may reproduce them "
-                            "too; the first one the search reached is named (record FP32 outputs to tell orders apart)")
+                            f"{_last_acc(win.order, p.acc).precision}-bit accumulator: other orders may reproduce "
+                            "them too; the first one the search reached is named (record FP32 outputs to tell orders "
+                            "apart)")
     final = [search.confirmed.get(c.order, c) for c in search.scored]
     final.sort(key=lambda c: (c.order is not (win.order if win else None), not c.confirmed, -c.fraction,
                               c.median_ulps))
