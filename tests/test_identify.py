@@ -130,6 +130,8 @@ def test_given_candidates_rows_and_errors():
         identify_order(y, "sum", x, candidates=["pairwise"])
     with pytest.raises(TypeError, match="input array"):
         identify_order(y, "matmul", x)
+    with pytest.raises(ValueError, match="out=fp16: .* not fp16 values"):
+        identify_order(y, "sum", x, out="fp16")
 
 
 # ---- command line ------------------------------------------------------------------------------------------

@@ -63,7 +63,13 @@ class _Problem:
         self.acc = format_of(acc)
         self.out = format_of(out) if out is not None else fmt
         if fmt != self.out:   # outputs stored wider than they were rounded to (e.g. fp16 sums kept as float32)
-            codes = cast(codes, self.out, src=fmt)
+            wide, codes = codes, cast(codes, self.out, src=fmt)
+            back = decode(codes, self.out)
+            lost = ~((back == decode(wide, fmt)) | np.isnan(back))
+            if lost.any():
+                raise ValueError(f"out={self.out.name}: {int(lost.sum())} of actual's {fmt.name} values are not "
+                                 f"{self.out.name} values (e.g. {decode(wide, fmt)[lost].ravel()[0]!r}); give the "
+                                 "format the kernel rounded its outputs to")
         shape = self._shape()
         if codes.shape != shape:
             raise ValueError(f"actual has shape {codes.shape}, but {self.op} of inputs of shapes "
