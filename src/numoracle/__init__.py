@@ -46,6 +46,7 @@ from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_er
 from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
 from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
 from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
+from .reduce.identify import IdentifyReport, identify_order
 from .reduce.reference import exact_dot, exact_matmul, exact_sum
 from .reduce.simulation import simulate
 from .reduce.tolerance import Tolerance
@@ -71,6 +72,7 @@ __all__ = [
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "exact_sum", "exact_dot", "exact_matmul", "simulate",
+    "identify_order", "IdentifyReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",

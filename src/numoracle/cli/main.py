@@ -27,6 +27,7 @@ from ..core.text import hex_width
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
+from .identify import add_identify_parsers
 from .plot import add_plot_parsers
 from .sweep import add_sweep_parsers
 
@@ -478,6 +479,7 @@ def _parser() -> argparse.ArgumentParser:
     bd.set_defaults(run=_cmd_boundary)
     add_sweep_parsers(sub)
     add_plot_parsers(sub)
+    add_identify_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")

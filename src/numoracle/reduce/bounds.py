@@ -265,7 +265,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
                                "docs/theory.md §2.5; Blanchard et al. 2020"))
     # products
     inner = _innermost(o)
-    if inner.kind == "numpy" and inner.acc is not None:
+    if inner.kind in ("numpy", "gpureduce") and inner.acc is not None:
         acc = inner.acc  # the order fixes its accumulator
     sites: list[_Site] = []
     h_prod = 0

@@ -521,6 +521,7 @@ class RunComparison:
     bound: ErrorBound | None
     max_ratio: float
     out_format: AnyFormat
+    identified: dict[str, Any] = field(default_factory=dict)  # run name -> the order reproducing it, or None
 
     def __str__(self) -> str:
         v, n = self.verdict, self.n_elements
@@ -547,6 +548,12 @@ class RunComparison:
             lines.append("worst elements outside the bound:")
             lines += _table([e for _, e in self.unexplained], self.out_format, "run index",
                             [r for r, _ in self.unexplained])
+        if self.identified:
+            found = {r: o for r, o in self.identified.items() if o is not None}
+            lines.append("identified: " + ", ".join(f"{r} = {o!r}" if o is not None else f"{r}: no model tried "
+                                                    "reproduces it" for r, o in self.identified.items())
+                         + (": the runs are the same arithmetic in two orders (reordering)"
+                            if len(found) == len(self.identified) and v != "UNEXPLAINED" else ""))
         if self.bound is not None:
             if self.bound.vacuous and v in ("REORDERING", "UNEXPLAINED"):
                 lines.append("WARNING: " + _vacuous_text(self.bound) + "; REORDERING says little here")
@@ -557,7 +564,8 @@ class RunComparison:
 
 def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32, orders: Any = None,
                  kind: str = "worst", out: Any = None, axis: int = -1, confidence: float = 0.999, fma: bool = True,
-                 rounding: Any = "rne", pattern: int | None = None, show: int = 10) -> RunComparison:
+                 rounding: Any = "rne", pattern: int | None = None, show: int = 10,
+                 identify: Any = True) -> RunComparison:
     """Compare two runs of a kernel computing ``op`` ("sum", "dot", "matmul") on ``inputs``.
 
     Verdicts (in this priority):
@@ -575,6 +583,11 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
     ``orders``: None (= "any"), or a list of orders (strings or ``numoracle.orders`` objects); an element
     is explained when it lies within the largest of their bounds. acc, kind, out, fma, rounding: as in
     :func:`check_matmul_close`; axis: for op="sum".
+
+    ``identify``: when the runs differ, name the order of each run (:func:`numoracle.identify_order`,
+    the guided search; or a list of candidate orders; False: skip): ``.identified`` maps "run_a" / "run_b"
+    to the order that reproduces that run bit for bit (its first 64 output rows), or None. It explains,
+    and never changes the verdict.
     """
     op = str(op).lower()
     if op not in ("sum", "dot", "matmul"):
@@ -619,5 +632,9 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
         bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
     bad.sort(key=lambda t: -t[0])
     verdict = "UNEXPLAINED" if n_bad else "REORDERING"
+    from ..reduce.identify import identify_runs
+
+    found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
-                         max_ratio=mr, **base)
+                         max_ratio=mr, identified=found, **base)
+
