@@ -331,7 +331,7 @@ def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, t
     flat = lambda a: a.ravel()[tiny]  # noqa: E731
     part = Unpacked(flat(u.sign), flat(u.sig), flat(u.E), np.zeros(0, np.intp), np.zeros(0, np.uint8), u.W)
     u.sig.ravel()[tiny] = 0  # the triple is round_pack's alone (unpack made it): no copy needed
-    u.E.ravel()[tiny] = 0
+    u.E.ravel()[tiny] = max(0, dst.emin)  # at or above emin, so the main part has no tiny element left
     main = u
     code, flags = round_pack(main, dst, pol, rand, want_flags)
     c_t, f_t = round_pack(part, dst, pol, None if rand is None else flat(rand), want_flags)
