@@ -9,12 +9,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_chains_generative import brute_force, smallest_witness
 
 import numoracle as no
-from numoracle import E8M0FNU, FP16, INT8, INT16, Format, IntFormat, classify_cast_chain
+from numoracle import E8M0FNU, FP16, INT8, INT16, Format, classify_cast_chain
 from numoracle.exact import Special, round_value, value_of
 from numoracle.rounding import Flags
+from test_chains_generative import brute_force, smallest_witness
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 

@@ -35,8 +35,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .codekeys import NEG_FINITE, NEG_INF, NEG_ZERO, POS_FINITE, POS_INF, POS_ZERO, binades, from_key, is_nan, \
-    key_place, to_key
+from .codekeys import (
+    NEG_FINITE,
+    NEG_INF,
+    NEG_ZERO,
+    POS_FINITE,
+    POS_INF,
+    POS_ZERO,
+    binades,
+    from_key,
+    is_nan,
+    key_place,
+    to_key,
+)
 from .convert import cast_codes
 from .formats import AnyFormat
 from .rounding import Flags, Policy

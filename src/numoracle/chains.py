@@ -2,23 +2,27 @@
 
 The decision procedure (docs/chains.md has the argument in full):
 
-* Every hop with a deterministic rounding mode and a non-wrapping overflow policy is a
-  monotone step function of the value on each half of the source line (NaN results sit just
-  beyond +-inf on the side of their source, see ``codekeys.result_key``). So are the chain ``g``
-  and the direct conversion ``f``.
-* ``g`` factors through every format C of the chain (C = the source, an intermediate or the
-  destination): it is constant on each *cell* of source values that the chain's prefix up to C
-  maps to one C value. ``f`` is monotone, so ``f == g`` on a cell iff ``f`` at the cell's two
-  ends equals ``g`` there. Checking every cell is a proof; the cells' ends are found by binary
-  search on the ordered source codes, with the engine.
+* Pieces (``chainpieces``): each half of the source's nonzero finite values is cut, hop by hop,
+  where a hop's *rank* changes (its input crosses +-0, +-inf or the start of an invalid range:
+  overflow into NaN, a negative into an unsigned format). On each piece the chain ``g`` is
+  constant (some hop met a single point or made NaN / its ``nan_to`` code, so every later hop,
+  a NaN-removing one included, is constant) or non-decreasing and never NaN; the direct
+  conversion ``f`` likewise, after one more cut by its own rank.
+* Cells: on a monotone piece ``g`` factors through every format C of the chain, so it is
+  constant on each *cell* of source values that the chain's prefix up to C maps to one C value.
+  ``f`` is monotone on the cell, so ``f == g`` there iff ``f`` at the cell's two ends equals
+  ``g``; where not, the differing sources are a prefix and a suffix of the cell, found by binary
+  search on the ordered source keys (64-bit keys without overflow).
 * Inside one binade [2^e, 2^(e+1)) of the source every format's values form a uniform lattice,
   and rounding commutes with translations by P = 2 x (the largest quantum): the pattern of cells
   repeats. Taking C = the coarsest format in the binade, the first and last ``K`` C-values of
-  each binade cover every distinct case (K = 12 spans 6 periods at each end, more than the
-  3 needed for the binade edges, the formats' max finite values and saturation points).
-  So a proof costs O(binades x K) binary searches, for 8- to 64-bit sources alike.
-* Zeros, infinities and NaNs are checked directly. Non-monotone chains (``wrap``, or a NaN
-  that a later hop maps to a number) are enumerated exhaustively for sources of 32 bits or less.
+  each window (one binade of one piece) cover every distinct case (K = 12 spans 6 periods at
+  each end, more than the 3 needed for the edges, the formats' max finite values and saturation
+  points). So a proof costs O(binades x K) binary searches, for 8- to 64-bit sources alike.
+* Zeros, infinities and NaNs of the source are checked directly. Wrapping hops are not
+  monotone: those chains are enumerated for sources of 32 bits or fewer and refused above.
+* The witness is the differing source of least magnitude (-0 counts as 0; ties go to the
+  smaller code; infinities after every finite value, NaNs last).
 """
 
 from __future__ import annotations
