@@ -74,7 +74,14 @@ def test_negative_zero_is_the_smallest_witness(chain):
     """The FNUZ hop has no -0: -0 differs, and it is the least magnitude (ties: +0 first, which agrees)."""
     v, _ = _check_against_brute_force(chain)
     assert v.witness.source_code == 0x8000 and v.witness.source_value == "-0"
-    assert v.reason == "SPECIALS"
+    # numbers differ too (FNUZ's range is not FN's): the reason names what happens to them
+    assert v.reason == "RANGE"
+
+
+def test_specials_is_the_reason_only_when_only_specials_differ():
+    # E5M2FNUZ holds every finite E5M2 value but not -0, and makes NaN of +-inf
+    v, n_bad = _check_against_brute_force(("fp8_e5m2", "fp8_e5m2fnuz", "fp16"))
+    assert v.witness.source_value == "-0" and v.reason == "SPECIALS" and n_bad == 3
 
 
 def test_nans_only_when_nothing_finite_differs():

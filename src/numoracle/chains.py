@@ -34,7 +34,18 @@ import numpy as np
 
 from .chainpieces import chain_pieces, first_true
 from .chainreport import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
-from .codekeys import binades, from_key, is_nan, key_bounds, positive_side, result_key, to_key
+from .codekeys import (
+    NEG_FINITE,
+    POS_FINITE,
+    binades,
+    from_key,
+    is_nan,
+    key_bounds,
+    key_place,
+    positive_side,
+    result_key,
+    to_key,
+)
 from .convert import cast_codes
 from .formats import AnyFormat, Format, format_of
 from .rounding import Overflow, Policy, Rounding, resolve_policy
@@ -272,13 +283,24 @@ def _least_magnitude_candidates(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray
     nan = is_nan(codes, fmt)
     keys = to_key(codes[~nan], fmt)
     pos = positive_side(keys, fmt)
+    fin = _nonzero_finite(fmt, codes[~nan])
     pick = []
-    if pos.any():
-        pick.append(from_key(np.array([keys[pos].min()]), fmt))
-    if (~pos).any():
-        pick.append(from_key(np.array([keys[~pos].max()]), fmt))
+    for sel in (pos, pos & fin):  # also the least nonzero finite one of each half (for the reason)
+        if sel.any():
+            pick.append(from_key(np.array([keys[sel].min()]), fmt))
+    for sel in (~pos, ~pos & fin):
+        if sel.any():
+            pick.append(from_key(np.array([keys[sel].max()]), fmt))
     pick.append(np.sort(codes[nan])[:1])
-    return np.concatenate(pick).astype(np.uint64)
+    return np.unique(np.concatenate(pick).astype(np.uint64))
+
+
+def _nonzero_finite(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray:
+    """Where codes are numbers other than +-0 and +-inf (NaN codes: False)."""
+    codes = np.asarray(codes).astype(np.uint64)
+    nan = is_nan(codes, fmt)
+    place = key_place(to_key(np.where(nan, np.uint64(0), codes), fmt), fmt)
+    return ~nan & ((place == NEG_FINITE) | (place == POS_FINITE))
 
 
 def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
@@ -371,11 +393,14 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         method_name = (f"cell proof: {lo.size} cells over {n_bin} binades (periodic pattern, K={K_PERIOD})"
                        f" + {spec_codes.size} special codes")
     elapsed = time.perf_counter() - t0
-    witness = None
+    witness = finite = None
     if bad.size:
         cands = _least_magnitude_candidates(spec.src, np.unique(bad))
-        best = cands[_magnitude_order(spec.src, cands)[0]]
-        witness = Witness.build(spec, int(best))
+        order = _magnitude_order(spec.src, cands)
+        witness = Witness.build(spec, int(cands[order[0]]))
+        # the reason names what happens to numbers; a differing zero/inf/NaN alone is SPECIALS
+        fin = [int(cands[i]) for i in order if _nonzero_finite(spec.src, cands[i:i + 1])[0]]
+        finite = Witness.build(spec, fin[0]) if fin else None
     proof = Proof(method_name, points, elapsed)
-    reason = classify_reason(spec, witness, segments)
+    reason = classify_reason(spec, witness, segments, finite)
     return ChainVerdict(spec, witness is None, reason, witness, proof, segments)
