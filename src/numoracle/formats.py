@@ -99,9 +99,8 @@ class Format:
         if self.nan == "fnuz" and not self.signed:
             raise ValueError(f"{self.name}: the FNUZ NaN is the sign bit; an unsigned format cannot use it")
         if not self.has_subnormals and self.signed:
-            # without subnormals the format has no zero and code 0 is the smallest normal value; a signed
-            # one would need -min (sign bit + magnitude 0), which keys, values and the engine's sign
-            # step do not carry (and under FNUZ that code is the NaN)
+            # no subnormals: no zero, code 0 is +min; a signed format would need a -min code (under FNUZ
+            # the NaN), which keys, values and the engine's sign step do not carry
             raise ValueError(
                 f"{self.name}: a signed format must have subnormals (has_subnormals=True); only unsigned, "
                 "zero-less formats (like E8M0) may omit them. To flush subnormals of a signed format use "
