@@ -9,6 +9,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+
+import numoracle as no
+from numoracle import orders, simulate
 from numoracle.testing.checks import (
     assert_dot_close,
     assert_matmul_close,
@@ -18,9 +21,6 @@ from numoracle.testing.checks import (
     poison_like,
     poison_mask,
 )
-
-import numoracle as no
-from numoracle import orders, simulate
 
 BF16 = ml_dtypes.bfloat16
 

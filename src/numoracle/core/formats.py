@@ -120,10 +120,13 @@ class Format:
             raise ValueError(f"{self.name}: nan={self.nan!r} formats have no infinities")
         if self.nan == "fnuz" and not self.signed:
             raise ValueError(f"{self.name}: the FNUZ NaN is the sign bit; an unsigned format cannot use it")
-        if not self.has_subnormals and self.has_zero:
+        if not self.has_subnormals and self.signed:
+            # no subnormals: no zero, code 0 is +min; a signed format would need a -min code (under FNUZ
+            # the NaN), which keys, values and the engine's sign step do not carry
             raise ValueError(
-                f"{self.name}: only zero-less scale formats (like E8M0, man_bits=0, unsigned) may "
-                "omit subnormals; use the ftz/daz policies to flush subnormals of other formats"
+                f"{self.name}: a signed format must have subnormals (has_subnormals=True); only unsigned, "
+                "zero-less formats (like E8M0) may omit them. To flush subnormals of a signed format use "
+                "the ftz/daz policies, or pass signed=False"
             )
         if self.max_mag_code < 1:
             raise ValueError(f"{self.name}: the format has no positive finite value")
@@ -235,12 +238,23 @@ class Format:
 
     @property
     def max_significand(self) -> int:
-        """Integer significand of max_finite (p bits, implicit bit included)."""
-        return (1 << self.man_bits) | (self.max_mag_code & ((1 << self.man_bits) - 1))
+        """Integer significand of max_finite, in units of ``top_ulp``: p bits with the implicit bit, or
+        the bare mantissa field where the largest finite code is subnormal (exp_bits=1 IEEE-like formats)."""
+        mant = self.max_mag_code & ((1 << self.man_bits) - 1)
+        return mant if self._max_is_subnormal else (1 << self.man_bits) | mant
+
+    @property
+    def _max_is_subnormal(self) -> bool:
+        return self.has_subnormals and (self.max_mag_code >> self.man_bits) == 0
+
+    @property
+    def top_ulp(self) -> Fraction:
+        """Spacing of the values at max_finite (the next value, with an unbounded exponent, is max + top_ulp)."""
+        return Fraction(2) ** ((self.emin if self._max_is_subnormal else self.emax) - self.man_bits)
 
     @property
     def max_finite(self) -> Fraction:
-        return Fraction(self.max_significand) * Fraction(2) ** (self.emax - self.man_bits)
+        return Fraction(self.max_significand) * self.top_ulp
 
     @property
     def min_normal(self) -> Fraction:
@@ -272,7 +286,7 @@ class Format:
         is reported as ``(max_finite, False)``.
         FP16 rne: (65520, True). FP8_E4M3FN rne: (464, False).
         """
-        ulp = Fraction(2) ** (self.emax - self.man_bits)
+        ulp = self.top_ulp
         return overflow_rule(self.max_finite, ulp, bool(self.max_significand & 1), Rounding.of(rounding), sign)
 
     # ---- misc ------------------------------------------------------------------

@@ -249,7 +249,8 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     # few subnormal results (judged on a sample first): round the rest with one scalar shift
     if sub and E.size >= 64 and np.count_nonzero(E[::16] < emin) * 8 < E[::16].size:
         tiny = E < emin
-        if np.count_nonzero(tiny) * 8 < E.size:
+        tiny.ravel()[u.spec_idx] = False  # specials carry E = 0, below emin where emin > 0: step 12 codes them
+        if 0 < np.count_nonzero(tiny) * 8 < E.size:
             return _split_tiny(u, dst, pol, rand, want_flags, np.flatnonzero(tiny))
     e_d = np.maximum(E, np.int32(emin)) if sub else E
     s = np.int32(W - p) + (e_d - E) if sub else W - p
@@ -276,6 +277,9 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     nan_out = None
     max_mag = udt(dst.max_mag_code)
     overflowed = False
+    # ftz (step 9) flushes results that are subnormal as rounded, before step 8 clamps an overflow to a max
+    # finite that may itself be subnormal (exp_bits=1 formats): that stays, as in exact.round_value
+    flush = (mag < udt(1 << m)) & (mag != 0) if pol.ftz and sub else None
     # step 8: overflow, decided after rounding with an unbounded exponent
     if hi >= dst.emax:
         to_max = _overflow_to_max(pol, sign)
@@ -296,8 +300,7 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         mag = assign(mag, under, 0)
         if want_flags:
             flags |= under.astype(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
-    if pol.ftz and sub:
-        flush = (mag < udt(1 << m)) & (mag != 0)
+    if flush is not None:
         mag = assign(mag, flush, 0)
         if want_flags:
             flags |= flush.astype(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
@@ -344,7 +347,7 @@ def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, t
     flat = lambda a: a.ravel()[tiny]  # noqa: E731
     part = Unpacked(flat(u.sign), flat(u.sig), flat(u.E), np.zeros(0, np.intp), np.zeros(0, np.uint8), u.W)
     u.sig.ravel()[tiny] = 0  # the triple is round_pack's alone (unpack made it): no copy needed
-    u.E.ravel()[tiny] = 0
+    u.E.ravel()[tiny] = max(0, dst.emin)  # at or above emin, so the main part has no tiny element left
     main = u
     code, flags = round_pack(main, dst, pol, rand, want_flags)
     c_t, f_t = round_pack(part, dst, pol, None if rand is None else flat(rand), want_flags)
