@@ -483,7 +483,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     if out is not None and u_out is None:
         notes.append(f"every {fin.name} value is a {out.name} value: storing the result is exact")
     amp = p_path * (1 + u_out) if u_out else p_path
-    atol = sum((s.sites * s.eta for s in sites), Fraction(0)) * amp
+    atol = sum((s.sites * s.eta for s in sites), Fraction(0))
+    atol = atol * amp if atol else atol  # (0 * an infinite amplification is 0, not NaN)
     if u_out:
         coef = coef * (1 + u_out)
         worst = worst * (1 + u_out)

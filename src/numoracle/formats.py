@@ -20,6 +20,7 @@ Special-value encodings (``nan=``):
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -69,6 +70,26 @@ def _code_dtype_name(bits: int) -> str:
     raise ValueError(f"formats wider than 64 bits are not supported (got {bits})")
 
 
+# The engine carries formats whose every value is an FP64 value (docs/formats.md, "Supported range").
+MAX_PRECISION, MAX_EMAX, MIN_EXPONENT = 53, 1023, -1074
+
+
+def _check_carried(f: Format) -> None:
+    """Refuse field types numoracle cannot read and formats wider than the engine carries."""
+    from .args import check_bool, check_int
+
+    for k in ("exp_bits", "man_bits", "bias"):
+        check_int(getattr(f, k), k)
+    for k in ("signed", "has_inf", "has_subnormals"):
+        check_bool(getattr(f, k), k)
+    lowest = f.emin - (f.man_bits if f.has_subnormals else 0)
+    if f.precision > MAX_PRECISION or f.emax > MAX_EMAX or lowest < MIN_EXPONENT:
+        raise ValueError(f"{f.name}: numoracle carries formats whose values are all FP64 values (precision <= "
+                         f"{MAX_PRECISION}, largest exponent <= {MAX_EMAX}, smallest value >= 2^{MIN_EXPONENT}); "
+                         f"this one has precision {f.precision}, largest exponent {f.emax} and smallest value "
+                         f"2^{lowest} (see docs/formats.md, Supported range)")
+
+
 @dataclass(frozen=True)
 class Format:
     """A binary floating-point format (frozen; compare and hash by fields)."""
@@ -90,6 +111,7 @@ class Format:
             raise ValueError("a float format needs exp_bits >= 1 and man_bits >= 0")
         if self.bits > 64:
             raise ValueError(f"{self.name}: formats wider than 64 bits are not supported")
+        _check_carried(self)
         if self.nan == "ieee" and not self.has_inf:
             raise ValueError(f"{self.name}: IEEE encoding has infinities; use nan='fn' or 'fnuz'")
         if self.nan == "ieee" and self.man_bits == 0:
@@ -423,7 +445,8 @@ for _f in (
     register(_f)
 for _i in (INT4, UINT4, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64):
     register(_i)
-    _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # i8, u8 ...
+    if not _i.signed:
+        _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # ui8, ui16 ... (i8 is numpy's int64: see format_of)
     if _i.signed:
         _REGISTRY[f"s{_i.bits}"] = _i
 
@@ -435,6 +458,24 @@ def registry() -> list[AnyFormat]:
         if f not in seen:
             seen.append(f)
     return seen
+
+
+_NUMPY_CODE = re.compile(r"[<>=|]?[biufc]\d+")
+
+
+def _from_numpy_code(x: str) -> AnyFormat:
+    """A numpy dtype code ('i8', '<f4', 'u2') means what numpy means (its digits count bytes)."""
+    import numpy as np
+
+    try:
+        dt = np.dtype(x.strip())
+    except TypeError:
+        raise ValueError(f"format {x!r} looks like a numpy dtype code but numpy has no such dtype (its digits "
+                         "count bytes: i1, i2, i4, i8, f2, f4, f8); say the format's name, e.g. 'int16'") from None
+    fmt = _from_dtype_name(dt.name)
+    if fmt is None:
+        raise ValueError(f"format {x!r} is numpy's {dt}, which has no numoracle format")
+    return fmt
 
 
 def _from_dtype_name(name: str) -> AnyFormat | None:
@@ -450,8 +491,12 @@ def format_of(x: Any) -> AnyFormat:
     """
     if isinstance(x, (Format, IntFormat)):
         return x
+    if x is None:
+        raise TypeError("format is None; give a format: a name ('fp16'), a Format, or a dtype")
     if isinstance(x, str):
         k = _norm(x)
+        if _NUMPY_CODE.fullmatch(k):
+            return _from_numpy_code(x)
         if k in _REGISTRY:
             return _REGISTRY[k]
         if k in _AMBIGUOUS:

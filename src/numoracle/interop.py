@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .formats import TF32, AnyFormat, Format, format_of
+from .formats import TF32, AnyFormat, format_of
 
 __all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch"]
 
@@ -77,7 +77,8 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
     if not a.dtype.isnative:  # big-endian data: the codes are the values' bits in this machine's order
         a = a.astype(a.dtype.newbyteorder("="))
     fmt = format_of(a.dtype)
-    if isinstance(fmt, Format) and fmt.name in ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn"):
+    if fmt.bits < 8 * a.dtype.itemsize and fmt.bits < 8:
+        # sub-byte formats (fp6, fp4, int4, uint4) in a byte: ml_dtypes ignores the padding bits; so do we
         codes = a.view(np.uint8) & np.uint8((1 << fmt.bits) - 1)
         return codes, fmt
     return a.view(fmt.code_dtype), fmt
@@ -87,6 +88,13 @@ def as_native(codes: Any, fmt: Any) -> np.ndarray:
     """Codes of ``fmt`` as a numpy / ml_dtypes array (TF32 in its float32 container)."""
     fmt = format_of(fmt)
     c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        raise TypeError(f"as_native takes integer codes (bit patterns) of {fmt.name}, got dtype {c.dtype}; "
+                        "for values use cast() or np.asarray(values, dtype)")
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= (1 << fmt.bits)):
+        bad = int(c.min()) if int(c.min()) < 0 else int(c.max())
+        raise ValueError(f"as_native: code {bad} is out of range for {fmt.name} ({fmt.bits} bits: "
+                         f"0..{(1 << fmt.bits) - 1:#x})")
     if fmt == TF32:
         return (c.astype(np.uint32) << np.uint32(13)).view(np.float32)
     dt = native_dtype(fmt)

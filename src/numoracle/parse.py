@@ -180,7 +180,7 @@ def read_exact(x: Any, what: str = "value", *, finite: bool = True) -> Fraction 
     None, arrays and values past the reader's range; with ``finite=False`` float inf/nan pass
     through as floats.
     """
-    if isinstance(x, (bool,)) or type(x).__name__ == "bool_":
+    if isinstance(x, bool) or type(x).__name__ in ("bool", "bool_"):
         raise TypeError(f"{what} must be a number, got a bool ({x!r})")
     if isinstance(x, str):
         n = parse_number(x, what)

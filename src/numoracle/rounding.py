@@ -10,6 +10,7 @@ import difflib
 import enum
 from dataclasses import dataclass
 
+from .args import check_bool
 from .formats import AnyFormat
 
 __all__ = ["Rounding", "Overflow", "NanTo", "Flags", "Policy", "resolve_policy"]
@@ -165,6 +166,7 @@ def resolve_policy(
     sr_bits: int | None = None,
 ) -> Policy:
     """Validate a policy against its destination; fill in the destination's defaults."""
+    ftz, daz = check_bool(ftz, "ftz"), check_bool(daz, "daz")
     r = Rounding.of(rounding)
     o = default_overflow(dst) if overflow is None else Overflow.of(overflow)
     if o is Overflow.WRAP and not dst.is_integer:
@@ -189,7 +191,7 @@ def resolve_policy(
         if sr_bits is None:
             raise ValueError("rounding='sr' needs sr_bits (how many random bits each element gets) "
                              "and random_bits (an array of them), so the result is reproducible")
-        if not isinstance(sr_bits, int) or not 1 <= sr_bits <= 32:
+        if not isinstance(sr_bits, int) or isinstance(sr_bits, bool) or not 1 <= sr_bits <= 32:
             raise ValueError(f"sr_bits must be an int in 1..32, got {sr_bits!r}")
     elif sr_bits is not None:
         raise ValueError(f"sr_bits is only used with rounding='sr', not {r.value!r}")

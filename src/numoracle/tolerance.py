@@ -34,6 +34,7 @@ __all__ = ["tolerance", "rtol_atol", "recommended_tolerance", "Tolerance", "sci"
 
 _EXACT_BITS = 1 << 17  # exact rationals up to this many bits; beyond, rounded upward (relative ~2^-180)
 _UP_BITS = 192
+_INF_LOG2 = 1100  # products past 2^1100 (beyond every float) are bounded by +inf (closed form, any K)
 
 
 # ---- exact helpers ---------------------------------------------------------------------------
@@ -51,6 +52,9 @@ def _round_up(x: Fraction, bits: int = _UP_BITS) -> Fraction:
 def _prod_pow(factors: list[tuple[Fraction, int]]) -> tuple[Fraction, bool]:
     """prod base**n (every base >= 1): exact when small, else an upper bound; (value, exact)."""
     factors = [(b, n) for b, n in factors if n > 0 and b != 1]
+    log2 = sum(n * math.log1p(float(b - 1)) for b, n in factors) / math.log(2)  # relative error ~1e-15
+    if log2 > _INF_LOG2:  # past 2^1100 a relative bound says nothing; +inf bounds it, in O(1) for any K
+        return math.inf, False
     bits = sum(n * max(b.numerator.bit_length(), b.denominator.bit_length()) for b, n in factors)
     if bits <= _EXACT_BITS:
         out = Fraction(1)
@@ -76,11 +80,15 @@ def _fup(x: Fraction) -> float:
         f = float(x)
     except OverflowError:
         return math.inf
+    if math.isinf(f):
+        return f
     return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def sci(x: Fraction | float | int, digits: int = 6) -> str:
     """``x`` rounded UP (toward +inf) to ``digits`` significant digits, as text (deterministic)."""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
     x = Fraction(x)
     if x == 0:
         return "0"
@@ -129,11 +137,12 @@ def _hm2019(comps: list[Component], events: int, confidence: float) -> tuple[Fra
         lam_f = _round_up(_mpf_frac(lam), 40)  # rounded up: the probability only grows
         fail = events * 2 * mpmath.exp(-(mp(lam_f) ** 2) * one_u**2 / 2)
         g = mpmath.expm1(mp(lam_f) * mpmath.sqrt(mp(s2)) + mp(mean))
-        g_f = _mpf_frac(g) * (1 + Fraction(1, 10**45))  # covers the 60-digit evaluation error
+        big = g > mpmath.mpf(2) ** _INF_LOG2  # past every float: +inf bounds it (closed form, any K)
+        g_f = math.inf if big else _mpf_frac(g) * (1 + Fraction(1, 10**45))  # covers the 60-digit error
         prob = float(1 - fail)
     if prob < confidence * (1 - 1e-15):
         raise AssertionError(f"lambda {lam_f} misses confidence {confidence}: {prob}")  # cannot happen
-    return _round_up(g_f), lam_f, prob
+    return (g_f if big else _round_up(g_f)), lam_f, prob
 
 
 # ---- format facts ------------------------------------------------------------------------------
