@@ -2,8 +2,10 @@
 ``sweep``, ``plot``, ``tables``.
 
 Every number printed is exact: integers and short decimals as they are, other dyadic values
-as ``m*2^e`` (or ``2^e``) with an approximation after ``≈``. User errors (an unknown format, a
-bad policy, a value that cannot be parsed) print one line to stderr and exit with status 2.
+as ``m*2^e`` (or ``2^e``) with an approximation after ``≈``. Exit status: 0 done; 1 the command's
+verdict failed (``sweep``); 2 a user error (an unknown format, a bad policy, a value that cannot be
+parsed, a missing optional dependency), one line on stderr; 3 an internal error, one line asking for
+a report; 130 interrupted (Ctrl-C). Never a traceback.
 """
 
 from __future__ import annotations
@@ -436,6 +438,9 @@ def _cmd_tables(args: argparse.Namespace) -> str:
 def _cmd_boundary(args: argparse.Namespace) -> str:
     from .boundary import boundary_values
 
+    if Rounding.of(args.rounding) is Rounding.STOCHASTIC:
+        raise CliError(f"boundary --rounding takes one of {', '.join(_MODES)}; for 'sr' (which needs sr_bits) use "
+                       "numoracle.boundary_values(src, dst, rounding='sr') from Python")
     via = tuple(v for v in (args.via or "").split(",") if v)
     bv = boundary_values(args.src, args.dst, via=via, rounding=args.rounding, overflow=args.overflow)
     return bv.table()
@@ -448,7 +453,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="numoracle", description="Exact oracle for low-precision number formats.")
+    p = _Parser(prog="numoracle", description="Exact oracle for low-precision number formats.",
+                epilog="Exit status: 0 done; 1 the command's verdict failed (sweep: unexplained mismatches or "
+                "converter faults); 2 usage error (one line on stderr); 3 internal error (a bug: please "
+                "report it); 130 interrupted.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("formats", help="the registry as a table").set_defaults(run=_cmd_formats)
     i = sub.add_parser("info", help="every derived constant of one format")
@@ -488,8 +496,23 @@ def _parser() -> argparse.ArgumentParser:
 _NEG_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
+EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
+_PIP = {"torch": "torch", "matplotlib": "numoracle[plot]", "distributed": "numoracle[dask]",
+        "ml_dtypes": "ml_dtypes", "mpmath": "mpmath"}
+
+
+def _error(msg: str) -> None:
+    print(f"numoracle: {msg}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error)."""
+    """Run the command line; returns the exit status.
+
+    0: done. 1: the command's verdict failed (``sweep``: unexplained mismatches or converter faults).
+    2: a usage error (bad argument, unknown format, missing optional dependency): one line on stderr.
+    3: an internal error (a numoracle bug): one line on stderr asking for a report. 130: interrupted
+    (Ctrl-C). Never a traceback.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     # argparse takes "-1e9" or "-inf" for an option; a leading space makes it a value (stripped later)
     argv = [f" {a}" if _NEG_VALUE.match(a) else a for a in argv]
@@ -500,11 +523,26 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(text, tuple):  # (text, exit status): a command whose verdict is its status (sweep)
             text, status = text
     except SystemExit as e:  # --help
-        return int(e.code or 0)
-    except (ValueError, TypeError, OSError) as e:
+        return int(e.code or 0) if isinstance(e.code, (int, type(None))) else EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except ImportError as e:  # an optional dependency that is not installed
+        name = (e.name or "").split(".")[0]
+        _error(f"error: {name or e} is not installed; pip install {_PIP.get(name, name)}")
+        return EXIT_USAGE
+    except (ValueError, TypeError, OSError, OverflowError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"numoracle: error: {msg}", file=sys.stderr)
-        return 2
+        _error(f"error: {msg}")
+        return EXIT_USAGE
+    except MemoryError:
+        _error("error: the request needs more memory than this machine has; ask for less")
+        return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - a bug: one line, not a traceback
+        msg = str(e).splitlines()[0] if str(e) else ""
+        _error(f"internal error: {type(e).__name__}{': ' + msg if msg else ''} (a numoracle bug: please report it "
+               "with the command line)")
+        return EXIT_INTERNAL
     try:
         print(text)
     except BrokenPipeError:  # `numoracle ... | head`: the reader left; not an error

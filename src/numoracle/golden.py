@@ -43,6 +43,7 @@ import numpy as np
 from .codekeys import is_nan, to_key
 from .convert import decode
 from .formats import AnyFormat, Format, IntFormat, format_of
+from .goldenfiles import check_header, clean_stale_temps, load_header, temp_prefix, write_target
 from .interop import as_native, is_torch, native_dtype, to_codes
 from .testing import NumoracleAssertionError
 
@@ -200,7 +201,7 @@ def _format_from(spec: Any, name: Any, src: str) -> AnyFormat:
         raise GoldenError(f"{src}: the header's format fields are damaged ({name!r}, {spec!r}); {_REGEN}")
     try:
         if spec["kind"] == "int":
-            built: AnyFormat = IntFormat(int(spec["bits"]), bool(spec["signed"]))
+            built: AnyFormat = IntFormat(spec["bits"], spec["signed"])  # types checked by check_header
         else:
             built = Format(name, *(spec[k] for k in _SPEC_KEYS))
     except (KeyError, TypeError, ValueError) as e:
@@ -230,12 +231,13 @@ def decode_golden(data: bytes, source: str = "<bytes>") -> Golden:
     if end < 0:
         raise GoldenError(f"{source}: truncated inside the header (no end of line after it); {_REGEN}")
     try:
-        header = json.loads(data[nl + 1:end].decode("ascii"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = load_header(data[nl + 1:end].decode("ascii"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise GoldenError(f"{source}: the header is not valid JSON ({e}): the file was edited or damaged; "
                           f"{_REGEN}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("nbytes"), int) or header["nbytes"] < 0:
-        raise GoldenError(f"{source}: the header has no valid payload length (nbytes); {_REGEN}")
+    problem = check_header(header)  # every field by type and range, before any is used
+    if problem is not None:
+        raise GoldenError(f"{source}: invalid header: {problem}; {_REGEN}")
     want = end + 1 + header["nbytes"] + _TRAILER_LEN
     if len(data) < want:
         raise GoldenError(f"{source}: truncated: the header announces {header['nbytes']} payload bytes, so the file "
@@ -284,7 +286,8 @@ def _file_mode(path: Path) -> int:
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    clean_stale_temps(path.parent)  # temp files of writers killed mid-write
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -316,7 +319,7 @@ def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] 
     codes, f = golden_codes(array, fmt)
     data = encode_golden(codes, f, normalize_meta(meta))
     p = Path(path)
-    _atomic_write(p, data)
+    _atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
     return p
 
 
