@@ -74,14 +74,28 @@ def _code_dtype_name(bits: int) -> str:
 MAX_PRECISION, MAX_EMAX, MIN_EXPONENT = 53, 1023, -1074
 
 
-def _check_carried(f: Format) -> None:
-    """Refuse field types numoracle cannot read and formats wider than the engine carries."""
+def _check_widths(exp_bits: Any, man_bits: Any) -> None:
+    from .args import check_int
+
+    check_int(exp_bits, "exp_bits", 1, 64)
+    check_int(man_bits, "man_bits", 0, 64)
+
+
+def _check_fields(f: Format) -> None:
+    """Field types and sizes, before any is used: ints are ints, bools are bools."""
     from .args import check_bool, check_int
 
-    for k in ("exp_bits", "man_bits", "bias"):
-        check_int(getattr(f, k), k)
+    check_int(f.exp_bits, "exp_bits", 1, 64)
+    check_int(f.man_bits, "man_bits", 0, 64)
+    check_int(f.bias, "bias", -(1 << 16), 1 << 16)
     for k in ("signed", "has_inf", "has_subnormals"):
         check_bool(getattr(f, k), k)
+    if not isinstance(f.nan, str):
+        raise TypeError(f"nan must be one of {_NAN_KINDS}, got {type(f.nan).__name__} {f.nan!r}")
+
+
+def _check_carried(f: Format) -> None:
+    """Refuse formats wider than the engine carries."""
     lowest = f.emin - (f.man_bits if f.has_subnormals else 0)
     if f.precision > MAX_PRECISION or f.emax > MAX_EMAX or lowest < MIN_EXPONENT:
         raise ValueError(f"{f.name}: numoracle carries formats whose values are all FP64 values (precision <= "
@@ -105,6 +119,7 @@ class Format:
     aliases: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         if self.nan not in _NAN_KINDS:
             raise ValueError(f"nan must be one of {_NAN_KINDS}, got {self.nan!r}")
         if self.exp_bits < 1 or self.man_bits < 0:
@@ -132,25 +147,30 @@ class Format:
     @classmethod
     def ieee_like(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """An IEEE 754 style format (inf, NaNs, subnormals, -0) with the given fields."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias)
 
     @classmethod
     def fn(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """OCP "FN" style: no inf, NaN only at the all-ones magnitude."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fn", exp_bits, man_bits, bias, nan="fn", has_inf=False)
 
     @classmethod
     def fnuz(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Graphcore/AMD "FNUZ" style: NaN = 0x80, no -0, no inf; default bias 2^(e-1)."""
+        _check_widths(exp_bits, man_bits)
         bias = 1 << (exp_bits - 1) if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fnuz", exp_bits, man_bits, bias, nan="fnuz", has_inf=False)
 
     @classmethod
     def p3109(cls, precision: int, *, bits: int = 8) -> Format:
         """IEEE P3109 interim binary{bits}p{P}: NaN 0x80, +-inf at the top, no -0."""
-        e = bits - precision
+        from .args import check_int
+
+        e = check_int(bits, "bits", 2, 64) - check_int(precision, "precision", 1, 63)
         if e < 1:
             raise ValueError(f"P3109 needs precision < bits, got P={precision} for {bits} bits")
         return cls(f"binary{bits}p{precision}", e, precision - 1, 1 << (e - 1), nan="fnuz", has_inf=True)
@@ -158,6 +178,7 @@ class Format:
     @classmethod
     def finite(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Every code finite (no inf, no NaN), like the MX FP6/FP4 element formats."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias, nan="none", has_inf=False)
 
@@ -430,6 +451,8 @@ def _norm(name: str) -> str:
 
 def register(fmt: AnyFormat, *, replace: bool = False) -> AnyFormat:
     """Add a format (and its aliases) to the registry so names resolve to it."""
+    if not isinstance(fmt, (Format, IntFormat)):
+        raise TypeError(f"register takes a Format or IntFormat (fmt), got {type(fmt).__name__}")
     for key in (fmt.name, *fmt.aliases):
         k = _norm(key)
         if k in _REGISTRY and _REGISTRY[k] != fmt and not replace:

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .args import check_int
 from .codekeys import is_nan, to_key
 from .convert import decode
 from .formats import AnyFormat, Format, IntFormat, format_of
@@ -307,6 +308,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.close(dfd)
 
 
+def _file_path(path: Any) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__} {path!r:.40}")
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"path {str(p)!r} is a directory; give the golden file's path")
+    return p
+
+
 def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] | None = None, *,
                  fmt: Any = None) -> Path:
     """Write ``array`` (its codes, format and shape) and ``meta`` to a golden file, atomically; return the path.
@@ -318,7 +328,7 @@ def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] 
     """
     codes, f = golden_codes(array, fmt)
     data = encode_golden(codes, f, normalize_meta(meta))
-    p = Path(path)
+    p = _file_path(path)
     _atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
     return p
 
@@ -330,7 +340,7 @@ def read_golden(path: str | os.PathLike[str], *, expect_format: Any = None,
     Raises GoldenError when the file is not a golden file, is truncated or edited (checksum), or holds
     another format or shape than ``expect_format`` / ``expect_shape``; FileNotFoundError when it is missing.
     """
-    p = Path(path)
+    p = _file_path(path)
     g = decode_golden(p.read_bytes(), str(p))
     g = Golden(g.codes, g.format, g.meta, p)
     if expect_format is not None and format_of(expect_format) != g.format:
@@ -459,9 +469,10 @@ def compare_golden(golden: Golden, array: Any, *, fmt: Any = None, meta: dict[st
     and any NaN where the golden holds a NaN. ``meta``: when given, must equal the golden's meta (as JSON):
     a changed policy or seed is a mismatch even when the codes agree. ``show``: rows per table.
     """
-    if int(max_ulps) != max_ulps or max_ulps < 0:
-        raise ValueError(f"max_ulps must be a count >= 0, got {max_ulps!r}")
-    max_ulps = int(max_ulps)
+    if not isinstance(golden, Golden):
+        raise TypeError(f"golden must be a Golden (from read_golden), got {type(golden).__name__}")
+    max_ulps = check_int(max_ulps, "max_ulps", 0, 2**62)
+    check_int(show, "show", 0)
     codes, f = golden_codes(array, fmt)
     label = name if name is not None else (str(golden.path) if golden.path is not None else "<golden>")
     g = golden.format

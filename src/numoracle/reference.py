@@ -258,7 +258,10 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
     if axis is None:
         v2, shape = v.reshape(1, -1), ()
     else:
-        axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        try:
+            axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        except (OverflowError, TypeError, ValueError) as e:  # numpy's AxisError is a ValueError
+            raise ValueError(f"axis {axis!r} is not an axis of an array with {v.ndim} dimensions ({e})") from None
         keep = [d for d in range(v.ndim) if d not in axes]
         shape = tuple(v.shape[d] for d in keep)
         n = int(np.prod([v.shape[d] for d in axes], dtype=np.int64))

@@ -415,8 +415,8 @@ class CloseReport:
 
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
            allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int) -> CloseReport:
-    if int(allow_outliers) != allow_outliers or allow_outliers < 0:
-        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    check_int(allow_outliers, "allow_outliers", 0)
+    check_int(show, "show", 0)
     pb = _Problem(op, inputs, axis)
     codes, afmt = pb.actual(actual)
     st = _Setup(pb, afmt, acc=acc, order=None if order == "any" else order, kind=kind, out=out, fma=fma,
