@@ -431,7 +431,10 @@ def _cmd_cast(args: argparse.Namespace) -> str:
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
-    paths = write_tables(args.out, args.only.split(",") if args.only else None)
+    only = None if args.only is None else [n.strip() for n in args.only.split(",")]
+    if only is not None and not all(only):
+        raise CliError(f"--only {args.only!r} has an empty entry; name tables: formats, chains, bounds, boundary")
+    paths = write_tables(args.out, only)
     return "\n".join(f"wrote {p} ({len(p.read_text().splitlines()) - 1} rows)" for p in paths)
 
 

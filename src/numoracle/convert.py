@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from .args import check_bool
 from .formats import FP64, INT64, UINT64, AnyFormat, format_of
-from .interop import to_codes
+from .interop import as_array, to_codes
 from .rounding import Flags, Policy, Rounding, resolve_policy
 from .softfloat import round_pack, unpack, word_bits
 
@@ -17,7 +18,7 @@ CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
 def _check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
-    a = np.asarray(x)
+    a = as_array(x, "codes")
     if a.dtype.kind in "fcVOUS":
         fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
         raise TypeError(
@@ -74,11 +75,12 @@ def cast(
     """
     dst = format_of(dst)
     if src is None:
-        codes, src_fmt = to_codes(x)
+        codes, src_fmt = to_codes(x, "x")
     else:
         src_fmt = format_of(src)
         codes = _check_codes(x, src_fmt)
     pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits)
+    flags = check_bool(flags, "flags")
     rand = None
     if pol.rounding is Rounding.STOCHASTIC:
         rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
@@ -131,7 +133,7 @@ def encode(values: Any, fmt: Any) -> np.ndarray:
     None, booleans and complex numbers are refused.
     """
     fmt = format_of(fmt)
-    v = np.asarray(values)
+    v = as_array(values, "values")
     if v.dtype.kind == "c":
         raise TypeError(f"encode takes real numbers; values has dtype {v.dtype}")
     if v.dtype.kind == "b":

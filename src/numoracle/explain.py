@@ -91,7 +91,7 @@ def _exact_input(value: Any, src: Any) -> tuple[Any, np.ndarray, AnyFormat]:
     if isinstance(value, float):
         codes = np.array([value], np.float64).view(np.uint64)
         return exact.value_of(int(codes[0]), FP64), codes, FP64
-    codes, fmt = to_codes(value)
+    codes, fmt = to_codes(value, "value")
     if codes.size != 1:
         raise ValueError(f"explain takes one value, got an array of {codes.size}; index it first")
     codes = codes.reshape(1)

@@ -346,7 +346,10 @@ def read_golden(path: str | os.PathLike[str], *, expect_format: Any = None,
     if expect_format is not None and format_of(expect_format) != g.format:
         raise GoldenError(f"{p}: holds {g.format.name} codes, but {format_of(expect_format).name} was expected; "
                           "regenerate the golden if the format changed on purpose")
-    if expect_shape is not None and tuple(int(n) for n in expect_shape) != g.shape:
+    if expect_shape is not None and not (isinstance(expect_shape, (tuple, list))
+                                         and all(isinstance(n, int) and not isinstance(n, bool) for n in expect_shape)):
+        raise TypeError(f"expect_shape must be a tuple of ints, got {expect_shape!r:.40}")
+    if expect_shape is not None and tuple(expect_shape) != g.shape:
         raise GoldenError(f"{p}: holds shape {g.shape}, but {tuple(expect_shape)} was expected; regenerate the "
                           "golden if the shape changed on purpose")
     return g

@@ -57,8 +57,17 @@ def native_dtype(fmt: AnyFormat) -> np.dtype | None:
     return None
 
 
-def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
-    """A native array (numpy, ml_dtypes, torch, Python scalars/lists) -> (codes, its format)."""
+def as_array(x: Any, what: str) -> np.ndarray:
+    """np.asarray(x), refusing ragged nestings with the argument's name."""
+    try:
+        return np.asarray(x)
+    except ValueError as e:
+        raise ValueError(f"{what} is not a rectangular array of numbers ({str(e).split('.')[0]})") from None
+
+
+def to_codes(x: Any, what: str = "the array") -> tuple[np.ndarray, AnyFormat]:
+    """A native array (numpy, ml_dtypes, torch, Python scalars/lists) -> (codes, its format); ``what`` names it
+    in errors."""
     if is_torch(x):
         import torch
 
@@ -70,9 +79,9 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
             return t.numpy().view(fmt.code_dtype), fmt
         ibits = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[t.element_size() * 8]
         return t.view(ibits).numpy().view(fmt.code_dtype), fmt
-    a = np.asarray(x)
+    a = as_array(x, what)
     if a.dtype == np.bool_ or a.dtype.kind in "OUSc" or (a.dtype.kind == "V" and a.dtype.names is not None):
-        raise TypeError(f"cannot convert an array of dtype {a.dtype}; give a numeric array "
+        raise TypeError(f"{what}: cannot convert an array of dtype {a.dtype}; give a numeric array "
                         "(or codes with src=FORMAT)")
     if not a.dtype.isnative:  # big-endian data: the codes are the values' bits in this machine's order
         a = a.astype(a.dtype.newbyteorder("="))
@@ -87,7 +96,7 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
 def as_native(codes: Any, fmt: Any) -> np.ndarray:
     """Codes of ``fmt`` as a numpy / ml_dtypes array (TF32 in its float32 container)."""
     fmt = format_of(fmt)
-    c = np.asarray(codes)
+    c = as_array(codes, "codes")
     if c.dtype.kind not in "iu":
         raise TypeError(f"as_native takes integer codes (bit patterns) of {fmt.name}, got dtype {c.dtype}; "
                         "for values use cast() or np.asarray(values, dtype)")

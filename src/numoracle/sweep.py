@@ -42,7 +42,7 @@ from .convert import _check_codes, cast_codes, decode
 from .deviations import LIBRARIES, native_cast
 from .errors import NumoracleError
 from .formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
-from .interop import as_native, native_dtype, to_codes
+from .interop import as_array, as_native, native_dtype, to_codes
 from .rounding import Policy, Rounding, resolve_policy
 from .sweeppool import Chunks, new_pool, run_parts
 from .sweepreport import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
@@ -363,7 +363,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     if isinstance(inputs, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in inputs):
         big = any(int(v) >= 1 << 63 for v in inputs)
         inputs = np.array([int(v) for v in inputs], np.uint64 if big else np.int64)  # Python ints beyond int64
-    codes = np.asarray(inputs)
+    codes = as_array(inputs, "inputs")
     if codes.dtype.kind not in "iu" or codes.ndim != 1:
         raise TypeError(f"inputs as an array must be a 1-d array of integer {src.name} codes (bit patterns), got "
                         f"dtype {codes.dtype}, shape {codes.shape}; for values use numoracle.encode(values, src)")
@@ -494,6 +494,8 @@ def sweep(
     die with the calling process if it is killed (see ``numoracle.sweeppool``).
     """
     t0 = time.perf_counter()
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True, False or None, got {type(progress).__name__}")
     src, dst = format_of(src), format_of(dst)
     if Rounding.of(rounding) is Rounding.STOCHASTIC:
         raise ValueError("sweep compares deterministic casts; rounding='sr' needs per-element random bits, which a "

@@ -202,8 +202,8 @@ class _Problem:
     @staticmethod
     def _native(x: Any) -> tuple[np.ndarray, AnyFormat]:
         if isinstance(x, np.ndarray):
-            return x, to_codes(x)[1]
-        codes, fmt = to_codes(x)
+            return x, to_codes(x, "an input")[1]
+        codes, fmt = to_codes(x, "an input")
         return as_native(codes, fmt), fmt
 
     def expected(self, ofmt: AnyFormat | None) -> np.ndarray:
@@ -228,7 +228,7 @@ class _Problem:
         return sum(terms, Fraction(0))
 
     def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
-        codes, fmt = to_codes(actual)
+        codes, fmt = to_codes(actual, name)
         codes = np.asarray(codes)
         if codes.shape != tuple(self.shape):
             raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
@@ -416,6 +416,8 @@ class CloseReport:
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
            allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int) -> CloseReport:
     check_int(allow_outliers, "allow_outliers", 0)
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a string ('worst' or 'probabilistic'), got {type(kind).__name__}")
     check_int(show, "show", 0)
     pb = _Problem(op, inputs, axis)
     codes, afmt = pb.actual(actual)
