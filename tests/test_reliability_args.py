@@ -3,6 +3,8 @@ sub-byte containers are masked as ml_dtypes masks them, and explain never contra
 
 from __future__ import annotations
 
+import math
+import time
 from decimal import Decimal
 from fractions import Fraction
 
@@ -16,11 +18,13 @@ from numoracle import (
     INT8,
     INT64,
     UINT4,
+    Format,
     as_native,
     cast,
     decode,
     encode,
     exact_sum,
+    expected_error_bound,
     explain,
     format_of,
     poison_like,
@@ -198,3 +202,33 @@ def test_explain_agrees_with_the_engine_over_every_small_code(src):
 def test_explain_agrees_with_the_engine_over_every_16_bit_code(src, dst):
     codes = np.arange(1 << 16, dtype=np.uint64).astype(np.uint16)
     assert check_explain_agrees(src, dst, codes) == 1 << 16
+
+
+# ---- bounded work ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("K", [10**12, 10**16, 10**18, 10**100])
+@pytest.mark.parametrize("kind", ["worst", "probabilistic"])
+def test_error_bounds_of_huge_K_answer_in_milliseconds(K, kind):
+    t = time.perf_counter()
+    b = expected_error_bound("matmul", "bf16", K, kind=kind)
+    tol = b.rtol_atol()
+    text = str(b)
+    assert time.perf_counter() - t < 0.5
+    assert b.coefficient == math.inf and tol.rtol == math.inf and "inf" in text
+
+
+def test_large_but_finite_bounds_stay_exact():
+    b = expected_error_bound("matmul", "bf16", 262144)  # (1 + 2^-8)^262143 - 1 ~ 7e443: past floats, exact
+    assert isinstance(b.coefficient, Fraction) and b.coefficient > Fraction(10) ** 443
+
+
+@pytest.mark.parametrize(("e", "m"), [(15, 48), (12, 10), (10, 53), (15, 64), (11, 53)])
+def test_formats_wider_than_the_engine_are_refused_when_built(e, m):
+    with pytest.raises(ValueError, match="all FP64 values|wider than 64 bits"):
+        Format.ieee_like(e, m)
+
+
+def test_the_widest_carried_formats_are_accepted():
+    assert Format.ieee_like(11, 52) == format_of("fp64")
+    assert Format.ieee_like(11, 40).max_finite < 2**1024
+    with pytest.raises(ValueError, match="smallest value"):
+        Format("low", 11, 52, 1100)  # values below 2^-1074

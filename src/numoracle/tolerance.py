@@ -34,7 +34,7 @@ __all__ = ["tolerance", "rtol_atol", "recommended_tolerance", "Tolerance", "sci"
 
 _EXACT_BITS = 1 << 17  # exact rationals up to this many bits; beyond, rounded upward (relative ~2^-180)
 _UP_BITS = 192
-_INF_LOG2 = 1100  # products past 2^1100 (beyond every float) are bounded by +inf (closed form, any K)
+_INF_LOG2 = 1 << 16  # products past 2^65536 are bounded by +inf (closed form, O(1) for any K)
 
 
 # ---- exact helpers ---------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def _prod_pow(factors: list[tuple[Fraction, int]]) -> tuple[Fraction, bool]:
     """prod base**n (every base >= 1): exact when small, else an upper bound; (value, exact)."""
     factors = [(b, n) for b, n in factors if n > 0 and b != 1]
     log2 = sum(n * math.log1p(float(b - 1)) for b, n in factors) / math.log(2)  # relative error ~1e-15
-    if log2 > _INF_LOG2:  # past 2^1100 a relative bound says nothing; +inf bounds it, in O(1) for any K
+    if log2 > _INF_LOG2:  # such a relative bound says nothing; +inf bounds it, in O(1) for any K
         return math.inf, False
     bits = sum(n * max(b.numerator.bit_length(), b.denominator.bit_length()) for b, n in factors)
     if bits <= _EXACT_BITS:
