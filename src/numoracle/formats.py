@@ -20,11 +20,15 @@ Special-value encodings (``nan=``):
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
+
+from .formatlimits import MAX_EMAX, MAX_PRECISION, MIN_EXPONENT, from_numpy_code, is_numpy_code  # noqa: F401 - the carried range, re-exported
+from .formatlimits import check_carried as _check_carried
+from .formatlimits import check_fields as _check_fields
+from .formatlimits import check_widths as _check_widths
 
 __all__ = [
     "Format",
@@ -68,40 +72,6 @@ def _code_dtype_name(bits: int) -> str:
         if bits <= width:
             return f"uint{width}"
     raise ValueError(f"formats wider than 64 bits are not supported (got {bits})")
-
-
-# The engine carries formats whose every value is an FP64 value (docs/formats.md, "Supported range").
-MAX_PRECISION, MAX_EMAX, MIN_EXPONENT = 53, 1023, -1074
-
-
-def _check_widths(exp_bits: Any, man_bits: Any) -> None:
-    from .args import check_int
-
-    check_int(exp_bits, "exp_bits", 1, 64)
-    check_int(man_bits, "man_bits", 0, 64)
-
-
-def _check_fields(f: Format) -> None:
-    """Field types and sizes, before any is used: ints are ints, bools are bools."""
-    from .args import check_bool, check_int
-
-    check_int(f.exp_bits, "exp_bits", 1, 64)
-    check_int(f.man_bits, "man_bits", 0, 64)
-    check_int(f.bias, "bias", -(1 << 16), 1 << 16)
-    for k in ("signed", "has_inf", "has_subnormals"):
-        check_bool(getattr(f, k), k)
-    if not isinstance(f.nan, str):
-        raise TypeError(f"nan must be one of {_NAN_KINDS}, got {type(f.nan).__name__} {f.nan!r}")
-
-
-def _check_carried(f: Format) -> None:
-    """Refuse formats wider than the engine carries."""
-    lowest = f.emin - (f.man_bits if f.has_subnormals else 0)
-    if f.precision > MAX_PRECISION or f.emax > MAX_EMAX or lowest < MIN_EXPONENT:
-        raise ValueError(f"{f.name}: numoracle carries formats whose values are all FP64 values (precision <= "
-                         f"{MAX_PRECISION}, largest exponent <= {MAX_EMAX}, smallest value >= 2^{MIN_EXPONENT}); "
-                         f"this one has precision {f.precision}, largest exponent {f.emax} and smallest value "
-                         f"2^{lowest} (see docs/formats.md, Supported range)")
 
 
 @dataclass(frozen=True)
@@ -483,24 +453,6 @@ def registry() -> list[AnyFormat]:
     return seen
 
 
-_NUMPY_CODE = re.compile(r"[<>=|]?[biufc]\d+")
-
-
-def _from_numpy_code(x: str) -> AnyFormat:
-    """A numpy dtype code ('i8', '<f4', 'u2') means what numpy means (its digits count bytes)."""
-    import numpy as np
-
-    try:
-        dt = np.dtype(x.strip())
-    except TypeError:
-        raise ValueError(f"format {x!r} looks like a numpy dtype code but numpy has no such dtype (its digits "
-                         "count bytes: i1, i2, i4, i8, f2, f4, f8); say the format's name, e.g. 'int16'") from None
-    fmt = _from_dtype_name(dt.name)
-    if fmt is None:
-        raise ValueError(f"format {x!r} is numpy's {dt}, which has no numoracle format")
-    return fmt
-
-
 def _from_dtype_name(name: str) -> AnyFormat | None:
     k = _norm(name)
     return _REGISTRY.get(k)
@@ -518,8 +470,8 @@ def format_of(x: Any) -> AnyFormat:
         raise TypeError("format is None; give a format: a name ('fp16'), a Format, or a dtype")
     if isinstance(x, str):
         k = _norm(x)
-        if _NUMPY_CODE.fullmatch(k):
-            return _from_numpy_code(x)
+        if is_numpy_code(k):
+            return from_numpy_code(x, _from_dtype_name)
         if k in _REGISTRY:
             return _REGISTRY[k]
         if k in _AMBIGUOUS:

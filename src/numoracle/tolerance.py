@@ -34,7 +34,7 @@ __all__ = ["tolerance", "rtol_atol", "recommended_tolerance", "Tolerance", "sci"
 
 _EXACT_BITS = 1 << 17  # exact rationals up to this many bits; beyond, rounded upward (relative ~2^-180)
 _UP_BITS = 192
-_INF_LOG2 = 1 << 16  # products past 2^65536 are bounded by +inf (closed form, O(1) for any K)
+_INF_LOG2 = 1 << 20  # products past 2^(2^20) are bounded by +inf (closed form, O(1) for any K)
 
 
 # ---- exact helpers ---------------------------------------------------------------------------
@@ -92,11 +92,32 @@ def sci(x: Fraction | float | int, digits: int = 6) -> str:
     x = Fraction(x)
     if x == 0:
         return "0"
+    if max(x.numerator.bit_length(), x.denominator.bit_length()) > 3000:
+        return _sci_big(x, digits)  # (Decimal's conversion of huge ints is quadratic)
     with localcontext() as ctx:
         ctx.prec = digits
         ctx.rounding = ROUND_CEILING
         d = Decimal(x.numerator) / Decimal(x.denominator)
     return f"{d:f}" if Fraction(1, 1000) <= abs(x) < 10**digits else f"{d:.{digits - 1}e}"
+
+
+def _sci_big(x: Fraction, digits: int) -> str:
+    """``sci`` of a huge or tiny x: the same text (rounded up, exponent form), in time linear in its size."""
+    n, d = abs(x.numerator), x.denominator
+    s = digits - 1 - int((n.bit_length() - d.bit_length()) * 0.30102999566398)  # 10^s x has ~digits digits
+    while True:
+        num, den = (n * 10**s, d) if s >= 0 else (n, d * 10**-s)
+        q = -(-num // den) if x > 0 else num // den  # toward +inf
+        if q >= 10**digits:
+            s -= 1
+        elif q < 10 ** (digits - 1):
+            s += 1
+        else:
+            break
+    m, e, sign = str(q), digits - 1 - s, "-" if x < 0 else ""
+    if Fraction(1, 1000) <= abs(x) < 10**digits:  # fixed point, as Decimal's "f" format writes it
+        return sign + (m if e == digits - 1 else f"{m[:e + 1]}.{m[e + 1:]}" if e >= 0 else f"0.{'0' * (-e - 1)}{m}")
+    return f"{sign}{m[0]}.{m[1:]}e{e:+d}"
 
 
 def _pow2(x: Fraction) -> str:
@@ -432,7 +453,7 @@ def rtol_atol(b: ErrorBound, *inputs: Any, max_abs: Any = None, kappa: float | N
             raise ValueError(f"max_abs must be {'one' if b.op == 'sum' else 'one or two'} finite non-negative "
                              f"number(s), got {max_abs!r}")
         S = b.K * math.prod(fm)
-        a = b.coefficient * S + b.atol_const
+        a = math.inf if math.inf in (b.coefficient, b.atol_const) else b.coefficient * S + b.atol_const
         if b.input_underflow is not None:
             eta, u_in, amp = b.input_underflow
             per = eta if b.op == "sum" else eta * (1 + u_in) * (fm[0] + fm[1]) + eta**2
