@@ -188,8 +188,8 @@ def read_exact(x: Any, what: str = "value", *, finite: bool = True) -> Fraction 
             raise ParseError(f"{what}: {_clip(x)} lies beyond 2^{'' if n.kind == 'huge' else '-'}{RANGE_EXP}, "
                              "past the range numoracle reads exactly (parse.RANGE_EXP)")
         v = n.rounding_value()
-    elif isinstance(x, (int, Fraction)):
-        v = Fraction(x)
+    elif isinstance(x, (numbers.Rational)):
+        v = Fraction(int(x)) if isinstance(x, numbers.Integral) else Fraction(x.numerator, x.denominator)
     elif isinstance(x, Decimal):
         if not x.is_finite():
             v = math.nan if x.is_nan() else (-math.inf if x < 0 else math.inf)
@@ -197,7 +197,7 @@ def read_exact(x: Any, what: str = "value", *, finite: bool = True) -> Fraction 
             return read_exact(str(x), what, finite=finite)
     elif isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
         raise TypeError(f"{what} must be a real number, got {type(x).__name__} {x!r}")
-    elif hasattr(x, "as_integer_ratio") or isinstance(x, numbers.Real):
+    elif hasattr(x, "as_integer_ratio") or isinstance(x, numbers.Real) or hasattr(x, "__float__"):
         v = _float_like(x, what)
     else:
         raise TypeError(f"{what} must be a number, got {type(x).__name__}")
@@ -210,25 +210,16 @@ def read_exact(x: Any, what: str = "value", *, finite: bool = True) -> Fraction 
 
 
 def _float_like(x: Any, what: str) -> Fraction | float:
-    """A float-like scalar (float, np.floating incl. longdouble, ml_dtypes scalars) exactly."""
+    """A float-like scalar (float, np.floating incl. longdouble, ml_dtypes scalars) exactly; inf/nan as floats."""
+    try:
+        p, q = x.as_integer_ratio()  # exact, long doubles included
+        return Fraction(int(p), int(q))
+    except (ValueError, OverflowError):  # inf or nan
+        return float(x)
+    except (AttributeError, TypeError):  # no as_integer_ratio (ml_dtypes scalars): float64 holds them
+        pass
     try:
         f = float(x)
     except (TypeError, ValueError, OverflowError):
         raise TypeError(f"{what} must be a real number, got {type(x).__name__}") from None
-    if not math.isfinite(f) and not (hasattr(x, "as_integer_ratio") and _is_finite_ratio(x)):
-        return f
-    if hasattr(x, "as_integer_ratio"):
-        try:
-            p, q = x.as_integer_ratio()
-            return Fraction(int(p), int(q))
-        except (TypeError, ValueError, OverflowError):
-            pass
-    return Fraction(f)
-
-
-def _is_finite_ratio(x: Any) -> bool:
-    try:
-        x.as_integer_ratio()
-        return True
-    except (ValueError, OverflowError, TypeError):
-        return False
+    return Fraction(f) if math.isfinite(f) else f
