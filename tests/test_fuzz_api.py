@@ -3,7 +3,8 @@
 Every public function of ``numoracle.__all__`` gets a valid call with one argument replaced by a
 malformed value; every CLI subcommand gets malformed options. The contract: the call returns, or
 raises a numoracle error / ``ValueError`` / ``TypeError`` (an ``assert_*`` function may also fail
-its assertion) whose message names the argument (its name, a documented synonym, or the bad value
+its assertion; reading a golden that does not exist is a FileNotFoundError) whose message names the
+argument (its name, a documented synonym, or the bad value
 itself), within a time bound; the CLI answers with one line on stderr and status 2, never a
 traceback.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -167,6 +169,8 @@ def _check_call(fn, kw: dict, arg: str, value, name: str) -> None:
             fn(**call)
     except NumoracleAssertionError:
         assert name.startswith(("assert_", "check_")), (name, arg, value)
+    except FileNotFoundError as e:  # documented: reading a golden that does not exist
+        assert arg == "path" and str(value) in str(e), (name, arg, value)
     except (ValueError, TypeError) as e:
         msg = str(e)
         assert msg, (name, arg, value, type(e))
@@ -176,6 +180,15 @@ def _check_call(fn, kw: dict, arg: str, value, name: str) -> None:
     except Exception as e:  # noqa: BLE001 - anything else is a bug
         pytest.fail(f"{name}({arg}={value!r:.60}) raised {type(e).__name__}: {e}")
     assert time.perf_counter() - t < TIME_LIMIT
+
+
+@pytest.fixture(scope="module", autouse=True)
+def in_a_temp_dir(tmp_path_factory):
+    """Malformed paths ("garbage") are relative: let them land in a temporary directory."""
+    old = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(old)
 
 
 @pytest.fixture(scope="module")
