@@ -4,9 +4,8 @@ Every public function of ``numoracle.__all__`` gets a valid call with one argume
 malformed value; every CLI subcommand gets malformed options. The contract: the call returns, or
 raises a numoracle error / ``ValueError`` / ``TypeError`` (an ``assert_*`` function may also fail
 its assertion; reading a golden that does not exist is a FileNotFoundError) whose message names the
-argument (its name, a documented synonym, or the bad value
-itself), within a time bound; the CLI answers with one line on stderr and status 2, never a
-traceback.
+argument (its name, a documented synonym, or the bad value itself), within a time bound; the CLI
+answers with one line on stderr and status 2, never a traceback.
 """
 
 from __future__ import annotations
