@@ -6,6 +6,7 @@ from .chains.verdict import ChainVerdict
 from .conformance.boundary import BoundaryValues, boundary_values
 from .conformance.sweeper import SweepReport, sweep
 from .core.convert import cast, decode, encode
+from .core.errors import ArgumentTypeError, NumoracleError, ParseError
 from .core.explanation import Explanation, explain
 from .core.formats import (
     BF16,
@@ -85,4 +86,5 @@ __all__ = [
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ", "FP8_E4M3B11FNUZ", "FP6_E3M2FN", "FP6_E2M3FN", "FP4_E2M1FN", "E8M0FNU",
     "INT4", "UINT4", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
+    "NumoracleError", "ParseError", "ArgumentTypeError",
 ]

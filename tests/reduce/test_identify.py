@@ -137,7 +137,7 @@ def test_given_candidates_rows_and_errors():
 # ---- command line ------------------------------------------------------------------------------------------
 
 def test_cli_identify(capsys, tmp_path):
-    from numoracle.cli.main import main
+    from numoracle.cli import main
 
     f, tag = DATA / "mm_2_subset.npz", "bf16_128x4096x128_cancel"
     ab = [f"{f}:{tag}__A", f"{f}:{tag}__B", "--format", "bf16"]

@@ -6,7 +6,7 @@
 OUTPUT and INPUT are ``PATH.npy`` or ``PATH.npz:KEY`` (the layout ``numoracle.testing.record`` writes:
 ``rec.npz:fp16_128x4096x128_randn__A``). Integer arrays hold codes: of ``--format`` for inputs, of
 ``--out`` for outputs. Prints :class:`numoracle.IdentifyReport`; the exit status is 0 when an
-order reproduces every element, 1 when none does, 2 on a usage error (through ``cli.main``).
+order reproduces every element, 1 when none does, 2 on a usage error (through ``numoracle.cli``).
 """
 
 from __future__ import annotations

@@ -22,14 +22,16 @@ non-deterministic converter.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
+import functools
+import importlib.util
+import math
 import os
 import pickle
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +39,18 @@ import numpy as np
 
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast_codes, check_codes, decode
+from ..core.errors import NumoracleError
 from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
-from ..core.interop import as_native, native_dtype, to_codes
+from ..core.interop import as_array, as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
 from ..core.text import hex_width
 from .deviations import LIBRARIES, native_cast
 from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
+from .sweeppool import Chunks, new_pool, run_parts
 
 __all__ = ["sweep", "Converter", "SweepReport", "random_codes", "BLOCK"]
 
+MAX_RANDOM_INPUTS = 1 << 48  # inputs=N: the most random codes one sweep takes
 BLOCK = 1 << 16  # random inputs are drawn in blocks of this many codes, each seeded by (seed, block index)
 NDET_SAMPLE = 1 << 16  # inputs per chunk converted a second time
 
@@ -60,6 +65,8 @@ class Converter:
     def __init__(self, library: str, dst: Any) -> None:
         if library not in LIBRARIES:
             raise ValueError(f"unknown library {library!r}; fn may be one of {', '.join(LIBRARIES)} or a callable")
+        if importlib.util.find_spec(library) is None:
+            raise NumoracleError(f"{library} is not installed, so its cast cannot be swept; pip install {library}")
         self.library = library
         self.dst = format_of(dst)
 
@@ -302,14 +309,6 @@ def _check_determinism(job: _Job, res: _Result, codes: np.ndarray, a: np.ndarray
                                  for i in d[smallest(codes[d], job.witnesses)])
 
 
-def _init_worker() -> None:
-    """Process-pool workers: one thread each for torch/OpenMP/BLAS (the pool provides the parallelism)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
-
-
 # ---- the sweep ------------------------------------------------------------------------------------
 def _resolve_fn(fn: Any, dst: AnyFormat) -> tuple[Callable, str, str | None]:
     """(callable, name for the report, library whose known deviations apply)."""
@@ -338,7 +337,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
                 raise ValueError(f"inputs='exhaustive' enumerates every code, and {src.name} has 2^{src.bits}; "
                                  "use inputs='boundary' or inputs=N (N seeded, boundary-weighted random codes)")
             n = 1 << src.bits
-            return ([_Part(lo, min(lo + chunk, n), "range") for lo in range(0, n, chunk)],
+            return (Chunks([(0, n)], chunk, lambda lo, hi: _Part(lo, hi, "range")),
                     f"exhaustive (all 2^{src.bits} = {n} codes)", n)
         if inputs == "boundary":
             from .boundary import boundary_values  # (boundary imports nothing of sweep; lazy for import time)
@@ -350,10 +349,11 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
                          f"got {inputs!r}")
     if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
         n = int(inputs)
-        if n < 1:
-            raise ValueError(f"inputs=N needs N >= 1 random codes, got {n}")
+        if not 1 <= n <= MAX_RANDOM_INPUTS:
+            raise ValueError(f"inputs=N needs 1 <= N <= 2^{MAX_RANDOM_INPUTS.bit_length() - 1} random codes "
+                             f"(sweep.MAX_RANDOM_INPUTS: days of work at ~1e9 codes/s), got {n}")
         step = max(BLOCK, chunk // BLOCK * BLOCK)
-        return ([_Part(lo, min(lo + step, n), "random", seed=seed) for lo in range(0, n, step)],
+        return (Chunks([(0, n)], step, lambda lo, hi: _Part(lo, hi, "random", seed=seed)),
                 f"random ({n} codes, seed {seed}; half uniform over {src.name} codes, half near {dst.name} "
                 "rounding ties)", n)
     if isinstance(inputs, range) or (isinstance(inputs, (list, tuple)) and inputs
@@ -364,7 +364,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     if isinstance(inputs, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in inputs):
         big = any(int(v) >= 1 << 63 for v in inputs)
         inputs = np.array([int(v) for v in inputs], np.uint64 if big else np.int64)  # Python ints beyond int64
-    codes = np.asarray(inputs)
+    codes = as_array(inputs, "inputs")
     if codes.dtype.kind not in "iu" or codes.ndim != 1:
         raise TypeError(f"inputs as an array must be a 1-d array of integer {src.name} codes (bit patterns), got "
                         f"dtype {codes.dtype}, shape {codes.shape}; for values use numoracle.encode(values, src)")
@@ -374,13 +374,12 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     return _array_parts(np.ascontiguousarray(codes), chunk), f"{codes.size} given codes", codes.size
 
 
-def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[list[_Part], str, int]:
-    parts: list[_Part] = []
+def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[Chunks, str, int]:
     for g in ranges:
         if g.step != 1 or g.start < 0 or g.stop > 1 << src.bits or not len(g):
             raise ValueError(f"a range of inputs must be a non-empty range(start, stop) of {src.name} codes within "
                              f"0..2^{src.bits} (step 1), got {g!r}")
-        parts += [_Part(lo, min(lo + chunk, g.stop), "range") for lo in range(g.start, g.stop, chunk)]
+    parts = Chunks([(g.start, g.stop) for g in ranges], chunk, lambda lo, hi: _Part(lo, hi, "range"))
     n = sum(len(g) for g in ranges)
     w = hex_width(src)
     what = (f"codes 0x{ranges[0].start:0{w}x}..0x{ranges[0].stop - 1:0{w}x}" if len(ranges) == 1
@@ -472,6 +471,7 @@ def sweep(
     progress: bool | None = None,
     seed: int = 0,
     witnesses: int = 4,
+    timeout: float | None = None,
 ) -> SweepReport:
     """Run converter ``fn`` from ``src`` to ``dst`` over ``inputs``; compare with ``numoracle.cast``.
 
@@ -488,9 +488,15 @@ def sweep(
     with the default pool ``fn`` must be picklable (a module-level function or class instance).
     chunk: inputs per task (default 2^24: about 0.2 GB of temporaries per worker for FP32 sources).
     progress: a progress line on stderr (default: when stderr is a terminal). witnesses: how many
-    (smallest source codes) each class keeps.
+    (smallest source codes) each class keeps. timeout: seconds one chunk may take; a chunk past it is
+    reported as a converter fault (kind ``"timeout"``) and, in the default pool, its worker is killed
+    (with it, the pool: chunks in flight run again in a new one); the default pool is used even for a
+    single chunk when a timeout is given. Ctrl-C kills the default pool's workers at once, and they
+    die with the calling process if it is killed (see ``numoracle.sweeppool``).
     """
     t0 = time.perf_counter()
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True, False or None, got {type(progress).__name__}")
     src, dst = format_of(src), format_of(dst)
     if Rounding.of(rounding) is Rounding.STOCHASTIC:
         raise ValueError("sweep compares deterministic casts; rounding='sr' needs per-element random bits, which a "
@@ -505,6 +511,10 @@ def sweep(
         raise ValueError(f"chunk must be a positive int (inputs per task), got {chunk!r}")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
+                                                                                       np.floating))
+                                or not 0 < timeout < math.inf):
+        raise ValueError(f"timeout must be a positive number of seconds (per chunk), got {timeout!r}")
     if workers is not None and executor is not None:
         raise ValueError("workers sizes the default process pool; with executor= size the executor itself")
     fn, against, lib = _resolve_fn(fn, dst)
@@ -517,42 +527,38 @@ def sweep(
         raise ValueError(f"seed must be a non-negative int (it seeds the random inputs), got {seed!r}")
     parts, described, n_inputs = _parts(inputs, src, dst, pol, int(chunk), int(seed))
     merged = _Merged()
-    own = executor is None and len(parts) > 1
+    n_parts = len(parts)
+    own = executor is None and (n_parts > 1 or timeout is not None)
     n_workers = 1
     if own:
-        n_workers = min(workers or os.cpu_count() or 1, len(parts))
+        n_workers = min(workers or os.cpu_count() or 1, n_parts)
         try:
             pickle.dumps(job)
         except Exception as e:  # noqa: BLE001 - any pickling failure
             raise TypeError(f"fn cannot be sent to worker processes ({type(e).__name__}: {e}); use a module-level "
                             "function or class instance, or pass executor=concurrent.futures.ThreadPoolExecutor()"
                             ) from None
-        # spawn: the parent may hold torch/OpenMP threads, which do not survive a fork
-        executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_init_worker)
+    elif executor is not None:
+        n_workers = _executor_workers(executor)
     label = f"sweep {src.name}->{dst.name} vs {against}"
-    bar = _Progress(sys.stderr.isatty() if progress is None else bool(progress), len(parts), label)
+    bar = _Progress(sys.stderr.isatty() if progress is None else bool(progress), n_parts, label)
+
+    def add(r: _Result) -> None:
+        merged.add(r, witnesses)
+        bar.step()
+
+    def fault(p: _Part, kind: str, message: str) -> None:
+        merged.error(kind, message, p, _first_last(p), False)
+        bar.step()
+
     try:
-        if executor is None:
-            for p in parts:
-                merged.add(_run_chunk(job, p), witnesses)
-                bar.step()
-        else:
-            n_workers = n_workers if own else _executor_workers(executor)
-            futures = {executor.submit(_run_chunk, job, p): p for p in parts}
-            for f in as_completed(futures):
-                try:
-                    merged.add(f.result(), witnesses)
-                except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
-                    p = futures[f]
-                    merged.error("executor", f"{type(e).__name__}: {e}", p, _first_last(p), False)
-                bar.step()
+        run_parts(parts, functools.partial(_run_chunk, job), executor=executor,
+                  make_pool=(lambda: new_pool(n_workers)) if own else None,
+                  window=2 * max(n_workers, 1), timeout=timeout, add=add, fault=fault)
     finally:
         bar.close()
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, len(parts),
-                   "inline" if executor is None else type(executor).__name__)
+    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, n_parts,
+                   "ProcessPoolExecutor" if own else "inline" if executor is None else type(executor).__name__)
 
 
 def _executor_workers(executor: Executor) -> int:

@@ -25,6 +25,10 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
+from .formatlimits import MAX_EMAX, MAX_PRECISION, MIN_EXPONENT, from_numpy_code, is_numpy_code  # noqa: F401 - the carried range, re-exported
+from .formatlimits import check_carried as _check_carried
+from .formatlimits import check_fields as _check_fields
+from .formatlimits import check_widths as _check_widths
 from .policy import Rounding
 
 __all__ = [
@@ -106,12 +110,14 @@ class Format:
     aliases: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         if self.nan not in _NAN_KINDS:
             raise ValueError(f"nan must be one of {_NAN_KINDS}, got {self.nan!r}")
         if self.exp_bits < 1 or self.man_bits < 0:
             raise ValueError("a float format needs exp_bits >= 1 and man_bits >= 0")
         if self.bits > 64:
             raise ValueError(f"{self.name}: formats wider than 64 bits are not supported")
+        _check_carried(self)
         if self.nan == "ieee" and not self.has_inf:
             raise ValueError(f"{self.name}: IEEE encoding has infinities; use nan='fn' or 'fnuz'")
         if self.nan == "ieee" and self.man_bits == 0:
@@ -135,25 +141,30 @@ class Format:
     @classmethod
     def ieee_like(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """An IEEE 754 style format (inf, NaNs, subnormals, -0) with the given fields."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias)
 
     @classmethod
     def fn(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """OCP "FN" style: no inf, NaN only at the all-ones magnitude."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fn", exp_bits, man_bits, bias, nan="fn", has_inf=False)
 
     @classmethod
     def fnuz(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Graphcore/AMD "FNUZ" style: NaN = 0x80, no -0, no inf; default bias 2^(e-1)."""
+        _check_widths(exp_bits, man_bits)
         bias = 1 << (exp_bits - 1) if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fnuz", exp_bits, man_bits, bias, nan="fnuz", has_inf=False)
 
     @classmethod
     def p3109(cls, precision: int, *, bits: int = 8) -> Format:
         """IEEE P3109 interim binary{bits}p{P}: NaN 0x80, +-inf at the top, no -0."""
-        e = bits - precision
+        from .args import check_int
+
+        e = check_int(bits, "bits", 2, 64) - check_int(precision, "precision", 1, 63)
         if e < 1:
             raise ValueError(f"P3109 needs precision < bits, got P={precision} for {bits} bits")
         return cls(f"binary{bits}p{precision}", e, precision - 1, 1 << (e - 1), nan="fnuz", has_inf=True)
@@ -161,6 +172,7 @@ class Format:
     @classmethod
     def finite(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Every code finite (no inf, no NaN), like the MX FP6/FP4 element formats."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias, nan="none", has_inf=False)
 
@@ -448,6 +460,8 @@ def _norm(name: str) -> str:
 
 def register(fmt: AnyFormat, *, replace: bool = False) -> AnyFormat:
     """Add a format (and its aliases) to the registry so names resolve to it."""
+    if not isinstance(fmt, (Format, IntFormat)):
+        raise TypeError(f"register takes a Format or IntFormat (fmt), got {type(fmt).__name__}")
     for key in (fmt.name, *fmt.aliases):
         k = _norm(key)
         if k in _REGISTRY and _REGISTRY[k] != fmt and not replace:
@@ -463,7 +477,8 @@ for _f in (
     register(_f)
 for _i in (INT4, UINT4, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64):
     register(_i)
-    _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # i8, u8 ...
+    if not _i.signed:
+        _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # ui8, ui16 ... (i8 is numpy's int64: see format_of)
     if _i.signed:
         _REGISTRY[f"s{_i.bits}"] = _i
 
@@ -507,8 +522,12 @@ def format_of(x: Any) -> AnyFormat:
     """
     if isinstance(x, (Format, IntFormat)):
         return x
+    if x is None:
+        raise TypeError("format is None; give a format: a name ('fp16'), a Format, or a dtype")
     if isinstance(x, str):
         k = _norm(x)
+        if is_numpy_code(k):
+            return from_numpy_code(x, _from_dtype_name)
         if k in _REGISTRY:
             return _REGISTRY[k]
         if k in _AMBIGUOUS:

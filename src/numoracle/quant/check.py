@@ -31,14 +31,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
-from .arith import mul_round
 from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
+from .scale import mul_round
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]
@@ -233,8 +234,8 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     """Compare ``actual`` with ``numoracle.quantize(x, **quantize_params)`` (see the module docstring)."""
     from .quantizer import Quantized, quantize
 
-    if isinstance(allow_outliers, bool) or int(allow_outliers) != allow_outliers or allow_outliers < 0:
-        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    check_int(allow_outliers, "allow_outliers", 0)
+    check_int(show, "show", 0)
     if "fmt" not in quantize_params:
         raise TypeError("check_quantized_close needs the element format: fmt=... (and the other quantize "
                         "parameters: granularity=, axis=, scale_fmt=, ...)")

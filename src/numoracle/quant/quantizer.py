@@ -424,6 +424,8 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
     (every INT/FP8/FP4 element with an FP32 or narrower scale); otherwise the float64 result is
     the correctly rounded product (and ``out=`` rounds the exact product once).
     """
+    if not isinstance(q, Quantized):
+        raise TypeError(f"q must be a Quantized (from quantize), got {type(q).__name__}")
     v = q.values()
     if q.zero_points is not None:
         v = v - q.layout.expand(q.zero_points)

@@ -44,10 +44,12 @@ of an FMA chain (s_1 = fl(a_1 b_1)) still sees that rounding, so ``fma`` does no
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..core.errors import ArgumentTypeError
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
 from .boundmath import (
@@ -172,8 +174,8 @@ class ErrorBound:
 def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, float]:
     if not isinstance(op, str) or op.lower() not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
-    if isinstance(K, bool) or not isinstance(K, int) and not (hasattr(K, "__index__")):
-        raise ValueError(f"K (the reduction length) must be an integer >= 1, got {K!r}")
+    if isinstance(K, bool) or not isinstance(K, numbers.Integral):
+        raise ArgumentTypeError(f"K (the reduction length) must be an integer >= 1, got {type(K).__name__} {K!r:.40}")
     K = int(K)
     if K < 1:
         raise ValueError(f"K (the reduction length) must be >= 1, got {K}")

@@ -52,7 +52,12 @@ def chains_table(executor: Executor | None = None) -> list[dict[str, Any]]:
     triples = chain_triples()
     batches = [triples[k:k + 256] for k in range(0, len(triples), 256)]
     if executor is None:
-        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
+        from ..conformance.sweeppool import (
+            init_worker,  # workers die with this process (SIGTERM/SIGKILL) and ignore Ctrl-C
+        )
+
+        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, initializer=init_worker,
+                                 initargs=(os.getpid(),)) as ex:
             parts = list(ex.map(_rows, batches))
     else:
         parts = list(executor.map(_rows, batches))

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
@@ -78,7 +79,7 @@ def poison_like(array: Any, pattern: int | None = None) -> Any:
     dtype's width). numpy and ml_dtypes arrays, and torch tensors (torch is imported only for those).
     """
     fmt = _fmt_of(array)
-    code = poison_code(fmt) if pattern is None else int(pattern)
+    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern")
     if not 0 <= code < (1 << fmt.bits):
         raise ValueError(f"pattern {pattern!r} does not fit the {fmt.bits} bits of {fmt.name}")
     if is_torch(array):
@@ -96,7 +97,7 @@ def poison_like(array: Any, pattern: int | None = None) -> Any:
 def poison_mask(array: Any, pattern: int | None = None) -> np.ndarray:
     """Where ``array`` holds the poison code (bitwise), as a numpy bool array."""
     codes, fmt = to_codes(array)
-    code = poison_code(fmt) if pattern is None else int(pattern)
+    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern", 0, (1 << fmt.bits) - 1)
     return np.asarray(codes).astype(np.uint64) == np.uint64(code)
 
 
@@ -191,8 +192,8 @@ class _Problem:
     @staticmethod
     def _native(x: Any) -> tuple[np.ndarray, AnyFormat]:
         if isinstance(x, np.ndarray):
-            return x, to_codes(x)[1]
-        codes, fmt = to_codes(x)
+            return x, to_codes(x, "an input")[1]
+        codes, fmt = to_codes(x, "an input")
         return as_native(codes, fmt), fmt
 
     def expected(self, ofmt: AnyFormat | None) -> np.ndarray:
@@ -217,7 +218,7 @@ class _Problem:
         return sum(terms, Fraction(0))
 
     def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
-        codes, fmt = to_codes(actual)
+        codes, fmt = to_codes(actual, name)
         codes = np.asarray(codes)
         if codes.shape != tuple(self.shape):
             raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
@@ -418,8 +419,10 @@ class CloseReport:
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
            allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int, ftz: bool = False,
            daz: bool = False) -> CloseReport:
-    if int(allow_outliers) != allow_outliers or allow_outliers < 0:
-        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    check_int(allow_outliers, "allow_outliers", 0)
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a string ('worst' or 'probabilistic'), got {type(kind).__name__}")
+    check_int(show, "show", 0)
     if daz:
         raise ValueError("daz=True (subnormal inputs read as zero) is not modelled by the bounds; flush the inputs "
                          "yourself (the check then compares against their exact result), or pass daz=False")

@@ -40,12 +40,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, IntFormat, format_of
 from ..core.interop import as_native, is_torch, native_dtype, to_codes
 from ..core.text import hex_width
+from .goldenfiles import check_header, clean_stale_temps, load_header, temp_prefix, write_target
 
 __all__ = ["Golden", "GoldenDiff", "DiffRow", "GoldenError", "write_golden", "read_golden", "compare_golden",
            "assert_golden", "golden_codes", "normalize_meta", "encode_golden", "decode_golden", "GOLDEN_SUFFIX",
@@ -201,7 +203,7 @@ def _format_from(spec: Any, name: Any, src: str) -> AnyFormat:
         raise GoldenError(f"{src}: the header's format fields are damaged ({name!r}, {spec!r}); {_REGEN}")
     try:
         if spec["kind"] == "int":
-            built: AnyFormat = IntFormat(int(spec["bits"]), bool(spec["signed"]))
+            built: AnyFormat = IntFormat(spec["bits"], spec["signed"])  # types checked by check_header
         else:
             built = Format(name, *(spec[k] for k in _SPEC_KEYS))
     except (KeyError, TypeError, ValueError) as e:
@@ -231,12 +233,13 @@ def decode_golden(data: bytes, source: str = "<bytes>") -> Golden:
     if end < 0:
         raise GoldenError(f"{source}: truncated inside the header (no end of line after it); {_REGEN}")
     try:
-        header = json.loads(data[nl + 1:end].decode("ascii"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = load_header(data[nl + 1:end].decode("ascii"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise GoldenError(f"{source}: the header is not valid JSON ({e}): the file was edited or damaged; "
                           f"{_REGEN}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("nbytes"), int) or header["nbytes"] < 0:
-        raise GoldenError(f"{source}: the header has no valid payload length (nbytes); {_REGEN}")
+    problem = check_header(header)  # every field by type and range, before any is used
+    if problem is not None:
+        raise GoldenError(f"{source}: invalid header: {problem}; {_REGEN}")
     want = end + 1 + header["nbytes"] + _TRAILER_LEN
     if len(data) < want:
         raise GoldenError(f"{source}: truncated: the header announces {header['nbytes']} payload bytes, so the file "
@@ -285,7 +288,8 @@ def _file_mode(path: Path) -> int:
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    clean_stale_temps(path.parent)  # temp files of writers killed mid-write
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -305,6 +309,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.close(dfd)
 
 
+def _file_path(path: Any) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__} {path!r:.40}")
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"path {str(p)!r} is a directory; give the golden file's path")
+    return p
+
+
 def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] | None = None, *,
                  fmt: Any = None) -> Path:
     """Write ``array`` (its codes, format and shape) and ``meta`` to a golden file, atomically; return the path.
@@ -316,8 +329,8 @@ def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] 
     """
     codes, f = golden_codes(array, fmt)
     data = encode_golden(codes, f, normalize_meta(meta))
-    p = Path(path)
-    _atomic_write(p, data)
+    p = _file_path(path)
+    _atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
     return p
 
 
@@ -328,13 +341,16 @@ def read_golden(path: str | os.PathLike[str], *, expect_format: Any = None,
     Raises GoldenError when the file is not a golden file, is truncated or edited (checksum), or holds
     another format or shape than ``expect_format`` / ``expect_shape``; FileNotFoundError when it is missing.
     """
-    p = Path(path)
+    p = _file_path(path)
     g = decode_golden(p.read_bytes(), str(p))
     g = Golden(g.codes, g.format, g.meta, p)
     if expect_format is not None and format_of(expect_format) != g.format:
         raise GoldenError(f"{p}: holds {g.format.name} codes, but {format_of(expect_format).name} was expected; "
                           "regenerate the golden if the format changed on purpose")
-    if expect_shape is not None and tuple(int(n) for n in expect_shape) != g.shape:
+    if expect_shape is not None and not (isinstance(expect_shape, (tuple, list))
+                                         and all(isinstance(n, int) and not isinstance(n, bool) for n in expect_shape)):
+        raise TypeError(f"expect_shape must be a tuple of ints, got {expect_shape!r:.40}")
+    if expect_shape is not None and tuple(expect_shape) != g.shape:
         raise GoldenError(f"{p}: holds shape {g.shape}, but {tuple(expect_shape)} was expected; regenerate the "
                           "golden if the shape changed on purpose")
     return g
@@ -457,9 +473,10 @@ def compare_golden(golden: Golden, array: Any, *, fmt: Any = None, meta: dict[st
     and any NaN where the golden holds a NaN. ``meta``: when given, must equal the golden's meta (as JSON):
     a changed policy or seed is a mismatch even when the codes agree. ``show``: rows per table.
     """
-    if int(max_ulps) != max_ulps or max_ulps < 0:
-        raise ValueError(f"max_ulps must be a count >= 0, got {max_ulps!r}")
-    max_ulps = int(max_ulps)
+    if not isinstance(golden, Golden):
+        raise TypeError(f"golden must be a Golden (from read_golden), got {type(golden).__name__}")
+    max_ulps = check_int(max_ulps, "max_ulps", 0, 2**62)
+    check_int(show, "show", 0)
     codes, f = golden_codes(array, fmt)
     label = name if name is not None else (str(golden.path) if golden.path is not None else "<golden>")
     g = golden.format
