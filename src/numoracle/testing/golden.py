@@ -28,12 +28,10 @@ array, meta, update=...)`` is the check the pytest plugin's ``golden`` fixture r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,7 +45,7 @@ from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, IntFormat, format_of
 from ..core.interop import as_native, is_torch, native_dtype, to_codes
 from ..core.text import hex_width
-from .goldenfiles import check_header, clean_stale_temps, load_header, temp_prefix, write_target
+from .goldenfiles import atomic_write, check_header, file_path, load_header, normalize_meta, write_target
 
 __all__ = ["Golden", "GoldenDiff", "DiffRow", "GoldenError", "write_golden", "read_golden", "compare_golden",
            "assert_golden", "golden_codes", "normalize_meta", "encode_golden", "decode_golden", "GOLDEN_SUFFIX",
@@ -133,43 +131,6 @@ def golden_codes(array: Any, fmt: Any = None) -> tuple[np.ndarray, AnyFormat]:
     except TypeError as e:
         raise TypeError(str(e).replace("src=FORMAT", "fmt=FORMAT")) from None
     return np.array(codes, dtype=f.code_dtype, order="C"), f
-
-
-def _check_json(x: Any, where: str, path: list[int]) -> None:
-    if x is None or isinstance(x, (bool, int, str)):
-        return
-    if isinstance(x, float):
-        if x != x or x in (float("inf"), float("-inf")):
-            raise ValueError(f"meta{where} is {x!r}; JSON has no NaN/inf: store it as a string ({str(x)!r})")
-        return
-    if isinstance(x, (dict, list, tuple)):
-        if id(x) in path:
-            raise ValueError(f"meta{where} contains itself; golden meta must be a tree of JSON values")
-        path.append(id(x))
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if not isinstance(k, str):
-                    raise TypeError(f"meta{where} has the key {k!r} ({type(k).__name__}); JSON keys are strings: "
-                                    f"use {str(k)!r}")
-                _check_json(v, f"{where}[{k!r}]", path)
-        else:
-            for i, v in enumerate(x):
-                _check_json(v, f"{where}[{i}]", path)
-        path.pop()
-        return
-    raise TypeError(f"meta{where} is a {type(x).__module__}.{type(x).__qualname__} ({x!r:.60}); golden meta holds "
-                    "JSON values only (dict with str keys, list, str, int, finite float, bool, None): convert it, "
-                    "e.g. fmt.name, str(rounding), float(x), arr.tolist()")
-
-
-def normalize_meta(meta: Any) -> dict[str, Any]:
-    """``meta`` checked to be a JSON object and normalised as it reads back (tuples become lists)."""
-    if meta is None:
-        return {}
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict (a JSON object) or None, got {type(meta).__name__}")
-    _check_json(meta, "", [])
-    return json.loads(json.dumps(meta, allow_nan=False, sort_keys=True))
 
 
 def _spec(fmt: AnyFormat) -> dict[str, Any]:
@@ -276,48 +237,6 @@ def decode_golden(data: bytes, source: str = "<bytes>") -> Golden:
     return Golden(codes, fmt, meta)
 
 
-def _file_mode(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _file_mode(path)
-    clean_stale_temps(path.parent)  # temp files of writers killed mid-write
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX; not on Windows)
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def _file_path(path: Any) -> Path:
-    if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__} {path!r:.40}")
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"path {str(p)!r} is a directory; give the golden file's path")
-    return p
-
-
 def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] | None = None, *,
                  fmt: Any = None) -> Path:
     """Write ``array`` (its codes, format and shape) and ``meta`` to a golden file, atomically; return the path.
@@ -329,8 +248,8 @@ def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] 
     """
     codes, f = golden_codes(array, fmt)
     data = encode_golden(codes, f, normalize_meta(meta))
-    p = _file_path(path)
-    _atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
+    p = file_path(path)
+    atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
     return p
 
 
@@ -341,7 +260,7 @@ def read_golden(path: str | os.PathLike[str], *, expect_format: Any = None,
     Raises GoldenError when the file is not a golden file, is truncated or edited (checksum), or holds
     another format or shape than ``expect_format`` / ``expect_shape``; FileNotFoundError when it is missing.
     """
-    p = _file_path(path)
+    p = file_path(path)
     g = decode_golden(p.read_bytes(), str(p))
     g = Golden(g.codes, g.format, g.meta, p)
     if expect_format is not None and format_of(expect_format) != g.format:
@@ -553,7 +472,7 @@ def assert_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any]
             if old is not None and old == Golden(codes, f, m):
                 return "unchanged"
         existed = p.exists()
-        _atomic_write(p, encode_golden(codes, f, m))
+        atomic_write(p, encode_golden(codes, f, m))
         return "updated" if existed else "created"
     if not p.exists():
         raise NumoracleAssertionError(f"golden {label} does not exist ({p}); {hint}")

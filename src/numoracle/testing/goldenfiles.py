@@ -1,4 +1,4 @@
-"""Golden files on disk: strict header fields, writes through symlinks, leftover temp files.
+"""Golden files on disk: strict header fields, JSON-only meta, atomic writes through symlinks, leftover temps.
 
 * :func:`check_header` validates every header field by type and range before anything uses it
   (``"signed": "false"`` or ``"bias": "7"`` are refused, not coerced; shapes are bounded so that
@@ -8,6 +8,8 @@
 * Writers name their temp files ``.<name>.numoracle-<host>-<pid>-<random>.tmp``;
   :func:`clean_stale_temps` (called on every write) removes those of this host whose writer
   process is gone (killed mid-write), in the directory written to.
+* :func:`atomic_write` writes a temp file, fsyncs it and renames it over the target (a reader sees the old
+  file or the new one, never a torn one); :func:`normalize_meta` keeps meta to JSON values.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import json
 import os
 import re
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_header", "load_header", "write_target", "temp_prefix", "clean_stale_temps", "MAX_DEPTH",
+__all__ = ["normalize_meta", "atomic_write", "file_path", "file_mode", "check_header", "load_header", "write_target", "temp_prefix", "clean_stale_temps", "MAX_DEPTH",
            "MAX_DIMS", "MAX_SIZE"]
 
 MAX_DEPTH = 64  # nesting of the header's JSON (meta included)
@@ -141,3 +144,83 @@ def clean_stale_temps(directory: Path) -> list[Path]:
                 p.unlink()
                 gone.append(p)
     return gone
+
+
+def file_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = file_mode(path)
+    clean_stale_temps(path.parent)  # temp files of writers killed mid-write
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX; not on Windows)
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def file_path(path: Any) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__} {path!r:.40}")
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"path {str(p)!r} is a directory; give the golden file's path")
+    return p
+
+
+# ---- meta: JSON values only ----------------------------------------------------------------
+def _check_json(x: Any, where: str, path: list[int]) -> None:
+    if x is None or isinstance(x, (bool, int, str)):
+        return
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            raise ValueError(f"meta{where} is {x!r}; JSON has no NaN/inf: store it as a string ({str(x)!r})")
+        return
+    if isinstance(x, (dict, list, tuple)):
+        if id(x) in path:
+            raise ValueError(f"meta{where} contains itself; golden meta must be a tree of JSON values")
+        path.append(id(x))
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise TypeError(f"meta{where} has the key {k!r} ({type(k).__name__}); JSON keys are strings: "
+                                    f"use {str(k)!r}")
+                _check_json(v, f"{where}[{k!r}]", path)
+        else:
+            for i, v in enumerate(x):
+                _check_json(v, f"{where}[{i}]", path)
+        path.pop()
+        return
+    raise TypeError(f"meta{where} is a {type(x).__module__}.{type(x).__qualname__} ({x!r:.60}); golden meta holds "
+                    "JSON values only (dict with str keys, list, str, int, finite float, bool, None): convert it, "
+                    "e.g. fmt.name, str(rounding), float(x), arr.tolist()")
+
+
+def normalize_meta(meta: Any) -> dict[str, Any]:
+    """``meta`` checked to be a JSON object and normalised as it reads back (tuples become lists)."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict (a JSON object) or None, got {type(meta).__name__}")
+    _check_json(meta, "", [])
+    return json.loads(json.dumps(meta, allow_nan=False, sort_keys=True))
