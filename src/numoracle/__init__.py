@@ -1,5 +1,6 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
+from . import golden, orders  # the public modules numoracle.golden and numoracle.orders, as before
 from .chains.prove import classify_cast_chain
 from .chains.search import assert_chain_equivalent, find_equivalent_chains
 from .chains.verdict import ChainVerdict
