@@ -1,6 +1,7 @@
 """numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
 
-from . import golden, orders  # the public modules numoracle.golden and numoracle.orders, as before
+from . import golden as golden  # the public module numoracle.golden (loaded by import numoracle, as before)
+from . import orders as orders  # the public module numoracle.orders
 from .chains.prove import classify_cast_chain
 from .chains.search import assert_chain_equivalent, find_equivalent_chains
 from .chains.verdict import ChainVerdict
