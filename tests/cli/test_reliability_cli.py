@@ -30,7 +30,7 @@ def assert_usage_error(capsys, argv, match: str) -> None:
     (["chain", "fp32", "fp16", "fp8_e4m3fn", "--rounding", ""], "--rounding '' has an empty entry"),
     (["chain", "fp32", "fp16", "fp8_e4m3fn", "--rounding", "rne,,rtz"], "empty entry"),
     (["chain", "fp32", "fp16", "--json", "--markdown"], "not allowed with argument --json"),
-    (["chains", "--from", "fp32", "--to", "fp16", "--max-len", "0"], "--max-len: expected an integer >= 1"),
+    (["chains", "--from", "fp32", "--to", "fp16", "--max-len", "0"], "--max-len: expected a positive integer"),
     (["chains", "--from", "fp32", "--to", "fp16", "--modes", ""], "--modes '' has an empty entry"),
     (["tolerance", "matmul", "--dtype", "bf16", "-K", "64", "--kappa", "inf"], "kappa must be finite"),
     (["tolerance", "matmul", "--dtype", "bf16", "-K", "64", "--kappa", "nan"], "kappa must be finite"),

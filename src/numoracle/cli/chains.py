@@ -8,6 +8,7 @@ import json
 from ..chains.prove import classify_cast_chain
 from ..chains.search import candidate_chains
 from ..core.formats import format_of
+from .argtypes import positive
 
 __all__ = ["add_chain_parsers"]
 
@@ -21,14 +22,6 @@ def _split(text: str | None, option: str) -> list[str] | str | None:
     return parts if len(parts) > 1 else parts[0]
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return v
 
 
 def _cmd_chain(args: argparse.Namespace) -> str:
@@ -81,7 +74,7 @@ def add_chain_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--via", default="", metavar="FMT[,FMT...]")
     s.add_argument("--modes", default="rne,rto", metavar="R[,R...]", help="modes of intermediate hops (rne,rto)")
     s.add_argument("--rounding", default="rne", metavar="R", help="mode of the direct cast and the last hop")
-    s.add_argument("--max-len", dest="max_len", type=_positive, default=3, metavar="N",
+    s.add_argument("--max-len", dest="max_len", type=positive, default=3, metavar="N",
                    help="most hops per chain (3)")
     s.add_argument("--ftz", action="store_true")
     s.set_defaults(run=_cmd_chains)

@@ -19,6 +19,7 @@ import numpy as np
 from ..core.formats import format_of
 from ..core.interop import as_native
 from ..reduce.identify import identify_order
+from .argtypes import positive
 
 __all__ = ["add_identify_parsers", "load_array"]
 
@@ -61,11 +62,6 @@ def _cmd_identify(args: argparse.Namespace) -> tuple[str, int]:
     return text, 0 if rep.order is not None else 1
 
 
-def _positive(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return v
 
 
 def add_identify_parsers(sub: argparse._SubParsersAction) -> None:
@@ -84,10 +80,10 @@ def add_identify_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", metavar="FMT", help="format the outputs were rounded to (default: OUTPUT's dtype); "
                    "integer-coded OUTPUT holds codes of it")
     s.add_argument("--acc", default="fp32", metavar="FMT", help="accumulator where an order fixes none (default fp32)")
-    s.add_argument("--outputs", type=_positive, metavar="N", help="sum: how many sums the kernel's launch computed "
+    s.add_argument("--outputs", type=positive, metavar="N", help="sum: how many sums the kernel's launch computed "
                    "(torch picks its reduction tree by it; default: the rows given)")
-    s.add_argument("--rows", type=_positive, metavar="N", help="use only the first N output rows")
-    s.add_argument("--prune-rows", dest="prune_rows", type=_positive, default=8, metavar="N",
+    s.add_argument("--rows", type=positive, metavar="N", help="use only the first N output rows")
+    s.add_argument("--prune-rows", dest="prune_rows", type=positive, default=8, metavar="N",
                    help="rows each candidate is first scored on (default 8)")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the report as JSON")

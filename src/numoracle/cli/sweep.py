@@ -22,6 +22,7 @@ from typing import Any
 from ..conformance.deviations import LIBRARIES
 from ..conformance.sweeper import sweep
 from ..core.formats import format_of
+from .argtypes import count, positive
 
 __all__ = ["add_sweep_parsers"]
 
@@ -32,23 +33,12 @@ def _inputs(text: str | None, src_bits: int) -> str | int:
     t = text.strip().lower()
     if t in ("exhaustive", "boundary"):
         return t
-    n = _count(t)
+    n = count(t)
     if n is None:
         raise ValueError(f"--inputs takes exhaustive, boundary or a count N >= 1 (e.g. 1000000 or 1e6), got {text!r}")
     return n
 
 
-def _count(text: str) -> int | None:
-    """A positive integer written as digits or as an exact float like 1e6; None otherwise."""
-    try:
-        return v if (v := int(text)) >= 1 else None
-    except ValueError:
-        pass
-    try:
-        f = float(text)
-    except ValueError:
-        return None
-    return int(f) if f.is_integer() and 1 <= f < 2**63 else None
 
 
 def _against(text: str) -> Any:
@@ -93,11 +83,6 @@ def _seconds(text: str) -> float:
     return v
 
 
-def _positive(text: str) -> int:
-    v = _count(text.strip())
-    if v is None:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
@@ -122,8 +107,8 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--nan-to", dest="nan_to", metavar="P", help="NaN into formats without NaN: max|zero|min")
     s.add_argument("--ftz", action="store_true", help="numoracle flushes subnormal results to zero")
     s.add_argument("--daz", action="store_true", help="numoracle reads subnormal inputs as zero")
-    s.add_argument("--workers", type=_positive, metavar="N", help="worker processes (default: CPU count)")
-    s.add_argument("--chunk", type=_positive, default=1 << 24, metavar="C", help="inputs per task (default 2^24)")
+    s.add_argument("--workers", type=positive, metavar="N", help="worker processes (default: CPU count)")
+    s.add_argument("--chunk", type=positive, default=1 << 24, metavar="C", help="inputs per task (default 2^24)")
     s.add_argument("--seed", type=int, default=0, help="seed of --inputs N (default 0)")
     s.add_argument("--witnesses", type=int, default=4, metavar="K", help="witnesses kept per class (default 4)")
     s.add_argument("--timeout", type=_seconds, metavar="S", help="seconds one chunk may take; a chunk past it is "
