@@ -37,6 +37,7 @@ FastPath = Callable[[np.ndarray, "np.ndarray | None", bool, Generic], "tuple[np.
 _NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
 _WIDEN = (BF16, FP16)
 _OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
+_DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
 
 
 def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
@@ -101,12 +102,19 @@ class _Narrow:
             r = None if rand is None else rand[i0:i1].astype(np.uint32, copy=False)
             # 1. the magnitude, and the elements outside the lane (unsigned wrap: one comparison)
             np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a[:k])
-            np.subtract(a[:k], np.uint32(lo), out=w[:k])
-            np.greater_equal(w[:k], np.uint32(hi - lo), out=m[:k])
+            if lo:
+                np.subtract(a[:k], np.uint32(lo), out=w[:k])
+            np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
             if m[:k].any():
-                rest.append(np.flatnonzero(m[:k]) + i0)
-            res = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
-            out[i0:i1] = res
+                few = np.flatnonzero(m[:k])
+                if few.size * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
+                    c_, f_ = generic(flat[i0:i1], r)
+                    out[i0:i1] = c_
+                    if fl is not None:
+                        fl[i0:i1] = f_
+                    continue
+                rest.append(few + i0)
+            out[i0:i1] = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
         idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
         if idx.size:
             self._rest(flat, u32, idx, rand, out, fl, generic)
