@@ -670,3 +670,15 @@ def test_print_tightness_summary(capsys):
         for k, v in sorted(TIGHTNESS.items()):
             print(f"  {v:8.4f}  {k}")
     assert TIGHTNESS and max(TIGHTNESS.values()) <= 1
+
+
+def test_input_membership_round_trip_accepts_members_and_refuses_the_rest():
+    """The float64 round-trip shortcut accepts exactly the format's values (subnormals included)."""
+    for fmt, members, outsiders in (
+            ("fp32", [2.0**-149, -3 * 2.0**-149, 2.0**-126 * 1.5, 3.4028234663852886e38], [2.0**-150, 1 + 2.0**-30]),
+            ("fp16", [2.0**-24, 65504.0, -0.0], [2.0**-25, 65520.0, 1 + 2.0**-11])):
+        b = expected_error_bound("sum", fmt, 4, acc="fp32")
+        b.tolerance(np.array(members + [0.0] * (4 - len(members))))
+        for v in outsiders:
+            with pytest.raises(ValueError, match=f"not a {fmt} value"):
+                b.tolerance(np.array([v, 0.0, 0.0, 0.0]))

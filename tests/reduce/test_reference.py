@@ -483,13 +483,13 @@ def test_matmul_shapes_batches_and_vectors():
 
 
 def test_matmul_column_blocks_give_the_same_result(monkeypatch):
-    import numoracle.reduce.reference as ref
+    import numoracle.reduce.ozaki as ozaki
 
     rng = np.random.default_rng(18)
     a = (rng.standard_normal((7, 300)) * np.exp2(rng.integers(-60, 60, (7, 300)))).astype(np.float32)
     b = (rng.standard_normal((300, 11)) * np.exp2(rng.integers(-60, 60, (300, 11)))).astype(np.float32)
     whole = exact_matmul(a, b, exact=True)
-    monkeypatch.setattr(ref, "_LIMBS", 64)  # one column of B per block
+    monkeypatch.setattr(ozaki, "_LIMBS", 64)  # one column of B per block
     assert exact_matmul(a, b, exact=True).tolist() == whole.tolist()
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     assert same(exact_matmul(a, b), [[math.fsum(a64[i] * b64[:, j]) for j in range(11)] for i in range(7)])
@@ -572,3 +572,16 @@ def test_integer_out_and_low_precision_out():
     assert same(exact_sum(np.array([3.0, 0.5, 2.0**-70]), out="int8"), 4.0)
     assert same(exact_sum(np.array([3.0, 0.5]), out="int8"), 4.0)  # tie to even
     assert same(exact_sum(np.array([2.0, 0.5]), out="int8"), 2.0)
+
+
+def test_out_tuple_gives_each_rounding_from_one_exact_result():
+    rng = np.random.default_rng(31)
+    a = (rng.standard_normal((5, 70)) * np.exp2(rng.integers(-30, 30, (5, 70)))).astype(np.float32)
+    b = (rng.standard_normal((70, 4)) * np.exp2(rng.integers(-30, 30, (70, 4)))).astype(np.float32)
+    for fn, args in ((exact_matmul, (a, b)), (exact_dot, (a[:4], b.T)), (exact_sum, (a,))):
+        kw = {"axis": -1} if fn is exact_sum else {}
+        r64, r16, r32 = fn(*args, out=("fp64", "bf16", "fp32"), **kw)
+        assert same(r64, fn(*args, **kw)) and same(r16, fn(*args, out="bf16", **kw))
+        assert same(r32, fn(*args, out="fp32", **kw))
+    with pytest.raises(ValueError, match="names no format"):
+        exact_sum(a, out=())
