@@ -295,13 +295,13 @@ def block_fma(T: np.ndarray, X: np.ndarray, c: np.ndarray, order, out: Arith, su
     ieee = (T.sum(axis=1) + c)[bad] if bad.any() else None   # inf/NaN: their IEEE sum
     has_p = amax > 0
     raw = X.max(axis=1)
+    Ep = np.frexp(amax)[1] - 1                      # floor(log2 max|t|): the max label when significands are in [1, 4)
     if sub_inputs:
-        # label = raw + 1 when the significand |t| / 2^raw is >= 2 (it can be < 1 for subnormal inputs)
-        A = np.abs(T)
-        lab = X + (A >= np.ldexp(1.0, X + 1))
-        Ep = np.where(A > 0, lab, -(10**6)).max(axis=1)
-    else:
-        Ep = np.frexp(amax)[1] - 1                  # = max label: all significands are in [1, 4)
+        # a product's label is raw_k + 1 where its significand |t| / 2^raw_k is >= 2, else raw_k (the significand
+        # is < 4, and can be < 1 for subnormal inputs): label_k = max(raw_k, floor(log2 |t_k|)). The max over k
+        # is max(max raw_k, floor(log2 max|t_k|)) (zero products have very negative raw labels; an all-zero
+        # block has no label: has_p is False there and E does not read Ep)
+        Ep = np.maximum(Ep, raw)
     cabs = np.abs(c)
     has_c = cabs > 0
     Ec = np.maximum(np.frexp(cabs)[1] - 1, -126)   # c's FP32 register exponent (subnormal: -126)
