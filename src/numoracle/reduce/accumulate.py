@@ -113,14 +113,27 @@ class Arith:
         (critical points, results outside the normal range) take the exact float64 route."""
         s = x + y
         bits = s.view(np.uint32)
-        need = (((bits & _MAG32) - self._lo32) > self._span32) | ((bits & self._mask32) == self._crit32)
+        w = bits & self._mask32                     # in place from here: one temporary, one mask
+        need = w == self._crit32
+        np.bitwise_and(bits, _MAG32, out=w)
+        w -= self._lo32
+        need |= w > self._span32
         out = _round_word(bits, self.mode, self._d32, self._mask32, self._half32, np.uint32, 31).view(np.float32)
         if need.any():
             idx = np.flatnonzero(need)
-            xs = np.broadcast_to(x, s.shape).reshape(-1)[idx].astype(np.float64)
-            ys = np.broadcast_to(y, s.shape).reshape(-1)[idx].astype(np.float64)
-            out.reshape(-1)[idx] = self.add(xs, ys, "odd")
+            xs, ys = _take(x, s.shape, idx).astype(np.float64), _take(y, s.shape, idx).astype(np.float64)
+            out.reshape(-1)[idx] = self.add_exact(xs, ys)
         return out
+
+    def add_exact(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """fl(x + y) by the exact route for every element (plan "odd" without its shortcut): round to odd at
+        53 bits from the float64 sum and its TwoSum error, then round once (class docstring)."""
+        s = x + y
+        if self.mode is Rounding.DOWN:
+            _rd_zero_sign(s, x, y)
+        bb = s - x
+        e = (x - (s - bb)) + (y - bb)
+        return self.round(_to_odd(s, e))
 
     def round32(self, x: np.ndarray) -> np.ndarray:
         """round() of float32 x holding exact values (terms that fit FP32), for ``low32`` formats."""
@@ -196,7 +209,7 @@ class Arith:
                else self._round_bits(bits).view(np.float64))
         if need.any():
             idx = np.flatnonzero(need)
-            xs, ys = np.broadcast_to(x, s.shape).reshape(-1)[idx], np.broadcast_to(y, s.shape).reshape(-1)[idx]
+            xs, ys = _take(x, s.shape, idx), _take(y, s.shape, idx)
             ss = s.reshape(-1)[idx]
             # TwoSum (Knuth): e = (x + y) - s exactly, for any float64 x, y without overflow
             bb = ss - xs
@@ -229,6 +242,12 @@ class Arith:
         return self._flush64(s) if self.ftz else s
 
 
+def _take(x: np.ndarray, shape: tuple, idx: np.ndarray) -> np.ndarray:
+    """x broadcast to ``shape``, at flat indices idx (no broadcast view when x already has the shape)."""
+    x = np.asarray(x)
+    return (x if x.shape == shape else np.broadcast_to(x, shape)).reshape(-1)[idx]
+
+
 def _fits32(t: tuple) -> bool:
     return t[0] <= 24 and t[1] >= -149 and t[2] <= 128
 
@@ -236,10 +255,17 @@ def _fits32(t: tuple) -> bool:
 def _round_word(bits, m: Rounding, d, mask, half, word, top: int):
     """Round the float bits (uint64 of float64, or uint32 of float32) at bit d: see Arith._round_bits."""
     one = word(1)
-    if m is Rounding.NEAREST_EVEN:
-        return (bits + (((bits >> d) & one) + (half - one))) & ~mask
+    if m is Rounding.NEAREST_EVEN:  # bits + (half - 1 + lsb), low bits cleared; in place on one temporary
+        r = bits >> d
+        r &= one
+        r += half - one
+        r += bits
+        r &= ~mask
+        return r
     if m is Rounding.NEAREST_AWAY:
-        return (bits + half) & ~mask
+        r = bits + half
+        r &= ~mask
+        return r
     if m is Rounding.TOWARD_ZERO:
         return bits & ~mask
     if m is Rounding.TO_ODD:
