@@ -313,12 +313,13 @@ def block_format(acc: Format, out_frac_bits: int | None) -> Format:
 
 
 def block_fma(T: np.ndarray, X: np.ndarray, c: np.ndarray, order, out: Arith, sub_inputs: bool) -> np.ndarray:
-    """d = BFMA(c; T[:, k, :]) per (width, batch) element. T: exact products (w, N, B), overwritten;
+    """d = BFMA(c; T[:, k, :]) per (width, batch) element. T: exact products (w, N, B; float64, or float32
+    where simulate has checked that float32 holds every step exactly), overwritten;
     X: their raw labels ea'+eb' (int, zero factors very negative); c: (w, B). Steps: orders.BlockFMA.
     """
-    amax = np.maximum(T.max(axis=1), -T.min(axis=1))    # max |t| (NaN if any t is NaN)
+    amax = np.maximum(T.max(axis=1), -T.min(axis=1)).astype(np.float64)    # max |t| (NaN if any t is NaN)
     bad = ~(np.isfinite(amax) & np.isfinite(c))
-    ieee = (T.sum(axis=1) + c)[bad] if bad.any() else None   # inf/NaN: their IEEE sum
+    ieee = (T.sum(axis=1, dtype=np.float64) + c)[bad] if bad.any() else None   # inf/NaN: their IEEE sum
     has_p = amax > 0
     raw = X.max(axis=1)
     Ep = np.frexp(amax)[1] - 1                      # floor(log2 max|t|): the max label when significands are in [1, 4)
@@ -337,14 +338,19 @@ def block_fma(T: np.ndarray, X: np.ndarray, c: np.ndarray, order, out: Arith, su
     # Exact: scaling by a power of two is exact (|t| < 2^(E+1), so |t|*scale < 2^(F+2); values that
     # underflow are < 1 and truncate to 0 anyway); trunc is exact; the sum has at most n+1 integers
     # below 2^(F+3) (BlockFMA checks (n+1)*2^(F+3) <= 2^53), so float64 adds them exactly in any order.
-    Y = np.multiply(T, scale[:, None, :], out=T)
+    # float32 terms (simulate chooses them only where this all stays exact in float32: products that are FP32
+    # numbers, a block sum below 2^24): the scaling is a power of two whose results under float32's range are
+    # < 1 and truncate to 0 either way; the integer sums are exact; S is widened before c joins it.
+    # (a block without products may have a scale beyond float32's range: its zeros stay zeros under the clamp)
+    s_t = scale if T.dtype == np.float64 else np.minimum(scale, 2.0**127).astype(T.dtype)
+    Y = np.multiply(T, s_t[:, None, :], out=T)
     yc = c * scale
     if order.truncate:
-        S = np.trunc(Y, out=Y).sum(axis=1) + np.trunc(yc)
+        S = np.trunc(Y, out=Y).sum(axis=1).astype(np.float64) + np.trunc(yc)
         v = S / scale
     else:  # one sticky bit below the window: 2*trunc + (any bit shifted out), sign-magnitude
         tY, tc = np.trunc(Y), np.trunc(yc)
-        S = (2 * tY + np.sign(Y) * (Y != tY)).sum(axis=1) + 2 * tc + np.sign(yc) * (yc != tc)
+        S = (2 * tY + np.sign(Y) * (Y != tY)).sum(axis=1).astype(np.float64) + 2 * tc + np.sign(yc) * (yc != tc)
         v = S / (2 * scale)
     d = out.round(v)
     if out.fmt.has_inf:   # K&M: a result reaching 2^(emax+1) is +-inf in every mode
