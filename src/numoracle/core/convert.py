@@ -46,7 +46,7 @@ def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -
         raise ValueError(f"random_bits has shape {r.shape}, but x has shape {shape}; give one per element")
     if r.dtype.kind not in "iu":
         raise TypeError(f"random_bits must be integers, got dtype {r.dtype}")
-    if r.size and (int(r.min()) < 0 or int(r.max()) >= (1 << sr_bits)):
+    if r.size and ((r.dtype.kind == "i" and int(r.min()) < 0) or int(r.max()) >= (1 << sr_bits)):
         raise ValueError(f"random_bits must lie in [0, 2**{sr_bits}); got {int(r.min())}..{int(r.max())}")
     return r.astype(np.uint64 if sr_bits > 32 else np.uint32, copy=False)
 

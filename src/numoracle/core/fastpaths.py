@@ -28,7 +28,7 @@ from .policy import Flags, Overflow, Policy, Rounding
 
 __all__ = ["FAST_CHUNK", "select_fast_path"]
 
-FAST_CHUNK = 1 << 14  # elements per pass: the few uint32 temporaries (64 KiB each) stay in L2
+FAST_CHUNK = 1 << 16  # elements per pass: the few uint32 temporaries (256 KiB each) stay in L2 (measured: 2^14-2^16)
 
 # generic(codes, rand) -> (codes, flags or None): the engine on a subset of the elements
 Generic = Callable[[np.ndarray, "np.ndarray | None"], "tuple[np.ndarray, np.ndarray | None]"]
@@ -192,22 +192,20 @@ class _Narrow:
     def _stochastic(self, x, t, w, r) -> None:
         """kept + ((floor(frac * 2^R) + rand) >> R), frac = the low s bits / 2^s, R = sr_bits.
 
-        R <= s: floor(frac * 2^R) is the top R of the s bits. R > s: it is low << (R - s), and with
-        rand = hi * 2^(R-s) + lo (lo < 2^(R-s)) the carry equals that of low + hi at bit s, so no word
-        ever needs more than s + 1 bits.
+        R <= s: x >> (s - R) is kept * 2^R + floor(frac * 2^R); adding rand (< 2^R) carries into kept
+        exactly when the sum reaches 2^R, so t = (x >> (s - R) + rand) >> R. R > s: floor(frac * 2^R) is
+        low << (R - s); with rand = hi * 2^(R-s) + lo (lo < 2^(R-s)) the carry equals that of low + hi at
+        bit s, so t = (x + hi) >> s. No sum leaves the 32-bit word (x <= 0xFF800000 and hi < 2^s).
         """
         s, R = self.s, self.pol.sr_bits
-        np.bitwise_and(x, np.uint32(self.mask), out=w)
         if R <= s:
-            np.right_shift(w, np.uint32(s - R), out=w)
-            np.add(w, r, out=w)
-            np.right_shift(w, np.uint32(R), out=w)
+            np.right_shift(x, np.uint32(s - R), out=t)
+            np.add(t, r, out=t)
+            np.right_shift(t, np.uint32(R), out=t)
         else:
             np.right_shift(r, np.uint32(R - s), out=t)
-            np.add(w, t, out=w)
-            np.right_shift(w, np.uint32(s), out=w)
-        np.right_shift(x, np.uint32(s), out=t)
-        np.add(t, w, out=t)
+            np.add(t, x, out=t)
+            np.right_shift(t, np.uint32(s), out=t)
 
     def _clamp(self, u, t, w) -> None:
         """Step 8: a rounded magnitude above max becomes max or the 'over' code (inf / FN NaN) by policy."""
