@@ -76,7 +76,7 @@ def grid(dst: Format, rng: np.random.Generator, n_sample: int) -> np.ndarray:
 
 
 def fp32_codes(dst: Format, rng: np.random.Generator, n_random: int) -> np.ndarray:
-    """The pair's boundary set, the specials, and seeded random codes (a chunk boundary crossed)."""
+    """The pair's boundary set, the specials, seeded random bit patterns and normal values."""
     b = np.asarray(no.boundary_values(FP32, dst).codes, np.uint32)
     special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFBFFFFF, 1,
                         0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF], np.uint32)
@@ -108,7 +108,7 @@ def test_widening_every_16_bit_code_every_policy(src):
 # ---- narrowing: every mode and policy on the boundary set and random codes -------------------------------
 @pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
 def test_narrowing_every_policy_on_boundary_and_random_codes(dst, rng):
-    codes = fp32_codes(dst, rng, 3 * FAST_CHUNK // 2)
+    codes = fp32_codes(dst, rng, 1 << 14)  # one chunk; test_dense_and_sparse_chunks_mix crosses chunks
     for k, pol in enumerate(policies(dst)):
         same(codes, FP32, dst, pol, seed=k)
 
