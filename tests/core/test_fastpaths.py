@@ -18,7 +18,6 @@ from numoracle.core.convert import cast_codes, engine_cast_codes
 from numoracle.core.fastpaths import FAST_CHUNK, select_fast_path
 from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
 from numoracle.core.policy import Policy, resolve_policy
-
 from policies import MODES, overflows
 
 NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]

@@ -523,9 +523,13 @@ def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
     a[4, 100] = np.nan
     a[5, :] = 0                        # c = 0 and no products: a scale beyond float32 (clamped)
     for preset in (O.preset("h100", "fp8"), O.BlockFMA(n=16, frac_bits=13, truncate=False)):
-        seen = []
-        orig = sim._block32
-        monkeypatch.setattr(sim, "_block32", lambda st, src: seen.append(orig(st, src)) or seen[-1])
+        seen: list[bool] = []
+
+        def record(st, src, seen=seen, orig=sim._block32):
+            seen.append(orig(st, src))
+            return seen[-1]
+
+        monkeypatch.setattr(sim, "_block32", record)
         got = simulate("matmul", a, b, order=preset)
         assert seen and all(seen)  # the float32 path ran
         monkeypatch.setattr(sim, "_block32", lambda st, src: False)

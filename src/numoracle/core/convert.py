@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .formats import FP64, INT64, UINT64, AnyFormat, format_of
 from .fastpaths import select_fast_path
+from .formats import FP64, INT64, UINT64, AnyFormat, format_of
 from .interop import to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
 from .softfloat import round_pack, unpack, word_bits

@@ -19,7 +19,7 @@ which is exactly the next binade (and max + 1 ulp is the infinity's code in IEEE
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -122,7 +122,7 @@ class _Narrow:
 
     def _chunk(self, u, a, t, w, m, r, fl) -> np.ndarray:
         """Steps 2-6 on one chunk; returns the codes (garbage outside the lane, overwritten later)."""
-        s, mask = np.uint32(self.s), np.uint32(self.mask)
+        mask = np.uint32(self.mask)
         # 2. the word to round: the signed code (direct lane) or the re-biased magnitude; in both the
         #    destination's code is the word's top bits, its exponent field already in place
         x = u if self.direct else a
