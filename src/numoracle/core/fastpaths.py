@@ -105,15 +105,15 @@ class _Narrow:
             if lo:
                 np.subtract(a[:k], np.uint32(lo), out=w[:k])
             np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
-            if m[:k].any():
-                few = np.flatnonzero(m[:k])
-                if few.size * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
-                    c_, f_ = generic(flat[i0:i1], r)
-                    out[i0:i1] = c_
-                    if fl is not None:
-                        fl[i0:i1] = f_
-                    continue
-                rest.append(few + i0)
+            n_out = np.count_nonzero(m[:k])
+            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
+                c_, f_ = generic(flat[i0:i1], r)
+                out[i0:i1] = c_
+                if fl is not None:
+                    fl[i0:i1] = f_
+                continue
+            if n_out:
+                rest.append(np.flatnonzero(m[:k]) + i0)
             out[i0:i1] = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
         idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
         if idx.size:
