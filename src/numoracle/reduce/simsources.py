@@ -130,7 +130,7 @@ class _MatSource(_Source):
         return self.terms32(ids)    # a fresh array already
 
     def labels(self, ids):
-        la = self.lat[ids, self.lo:self.hi].astype(np.int32)
+        la = self.lat[ids, self.lo:self.hi]     # int16: sums of two labels stay in range (see _ZERO_LABEL)
         t = la[..., None] + self.lb[ids][..., None, :]
         return t.reshape(t.shape[:-2] + (-1,))
 
