@@ -105,8 +105,10 @@ class _Narrow:
             if lo:
                 np.subtract(a[:k], np.uint32(lo), out=w[:k])
             np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
-            n_out = np.count_nonzero(m[:k])
-            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
+            n_out = n_engine = np.count_nonzero(m[:k])
+            if n_out * _DENSE > k and self._tiny_lane(want_flags):  # tiny results are not the engine's
+                n_engine -= np.count_nonzero(a[:k] < np.uint32(lo))
+            if n_engine * _DENSE > k:  # mostly irregular (e.g. NaN, or flags on tiny values): the engine's chunk
                 c_, f_ = generic(flat[i0:i1], r)
                 out[i0:i1] = c_
                 if fl is not None:
@@ -221,20 +223,73 @@ class _Narrow:
             np.subtract(np.uint32(self.over), w, out=w)
             np.minimum(t, w, out=t)
 
+    def _tiny_lane(self, want_flags: bool) -> bool:
+        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) or ftz apply."""
+        return not (want_flags or self.pol.ftz)
+
     def _rest(self, flat, u32, idx, rand, out, fl, generic: Generic) -> None:
-        """The elements outside the lane: signed zeros directly, everything else through the engine."""
+        """The elements outside the lane: signed zeros directly, tiny results by _tiny, the rest by the engine."""
         ui = u32[idx]
-        zero = (ui & np.uint32(0x7FFFFFFF)) == 0
+        mag = ui & np.uint32(0x7FFFFFFF)
+        zero = mag == 0
         if zero.any():  # +-0 -> +-0 in every mode and policy, no flags (daz and ftz leave zeros alone)
             out[idx[zero]] = ui[zero] >> np.uint32(32 - self.dst.bits)
             if fl is not None:
                 fl[idx[zero]] = 0
-            idx = idx[~zero]
+        keep = ~zero
+        if self._tiny_lane(fl is not None):
+            lo = self._lane(False)[0]
+            tiny = (mag >= np.uint32(0x00800000 if self.pol.daz else 1)) & (mag < np.uint32(lo))
+            if tiny.any():
+                out[idx[tiny]] = self._tiny(ui[tiny], None if rand is None else rand[idx[tiny]])
+                keep &= ~tiny
+        idx = idx[keep]
         if idx.size:
             c, f = generic(flat[idx], None if rand is None else rand[idx])
             out[idx] = c
             if fl is not None:
                 fl[idx] = f
+
+
+    def _tiny(self, ui: np.ndarray, r: np.ndarray | None) -> np.ndarray:
+        """Codes of nonzero FP32 values below the destination's smallest normal (no flags, no ftz).
+
+        1. value = sig * 2^(e - 150) with sig = mantissa | 2^23 (e = the exponent field, 1 for FP32
+           subnormals, whose sig has no implicit bit); in units of the destination's quantum
+           2^(emin - m) it is sig / 2^sh, sh = 150 + emin - m - e >= s + 1.
+        2. Round sig / 2^sh as the lane does (one addition below the kept bits, a shift), sh clamped
+           at 25: from there on the kept part is 0, the guard bit 0 and the sticky bit 1 (sig != 0,
+           sig < 2^24) whatever sh is. Stochastic rounding reads floor(frac * 2^R) exactly from the
+           64-bit word (sig << 32) >> min(sh, 63) (it is 0 from sh = 56 on).
+        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code. The sign.
+        """
+        d, mode = self.dst, self.pol.rounding
+        one = np.uint32(1)
+        ef = (ui >> np.uint32(23)) & np.uint32(0xFF)
+        sig = (ui & np.uint32(0x7FFFFF)) | ((ef != 0).astype(np.uint32) << np.uint32(23))
+        sh = (150 + d.emin - d.man_bits) - np.maximum(ef, one).astype(np.int64)
+        neg = ui >> np.uint32(31)
+        if mode is Rounding.STOCHASTIC:
+            R = self.pol.sr_bits
+            w = (sig.astype(np.uint64) << np.uint64(32)) >> np.minimum(sh, 63).astype(np.uint64)
+            top = (w & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - R)
+            t = (w >> np.uint64(32)) + ((top + r.astype(np.uint64)) >> np.uint64(R))
+        else:
+            shc = np.minimum(sh, 25).astype(np.uint32)
+            mask = (one << shc) - one
+            if mode is Rounding.NEAREST_EVEN:
+                t = (sig + (mask >> one) + ((sig >> shc) & one)) >> shc
+            elif mode is Rounding.NEAREST_AWAY:
+                t = (sig + (mask >> one) + one) >> shc
+            elif mode is Rounding.TOWARD_ZERO:
+                t = sig >> shc
+            elif mode is Rounding.UP:
+                t = (sig + (mask & (neg - one))) >> shc
+            elif mode is Rounding.DOWN:
+                t = (sig + (mask & (np.uint32(0) - neg))) >> shc
+            else:  # TO_ODD
+                t = (sig >> shc) | ((sig & mask) != 0).astype(np.uint32)
+        return t.astype(np.uint32) | (neg << np.uint32(d.bits - 1))
 
 
 # ---- BF16 / FP16 -> FP32 (exact widening) -------------------------------------------------------------
