@@ -172,3 +172,32 @@ def test_narrowing_every_fp32_code_rne(dst):
     step = 1 << 24
     for lo in range(0, 1 << 32, step):
         same(np.arange(lo, lo + step, dtype=np.uint64).astype(np.uint32), FP32, dst, pol)
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_stochastic_rounding_at_the_carry_threshold(dst, rng):
+    """rand = 2^R - floor(frac * 2^R) carries and one less does not: random bits at the exact threshold
+    (computed with Fractions), for normal and tiny results, below and above each pair's discarded width."""
+    from fractions import Fraction
+
+    codes = np.concatenate([(rng.standard_normal(300) * 8).astype(np.float32).view(np.uint32),
+                            rng.integers(0, 1 << 32, 300, dtype=np.uint64).astype(np.uint32)])
+    v = codes.view(np.float32)
+    codes = codes[np.isfinite(v) & (v != 0) & (np.abs(v) < float(dst.max_finite))]
+    for R in (3, 16, 24, 32):
+        rand = []
+        for c in codes:
+            x = abs(Fraction(float(np.uint32(c).view(np.float32))))
+            # the quantum at x: 2^(floor(log2 x) - m), and 2^(emin - m) below the smallest normal
+            e = x.numerator.bit_length() - x.denominator.bit_length()  # floor(log2 x) or one more
+            e -= Fraction(2) ** e > x
+            q = Fraction(2) ** (max(e, dst.emin) - dst.man_bits)
+            frac = x / q - (x // q)
+            top = int(frac * (1 << R))
+            rand.append(((1 << R) - top) % (1 << R))
+        rand = np.array(rand, np.uint64)
+        pol = resolve_policy(dst, "sr", sr_bits=R)
+        for rr in (rand, (rand + (1 << R) - 1) % (1 << R)):
+            rr = rr.astype(np.uint32)
+            want = engine_cast_codes(codes, FP32, dst, pol, rr)[0]
+            assert np.array_equal(cast_codes(codes, FP32, dst, pol, rr), want)
