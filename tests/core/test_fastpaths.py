@@ -130,15 +130,17 @@ def test_narrowing_rne_on_2_20_random_codes_and_the_whole_grid(dst, rng):
 
 
 def test_dense_and_sparse_chunks_mix(rng):
-    """Chunks of random bit patterns, of values below the smallest normal (every result tiny: their own
-    lane, or the engine where flags are asked), of NaNs (the engine takes them whole) and of normal values."""
+    """Chunks of random bit patterns, of values below the smallest normal and of NaNs (the engine takes
+    such chunks whole), of normal values with a tenth tiny (the tiny path) and of normal values."""
     n = FAST_CHUNK // 2
     normal = (rng.standard_normal(2 * n) * 8).astype(np.float32).view(np.uint32)
     bits = rng.integers(0, 1 << 32, 2 * n, dtype=np.uint64).astype(np.uint32)
     tiny = (rng.integers(0, 1 << 31, 2 * n, dtype=np.uint64).astype(np.uint32) & np.uint32(0x387FFFFF)) | \
         (rng.integers(0, 2, 2 * n).astype(np.uint32) << np.uint32(31))  # exponent fields below 113
     nan = np.full(n, 0x7FC00000, np.uint32)
-    codes = np.concatenate([normal[:n], bits, tiny, nan, normal[n:]])
+    sparse = normal.copy()  # a tenth of the values tiny: the fast lane's own tiny path
+    sparse[::10] = tiny[::10]
+    codes = np.concatenate([normal[:n], bits, tiny, nan, sparse, normal[n:]])
     for dst in NARROW:
         for mode in ALL_MODES:
             for srb in ([7, 30, 32] if mode == "sr" else [None]):

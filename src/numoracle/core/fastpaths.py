@@ -105,10 +105,8 @@ class _Narrow:
             if lo:
                 np.subtract(a[:k], np.uint32(lo), out=w[:k])
             np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
-            n_out = n_engine = np.count_nonzero(m[:k])
-            if n_out * _DENSE > k and self._tiny_lane(want_flags):  # tiny results are not the engine's
-                n_engine -= np.count_nonzero(a[:k] < np.uint32(lo))
-            if n_engine * _DENSE > k:  # mostly irregular (e.g. NaN, or flags on tiny values): the engine's chunk
+            n_out = np.count_nonzero(m[:k])
+            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
                 c_, f_ = generic(flat[i0:i1], r)
                 out[i0:i1] = c_
                 if fl is not None:
