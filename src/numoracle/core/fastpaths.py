@@ -2,13 +2,14 @@
 
 Each path is a few whole-chunk integer operations on uint32 words (no ``np.where``: decisions are
 arithmetic), for the *regular* elements of a chunk: finite values whose result is normal (or, for
-BF16, anything the plain bit shift rounds exactly). Every other element -- NaN, infinities where the
-policy gives them flags or a saturated value, results below the destination's smallest normal, and
-the inputs that daz/ftz/flags make special -- is listed and converted at the end by the generic
-engine (``softfloat.unpack`` / ``round_pack``), so an answer can never differ from it: the fast
-lane computes the same (mode, sign, guard, sticky) decision on the same bits, in the same steps
-(docs/semantics.md), and the rest *is* the engine. ``tests/core/test_fastpaths.py`` checks both
-against each other over every 16-bit source and the boundary set of the 32-bit ones.
+BF16, anything the plain bit shift rounds exactly). The other elements are listed and converted at
+the end: signed zeros directly, results below the destination's smallest normal by a variable shift
+(``_Narrow._tiny``, where no flags or ftz apply), and everything else -- NaN, infinities where the
+policy gives them flags or a saturated value, the inputs that daz/ftz/flags make special -- by the
+generic engine (``softfloat.unpack`` / ``round_pack``); a chunk mostly outside the lane goes to the
+engine whole. The lanes compute the engine's (mode, sign, guard, sticky) decision on the same bits,
+in the same steps (docs/semantics.md); ``tests/core/test_fastpaths.py`` checks codes and flags
+against the engine over every 16-bit source and the boundary set of the 32-bit ones.
 
 The trick (as in ml_dtypes' float -> bfloat16): an FP32 code read as an unsigned integer is
 ``exponent_field * 2^23 + mantissa``; for a normal value whose result is normal in a destination
