@@ -195,8 +195,7 @@ class _Problem:
         codes, fmt = to_codes(x)
         return as_native(codes, fmt), fmt
 
-    def expected(self, *ofmts: AnyFormat) -> list[np.ndarray]:
-        """The exact result rounded once to each format (flat float64), from one exact computation."""
+    def expected(self, *ofmts: AnyFormat) -> list[np.ndarray]:  # one exact result, rounded once to each
         fn = {"sum": lambda *v, **k: exact_sum(v[0], axis=-1, **k), "dot": exact_dot, "matmul": exact_matmul}[self.op]
         return [np.asarray(r, np.float64).reshape(-1) for r in fn(*self.inputs, out=ofmts)]
 
