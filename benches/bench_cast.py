@@ -45,6 +45,9 @@ def natives():
     return out
 
 
+MODES = ("rne", "rna", "rtz", "ru", "rd", "rto", "sr")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--log2n", type=int, default=24)
@@ -58,7 +61,7 @@ def main() -> None:
     for (dst, lib), native in natives().items():
         for kind, x in data.items():
             t_nat = best_time(lambda native=native, x=x: native(x), args.repeat)
-            for mode in ("rne", "rtz", "sr"):
+            for mode in MODES:
                 kw = {"rounding": mode}
                 if mode == "sr":
                     kw.update(sr_bits=16, random_bits=rbits)

@@ -4,8 +4,9 @@ Run: python benches/bench_reference.py [--m 256 --k 4096 --n 256] [--repeat 5]
 (OPENBLAS_NUM_THREADS=1 in front for single-threaded BLAS on both sides.)
 A is M x K and B is K x N (default 256 x 4096 @ 4096 x 256), standard normal data cast to
 FP32, BF16 and FP64, plus an ill-conditioned FP32 set (magnitudes spread over 2^-40..2^40
-and rows that cancel). Prints the best time of each and the ratio exact / BLAS (target:
-within 20x for FP32 and BF16). The BLAS time is float64 ``A @ B`` on the same values.
+and rows that cancel), and a whole ``assert_matmul_close`` on the FP32 set. Prints the best time of
+each and the ratio to BLAS (targets, one thread: exact_matmul within 5x, 15x ill-conditioned; the
+check within 10x). The BLAS time is float64 ``A @ B`` on the same values.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from numoracle.reduce.reference import exact_matmul
+from numoracle.testing.checks import assert_matmul_close
 
 
 def best_times(fns, repeat: int) -> list[float]:
@@ -60,6 +62,13 @@ def main() -> None:
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         t_blas, t_exact = best_times([lambda: a64 @ b64, lambda: exact_matmul(a, b)], args.repeat)  # noqa: B023
         print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.1f}x")
+    # the whole check: one exact product (float64 and the output format), the bound, the judgement
+    a, b = inputs(args.m, args.k, args.n)["fp32"]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    c = (a @ b).astype(np.float32)
+    t_blas, t_check = best_times([lambda: a64 @ b64, lambda: assert_matmul_close(c, a, b)], args.repeat)
+    print(f"{'assert_matmul_close':22s} {t_blas * 1e3:9.1f} ms {t_check * 1e3:10.1f} ms {t_check / t_blas:6.1f}x"
+          "  (fp32 inputs, fp32 result)")
 
 
 if __name__ == "__main__":

@@ -633,3 +633,15 @@ def test_an_order_without_spec_is_refused_with_the_fix():
 
     with pytest.raises(ValueError, match="defines spec"):
         expected_error_bound("sum", FP16, 64, order=Mine())
+
+
+def test_input_membership_round_trip_accepts_members_and_refuses_the_rest():
+    """The float64 round-trip shortcut accepts exactly the format's values (subnormals included)."""
+    for fmt, members, outsiders in (
+            ("fp32", [2.0**-149, -3 * 2.0**-149, 2.0**-126 * 1.5, 3.4028234663852886e38], [2.0**-150, 1 + 2.0**-30]),
+            ("fp16", [2.0**-24, 65504.0, -0.0], [2.0**-25, 65520.0, 1 + 2.0**-11])):
+        b = expected_error_bound("sum", fmt, 4, acc="fp32")
+        b.tolerance(np.array(members + [0.0] * (4 - len(members))))
+        for v in outsiders:
+            with pytest.raises(ValueError, match=f"not a {fmt} value"):
+                b.tolerance(np.array([v, 0.0, 0.0, 0.0]))

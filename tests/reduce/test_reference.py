@@ -572,3 +572,16 @@ def test_integer_out_and_low_precision_out():
     assert same(exact_sum(np.array([3.0, 0.5, 2.0**-70]), out="int8"), 4.0)
     assert same(exact_sum(np.array([3.0, 0.5]), out="int8"), 4.0)  # tie to even
     assert same(exact_sum(np.array([2.0, 0.5]), out="int8"), 2.0)
+
+
+def test_out_tuple_gives_each_rounding_from_one_exact_result():
+    rng = np.random.default_rng(31)
+    a = (rng.standard_normal((5, 70)) * np.exp2(rng.integers(-30, 30, (5, 70)))).astype(np.float32)
+    b = (rng.standard_normal((70, 4)) * np.exp2(rng.integers(-30, 30, (70, 4)))).astype(np.float32)
+    for fn, args in ((exact_matmul, (a, b)), (exact_dot, (a[:4], b.T)), (exact_sum, (a,))):
+        kw = {"axis": -1} if fn is exact_sum else {}
+        r64, r16, r32 = fn(*args, out=("fp64", "bf16", "fp32"), **kw)
+        assert same(r64, fn(*args, **kw)) and same(r16, fn(*args, out="bf16", **kw))
+        assert same(r32, fn(*args, out="fp32", **kw))
+    with pytest.raises(ValueError, match="names no format"):
+        exact_sum(a, out=())

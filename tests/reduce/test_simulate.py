@@ -504,3 +504,35 @@ def test_errors():
         O.Blocked(4, outer=O.BlockFMA(4, 23))
     with pytest.raises(ValueError):
         O.BlockFMA(4, 60)
+
+
+def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
+    """The float32 block path (FP8 products) gives the float64 path's bits: zeros, subnormal inputs,
+    all-zero blocks after a tiny or huge accumulator, cancellation, inf and NaN."""
+    import numoracle.reduce.simulation as sim
+
+    rng = np.random.default_rng(77)
+    m, K, n = 9, 256, 7
+    a = (rng.standard_normal((m, K)) * np.exp2(rng.integers(-12, 9, (m, K)))).astype(ml_dtypes.float8_e4m3fn)
+    b = (rng.standard_normal((K, n)) * np.exp2(rng.integers(-12, 9, (K, n)))).astype(ml_dtypes.float8_e4m3fn)
+    a[0, 32:] = 0                      # blocks without products after a nonzero c
+    a[1, :32], a[1, 40:] = 448, 0      # a large c, then tiny and empty blocks
+    a[2, ::2], a[2, 1::2] = a[2, 0::2], -a[2, 0::2]
+    b[:, 1] = np.abs(b[:, 1])          # pairs in row 2 cancel against column 1
+    a[3, :] = ml_dtypes.float8_e4m3fn(2.0**-9)  # subnormal inputs everywhere
+    a[4, 100] = np.nan
+    a[5, :] = 0                        # c = 0 and no products: a scale beyond float32 (clamped)
+    for preset in (O.preset("h100", "fp8"), O.BlockFMA(n=16, frac_bits=13, truncate=False)):
+        seen: list[bool] = []
+
+        def record(st, src, seen=seen, orig=sim._block32):
+            seen.append(orig(st, src))
+            return seen[-1]
+
+        monkeypatch.setattr(sim, "_block32", record)
+        got = simulate("matmul", a, b, order=preset)
+        assert seen and all(seen)  # the float32 path ran
+        monkeypatch.setattr(sim, "_block32", lambda st, src: False)
+        want = simulate("matmul", a, b, order=preset)
+        monkeypatch.undo()
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64))

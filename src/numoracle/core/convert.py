@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from .args import check_bool
+from .fastpaths import select_fast_path
 from .formats import FP64, INT64, UINT64, AnyFormat, format_of
 from .interop import as_array, to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
 from .softfloat import round_pack, unpack, word_bits
 
-__all__ = ["cast", "cast_codes", "decode", "encode", "CHUNK"]
+__all__ = ["cast", "cast_codes", "engine_cast_codes", "decode", "encode", "CHUNK"]
 
 CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
@@ -46,7 +47,7 @@ def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -
         raise ValueError(f"random_bits has shape {r.shape}, but x has shape {shape}; give one per element")
     if r.dtype.kind not in "iu":
         raise TypeError(f"random_bits must be integers, got dtype {r.dtype}")
-    if r.size and (int(r.min()) < 0 or int(r.max()) >= (1 << sr_bits)):
+    if r.size and ((r.dtype.kind == "i" and int(r.min()) < 0) or int(r.max()) >= (1 << sr_bits)):
         raise ValueError(f"random_bits must lie in [0, 2**{sr_bits}); got {int(r.min())}..{int(r.max())}")
     return r.astype(np.uint64 if sr_bits > 32 else np.uint32, copy=False)
 
@@ -95,14 +96,38 @@ def cast(
 
 def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rand: np.ndarray | None = None,
                flags: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """``cast`` for callers that already hold valid codes and a resolved Policy (no checks)."""
-    W = word_bits(src, dst, pol.sr_bits)
+    """``cast`` for callers that already hold valid codes and a resolved Policy (no checks).
+
+    The hottest pairs take a specialised path (``fastpaths.py``), bit-identical to the engine.
+    """
     codes = np.asarray(codes)
     shape = codes.shape
     flat = codes.ravel().astype(src.code_dtype, copy=False)
+    rflat = rand.ravel() if rand is not None else None
+    fast = select_fast_path(src, dst, pol)
+    if fast is None:
+        out, fl = _engine(flat, src, dst, pol, rflat, flags)
+    else:
+        out, fl = fast(flat, rflat, flags, lambda c, r: _engine(c, src, dst, pol, r, flags))
+    out = out.reshape(shape)
+    if flags:
+        return out, fl.reshape(shape)
+    return out
+
+
+def engine_cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy,
+                      rand: np.ndarray | None = None, flags: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """``cast_codes`` through the generic engine only (no fast path): flat codes and flags (or None)."""
+    flat = np.asarray(codes).ravel().astype(src.code_dtype, copy=False)
+    return _engine(flat, src, dst, pol, None if rand is None else np.asarray(rand).ravel(), flags)
+
+
+def _engine(flat: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rflat: np.ndarray | None,
+            flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The generic engine over flat codes, in chunks: unpack, then round_pack."""
+    W = word_bits(src, dst, pol.sr_bits)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size, np.uint8) if flags else None
-    rflat = rand.ravel() if rand is not None else None
     for lo in range(0, flat.size, CHUNK):
         hi = min(lo + CHUNK, flat.size)
         u = unpack(flat[lo:hi], src, W, daz=pol.daz)
@@ -110,10 +135,7 @@ def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, r
         out[lo:hi] = c
         if fl is not None:
             fl[lo:hi] = f
-    out = out.reshape(shape)
-    if flags:
-        return out, fl.reshape(shape)
-    return out
+    return out, fl
 
 
 def decode(codes: Any, fmt: Any) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The rounding engine: ``unpack`` (codes -> exact triple) and ``round_pack`` (triple -> codes).
 
-Every conversion goes through these two vectorised functions (no per-pair code). The exact triple is
+Every conversion is defined by these two functions (fastpaths.py's lanes are tested bit-identical). The triple is
 
     value = (-1)^sign * sig * 2^(E - (W-1))
 

@@ -114,14 +114,27 @@ class Arith:
         (critical points, results outside the normal range) take the exact float64 route."""
         s = x + y
         bits = s.view(np.uint32)
-        need = (((bits & _MAG32) - self._lo32) > self._span32) | ((bits & self._mask32) == self._crit32)
+        w = bits & self._mask32                     # in place from here: one temporary, one mask
+        need = w == self._crit32
+        np.bitwise_and(bits, _MAG32, out=w)
+        w -= self._lo32
+        need |= w > self._span32
         out = _round_word(bits, self.mode, self._d32, self._mask32, self._half32, np.uint32, 31).view(np.float32)
         if need.any():
             idx = np.flatnonzero(need)
-            xs = np.broadcast_to(x, s.shape).reshape(-1)[idx].astype(np.float64)
-            ys = np.broadcast_to(y, s.shape).reshape(-1)[idx].astype(np.float64)
-            out.reshape(-1)[idx] = self.add(xs, ys, "odd")
+            xs, ys = _take(x, s.shape, idx).astype(np.float64), _take(y, s.shape, idx).astype(np.float64)
+            out.reshape(-1)[idx] = self.add_exact(xs, ys)
         return out
+
+    def add_exact(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """fl(x + y) by the exact route for every element (plan "odd" without its shortcut): round to odd at
+        53 bits from the float64 sum and its TwoSum error, then round once (class docstring)."""
+        s = x + y
+        if self.mode is Rounding.DOWN:
+            _rd_zero_sign(s, x, y)
+        bb = s - x
+        e = (x - (s - bb)) + (y - bb)
+        return self.round(_to_odd(s, e))
 
     def round32(self, x: np.ndarray) -> np.ndarray:
         """round() of float32 x holding exact values (terms that fit FP32), for ``low32`` formats."""
@@ -197,7 +210,7 @@ class Arith:
                else self._round_bits(bits).view(np.float64))
         if need.any():
             idx = np.flatnonzero(need)
-            xs, ys = np.broadcast_to(x, s.shape).reshape(-1)[idx], np.broadcast_to(y, s.shape).reshape(-1)[idx]
+            xs, ys = _take(x, s.shape, idx), _take(y, s.shape, idx)
             ss = s.reshape(-1)[idx]
             e = two_sum_error(xs, ys, ss)  # (x + y) - s exactly
             out.reshape(-1)[idx] = self.round(_to_odd(ss, e))
@@ -227,6 +240,12 @@ class Arith:
         return self._flush64(s) if self.ftz else s
 
 
+def _take(x: np.ndarray, shape: tuple, idx: np.ndarray) -> np.ndarray:
+    """x broadcast to ``shape``, at flat indices idx (no broadcast view when x already has the shape)."""
+    x = np.asarray(x)
+    return (x if x.shape == shape else np.broadcast_to(x, shape)).reshape(-1)[idx]
+
+
 def _fits32(t: tuple) -> bool:
     return t[0] <= 24 and t[1] >= -149 and t[2] <= 128
 
@@ -234,10 +253,17 @@ def _fits32(t: tuple) -> bool:
 def _round_word(bits, m: Rounding, d, mask, half, word, top: int):
     """Round the float bits (uint64 of float64, or uint32 of float32) at bit d: see Arith._round_bits."""
     one = word(1)
-    if m is Rounding.NEAREST_EVEN:
-        return (bits + (((bits >> d) & one) + (half - one))) & ~mask
+    if m is Rounding.NEAREST_EVEN:  # bits + (half - 1 + lsb), low bits cleared; in place on one temporary
+        r = bits >> d
+        r &= one
+        r += half - one
+        r += bits
+        r &= ~mask
+        return r
     if m is Rounding.NEAREST_AWAY:
-        return (bits + half) & ~mask
+        r = bits + half
+        r &= ~mask
+        return r
     if m is Rounding.TOWARD_ZERO:
         return bits & ~mask
     if m is Rounding.TO_ODD:
@@ -285,21 +311,22 @@ def block_format(acc: Format, out_frac_bits: int | None) -> Format:
 
 
 def block_fma(T: np.ndarray, X: np.ndarray, c: np.ndarray, order, out: Arith, sub_inputs: bool) -> np.ndarray:
-    """d = BFMA(c; T[:, k, :]) per (width, batch) element. T: exact products (w, N, B), overwritten;
+    """d = BFMA(c; T[:, k, :]) per (width, batch) element. T: exact products (w, N, B; float64, or float32
+    where simulate has checked that float32 holds every step exactly), overwritten;
     X: their raw labels ea'+eb' (int, zero factors very negative); c: (w, B). Steps: orders.BlockFMA.
     """
-    amax = np.maximum(T.max(axis=1), -T.min(axis=1))    # max |t| (NaN if any t is NaN)
+    amax = np.maximum(T.max(axis=1), -T.min(axis=1)).astype(np.float64)    # max |t| (NaN if any t is NaN)
     bad = ~(np.isfinite(amax) & np.isfinite(c))
-    ieee = (T.sum(axis=1) + c)[bad] if bad.any() else None   # inf/NaN: their IEEE sum
+    ieee = (T.sum(axis=1, dtype=np.float64) + c)[bad] if bad.any() else None   # inf/NaN: their IEEE sum
     has_p = amax > 0
     raw = X.max(axis=1)
+    Ep = np.frexp(amax)[1] - 1                      # floor(log2 max|t|): the max label when significands are in [1, 4)
     if sub_inputs:
-        # label = raw + 1 when the significand |t| / 2^raw is >= 2 (it can be < 1 for subnormal inputs)
-        A = np.abs(T)
-        lab = X + (A >= np.ldexp(1.0, X + 1))
-        Ep = np.where(A > 0, lab, -(10**6)).max(axis=1)
-    else:
-        Ep = np.frexp(amax)[1] - 1                  # = max label: all significands are in [1, 4)
+        # a product's label is raw_k + 1 where its significand |t| / 2^raw_k is >= 2, else raw_k (the significand
+        # is < 4, and can be < 1 for subnormal inputs): label_k = max(raw_k, floor(log2 |t_k|)). The max over k
+        # is max(max raw_k, floor(log2 max|t_k|)) (zero products have very negative raw labels; an all-zero
+        # block has no label: has_p is False there and E does not read Ep)
+        Ep = np.maximum(Ep, raw)
     cabs = np.abs(c)
     has_c = cabs > 0
     Ec = np.maximum(np.frexp(cabs)[1] - 1, -126)   # c's FP32 register exponent (subnormal: -126)
@@ -309,14 +336,19 @@ def block_fma(T: np.ndarray, X: np.ndarray, c: np.ndarray, order, out: Arith, su
     # Exact: scaling by a power of two is exact (|t| < 2^(E+1), so |t|*scale < 2^(F+2); values that
     # underflow are < 1 and truncate to 0 anyway); trunc is exact; the sum has at most n+1 integers
     # below 2^(F+3) (BlockFMA checks (n+1)*2^(F+3) <= 2^53), so float64 adds them exactly in any order.
-    Y = np.multiply(T, scale[:, None, :], out=T)
+    # float32 terms (simulate chooses them only where this all stays exact in float32: products that are FP32
+    # numbers, a block sum below 2^24): the scaling is a power of two whose results under float32's range are
+    # < 1 and truncate to 0 either way; the integer sums are exact; S is widened before c joins it.
+    # (a block without products may have a scale beyond float32's range: its zeros stay zeros under the clamp)
+    s_t = scale if T.dtype == np.float64 else np.minimum(scale, 2.0**127).astype(T.dtype)
+    Y = np.multiply(T, s_t[:, None, :], out=T)
     yc = c * scale
     if order.truncate:
-        S = np.trunc(Y, out=Y).sum(axis=1) + np.trunc(yc)
+        S = np.trunc(Y, out=Y).sum(axis=1).astype(np.float64) + np.trunc(yc)
         v = S / scale
     else:  # one sticky bit below the window: 2*trunc + (any bit shifted out), sign-magnitude
         tY, tc = np.trunc(Y), np.trunc(yc)
-        S = (2 * tY + np.sign(Y) * (Y != tY)).sum(axis=1) + 2 * tc + np.sign(yc) * (yc != tc)
+        S = (2 * tY + np.sign(Y) * (Y != tY)).sum(axis=1).astype(np.float64) + 2 * tc + np.sign(yc) * (yc != tc)
         v = S / (2 * scale)
     d = out.round(v)
     if out.fmt.has_inf:   # K&M: a result reaching 2^(emax+1) is +-inf in every mode

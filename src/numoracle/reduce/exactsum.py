@@ -213,7 +213,7 @@ def round_limbs(limbs: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.nda
     _normalise(limbs)
     neg = limbs[-1] < 0
     if neg.any():  # |value|: negate the digits and propagate again (top limb ends >= 0)
-        limbs[:, neg] = -limbs[:, neg]
+        np.negative(limbs, out=limbs, where=neg)
         _normalise(limbs)
     # two zero limbs below: the window below the leading bit (54 bits) always starts at bit >= 0
     limbs = np.concatenate([np.zeros((2, R), np.int64), limbs])

@@ -54,7 +54,8 @@ def _slices(span: np.ndarray, beta: int) -> np.ndarray:
     return np.where(span > 0, (span + beta) // beta, 0) if span.size else span
 
 
-def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int) -> list[np.ndarray]:
+def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int,
+            S: np.ndarray | None = None) -> list[np.ndarray]:
     """``count`` slices of balanced integer digits of X, line by line (rows: axis=1).
 
     t = X * 2^(beta - 1 - E) per line, so |t| < 2^(beta - 1). The scaling is exact: t has X's
@@ -64,6 +65,8 @@ def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int) -> l
     when d = 0) and |t - d| <= 1/2, so the new |t| <= 2^(beta - 1) and the product is exact.
     After ceil((span + 1) / beta) slices t is 0: every bit has been moved into a digit, and
     X = 2^(E - beta + 1) * sum_s d_s * 2^(-s beta). Works on blocks of rows that fit in cache.
+    ``S`` (slices per line, see _slices): a slice that fewer than half of a block's lines need is
+    computed on those lines only (the others' t is already 0, so their digits are 0).
     """
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (beta - 1 - E).reshape(shape)
@@ -72,13 +75,32 @@ def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int) -> l
     step = max(1, (1 << 15) // max(X.shape[1], 1))
     for i in range(0, X.shape[0], step):
         t = np.ldexp(X[i:i + step], (k[i:i + step] if axis == 1 else k).astype(np.int32))
-        for d in out:
+        lines = None if S is None else (S[i:i + step] if axis == 1 else S)
+        for s, d in enumerate(out):
+            few = None if lines is None else np.flatnonzero(lines > s)
+            if few is not None and 2 * few.size < lines.size:
+                _digit_lines(t, d[i:i + step], few, scale, axis)
+                continue
             np.rint(t, out=d[i:i + step])
             t -= d[i:i + step]
             t *= scale
         if t.any():
             raise AssertionError("internal: Ozaki slices did not exhaust the input")
     return out
+
+
+def _digit_lines(t: np.ndarray, d: np.ndarray, few: np.ndarray, scale: float, axis: int) -> None:
+    """One digit step on the lines ``few`` of a block (rows: axis=1, columns: axis=0); the other digits 0."""
+    d[...] = 0
+    if not few.size:
+        return
+    sel = (few,) if axis == 1 else (slice(None), few)
+    tt = t[sel]
+    dd = np.rint(tt)
+    d[sel] = dd
+    tt -= dd
+    tt *= scale
+    t[sel] = tt
 
 
 def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) -> None:
@@ -109,7 +131,7 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     # slices beyond a line's count are 0; where fewer than half the lines have a slice, only
     # those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)
     Ad = []
-    for s, d in enumerate(_digits(A, EA, ba, nA, 1)):
+    for s, d in enumerate(_digits(A, EA, ba, nA, 1, SA)):
         rows = np.flatnonzero(SA > s)
         rows = rows if 2 * rows.size < M else np.arange(M)
         Ad.append((rows, d if rows.size == M else d[rows]))
@@ -125,7 +147,7 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0)):
+        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0, SB[j0:j1])):
             cols = np.flatnonzero(SB[j0:j1] > t)
             cols = cols if 2 * cols.size < j1 - j0 else np.arange(j1 - j0)
             Bt = d if cols.size == j1 - j0 else d[:, cols]

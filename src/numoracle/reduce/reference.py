@@ -39,7 +39,8 @@ rounded to odd at float64 precision (truncate, then set the last bit when anythi
 then cast once with ``numoracle.cast(..., rounding="rne")``; by Boldo & Melquiond this equals
 rounding the exact value directly. Rounding the float64 RNE result instead would round twice.
 Values come back as float64; NaN/inf into a format without them follow ``cast``'s defaults for
-that destination (E4M3FN: NaN; integers: saturate, NaN -> 0).
+that destination (E4M3FN: NaN; integers: saturate, NaN -> 0). ``out=(FMT1, FMT2, ...)`` returns one
+result per format from a single exact computation (a check needs float64 and its output format).
 
 Specials follow IEEE 754: any NaN operand, inf - inf, or 0 * inf gives NaN; otherwise an
 infinite term gives an infinity of its sign. An exact zero is +0, except -0 when every term
@@ -137,7 +138,12 @@ class _Classes:
         return self.v == 0
 
 
-def _check_out(out: Any, exact: bool) -> AnyFormat:
+def _check_out(out: Any, exact: bool) -> AnyFormat | tuple[AnyFormat, ...]:
+    """The destination format (a tuple of them for ``out=(fmt, ...)``: one result each, one exact sum)."""
+    if isinstance(out, (tuple, list)):
+        if not out:
+            raise ValueError("out=() names no format; give one format or a non-empty tuple of them")
+        return tuple(_check_out(o, exact) for o in out)
     dst = format_of(out)
     if exact and dst != FP64:
         raise ValueError(f"exact=True returns exact rationals; out={dst.name!r} has no effect there. Drop one of them")
@@ -158,8 +164,13 @@ def _check_out(out: Any, exact: bool) -> AnyFormat:
 
 # ---- results --------------------------------------------------------------------------------------
 def _finish(rne: np.ndarray, ro: np.ndarray, fr: np.ndarray | None, nan: np.ndarray, pinf: np.ndarray,
-            ninf: np.ndarray, negzero: np.ndarray, dst: AnyFormat, shape: tuple[int, ...]) -> Any:
-    """Apply the IEEE special cases, round to ``dst`` once (via ``ro``) or return Fractions."""
+            ninf: np.ndarray, negzero: np.ndarray, dst: Any, shape: tuple[int, ...]) -> Any:
+    """Apply the IEEE special cases, round to ``dst`` once (via ``ro``) or return Fractions.
+
+    ``dst`` a tuple of formats: a tuple of results, each rounded once from the same exact values.
+    """
+    if isinstance(dst, tuple):
+        return tuple(_finish(rne, ro, fr, nan, pinf, ninf, negzero, d, shape) for d in dst)
     nan = nan | (pinf & ninf)  # inf + -inf
     pinf, ninf = pinf & ~nan, ninf & ~nan
     special = np.where(nan, np.nan, np.where(pinf, np.inf, -np.inf))

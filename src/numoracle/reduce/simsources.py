@@ -86,6 +86,9 @@ class _SumSource(_Source):
     def terms_copy(self, ids):
         return self.xt[ids, self.lo:self.hi].copy()     # block_fma overwrites its terms
 
+    def terms32_copy(self, ids):
+        return self.xt32[ids, self.lo:self.hi].copy()
+
     def labels(self, ids):
         return self.lt[ids, self.lo:self.hi]
 
@@ -120,8 +123,11 @@ class _MatSource(_Source):
         t = a[..., None] * self.b32[ids][..., None, :]
         return t.reshape(t.shape[:-2] + (-1,))
 
+    def terms32_copy(self, ids):
+        return self.terms32(ids)    # a fresh array already
+
     def labels(self, ids):
-        la = self.lat[ids, self.lo:self.hi].astype(np.int32)
+        la = self.lat[ids, self.lo:self.hi]     # int16: sums of two labels stay in range (see _ZERO_LABEL)
         t = la[..., None] + self.lb[ids][..., None, :]
         return t.reshape(t.shape[:-2] + (-1,))
 

@@ -316,10 +316,22 @@ def _run_chain(st, V, sub, r0: int, r1: int) -> np.ndarray:
     return s
 
 
+def _block32(st, src) -> bool:
+    """Can this block FMA run on float32 terms? When the products are exact FP32 numbers (float32
+    multiplication then is exact), the truncated block sum, < (n + 1) * 2^(F + 4) with the carry and
+    sticky bits, stays below 2^24, and the scale 2^(F + 1 - E) <= 2^(F + 1 - q) is a float32 number (q: the
+    terms' quantum exponent, E >= q): every step of block_fma is then as exact in float32 as in float64."""
+    bo = st[4]
+    info = src.info()
+    return (native_fp32_ok() and src.inputs_fit_fp32 and _fits(info, _FP32)
+            and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - info[1] <= 127)
+
+
 def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
     if any(st[0] == "bfma" for st in steps):
         src.prepare_labels()
-    if any(st[0] == "chain" and st[1] != "f64" for st in steps):
+    b32 = {id(st): _block32(st, src) for st in steps if st[0] == "bfma"}
+    if any(st[0] == "chain" and st[1] != "f64" for st in steps) or any(b32.values()):
         src.prepare_f32()
     shapes = [_rows(st) for st in steps] or [(1, 1)]
     per_row = max(n for _, n in shapes)
@@ -364,7 +376,8 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
                 res = np.empty((tids.shape[0], B))
                 for r0, r1 in _pieces(tids.shape[0], tids.shape[1], B):
                     flat = _as_index(tids[r0:r1].ravel())
-                    T = sub.terms_copy(flat).reshape(r1 - r0, tids.shape[1], B)
+                    T = (sub.terms32_copy(flat) if b32[id(st)] else sub.terms_copy(flat)).reshape(
+                        r1 - r0, tids.shape[1], B)
                     X = sub.labels(flat).reshape(r1 - r0, tids.shape[1], B)
                     res[r0:r1] = block_fma(T, X, c.part(r0, r1).fetch(V, sub, None), bo, ar_out, sub_inputs)
                 V[dst] = res

@@ -196,9 +196,9 @@ class _Problem:
         codes, fmt = to_codes(x, "an input")
         return as_native(codes, fmt), fmt
 
-    def expected(self, ofmt: AnyFormat | None) -> np.ndarray:
+    def expected(self, *ofmts: AnyFormat) -> list[np.ndarray]:  # one exact result, rounded once to each
         fn = {"sum": lambda *v, **k: exact_sum(v[0], axis=-1, **k), "dot": exact_dot, "matmul": exact_matmul}[self.op]
-        return np.asarray(fn(*self.inputs, out="fp64" if ofmt is None else ofmt), np.float64).reshape(-1)
+        return [np.asarray(r, np.float64).reshape(-1) for r in fn(*self.inputs, out=ofmts)]
 
     def exact_at(self, flat: int) -> Fraction:
         """The exact rational result at one flat index of ``work_shape`` (Fractions; for a few elements)."""
@@ -275,11 +275,11 @@ class _Setup:
             expected_error_bound(pb.op, pb.dtype, pb.K, acc=acc, order=o, fma=fma, kind=kind, confidence=confidence,
                                  out=bout, shape=shape, rounding=rounding, ftz=ftz) for o in (orders or [order])]
         self.bound = self.bounds[0]
-        self.exact = pb.expected(None)
-        try:
-            ex_out = self.exact if self.ofmt == FP64 else pb.expected(self.ofmt)
+        try:  # one exact product, rounded to float64 and to the output format
+            self.exact, ex_out = pb.expected(FP64, self.ofmt)
             self.out_exact = True
         except ValueError:  # a destination that round-to-odd float64 cannot serve: round the float64 result
+            self.exact, = pb.expected(FP64)
             ex_out, self.out_exact = self.exact, False
         with np.errstate(all="ignore"):
             self.exact_codes = np.asarray(cast(ex_out, self.ofmt)).reshape(-1)

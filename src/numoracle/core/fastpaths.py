@@ -1,0 +1,354 @@
+"""Specialised exact paths for the hottest casts: FP32 -> BF16/FP16/E4M3FN/E5M2, BF16/FP16 -> FP32.
+
+Each path is a few whole-chunk integer operations on uint32 words (no ``np.where``: decisions are
+arithmetic), for the *regular* elements of a chunk: finite values whose result is normal (or, for
+BF16, anything the plain bit shift rounds exactly). The other elements are listed and converted at
+the end: signed zeros directly, results below the destination's smallest normal by a variable shift
+(``_Narrow._tiny``, where no flags or ftz apply), and everything else -- NaN, infinities where the
+policy gives them flags or a saturated value, the inputs that daz/ftz/flags make special -- by the
+generic engine (``softfloat.unpack`` / ``round_pack``); a chunk mostly outside the lane goes to the
+engine whole. The lanes compute the engine's (mode, sign, guard, sticky) decision on the same bits,
+in the same steps (docs/semantics.md); ``tests/core/test_fastpaths.py`` checks codes and flags
+against the engine over every 16-bit source and the boundary set of the 32-bit ones.
+
+The trick (as in ml_dtypes' float -> bfloat16): an FP32 code read as an unsigned integer is
+``exponent_field * 2^23 + mantissa``; for a normal value whose result is normal in a destination
+with m mantissa bits, the destination's code is that integer with the exponent re-biased and the low
+``s = 23 - m`` bits rounded away. A carry out of the kept mantissa runs into the exponent field,
+which is exactly the next binade (and max + 1 ulp is the infinity's code in IEEE formats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
+from .policy import Flags, Overflow, Policy, Rounding
+
+__all__ = ["FAST_CHUNK", "select_fast_path"]
+
+FAST_CHUNK = 1 << 16  # elements per pass: the few uint32 temporaries (256 KiB each) stay in L2 (measured: 2^14-2^16)
+
+# generic(codes, rand) -> (codes, flags or None): the engine on a subset of the elements
+Generic = Callable[[np.ndarray, "np.ndarray | None"], "tuple[np.ndarray, np.ndarray | None]"]
+FastPath = Callable[[np.ndarray, "np.ndarray | None", bool, Generic], "tuple[np.ndarray, np.ndarray | None]"]
+
+_NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
+_WIDEN = (BF16, FP16)
+_OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
+_DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
+
+
+def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
+    """The specialised path of (src, dst, policy), or None where only the generic engine applies."""
+    if src == FP32 and dst in _NARROW:
+        return _Narrow(dst, pol).run
+    if src in _WIDEN and dst == FP32:
+        return _Widen(src, pol).run
+    return None
+
+
+# ---- FP32 -> BF16 / FP16 / E4M3FN / E5M2 -------------------------------------------------------------
+class _Narrow:
+    """FP32 -> a narrower float with the IEEE or FN encoding, every rounding mode and policy."""
+
+    def __init__(self, dst: Format, pol: Policy) -> None:
+        self.dst, self.pol = dst, pol
+        self.s = 23 - dst.man_bits  # bits rounded away
+        self.mask = (1 << self.s) - 1
+        self.rebias = (127 - dst.bias) << 23  # 0 for BF16: same exponent range as FP32
+        # BF16 under IEEE overflow needs no clamp (see _round), so it rounds the signed word directly
+        self.direct = self.rebias == 0 and pol.overflow is Overflow.IEEE
+        self.max_mag = dst.max_mag_code
+        self.over = dst.max_mag_code + 1  # IEEE: the infinity; FN: the NaN
+        self.fn_nan = dst.nan == "fn" and self._limit_kind() != "max"
+
+    def _limit_kind(self) -> str:
+        """Where an overflow goes (softfloat._overflow_to_max): 'max', 'over', or per sign ('ru'/'rd')."""
+        mode = self.pol.rounding
+        if self.pol.overflow is Overflow.SATURATE or mode in (Rounding.TOWARD_ZERO, Rounding.TO_ODD):
+            return "max"
+        return {Rounding.UP: "ru", Rounding.DOWN: "rd"}.get(mode, "over")
+
+    def _lane(self, want_flags: bool) -> tuple[int, int]:
+        """[lo, hi): the magnitudes (FP32 code & 0x7FFFFFFF) the fast lane converts; the rest go to the engine.
+
+        lo: the smallest FP32 magnitude whose result is normal (2^emin of the destination), or 0 for
+        BF16's direct lane, where FP32 subnormals shift into BF16 subnormals with the same alignment
+        (kept unless daz/ftz/flags make them special). hi: the infinity (NaN excluded always; the
+        infinity itself is in the direct lane, where it passes through unchanged, unless flags are asked).
+        """
+        pol = self.pol
+        if self.direct and not (pol.daz or pol.ftz or want_flags):
+            return 0, 0x7F800001
+        return (self.dst.emin + 127) << 23, 0x7F800000
+
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
+            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+        n = flat.size
+        u32 = flat.astype(np.uint32, copy=False)
+        out = np.empty(n, np.dtype(self.dst.code_dtype))
+        fl = np.empty(n, np.uint8) if want_flags else None
+        lo, hi = self._lane(want_flags)
+        c = min(FAST_CHUNK, max(n, 1))
+        a, t, w = (np.empty(c, np.uint32) for _ in range(3))
+        m = np.empty(c, bool)
+        rest = []
+        for i0 in range(0, n, c):
+            i1 = min(i0 + c, n)
+            k = i1 - i0
+            u = u32[i0:i1]
+            r = None if rand is None else rand[i0:i1].astype(np.uint32, copy=False)
+            # 1. the magnitude, and the elements outside the lane (unsigned wrap: one comparison)
+            np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a[:k])
+            if lo:
+                np.subtract(a[:k], np.uint32(lo), out=w[:k])
+            np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
+            n_out = np.count_nonzero(m[:k])
+            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
+                c_, f_ = generic(flat[i0:i1], r)
+                out[i0:i1] = c_
+                if fl is not None:
+                    fl[i0:i1] = f_
+                continue
+            if n_out:
+                rest.append(np.flatnonzero(m[:k]) + i0)
+            out[i0:i1] = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
+        idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
+        if idx.size:
+            self._rest(flat, u32, idx, rand, out, fl, generic)
+        return out, fl
+
+    def _chunk(self, u, a, t, w, m, r, fl) -> np.ndarray:
+        """Steps 2-6 on one chunk; returns the codes (garbage outside the lane, overwritten later)."""
+        mask = np.uint32(self.mask)
+        # 2. the word to round: the signed code (direct lane) or the re-biased magnitude; in both the
+        #    destination's code is the word's top bits, its exponent field already in place
+        x = u if self.direct else a
+        if self.rebias:
+            np.subtract(a, np.uint32(self.rebias), out=a)
+        if fl is not None:  # INEXACT: a discarded bit is set
+            np.bitwise_and(x, mask, out=w)
+            np.not_equal(w, 0, out=m)
+            fl[...] = m.view(np.uint8)
+        # 3. round: the increment of docs/semantics.md steps 5-6, added below the kept bits and shifted out
+        self._round(x, u, t, w, r)
+        # 4. overflow (decided after rounding, as the engine does): flags, then the clamp of step 8
+        if fl is not None:
+            mag = t if not self.direct else np.bitwise_and(t, np.uint32(0x7FFF), out=w)
+            np.greater(mag, np.uint32(self.max_mag), out=m)
+            fl |= m.view(np.uint8) * _OVF_FLAGS
+        if not self.direct:
+            self._clamp(u, t, w)
+            # 5. the sign (step 10); an FN format's NaN from an overflow is written positive
+            np.right_shift(u, np.uint32(32 - self.dst.bits), out=w)
+            np.bitwise_and(w, np.uint32(self.dst.sign_bit), out=w)
+            if self.fn_nan:
+                np.not_equal(t, np.uint32(self.over), out=m)
+                np.multiply(w, m, out=w)
+            np.bitwise_or(t, w, out=t)
+        # 6. the code, in the destination's container (the caller writes it out)
+        return t
+
+    def _round(self, x, u, t, w, r) -> None:
+        """t = round(x / 2^s) by the mode, x's low s bits being the discarded fraction.
+
+        Each mode is one addition below the kept bits (its carry is the increment) and a shift:
+        RNE adds half - 1 + lsb (a tie rounds up only onto an even result), RNA adds half, RU adds
+        2^s - 1 to positive values (any discarded bit carries), RD to negative ones, RTO ORs in
+        "any discarded bit", and SR adds the random bits under the top sr_bits of the fraction.
+        """
+        s, mask, mode = np.uint32(self.s), np.uint32(self.mask), self.pol.rounding
+        if mode is Rounding.NEAREST_EVEN:
+            np.right_shift(x, s, out=t)
+            np.bitwise_and(t, np.uint32(1), out=t)
+            np.add(t, np.uint32(mask >> 1), out=t)
+            np.add(t, x, out=t)
+        elif mode is Rounding.NEAREST_AWAY:
+            np.add(x, np.uint32(1 << (self.s - 1)), out=t)
+        elif mode is Rounding.TOWARD_ZERO:
+            np.copyto(t, x)
+        elif mode in (Rounding.UP, Rounding.DOWN):
+            np.right_shift(u, np.uint32(31), out=t)  # 1 for negative values
+            if mode is Rounding.UP:
+                np.subtract(t, np.uint32(1), out=t)  # all ones for positive values, 0 for negative
+            else:
+                np.negative(t, out=t)  # all ones for negative values
+            np.bitwise_and(t, mask, out=t)
+            np.add(t, x, out=t)
+        elif mode is Rounding.TO_ODD:
+            np.bitwise_and(x, mask, out=w)
+            np.add(w, mask, out=w)
+            np.right_shift(w, s, out=w)  # 1 where a discarded bit is set
+            np.right_shift(x, s, out=t)
+            np.bitwise_or(t, w, out=t)
+            return
+        else:  # STOCHASTIC: carry out of (top sr_bits of the fraction) + rand, as softfloat._increment
+            self._stochastic(x, t, w, r)
+            return
+        np.right_shift(t, s, out=t)
+
+    def _stochastic(self, x, t, w, r) -> None:
+        """kept + ((floor(frac * 2^R) + rand) >> R), frac = the low s bits / 2^s, R = sr_bits.
+
+        R <= s: x >> (s - R) is kept * 2^R + floor(frac * 2^R); adding rand (< 2^R) carries into kept
+        exactly when the sum reaches 2^R, so t = (x >> (s - R) + rand) >> R. R > s: floor(frac * 2^R) is
+        low << (R - s); with rand = hi * 2^(R-s) + lo (lo < 2^(R-s)) the carry equals that of low + hi at
+        bit s, so t = (x + hi) >> s. No sum leaves the 32-bit word (x <= 0xFF800000 and hi < 2^s).
+        """
+        s, R = self.s, self.pol.sr_bits
+        if R <= s:
+            np.right_shift(x, np.uint32(s - R), out=t)
+            np.add(t, r, out=t)
+            np.right_shift(t, np.uint32(R), out=t)
+        else:
+            np.right_shift(r, np.uint32(R - s), out=t)
+            np.add(t, x, out=t)
+            np.right_shift(t, np.uint32(s), out=t)
+
+    def _clamp(self, u, t, w) -> None:
+        """Step 8: a rounded magnitude above max becomes max or the 'over' code (inf / FN NaN) by policy."""
+        kind = self._limit_kind()
+        if kind == "max":
+            np.minimum(t, np.uint32(self.max_mag), out=t)
+        elif kind == "over":
+            np.minimum(t, np.uint32(self.over), out=t)
+        else:  # RU: negative values stop at -max; RD: positive values at +max
+            np.right_shift(u, np.uint32(31), out=w)
+            if kind == "rd":
+                np.bitwise_xor(w, np.uint32(1), out=w)
+            np.subtract(np.uint32(self.over), w, out=w)
+            np.minimum(t, w, out=t)
+
+    def _tiny_lane(self, want_flags: bool) -> bool:
+        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) or ftz apply."""
+        return not (want_flags or self.pol.ftz)
+
+    def _rest(self, flat, u32, idx, rand, out, fl, generic: Generic) -> None:
+        """The elements outside the lane: signed zeros directly, tiny results by _tiny, the rest by the engine."""
+        ui = u32[idx]
+        mag = ui & np.uint32(0x7FFFFFFF)
+        zero = mag == 0
+        if zero.any():  # +-0 -> +-0 in every mode and policy, no flags (daz and ftz leave zeros alone)
+            out[idx[zero]] = ui[zero] >> np.uint32(32 - self.dst.bits)
+            if fl is not None:
+                fl[idx[zero]] = 0
+        keep = ~zero
+        if self._tiny_lane(fl is not None):
+            lo = self._lane(False)[0]
+            tiny = (mag >= np.uint32(0x00800000 if self.pol.daz else 1)) & (mag < np.uint32(lo))
+            if tiny.any():
+                out[idx[tiny]] = self._tiny(ui[tiny], None if rand is None else rand[idx[tiny]])
+                keep &= ~tiny
+        idx = idx[keep]
+        if idx.size:
+            c, f = generic(flat[idx], None if rand is None else rand[idx])
+            out[idx] = c
+            if fl is not None:
+                fl[idx] = f
+
+
+    def _tiny(self, ui: np.ndarray, r: np.ndarray | None) -> np.ndarray:
+        """Codes of nonzero FP32 values below the destination's smallest normal (no flags, no ftz).
+
+        1. value = sig * 2^(e - 150) with sig = mantissa | 2^23 (e = the exponent field, 1 for FP32
+           subnormals, whose sig has no implicit bit); in units of the destination's quantum
+           2^(emin - m) it is sig / 2^sh, sh = 150 + emin - m - e >= s + 1.
+        2. Round sig / 2^sh as the lane does (one addition below the kept bits, a shift), sh clamped
+           at 25: from there on the kept part is 0, the guard bit 0 and the sticky bit 1 (sig != 0,
+           sig < 2^24) whatever sh is. Stochastic rounding reads floor(frac * 2^R) exactly from the
+           64-bit word (sig << 32) >> min(sh, 63) (it is 0 from sh = 56 on).
+        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code. The sign.
+        """
+        d, mode = self.dst, self.pol.rounding
+        one = np.uint32(1)
+        ef = (ui >> np.uint32(23)) & np.uint32(0xFF)
+        sig = (ui & np.uint32(0x7FFFFF)) | ((ef != 0).astype(np.uint32) << np.uint32(23))
+        sh = (150 + d.emin - d.man_bits) - np.maximum(ef, one).astype(np.int64)
+        neg = ui >> np.uint32(31)
+        if mode is Rounding.STOCHASTIC:
+            R = self.pol.sr_bits
+            w = (sig.astype(np.uint64) << np.uint64(32)) >> np.minimum(sh, 63).astype(np.uint64)
+            top = (w & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - R)
+            t = (w >> np.uint64(32)) + ((top + r.astype(np.uint64)) >> np.uint64(R))
+        else:
+            shc = np.minimum(sh, 25).astype(np.uint32)
+            mask = (one << shc) - one
+            if mode is Rounding.NEAREST_EVEN:
+                t = (sig + (mask >> one) + ((sig >> shc) & one)) >> shc
+            elif mode is Rounding.NEAREST_AWAY:
+                t = (sig + (mask >> one) + one) >> shc
+            elif mode is Rounding.TOWARD_ZERO:
+                t = sig >> shc
+            elif mode is Rounding.UP:
+                t = (sig + (mask & (neg - one))) >> shc
+            elif mode is Rounding.DOWN:
+                t = (sig + (mask & (np.uint32(0) - neg))) >> shc
+            else:  # TO_ODD
+                t = (sig >> shc) | ((sig & mask) != 0).astype(np.uint32)
+        return t.astype(np.uint32) | (neg << np.uint32(d.bits - 1))
+
+
+# ---- BF16 / FP16 -> FP32 (exact widening) -------------------------------------------------------------
+class _Widen:
+    """BF16/FP16 -> FP32: every finite value is exact, so no mode matters; flags are all clear.
+
+    BF16 is FP32's top half (code << 16). An FP16 normal re-biases: (mag << 13) + (127 - 15) << 23.
+    The lane is the finite values (normal ones for FP16, and all for BF16 unless daz/ftz make its
+    subnormals special) and, under IEEE overflow, BF16's infinities; zeros are set directly, the rest
+    (NaN, FP16 subnormals and infinities, anything daz or a saturating policy changes) is the engine's.
+    """
+
+    def __init__(self, src: Format, pol: Policy) -> None:
+        self.src, self.pol = src, pol
+        inf = 0x7F80 if src == BF16 else 0x7C00
+        sub_ok = src == BF16 and not (pol.daz or pol.ftz)
+        self.lo = 0 if sub_ok else 1 << src.man_bits
+        self.hi = inf + (1 if src == BF16 and pol.overflow is Overflow.IEEE else 0)
+
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
+            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+        n = flat.size
+        u16 = flat.astype(np.uint16, copy=False)
+        out = np.empty(n, np.uint32)
+        fl = np.zeros(n, np.uint8) if want_flags else None
+        c = min(FAST_CHUNK, max(n, 1))
+        a, w = np.empty(c, np.uint32), np.empty(c, np.uint32)
+        m = np.empty(c, bool)
+        rest = []
+        fp16 = self.src == FP16
+        for i0 in range(0, n, c):
+            i1 = min(i0 + c, n)
+            k = i1 - i0
+            t = out[i0:i1]
+            np.copyto(a[:k], u16[i0:i1])
+            # 1. outside the lane: the magnitude outside [lo, hi) (one unsigned comparison)
+            np.bitwise_and(a[:k], np.uint32(0x7FFF), out=w[:k])
+            np.subtract(w[:k], np.uint32(self.lo), out=w[:k])
+            np.greater_equal(w[:k], np.uint32(self.hi - self.lo), out=m[:k])
+            if m[:k].any():
+                rest.append(np.flatnonzero(m[:k]) + i0)
+            if not fp16:  # 2. BF16: the FP32 code's top half
+                np.left_shift(a[:k], np.uint32(16), out=t)
+                continue
+            # 2. FP16: the sign moves from bit 15 to bit 31, the magnitude up by 13 and re-biased
+            np.bitwise_and(a[:k], np.uint32(0x8000), out=w[:k])
+            np.left_shift(w[:k], np.uint32(16), out=w[:k])
+            np.bitwise_and(a[:k], np.uint32(0x7FFF), out=a[:k])
+            np.left_shift(a[:k], np.uint32(13), out=t)
+            np.add(t, np.uint32((127 - 15) << 23), out=t)
+            np.bitwise_or(t, w[:k], out=t)
+        idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
+        if idx.size:
+            ui = u16[idx].astype(np.uint32)
+            zero = (ui & np.uint32(0x7FFF)) == 0
+            out[idx[zero]] = ui[zero] << np.uint32(16)  # +-0 -> +-0, no flags
+            idx = idx[~zero]
+            if idx.size:
+                c_, f_ = generic(flat[idx], None if rand is None else rand[idx])
+                out[idx] = c_
+                if fl is not None:
+                    fl[idx] = f_
+        return out, fl

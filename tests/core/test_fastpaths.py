@@ -1,0 +1,205 @@
+"""The specialised cast paths (core/fastpaths.py) against the generic engine: bit-identical codes and flags.
+
+Default tier: every 16-bit source (BF16/FP16 -> FP32) in every policy; FP32 sources from each pair's
+boundary set, every high half with boundary-relevant and sampled low halves, and seeded random codes,
+in every mode and policy combination (a slice of the grid per combination). ``-m slow``: the whole
+high x low grid in every combination. ``-m exhaustive``: all 2^32 FP32 codes in RNE for each pair.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle.core.convert import cast_codes, engine_cast_codes
+from numoracle.core.fastpaths import FAST_CHUNK, select_fast_path
+from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
+from numoracle.core.policy import Policy, resolve_policy
+from policies import MODES, overflows
+
+NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]
+ALL_MODES = MODES + ["sr"]
+SR_BITS = [1, 5, 13, 16, 21, 30, 32]  # below, at and above each pair's discarded width (16, 13, 20, 21)
+
+
+def policies(dst: Format, modes=ALL_MODES) -> list[Policy]:
+    """Every (mode, overflow, daz, ftz, tininess) combination the destination takes (sr at several widths)."""
+    out = []
+    for mode, ovf, (daz, ftz), tin in itertools.product(modes, overflows(dst), [(0, 0), (1, 0), (0, 1), (1, 1)],
+                                                        ["before", "after"]):
+        if mode == "sr" and tin == "after":
+            continue
+        for srb in (SR_BITS if mode == "sr" else [None]):
+            out.append(resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), srb, tin))
+    return out
+
+
+def same(codes: np.ndarray, src: Format, dst: Format, pol: Policy, seed: int = 0) -> None:
+    """cast_codes (fast path) == the engine, codes and flags, with and without flags asked."""
+    rand = None
+    if pol.sr_bits is not None:
+        rand = np.random.default_rng(seed).integers(0, 1 << pol.sr_bits, codes.size, dtype=np.uint64)
+        rand = rand.astype(np.uint32)
+    want, want_fl = engine_cast_codes(codes, src, dst, pol, rand, flags=True)
+    got, got_fl = cast_codes(codes, src, dst, pol, rand, flags=True)
+    bad = np.flatnonzero((got != want) | (got_fl != want_fl))
+    if bad.size:
+        i = bad[0]
+        pytest.fail(f"{src.name} -> {dst.name} [{pol}]: {bad.size} differ; code {int(codes[i]):#x}: fast "
+                    f"{int(got[i]):#x} flags {int(got_fl[i])}, engine {int(want[i]):#x} flags {int(want_fl[i])}")
+    assert np.array_equal(cast_codes(codes, src, dst, pol, rand), want)  # the path without flags
+
+
+def low_halves(dst: Format, rng: np.random.Generator, n_sample: int) -> np.ndarray:
+    """Low 16 bits of FP32 codes that matter for dst: around the rounding point, the tie, the sticky bits."""
+    s = 23 - dst.man_bits
+    pts = {0, 1, 0xFFFF, 0x8000, 0x7FFF, 0x8001}
+    for k in range(min(s, 16) + 1):  # the guard bit at s-1 (in the low half for every pair) and its sides
+        for v in (1 << k, (1 << k) - 1, (1 << k) + 1):
+            pts.add(v & 0xFFFF)
+    if s < 16:
+        half, unit = 1 << (s - 1), 1 << s
+        for q in range(0, 1 << 16, unit):
+            pts.update(((q + half) & 0xFFFF, (q + half - 1) & 0xFFFF, (q + half + 1) & 0xFFFF))
+    pts.update(int(v) for v in rng.integers(0, 1 << 16, n_sample))
+    return np.array(sorted(pts), np.uint32)
+
+
+def grid(dst: Format, rng: np.random.Generator, n_sample: int) -> np.ndarray:
+    """Every FP32 high half (all exponents, signs, top mantissa bits) with each chosen low half."""
+    hi = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    return (hi[:, None] | low_halves(dst, rng, n_sample)[None, :]).ravel()
+
+
+def fp32_codes(dst: Format, rng: np.random.Generator, n_random: int) -> np.ndarray:
+    """The pair's boundary set, the specials, seeded random bit patterns and normal values."""
+    b = np.asarray(no.boundary_values(FP32, dst).codes, np.uint32)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFBFFFFF, 1,
+                        0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF], np.uint32)
+    r = rng.integers(0, 1 << 32, n_random, dtype=np.uint64).astype(np.uint32)
+    normal = (rng.standard_normal(n_random) * 8).astype(np.float32).view(np.uint32)
+    return np.concatenate([b, special, r, normal])
+
+
+# ---- which pairs take a fast path -------------------------------------------------------------------------
+def test_the_hot_pairs_have_fast_paths_and_others_do_not():
+    for dst in NARROW:
+        assert select_fast_path(FP32, dst, resolve_policy(dst)) is not None
+    for src in (BF16, FP16):
+        assert select_fast_path(src, FP32, resolve_policy(FP32)) is not None
+    assert select_fast_path(FP16, BF16, resolve_policy(BF16)) is None
+    assert select_fast_path(FP32, no.format_of("fp64"), resolve_policy(no.format_of("fp64"))) is None
+
+
+# ---- widening: every 16-bit source, every policy ------------------------------------------------------------
+@pytest.mark.parametrize("src", [BF16, FP16], ids=lambda f: f.name)
+def test_widening_every_16_bit_code_every_policy(src):
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    for pol in policies(FP32):
+        if pol.sr_bits not in (None, 13):
+            continue
+        same(codes, src, FP32, pol)
+
+
+# ---- narrowing: every mode and policy on the boundary set and random codes -------------------------------
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_narrowing_every_policy_on_boundary_and_random_codes(dst, rng):
+    codes = fp32_codes(dst, rng, 1 << 14)  # one chunk; test_dense_and_sparse_chunks_mix crosses chunks
+    for k, pol in enumerate(policies(dst)):
+        same(codes, FP32, dst, pol, seed=k)
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_narrowing_every_mode_on_a_slice_of_the_high_low_grid(dst, rng):
+    g = grid(dst, rng, 4)
+    sl = g[rng.integers(0, g.size, 1 << 17)]  # a seeded slice of the grid per mode
+    for k, mode in enumerate(ALL_MODES):
+        for ovf in overflows(dst):
+            pol = resolve_policy(dst, mode, ovf, None, False, False, 16 if mode == "sr" else None)
+            same(sl, FP32, dst, pol, seed=k)
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_narrowing_rne_on_2_20_random_codes_and_the_whole_grid(dst, rng):
+    r = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    same(r, FP32, dst, resolve_policy(dst))
+    same(grid(dst, rng, 0), FP32, dst, resolve_policy(dst))
+
+
+def test_dense_and_sparse_chunks_mix(rng):
+    """Chunks of random bit patterns, of values below the smallest normal and of NaNs (the engine takes
+    such chunks whole), of normal values with a tenth tiny (the tiny path) and of normal values."""
+    n = FAST_CHUNK // 2
+    normal = (rng.standard_normal(2 * n) * 8).astype(np.float32).view(np.uint32)
+    bits = rng.integers(0, 1 << 32, 2 * n, dtype=np.uint64).astype(np.uint32)
+    tiny = (rng.integers(0, 1 << 31, 2 * n, dtype=np.uint64).astype(np.uint32) & np.uint32(0x387FFFFF)) | \
+        (rng.integers(0, 2, 2 * n).astype(np.uint32) << np.uint32(31))  # exponent fields below 113
+    nan = np.full(n, 0x7FC00000, np.uint32)
+    sparse = normal.copy()  # a tenth of the values tiny: the fast lane's own tiny path
+    sparse[::10] = tiny[::10]
+    codes = np.concatenate([normal[:n], bits, tiny, nan, sparse, normal[n:]])
+    for dst in NARROW:
+        for mode in ALL_MODES:
+            for srb in ([7, 30, 32] if mode == "sr" else [None]):
+                same(codes, FP32, dst, resolve_policy(dst, mode, sr_bits=srb))
+        same(codes, FP32, dst, resolve_policy(dst, "rne", daz=True))
+
+
+def test_shapes_and_public_cast_use_the_fast_path(rng):
+    x = (rng.standard_normal((3, 5, 7)) * 100).astype(np.float32)
+    for dst in NARROW:
+        got = no.cast(x, dst)
+        want = engine_cast_codes(x.view(np.uint32), FP32, dst, resolve_policy(dst))[0].reshape(x.shape)
+        assert got.shape == x.shape and np.array_equal(got, want)
+    assert no.cast(np.float32(1.5), "bf16") == 0x3FC0
+    assert cast_codes(np.zeros(0, np.uint32), FP32, BF16, resolve_policy(BF16)).size == 0
+
+
+# ---- slow and exhaustive tiers ----------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_narrowing_every_policy_on_the_whole_grid(dst, rng):
+    g = grid(dst, rng, 8)
+    for k, pol in enumerate(policies(dst)):
+        same(g, FP32, dst, pol, seed=k)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_narrowing_every_fp32_code_rne(dst):
+    pol = resolve_policy(dst)
+    step = 1 << 24
+    for lo in range(0, 1 << 32, step):
+        same(np.arange(lo, lo + step, dtype=np.uint64).astype(np.uint32), FP32, dst, pol)
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_stochastic_rounding_at_the_carry_threshold(dst, rng):
+    """rand = 2^R - floor(frac * 2^R) carries and one less does not: random bits at the exact threshold
+    (computed with Fractions), for normal and tiny results, below and above each pair's discarded width."""
+    from fractions import Fraction
+
+    codes = np.concatenate([(rng.standard_normal(300) * 8).astype(np.float32).view(np.uint32),
+                            rng.integers(0, 1 << 32, 300, dtype=np.uint64).astype(np.uint32)])
+    v = codes.view(np.float32)
+    codes = codes[np.isfinite(v) & (v != 0) & (np.abs(v) < float(dst.max_finite))]
+    for R in (3, 16, 24, 32):
+        rand = []
+        for c in codes:
+            x = abs(Fraction(float(np.uint32(c).view(np.float32))))
+            # the quantum at x: 2^(floor(log2 x) - m), and 2^(emin - m) below the smallest normal
+            e = x.numerator.bit_length() - x.denominator.bit_length()  # floor(log2 x) or one more
+            e -= Fraction(2) ** e > x
+            q = Fraction(2) ** (max(e, dst.emin) - dst.man_bits)
+            frac = x / q - (x // q)
+            top = int(frac * (1 << R))
+            rand.append(((1 << R) - top) % (1 << R))
+        rand = np.array(rand, np.uint64)
+        pol = resolve_policy(dst, "sr", sr_bits=R)
+        for rr in (rand, (rand + (1 << R) - 1) % (1 << R)):
+            rr = rr.astype(np.uint32)
+            want = engine_cast_codes(codes, FP32, dst, pol, rr)[0]
+            assert np.array_equal(cast_codes(codes, FP32, dst, pol, rr), want)
