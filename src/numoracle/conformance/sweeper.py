@@ -40,6 +40,7 @@ from ..core.convert import cast_codes, check_codes, decode
 from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
+from ..core.progress import progress as progress_bar
 from ..core.text import hex_width
 from .deviations import LIBRARIES, native_cast
 from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
@@ -392,27 +393,6 @@ def _array_parts(codes: np.ndarray, chunk: int) -> list[_Part]:
     return [_Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
 
 
-class _Progress:
-    """A one-line progress display on stderr (carriage returns, no dependency)."""
-
-    def __init__(self, on: bool, total: int, label: str) -> None:
-        self.on, self.total, self.label, self.done, self.t0 = on, total, label, 0, time.perf_counter()
-
-    def step(self) -> None:
-        self.done += 1
-        if self.on:
-            el = time.perf_counter() - self.t0
-            eta = el / self.done * (self.total - self.done)
-            sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} chunks "
-                             f"{100 * self.done // self.total:3d}%  {el:6.1f} s, ~{eta:.0f} s left ")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.on:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 @dataclass
 class _Merged:
     compared: int = 0
@@ -487,8 +467,8 @@ def sweep(
     processes (default ``os.cpu_count()``), except that a single chunk runs in the calling process;
     with the default pool ``fn`` must be picklable (a module-level function or class instance).
     chunk: inputs per task (default 2^24: about 0.2 GB of temporaries per worker for FP32 sources).
-    progress: a progress line on stderr (default: when stderr is a terminal). witnesses: how many
-    (smallest source codes) each class keeps.
+    progress: a progress bar on stderr (default: when stderr is a terminal, numoracle.core.progress).
+    witnesses: how many (smallest source codes) each class keeps.
     """
     t0 = time.perf_counter()
     src, dst = format_of(src), format_of(dst)
@@ -531,12 +511,12 @@ def sweep(
         executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_init_worker)
     label = f"sweep {src.name}->{dst.name} vs {against}"
-    bar = _Progress(sys.stderr.isatty() if progress is None else bool(progress), len(parts), label)
+    bar = progress_bar(total=len(parts), desc=label, unit="chunk", enable=progress)
     try:
         if executor is None:
             for p in parts:
                 merged.add(_run_chunk(job, p), witnesses)
-                bar.step()
+                bar.update(1)
         else:
             n_workers = n_workers if own else _executor_workers(executor)
             futures = {executor.submit(_run_chunk, job, p): p for p in parts}
@@ -546,7 +526,7 @@ def sweep(
                 except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
                     p = futures[f]
                     merged.error("executor", f"{type(e).__name__}: {e}", p, _first_last(p), False)
-                bar.step()
+                bar.update(1)
     finally:
         bar.close()
         if own:

@@ -344,8 +344,8 @@ def _table(rows: list[Element], ofmt: AnyFormat, first: str = "index", tags: lis
 def _vacuous_text(b: ErrorBound) -> str:
     return (f"the error bound is vacuous (c = {sci(b.coefficient, 4)} >= 1 allows 100% error relative to sum|t|), so "
             f"it cannot tell a correct kernel from a wrong one. To get a bound that says something: accumulate in "
-            f"a wider format than {b.acc.name} (acc=...), use kind='probabilistic'"
-            + (" (already used)" if b.kind == "probabilistic" else "")
+            f"a wider format than {b.acc.name} (acc=...)"
+            + ("" if b.kind == "probabilistic" else ", use kind='probabilistic'")
             + f", give the kernel's actual (shallower) order instead of '{b.order}' (e.g. order='pairwise' or "
             f"orders.SplitK(s)), or reduce K = {b.K}")
 
