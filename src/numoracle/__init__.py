@@ -13,6 +13,8 @@ from .core.formats import (
     FP4_E2M1FN,
     FP6_E2M3FN,
     FP6_E3M2FN,
+    FP8_E3M4,
+    FP8_E4M3,
     FP8_E4M3B11FNUZ,
     FP8_E4M3FN,
     FP8_E4M3FNUZ,
@@ -80,7 +82,7 @@ __all__ = [
     "write_golden", "read_golden", "compare_golden", "assert_golden", "Golden", "GoldenDiff", "GoldenError",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
-    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
+    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3", "FP8_E3M4", "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ", "FP8_E4M3B11FNUZ", "FP6_E3M2FN", "FP6_E2M3FN", "FP4_E2M1FN", "E8M0FNU",
     "INT4", "UINT4", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
 ]
