@@ -140,8 +140,8 @@ _DR_WITNESSES = {
     "fp6_e2m3fn": ("0x3ff1000000400000", "0x8", "0x9", "1.0625 + 2^-30"),
     "fp4_e2m1fn": ("0x3ff4000000400000", "0x2", "0x3", "1.25 + 2^-30"),
 }
-_DR_ML = ("bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3", "fp8_e3m4", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz", "fp6_e3m2fn",
-          "fp6_e2m3fn", "fp4_e2m1fn")
+_DR_ML = ("bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3", "fp8_e3m4", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
+          "fp8_e4m3b11fnuz", "fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn")
 _DR_TORCH = ("fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
 
 
