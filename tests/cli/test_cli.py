@@ -241,7 +241,7 @@ def test_tables_writes_formats_csv(capsys, tmp_path):
 # ---- errors ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "message"), [
     (["info", "fp17"], "unknown format 'fp17'; did you mean 'fp16'"),
-    (["cast", "1", "--to", "e4m3"], "ambiguous; say which: fp8_e4m3fn, fp8_e4m3fnuz"),
+    (["cast", "1", "--to", "e4m3"], "ambiguous; say which: fp8_e4m3fn, fp8_e4m3, fp8_e4m3fnuz"),
     (["cast", "1", "--to", "fp16", "--rounding", "rnee"], "unknown rounding mode 'rnee'"),
     (["cast", "1", "--to", "fp16", "--overflow", "wrap"], "integer destinations only"),
     (["cast", "1", "--to", "fp16", "--nan-to", "zero"], "nan_to applies to formats without NaN"),

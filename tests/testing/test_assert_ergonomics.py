@@ -123,3 +123,14 @@ def test_ulps_count_in_the_accumulator_format_for_simulate_output(mm):
     assert check_matmul_close(bad, A, B, acc="fp32").ulp_format == no.FP64
     # an explicit out= decides the units
     assert check_matmul_close(out, A, B, acc="fp32", out="bf16").ulp_format == no.BF16
+
+
+def test_the_quantized_checks_pass_on_every_quantize_parameter():
+    from numoracle.quant.check import _QUANTIZE_KEYS
+
+    q = set(inspect.signature(no.quantize).parameters) - {"x"}
+    assert set(_QUANTIZE_KEYS) == q
+    for fn in (no.check_quantized_close, no.assert_quantized_close):
+        params = inspect.signature(fn).parameters
+        assert q <= set(params) and all(params[k].default == inspect.signature(no.quantize).parameters[k].default
+                                        for k in q - {"fmt"})

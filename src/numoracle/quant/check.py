@@ -230,6 +230,53 @@ def _requantize(x: Any, scales: np.ndarray, q: Any, params: dict) -> np.ndarray 
     return np.asarray(r.codes).astype(np.uint64)
 
 
+_QUANTIZE_KEYS = ("fmt", "granularity", "axis", "symmetric", "scale_fmt", "scale_rule", "rounding", "clip",
+                  "reciprocal", "compute", "overflow", "nan", "global_scale", "scale", "zero_point", "scale_rounding",
+                  "compute_rounding", "scale_range", "global_amax", "random_bits", "sr_bits")
+
+
+def _element_format(fmt: Any, actual: Any, tq: Any) -> Any:
+    """``fmt``, or the element format ``actual`` carries (a torch quantized tensor, a Quantized)."""
+    from .quantizer import Quantized
+
+    if fmt is None:
+        fmt = tq.fmt if tq is not None else actual.fmt if isinstance(actual, Quantized) else None
+    if fmt is None:
+        raise TypeError("check_quantized_close needs the element format: fmt=... (and the other quantize "
+                        "parameters: granularity=, axis=, scale_fmt=, ...)")
+    return fmt
+
+
+def _unwrap(actual: Any, actual_scales: Any, q: Any, tq: Any, notes: list[str]) -> tuple[Any, Any, Any, bool]:
+    """(codes or array, scales, zero points, zero points differ) of a torch quantized tensor or a Quantized."""
+    from .quantizer import Quantized
+
+    fmt, a_zp, zp_differ = q.fmt, None, False
+    if tq is not None:
+        if actual_scales is not None:
+            raise ValueError("actual is a torch quantized tensor: its scales are compared; do not also pass "
+                             "actual_scales")
+        if tq.fmt != fmt:
+            raise TypeError(f"actual is a torch {tq.fmt.name} quantized tensor, but the expected quantisation is to "
+                            f"{fmt.name}")
+        actual_scales, a_zp = scale_grid(tq, np.asarray(q.scales).shape)
+        if np.any(actual_scales.astype(np.float32) != actual_scales):
+            notes.append("the tensor's float64 scales are not float32 values: compared as float32, the precision "
+                         "torch's CPU quantize kernels compute with")
+            actual_scales = actual_scales.astype(np.float32)
+        if q.zero_points is None and np.any(a_zp != 0):
+            notes.append("the tensor has nonzero zero points where the expected quantisation is symmetric")
+            zp_differ = True
+        return tq.codes, actual_scales, (a_zp if q.zero_points is not None else None), zp_differ
+    if isinstance(actual, Quantized):
+        if actual_scales is not None:
+            raise ValueError("actual is a Quantized: its scales are compared; do not also pass actual_scales")
+        if actual.fmt != fmt:
+            raise TypeError(f"actual is quantised to {actual.fmt.name}, but the expected quantisation is to {fmt.name}")
+        return np.asarray(actual.codes), actual.scale_codes, actual.zero_points, False
+    return actual, actual_scales, a_zp, zp_differ
+
+
 def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: Any = None, axis: Any = -1,
                           symmetric: bool = True, scale_fmt: Any = None, scale_rule: str = "absmax",
                           rounding: Any = "rne", clip: str | None = None, reciprocal: bool = False,
@@ -245,53 +292,19 @@ def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: 
     quint8, qint32; its scales and zero points are then compared too). ``allow_outliers``: the budget of
     tie and scale-off-by-one-ULP outliers; ``actual_scales``: the kernel's scales; ``show``: rows listed.
     """
-    from .quantizer import Quantized, quantize
+    from .quantizer import quantize
 
     if isinstance(allow_outliers, bool) or int(allow_outliers) != allow_outliers or allow_outliers < 0:
         raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
     tq = torch_quantized_parts(actual) if is_torch_quantized(actual) else None
-    if fmt is None:
-        fmt = tq.fmt if tq is not None else actual.fmt if isinstance(actual, Quantized) else None
-    if fmt is None:
-        raise TypeError("check_quantized_close needs the element format: fmt=... (and the other quantize "
-                        "parameters: granularity=, axis=, scale_fmt=, ...)")
-    quantize_params = dict(
-        fmt=fmt, granularity=granularity, axis=axis, symmetric=symmetric, scale_fmt=scale_fmt, scale_rule=scale_rule,
-        rounding=rounding, clip=clip, reciprocal=reciprocal, compute=compute, overflow=overflow, nan=nan,
-        global_scale=global_scale, scale=scale, zero_point=zero_point, scale_rounding=scale_rounding,
-        compute_rounding=compute_rounding, scale_range=scale_range, global_amax=global_amax,
-        random_bits=random_bits, sr_bits=sr_bits)
+    fmt = _element_format(fmt, actual, tq)
+    given = locals()
+    quantize_params = {k: given[k] for k in _QUANTIZE_KEYS}  # the arguments quantize() takes, as passed
     xv = _as_values(x, "x")
     q = quantize(x, **quantize_params)
     fmt = q.fmt
     notes: list[str] = []
-    a_zp = None
-    zp_differ_t = False
-    if tq is not None:
-        if actual_scales is not None:
-            raise ValueError("actual is a torch quantized tensor: its scales are compared; do not also pass "
-                             "actual_scales")
-        if tq.fmt != fmt:
-            raise TypeError(f"actual is a torch {tq.fmt.name} quantized tensor, but the expected quantisation is to "
-                            f"{format_of(fmt).name}")
-        actual_scales, a_zp = scale_grid(tq, np.asarray(q.scales).shape)
-        if np.any(actual_scales.astype(np.float32) != actual_scales):
-            notes.append("the tensor's float64 scales are not float32 values: compared as float32, the precision "
-                         "torch's CPU quantize kernels compute with")
-            actual_scales = actual_scales.astype(np.float32)
-        if q.zero_points is None and np.any(a_zp != 0):
-            notes.append("the tensor has nonzero zero points where the expected quantisation is symmetric")
-            zp_differ_t = True
-        a_zp = a_zp if q.zero_points is not None else None
-        actual = tq.codes
-    if isinstance(actual, Quantized):
-        if actual_scales is not None:
-            raise ValueError("actual is a Quantized: its scales are compared; do not also pass actual_scales")
-        if actual.fmt != fmt:
-            raise TypeError(f"actual is quantised to {actual.fmt.name}, but the expected quantisation is to {fmt.name}")
-        actual_scales = actual.scale_codes
-        a_zp = actual.zero_points
-        actual = np.asarray(actual.codes)
+    actual, actual_scales, a_zp, zp_differ_t = _unwrap(actual, actual_scales, q, tq, notes)
     mode, acodes, afmt = _actual_codes(actual, fmt, xv.shape)
     ec = np.asarray(q.codes).astype(np.uint64)
     zp = np.zeros(xv.shape) if q.zero_points is None else _expand(np.asarray(q.zero_points, np.float64), xv.shape)
