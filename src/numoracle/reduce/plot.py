@@ -24,9 +24,9 @@ data set) and writes PNG, SVG or PDF by extension, without timestamps or softwar
 file, so a given matplotlib version writes the same bytes for the same data. matplotlib is an
 optional extra (``pip install "numoracle[plot]"``) and is imported only by ``plot_bound``.
 
->>> d = bound_curve_data("dot", ["bf16"], ["pairwise"], [16, 256], samples=2)
->>> [f"{c:.3g}" for c in d.curves[0].worst]
-['2.38e-07', '4.77e-07']
+    >>> d = bound_curve_data("dot", ["bf16"], ["pairwise"], [16, 256], samples=2)
+    >>> [f"{c:.3g}" for c in d.curves[0].worst]
+    ['2.38e-07', '4.77e-07']
 """
 
 from __future__ import annotations
