@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from numoracle.cli.main import main
+from numoracle.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .conformance.boundary import BoundaryValues, boundary_values
     from .conformance.sweeper import SweepReport, sweep
     from .core.convert import cast, decode, encode
+    from .core.errors import ArgumentTypeError, NumoracleError, ParseError
     from .core.explanation import Explanation, explain
     from .core.formats import (
         BF16,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
     from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
     from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
+    from .reduce.identify import IdentifyReport, identify_order
     from .reduce.reference import exact_dot, exact_matmul, exact_sum
     from .reduce.simulation import simulate
     from .reduce.tolerance import Tolerance
@@ -94,6 +96,7 @@ __all__ = [
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "exact_sum", "exact_dot", "exact_matmul", "simulate",
+    "identify_order", "IdentifyReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
     "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
@@ -106,6 +109,7 @@ __all__ = [
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3", "FP8_E3M4", "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ", "FP8_E4M3B11FNUZ", "FP6_E3M2FN", "FP6_E2M3FN", "FP4_E2M1FN", "E8M0FNU",
     "INT4", "UINT4", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
+    "NumoracleError", "ParseError", "ArgumentTypeError",
 ]
 
 # name -> the module that defines it
@@ -121,6 +125,9 @@ _WHERE = {
     "cast": ".core.convert",
     "decode": ".core.convert",
     "encode": ".core.convert",
+    "ArgumentTypeError": ".core.errors",
+    "NumoracleError": ".core.errors",
+    "ParseError": ".core.errors",
     "Explanation": ".core.explanation",
     "explain": ".core.explanation",
     "BF16": ".core.formats",
@@ -180,6 +187,8 @@ _WHERE = {
     "ErrorBound": ".reduce.bounds",
     "expected_error_bound": ".reduce.bounds",
     "recommended_tolerance": ".reduce.bounds",
+    "IdentifyReport": ".reduce.identify",
+    "identify_order": ".reduce.identify",
     "exact_dot": ".reduce.reference",
     "exact_matmul": ".reduce.reference",
     "exact_sum": ".reduce.reference",

@@ -29,7 +29,7 @@ from numoracle import (
     classify_cast_chain,
     find_equivalent_chains,
 )
-from numoracle.cli.main import main
+from numoracle.cli import main
 
 SMALL = [f for f in no.registry() if f.bits <= 16]
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]

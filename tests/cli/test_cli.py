@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from numoracle import FP8_E4M3FN, cast, decode, registry
-from numoracle.cli.main import exact_decimal, main, show_exact
+from numoracle.cli.app import exact_decimal, main, show_exact
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -217,10 +217,11 @@ def test_cast_large_integers_go_through_int64(capsys):
     assert d["result"] == "9007199254740994"
 
 
-def test_cast_notes_when_the_value_is_rounded_to_fp64_first(capsys):
+def test_cast_rounds_values_no_fp64_code_stands_for_with_the_exact_reference(capsys):
     d = cast_json(capsys, "1/3", "--to", "fp64")
-    assert d["source"]["how"] == "rounded to fp64" and d["exact"] is False
-    assert "double rounding" in d["notes"][0]
+    assert d["source"]["how"] == "exact reference" and d["exact"] is False
+    assert d["code"] == "0x3fd5555555555555" and "exact reference" in d["notes"][0]
+    assert cast_json(capsys, "1/3", "--to", "fp64", "--rounding", "ru")["code"] == "0x3fd5555555555556"
 
 
 def test_cast_text_output_has_the_note(capsys):

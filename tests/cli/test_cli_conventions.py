@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from numoracle.cli.main import _parser, main
+from numoracle.cli.app import _parser, main
 from numoracle.core import progress as prog
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -112,7 +112,7 @@ def test_cli_cast_tininess():
     import io
     import json
 
-    from numoracle.cli.main import main
+    from numoracle.cli import main
 
     def run(*extra):
         buf = io.StringIO()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.quant.quantizer import quantize
 from numoracle.quant.arith import div_round, div_values
+from numoracle.quant.quantizer import quantize
 
 
 def _data(seed: int, rows: int = 32, cols: int = 32, lo: float = -8, hi: float = 8) -> np.ndarray:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import numoracle as no
 from numoracle.core.twins.exact import round_value, value_of
-from numoracle.quant.quantizer import dequantize, quantize
 from numoracle.quant.arith import div_round, div_values, mul_round, mul_values
+from numoracle.quant.quantizer import dequantize, quantize
 from numoracle.quant.scale import Layout
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)

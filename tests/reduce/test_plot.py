@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.cli.main import main
+from numoracle.cli import main
 from numoracle.reduce import orders as O
 from numoracle.reduce.plot import BoundViolation, bound_curve_data, order_object, plot_bound
 
@@ -153,7 +153,7 @@ def test_bad_arguments_raise_value_error(kw, msg):
 
 # ---- figure and CLI -----------------------------------------------------------------------------
 def test_importing_plot_does_not_import_matplotlib():
-    code = "import sys, numoracle.reduce.plot, numoracle.cli.main; assert 'matplotlib' not in sys.modules"
+    code = "import sys, numoracle.reduce.plot, numoracle.cli.app; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -218,7 +218,7 @@ def test_parse_K_ranges():
 # ---- the guide's figure ----------------------------------------------------------------------
 def test_the_guides_figure_command_is_valid_and_its_figure_is_checked_in():
     """The ```bash block of docs/tolerances.md parses, and names the checked-in figure the guide shows."""
-    from numoracle.cli.main import _parser
+    from numoracle.cli.app import _parser
     from numoracle.cli.plot import parse_Ks
 
     text = (ROOT / "docs" / "tolerances.md").read_text(encoding="utf-8")

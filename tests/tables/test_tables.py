@@ -25,7 +25,7 @@ def fresh(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tables")
     cheap = ",".join(n for n in TABLES if n not in EXPENSIVE)
     argv = ["tables", "--out", str(out), "--only", cheap]
-    code = f"from numoracle.cli.main import main; raise SystemExit(main({argv!r}))"
+    code = f"from numoracle.cli import main; raise SystemExit(main({argv!r}))"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return out
 

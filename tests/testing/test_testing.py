@@ -236,13 +236,19 @@ def test_compare_identical(mm32):
 def test_compare_split_k_is_reordering():
     A, B = bf16_inputs(4, 4096, 4, seed=7)
     r2 = simulate("matmul", A, B, acc="fp32", order=orders.SplitK(2)).astype(np.float32)
-    r8 = simulate("matmul", A, B, acc="fp32", order=orders.SplitK(8, permutation=(7, 3, 1, 5, 0, 6, 2, 4)))
+    r8_order = orders.SplitK(8, permutation=(7, 3, 1, 5, 0, 6, 2, 4))
+    r8 = simulate("matmul", A, B, acc="fp32", order=r8_order)
     r8 = r8.astype(np.float32)
     assert (r2 != r8).any()  # the data makes the orders differ
     c = compare_runs(r2, r8, "matmul", A, B)
     assert c.verdict == "REORDERING" and c.n_differ > 0 and c.max_run_ulps > 0
     assert 0 < c.max_ratio <= 1 and str(c).startswith("REORDERING")
-    assert compare_runs(r2, r8, "matmul", A, B, orders=["splitk:2", "splitk:8"]).verdict == "REORDERING"
+    # the runs' orders: split-K 2 is found; the atomics-like permutation of 8 slices is not searched
+    assert c.identified == {"run_a": orders.SplitK(2), "run_b": None}
+    assert "identified: run_a = SplitK(s=2" in str(c) and "run_b: no model tried reproduces it" in str(c)
+    c = compare_runs(r2, r8, "matmul", A, B, orders=["splitk:2", "splitk:8"], identify=[orders.SplitK(2), r8_order])
+    assert c.verdict == "REORDERING" and c.identified == {"run_a": orders.SplitK(2), "run_b": r8_order}
+    assert "(reordering)" in str(c)
 
 
 def test_compare_injected_bug_is_unexplained(mm32):

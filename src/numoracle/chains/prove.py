@@ -2,23 +2,27 @@
 
 The decision procedure (docs/chains.md has the argument in full):
 
-* Every hop with a deterministic rounding mode and a non-wrapping overflow policy is a
-  monotone step function of the value on each half of the source line (NaN results sit just
-  beyond +-inf on the side of their source, see ``codekeys.result_key``). So are the chain ``g``
-  and the direct conversion ``f``.
-* ``g`` factors through every format C of the chain (C = the source, an intermediate or the
-  destination): it is constant on each *cell* of source values that the chain's prefix up to C
-  maps to one C value. ``f`` is monotone, so ``f == g`` on a cell iff ``f`` at the cell's two
-  ends equals ``g`` there. Checking every cell is a proof; the cells' ends are found by binary
-  search on the ordered source codes, with the engine.
+* Pieces (``chainpieces``): each half of the source's nonzero finite values is cut, hop by hop,
+  where a hop's *rank* changes (its input crosses +-0, +-inf or the start of an invalid range:
+  overflow into NaN, a negative into an unsigned format). On each piece the chain ``g`` is
+  constant (some hop met a single point or made NaN / its ``nan_to`` code, so every later hop,
+  a NaN-removing one included, is constant) or non-decreasing and never NaN; the direct
+  conversion ``f`` likewise, after one more cut by its own rank.
+* Cells: on a monotone piece ``g`` factors through every format C of the chain, so it is
+  constant on each *cell* of source values that the chain's prefix up to C maps to one C value.
+  ``f`` is monotone on the cell, so ``f == g`` there iff ``f`` at the cell's two ends equals
+  ``g``; where not, the differing sources are a prefix and a suffix of the cell, found by binary
+  search on the ordered source keys (64-bit keys without overflow).
 * Inside one binade [2^e, 2^(e+1)) of the source every format's values form a uniform lattice,
   and rounding commutes with translations by P = 2 x (the largest quantum): the pattern of cells
   repeats. Taking C = the coarsest format in the binade, the first and last ``K`` C-values of
-  each binade cover every distinct case (K = 12 spans 6 periods at each end, more than the
-  3 needed for the binade edges, the formats' max finite values and saturation points).
-  So a proof costs O(binades x K) binary searches, for 8- to 64-bit sources alike.
-* Zeros, infinities and NaNs are checked directly. Non-monotone chains (``wrap``, or a NaN
-  that a later hop maps to a number) are enumerated exhaustively for sources of 32 bits or less.
+  each window (one binade of one piece) cover every distinct case (K = 12 spans 6 periods at
+  each end, more than the 3 needed for the edges, the formats' max finite values and saturation
+  points). So a proof costs O(binades x K) binary searches, for 8- to 64-bit sources alike.
+* Zeros, infinities and NaNs of the source are checked directly. Wrapping hops are not
+  monotone: those chains are enumerated for sources of 32 bits or fewer and refused above.
+* The witness is the differing source of least magnitude (-0 counts as 0; ties go to the
+  smaller code; infinities after every finite value, NaNs last).
 """
 
 from __future__ import annotations
@@ -28,11 +32,23 @@ from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import binades, from_key, is_nan, key_bounds, result_key, to_key
+from ..core.codekeys import (
+    NEG_FINITE,
+    POS_FINITE,
+    binades,
+    from_key,
+    is_nan,
+    key_bounds,
+    key_place,
+    positive_side,
+    result_key,
+    to_key,
+)
 from ..core.convert import cast_codes
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.policy import Overflow, Policy, Rounding, resolve_policy
 from ..core.progress import progress
+from .pieces import chain_pieces, first_true
 from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 
 __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
@@ -120,83 +136,12 @@ def _monotone(spec: ChainSpec) -> bool:
     return not any(p.overflow is Overflow.WRAP for p in spec.policies)
 
 
-def _can_make_nan(spec: ChainSpec) -> bool:
-    """Whether some hop can turn a non-NaN input into NaN (overflow, inf, a negative or a zero
-    with no representation). Each hop after that is then constant on the affected inputs."""
-    for f, p in zip(spec.formats[1:], spec.policies):
-        if f.has_nan and (p.overflow is Overflow.NAN or not f.signed or not f.has_zero):
-            return True
-    return False
-
-
-def _nan_flags(spec: ChainSpec, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(from_zero, from_far): some hop makes NaN out of a zero (a zero-less format) / out of a
-    nonzero non-NaN input (overflow, inf, a negative into an unsigned format)."""
-    c = from_key(keys, spec.src).astype(spec.src.code_dtype)
-    zero = np.zeros(keys.shape, bool)
-    far = np.zeros(keys.shape, bool)
-    prev_fmt = spec.src
-    for f, h in zip(spec.formats[1:], spec.hops(c)):
-        in_nan = is_nan(c, prev_fmt)
-        in_zero = ~in_nan & (to_key(np.where(in_nan, 0, c), prev_fmt) == 0)
-        if isinstance(prev_fmt, Format) and prev_fmt.has_negative_zero:
-            in_zero |= c.astype(np.uint64) == np.uint64(prev_fmt.sign_bit)
-        out_nan = is_nan(h, f)
-        zero |= out_nan & in_zero & ~in_nan
-        far |= out_nan & ~in_zero & ~in_nan
-        c, prev_fmt = h, f
-    return zero, far
-
-
-def _clean_range(spec: ChainSpec, negative: bool) -> tuple[int, int, list[tuple[int, int]]] | None:
-    """On one half, the key range where no hop makes a NaN (None if empty), and the NaN pieces
-    (key ranges on which the chain is constant: it is NaN, or what a later hop makes of NaN)."""
-    bins = binades(spec.src, negative)
-    if not bins:
-        return None
-    near, far_end = (bins[0][2], bins[-1][1]) if negative else (bins[0][1], bins[-1][2])
-    if not _can_make_nan(spec):
-        return (min(near, far_end), max(near, far_end), [])
-    sgn = -1 if negative else 1
-    # magnitude order as increasing "m" keys: m = key on the positive half, -key on the negative
-    m_lo, m_hi = np.array([sgn * near]), np.array([sgn * far_end])
-    zero_end, some_clean = _first_true(m_lo, m_hi, lambda m, idx: ~_nan_flags(spec, sgn * m)[0])
-    far_start, found = _first_true(m_lo, m_hi, lambda m, idx: _nan_flags(spec, sgn * m)[1])
-    # first magnitude-key not made NaN from a zero (past the end when the whole half is)
-    z = int(zero_end[0]) if bool(some_clean[0]) else int(m_hi[0]) + 1
-    o = int(far_start[0]) if bool(found[0]) else int(m_hi[0]) + 1
-    pieces = []
-    if z > m_lo[0]:
-        pieces.append((int(m_lo[0]), min(z, o) - 1))
-    if o <= m_hi[0]:
-        pieces.append((max(o, z), int(m_hi[0])))
-    to_keys = [(min(sgn * a, sgn * b), max(sgn * a, sgn * b)) for a, b in pieces if a <= b]
-    if z >= o:
-        return (0, -1, to_keys)
-    lo_k, hi_k = sorted((sgn * z, sgn * (o - 1)))
-    return (lo_k, hi_k, to_keys)
-
-
-# ---- binary search over ordered source keys ---------------------------------------------
-def _first_true(lo: np.ndarray, hi: np.ndarray, pred) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest key x in [lo, hi] with pred(x) (pred monotone False..True). Returns (x, found)."""
-    found = pred(hi, np.arange(hi.size))
-    left, right = lo.copy(), hi.copy()
-    act = np.flatnonzero(found & (left < right))
-    while act.size:
-        mid = left[act] + (right[act] - left[act]) // 2
-        p = pred(mid, act)
-        right[act] = np.where(p, mid, right[act])
-        left[act] = np.where(p, left[act], mid + 1)
-        act = act[left[act] < right[act]]
-    return left, found
-
-
+# ---- cells: source intervals on which the chain is constant ------------------------------
 def _g_key(spec: ChainSpec, upto: int, keys: np.ndarray) -> np.ndarray:
     """Keys of the chain prefix through hop ``upto`` (0 = identity) at source keys."""
     codes = from_key(keys, spec.src).astype(spec.src.code_dtype)
     out = spec.prefix(codes, upto)
-    return result_key(out, spec.formats[upto], keys >= 0)
+    return result_key(out, spec.formats[upto], positive_side(keys, spec.src))
 
 
 def _quantum_log2(fmt: AnyFormat, e: int) -> float:
@@ -216,20 +161,19 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
     windows: dict[int, list[tuple[int, int]]] = {}
     los, his, evals = [], [], 0
     for neg in (False, True):
-        clean = _clean_range(spec, neg)
-        if clean is None:
-            continue
-        c_lo, c_hi, nan_pieces = clean
-        for a, b in nan_pieces:  # the chain is constant on each: one cell
-            los.append(np.array([a], np.int64))
-            his.append(np.array([b], np.int64))
-        for e, klo, khi in binades(spec.src, neg):
-            klo, khi = max(klo, c_lo), min(khi, c_hi)
-            if klo > khi:
-                continue
+        monotone = []
+        for a, b, const in chain_pieces(spec, neg):
+            if const:  # the chain is constant on the piece: one cell
+                los.append(np.array([a], np.int64))
+                his.append(np.array([b], np.int64))
+            else:
+                monotone.append((a, b))
+        for e, klo, khi in binades(spec.src, neg) if monotone else []:
             q = [_quantum_log2(f, e) for f in spec.formats]
             c = int(np.argmax(q))
-            windows.setdefault(c, []).append((klo, khi))
+            for a, b in monotone:  # a window: one binade of one monotone piece
+                if max(klo, a) <= min(khi, b):
+                    windows.setdefault(c, []).append((max(klo, a), min(khi, b)))
     for c, wins in windows.items():
         w = np.array(wins, np.int64)
         klo, khi = w[:, 0], w[:, 1]
@@ -269,7 +213,7 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
         if t_key.size:
             def pred(x, idx, t_key=t_key, c=c):
                 return _g_key(spec, c, x) >= t_key[idx]
-            b_key, found = _first_true(klo[t_bin], khi[t_bin], pred)
+            b_key, found = first_true(klo[t_bin], khi[t_bin], pred)
             evals += t_key.size * 70
         else:
             b_key, found = np.zeros(0, np.int64), np.zeros(0, bool)
@@ -320,11 +264,11 @@ def _differing_segments(spec: ChainSpec, lo: np.ndarray, hi: np.ndarray) -> tupl
 
     def key_of(fn, keys):
         codes = from_key(keys, spec.src).astype(spec.src.code_dtype)
-        return result_key(fn(codes), T, keys >= 0)
+        return result_key(fn(codes), T, positive_side(keys, spec.src))
 
     c = key_of(spec.chain, lo)
-    x1, f1 = _first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) >= c[idx])
-    x2, f2 = _first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) > c[idx])
+    x1, f1 = first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) >= c[idx])
+    x2, f2 = first_true(lo, hi, lambda k, idx: key_of(spec.direct_cast, k) > c[idx])
     low_seg = ~f1 | (x1 > lo)  # f < c at lo: [lo, x1 - 1], or the whole cell when f never reaches c
     low_end = np.where(f1, x1 - 1, hi)  # no wrap: x1 > lo wherever it is used
     starts = np.concatenate([lo[low_seg], x2[f2]])
@@ -333,31 +277,46 @@ def _differing_segments(spec: ChainSpec, lo: np.ndarray, hi: np.ndarray) -> tupl
 
 
 def _least_magnitude_candidates(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray:
-    """The few codes that can have the least magnitude: the smallest positive key, the largest
-    negative key, and every NaN (ordered exactly afterwards)."""
+    """The few codes that can have the least magnitude (|value| grows with the distance of the key from
+    the middle on each half): the first key of the positive half, the last of the negative half
+    (-0 there, where it is among the codes), and the smallest NaN code (ordered exactly afterwards)."""
+    codes = np.asarray(codes).astype(np.uint64)
     nan = is_nan(codes, fmt)
     keys = to_key(codes[~nan], fmt)
+    pos = positive_side(keys, fmt)
+    fin = _nonzero_finite(fmt, codes[~nan])
     pick = []
-    if (keys >= 0).any():
-        pick.append(from_key(np.array([keys[keys >= 0].min()]), fmt))
-    if (keys < 0).any():
-        pick.append(from_key(np.array([keys[keys < 0].max()]), fmt))
-    pick.append(np.sort(codes[nan])[:8])  # NaNs come last in magnitude order: the smallest few codes do
-    return np.concatenate(pick).astype(np.uint64)
+    for sel in (pos, pos & fin):  # also the least nonzero finite one of each half (for the reason)
+        if sel.any():
+            pick.append(from_key(np.array([keys[sel].min()]), fmt))
+    for sel in (~pos, ~pos & fin):
+        if sel.any():
+            pick.append(from_key(np.array([keys[sel].max()]), fmt))
+    pick.append(np.sort(codes[nan])[:1])
+    return np.unique(np.concatenate(pick).astype(np.uint64))
+
+
+def _nonzero_finite(fmt: AnyFormat, codes: np.ndarray) -> np.ndarray:
+    """Where codes are numbers other than +-0 and +-inf (NaN codes: False)."""
+    codes = np.asarray(codes).astype(np.uint64)
+    nan = is_nan(codes, fmt)
+    place = key_place(to_key(np.where(nan, np.uint64(0), codes), fmt), fmt)
+    return ~nan & ((place == NEG_FINITE) | (place == POS_FINITE))
 
 
 def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
-    """Indices of codes sorted by |value| (then by code), NaNs last; exact for every format."""
+    """Indices of codes sorted by |value| (-0 is as small as +0), then by code; infinities after every
+    finite value, NaNs last. Exact for every format."""
     from fractions import Fraction
 
-    from ..core.twins.exact import value_of
+    from ..core.twins.exact import Special, value_of
 
     def mag(c: int):
         v = value_of(int(c), fmt)
-        if isinstance(v, (int, Fraction)):
+        if not isinstance(v, Special):
             return (0, abs(Fraction(v)), int(c))
-        s = str(v).lower()
-        return (1 if "inf" in s else 2, Fraction(0), int(c))
+        rank = {"zero": 0, "inf": 1, "nan": 2}[v.kind]
+        return (rank, Fraction(0), int(c))
 
     return sorted(range(len(codes)), key=lambda i: mag(codes[i]))
 
@@ -428,7 +387,7 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         fail = (spec.direct_cast(codes_lo) != g_lo) | (spec.direct_cast(codes_hi) != g_hi)
         seg_a, seg_b = _differing_segments(spec, lo[fail], hi[fail])
         # the least-magnitude key of each segment: its start on the positive side, its end on the negative
-        wk = np.where(seg_a >= 0, seg_a, seg_b)
+        wk = np.where(positive_side(seg_a, spec.src), seg_a, seg_b)
         bad = np.concatenate([diff_special.astype(np.uint64), from_key(wk, spec.src)])
         segments = (seg_a, seg_b)
         points = int(spec_codes.size + 2 * lo.size + evals)
@@ -436,11 +395,14 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         method_name = (f"cell proof: {lo.size} cells over {n_bin} binades (periodic pattern, K={K_PERIOD})"
                        f" + {spec_codes.size} special codes")
     elapsed = time.perf_counter() - t0
-    witness = None
+    witness = finite = None
     if bad.size:
         cands = _least_magnitude_candidates(spec.src, np.unique(bad))
-        best = cands[_magnitude_order(spec.src, cands)[0]]
-        witness = Witness.build(spec, int(best))
+        order = _magnitude_order(spec.src, cands)
+        witness = Witness.build(spec, int(cands[order[0]]))
+        # the reason names what happens to numbers; a differing zero/inf/NaN alone is SPECIALS
+        fin = [int(cands[i]) for i in order if _nonzero_finite(spec.src, cands[i:i + 1])[0]]
+        finite = Witness.build(spec, fin[0]) if fin else None
     proof = Proof(method_name, points, elapsed)
-    reason = classify_reason(spec, witness, segments)
+    reason = classify_reason(spec, witness, segments, finite)
     return ChainVerdict(spec, witness is None, reason, witness, proof, segments)

@@ -47,8 +47,8 @@ def find_equivalent_chains(src: Any, dst: Any, hops: Iterable[Sequence[Any]], *,
     """
     s, d = format_of(src), format_of(dst)
     final = Rounding.of(rounding).value
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be an int >= 1, got {max_len!r:.40}")
     found: list[ChainVerdict] = []
     for path, modes in _chains_of(s, d, _offers(hops), final, max_len):
         overflows = None if overflow is None else [None] * (len(path) - 2) + [overflow]

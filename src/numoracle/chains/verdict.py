@@ -376,7 +376,10 @@ def describe_regions(spec: ChainSpec, segments: tuple[np.ndarray, np.ndarray]) -
     return pos + neg
 
 
-def classify_reason(spec: ChainSpec, witness: Witness | None, segments: tuple[np.ndarray, np.ndarray]) -> str:
+def classify_reason(spec: ChainSpec, witness: Witness | None, segments: tuple[np.ndarray, np.ndarray],
+                    finite: Witness | None = None) -> str:
+    """The verdict's reason, from the witness; where that is a zero, an infinity or a NaN, from
+    ``finite`` (the least nonzero finite differing source) if any, else SPECIALS."""
     if witness is None:
         inter = spec.formats[:-1]
         if all(values_subset(inter[j], inter[j + 1]) for j in range(len(inter) - 1)):
@@ -388,6 +391,8 @@ def classify_reason(spec: ChainSpec, witness: Witness | None, segments: tuple[np
                 return "INNOCUOUS_DOUBLE_ROUNDING"
         return "EXACT_WHERE_FINITE"
     src_v = value_of(witness.source_code, spec.src)
+    if (isinstance(src_v, Special) or src_v == 0) and finite is not None:
+        witness, src_v = finite, value_of(finite.source_code, spec.src)
     if isinstance(src_v, Special) or src_v == 0:
         return "SPECIALS"
     vals = [src_v] + [value_of(c, f) for c, f in zip(witness.hop_codes, spec.formats[1:])]

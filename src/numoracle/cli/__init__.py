@@ -1,5 +1,5 @@
 """The ``numoracle`` command line."""
 
-from .main import main
+from .app import main
 
 __all__ = ["main"]

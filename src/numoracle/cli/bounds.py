@@ -4,7 +4,7 @@
                            [--out bf16] [--confidence 0.999] [--shape 64x64] [--json]
     numoracle tolerance matmul --dtype bf16 --acc fp32 -K 4096 [--max-abs 1,1 | --kappa 1]
 
-Both return text; user errors raise ValueError (``cli.main`` prints one line and exits with 2).
+Both return text; user errors raise ValueError (``numoracle.cli`` prints one line and exits with 2).
 """
 
 from __future__ import annotations

@@ -13,17 +13,30 @@ from ..core.progress import progress
 __all__ = ["add_chain_parsers"]
 
 
-def _split(text: str | None) -> list[str] | str | None:
+def _split(text: str | None, option: str) -> list[str] | str | None:
     if text is None:
         return None
-    parts = [t.strip() for t in text.split(",") if t.strip()]
+    parts = [t.strip() for t in text.split(",")]
+    if not all(parts):
+        raise ValueError(f"{option} {text!r} has an empty entry; give one value, or one per hop separated by commas")
     return parts if len(parts) > 1 else parts[0]
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
 
 
 def _cmd_chain(args: argparse.Namespace) -> tuple[str, int]:
     if len(args.formats) < 2:
         raise ValueError("numoracle chain needs at least two formats: SRC [HOP ...] DST, e.g. int32 fp32 fp16")
-    v = classify_cast_chain(*args.formats, rounding=_split(args.rounding) or "rne", overflow=_split(args.overflow),
+    v = classify_cast_chain(*args.formats, rounding=_split(args.rounding, "--rounding") or "rne",
+                            overflow=_split(args.overflow, "--overflow"),
                             ftz=args.ftz, method="exhaustive" if args.exhaustive else "auto")
     status = 1 if args.check and not v.equivalent else 0  # --check: a CI step fails on a chain that differs
     if args.json:
@@ -36,7 +49,8 @@ def _cmd_chain(args: argparse.Namespace) -> tuple[str, int]:
 def _cmd_chains(args: argparse.Namespace) -> str:
     via = [format_of(f) for f in (args.via.split(",") if args.via else [])]
     src, dst = format_of(args.src), format_of(args.dst)
-    modes = [m.strip() for m in args.modes.split(",")]
+    modes = _split(args.modes, "--modes")
+    modes = modes if isinstance(modes, list) else [modes]
     lines, verdicts = [], []
     cands = list(candidate_chains(src, dst, via, modes=modes, final=args.rounding, max_len=args.max_len))
     for path, rounding in progress(cands, desc="chains", unit="chain"):
@@ -64,8 +78,9 @@ def add_chain_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--overflow", metavar="O[,O...]", help="one policy, or one per hop (default: each format's)")
     c.add_argument("--ftz", action="store_true", help="flush subnormal results to zero at every hop")
     c.add_argument("--exhaustive", action="store_true", help="enumerate every source code (sources <= 32 bits)")
-    c.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    c.add_argument("--markdown", action="store_true", help="print the verdict as Markdown")
+    out = c.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    out.add_argument("--markdown", action="store_true", help="print the verdict as Markdown")
     c.add_argument("--check", action="store_true", help="exit with status 1 when the chain differs (for CI)")
     c.set_defaults(run=_cmd_chain)
     s = sub.add_parser("chains", help="which chains of offered casts equal the direct cast",
@@ -77,7 +92,8 @@ def add_chain_parsers(sub: argparse._SubParsersAction) -> None:
                    help="intermediate formats the chains may pass through (default: none)")
     s.add_argument("--modes", default="rne,rto", metavar="R[,R...]", help="modes of intermediate hops (rne,rto)")
     s.add_argument("--rounding", default="rne", metavar="R", help="mode of the direct cast and the last hop")
-    s.add_argument("--max-len", dest="max_len", type=int, default=3, metavar="N", help="most hops per chain (3)")
+    s.add_argument("--max-len", dest="max_len", type=_positive, default=3, metavar="N",
+                   help="most hops per chain (3)")
     s.add_argument("--ftz", action="store_true", help="flush subnormal results to zero at every hop")
     s.add_argument("--json", action="store_true", help="print a JSON object")
     s.set_defaults(run=_cmd_chains)

@@ -171,7 +171,7 @@ def _cmd_info(args: argparse.Namespace) -> str:
 
 
 def add_info_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``formats`` and ``info`` to a subparsers object (``cli.main`` calls this)."""
+    """Add ``formats`` and ``info`` to a subparsers object (``cli.app`` calls this)."""
     fm = sub.add_parser("formats", help="the registry as a table", description="Every registered format with its "
                         "fields and extremes (exact). --json: {\"formats\": [...]}, see docs/cli.md.")
     fm.add_argument("--json", action="store_true", help="print a JSON object")

@@ -6,7 +6,7 @@
 
 Prints the summary table (per curve and K: the bounds, the largest emulated errors, max/worst) and
 the paths written. Without --out no figure is drawn (and matplotlib is not needed). User errors
-raise ValueError (``cli.main`` prints one line and exits with 2), a missing matplotlib included.
+raise ValueError (``numoracle.cli`` prints one line and exits with 2), a missing matplotlib included.
 """
 
 from __future__ import annotations

@@ -2,19 +2,22 @@
 
     numoracle sweep fp32 fp8_e4m3fn --against ml_dtypes|torch|numpy [--inputs exhaustive|boundary|N]
                     [--rounding R] [--overflow O] [--nan-to P] [--ftz] [--daz] [--workers N] [--chunk C]
-                    [--seed S] [--witnesses K] [--json | --markdown] [--progress | --no-progress]
+                    [--seed S] [--witnesses K] [--timeout S] [--json | --markdown] [--progress | --no-progress]
 
 Prints the report (:class:`numoracle.SweepReport`); its second line is the verdict (CLEAN,
 EXPLAINED, UNEXPLAINED or ERROR). The exit status is 0 for CLEAN and EXPLAINED, 1 for
 UNEXPLAINED and ERROR (so a CI step fails on what no known deviation explains); user errors (an
 unknown format or library, a cast the library lacks, exhaustive inputs for a 64-bit source) exit
-with 2 through ``cli.main``. ``--inputs`` defaults to ``exhaustive`` for sources of 32 bits
+with 2 through ``numoracle.cli``. ``--inputs`` defaults to ``exhaustive`` for sources of 32 bits
 or fewer and to ``boundary`` for wider ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import math
+from typing import Any
 
 from ..conformance.deviations import LIBRARIES
 from ..conformance.sweeper import sweep
@@ -48,17 +51,46 @@ def _count(text: str) -> int | None:
     return int(f) if f.is_integer() and 1 <= f < 2**63 else None
 
 
+def _against(text: str) -> Any:
+    """A library name, or ``module:function`` naming a converter (native array of SRC -> array of DST)."""
+    if text in LIBRARIES:
+        return text
+    mod, sep, name = text.partition(":")
+    if not sep or not mod or not name:
+        raise ValueError(f"--against takes {', '.join(LIBRARIES)} or module:function (a converter), got {text!r}")
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except ImportError as e:
+        raise ValueError(f"--against {text}: cannot import {mod!r} ({e})") from None
+    except AttributeError:
+        raise ValueError(f"--against {text}: module {mod!r} has no {name!r}") from None
+    if not callable(fn):
+        raise ValueError(f"--against {text}: {name} is not callable")
+    return fn
+
+
 def _cmd_sweep(args: argparse.Namespace) -> tuple[str, int]:
     src = format_of(args.src)
-    r = sweep(args.against, src, args.dst, inputs=_inputs(args.inputs, src.bits), rounding=args.rounding,
+    r = sweep(_against(args.against), src, args.dst, inputs=_inputs(args.inputs, src.bits), rounding=args.rounding,
               overflow=args.overflow, nan_to=args.nan_to, ftz=args.ftz, daz=args.daz, workers=args.workers,
-              chunk=args.chunk, progress=args.progress, seed=args.seed, witnesses=args.witnesses)
+              chunk=args.chunk, progress=args.progress, seed=args.seed, witnesses=args.witnesses,
+              timeout=args.timeout)
     status = 1 if r.verdict in ("unexplained", "error") else 0  # a CI step fails on what no deviation explains
     if args.json:
         return r.to_json(), status
     if args.markdown:
         return r.to_markdown(), status
     return str(r), status
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
 
 
 def _positive(text: str) -> int:
@@ -79,7 +111,9 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
                        "error.")
     s.add_argument("src", metavar="SRC", help="source format (its codes are the inputs)")
     s.add_argument("dst", metavar="DST", help="destination format")
-    s.add_argument("--against", required=True, choices=LIBRARIES, help="the library whose cast is swept")
+    s.add_argument("--against", required=True, metavar="|".join(LIBRARIES) + "|MODULE:FUNCTION",
+                   help="the library whose cast is swept, or a converter function (importable: native array of "
+                   "SRC -> array of DST)")
     s.add_argument("--inputs", metavar="exhaustive|boundary|N",
                    help="every code (default for sources <= 32 bits), the boundary values (default for wider "
                    "ones), or N seeded random codes, half of them near DST's rounding ties")
@@ -92,6 +126,8 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--chunk", type=_positive, default=1 << 24, metavar="C", help="inputs per task (default 2^24)")
     s.add_argument("--seed", type=int, default=0, help="seed of --inputs N (default 0)")
     s.add_argument("--witnesses", type=int, default=4, metavar="K", help="witnesses kept per class (default 4)")
+    s.add_argument("--timeout", type=_seconds, metavar="S", help="seconds one chunk may take; a chunk past it is "
+                   "a converter fault and its worker is killed (default: no limit)")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the report as JSON")
     fmt.add_argument("--markdown", action="store_true", help="print the report as Markdown")

@@ -66,7 +66,10 @@ def _tie_format(dst: Format) -> Format | None:
     """dst with one more significand bit (same smallest exponent): its values are dst's values and midpoints."""
     if dst.bits + 2 > 64:
         return None
-    return Format(f"{dst.name}_ties", dst.exp_bits + 1, dst.man_bits + 1, 1 - dst.emin)
+    try:
+        return Format(f"{dst.name}_ties", dst.exp_bits + 1, dst.man_bits + 1, 1 - dst.emin)
+    except ValueError:  # wider than the engine carries (formats.MAX_EMAX ...): undecided, like FP64
+        return None
 
 
 def tie_mask(x: np.ndarray, src: AnyFormat, dst: AnyFormat) -> np.ndarray | None:

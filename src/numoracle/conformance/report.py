@@ -119,6 +119,51 @@ def summarise(src: AnyFormat, dst: AnyFormat, pol: Policy, library: str | None, 
     return out
 
 
+# ---- merging chunk results ----------------------------------------------------------------
+@dataclass
+class MergedChunks:
+    """What the chunks of a sweep found, merged as they arrive (the report is made from it)."""
+
+    compared: int = 0
+    matching: int = 0
+    counts: Counter = field(default_factory=Counter)
+    known: Counter = field(default_factory=Counter)
+    labels: Counter = field(default_factory=Counter)
+    ties: dict = field(default_factory=dict)
+    witnesses: dict = field(default_factory=dict)
+    nondet: int = 0
+    nondet_witnesses: tuple = ()
+    errors: dict = field(default_factory=dict)  # (kind, message) -> [lo, hi, first, last, chunks, elements, compared]
+    cpu: float = 0.0
+
+    def add(self, r: Any, k: int) -> None:
+        self.compared += r.compared
+        self.matching += r.matching
+        self.counts.update(r.counts)
+        self.known.update(r.known)
+        self.labels.update(r.labels)
+        for name, t in r.ties.items():
+            prev = self.ties.get(name, 0)
+            self.ties[name] = -1 if (prev < 0 or t < 0) else prev + t
+        for name, ws in r.witnesses.items():
+            self.witnesses[name] = merge_witnesses(self.witnesses.get(name, ()), ws, k)
+        self.nondet += r.nondet
+        self.nondet_witnesses = merge_witnesses(self.nondet_witnesses, r.nondet_witnesses, k)
+        if r.error is not None:
+            self.error(r.error[0], r.error[1], r.part, r.first_last, r.error[2])
+        self.cpu += r.cpu
+
+    def error(self, kind: str, message: str, part: Any, first_last: tuple[int, int], compared: bool) -> None:
+        n = 0 if compared else part.hi - part.lo
+        e = self.errors.get((kind, message))
+        if e is None or part.lo < e[0]:
+            self.errors[(kind, message)] = [part.lo, part.hi, *first_last, (e[4] if e else 0) + 1,
+                                            (e[5] if e else 0) + n, compared]
+        else:
+            e[4] += 1
+            e[5] += n
+
+
 # ---- the report ---------------------------------------------------------------------------------
 def code_hex(code: int, fmt: AnyFormat) -> str:
     return f"0x{int(code):0{hex_width(fmt)}x}"

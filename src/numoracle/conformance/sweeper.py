@@ -22,155 +22,45 @@ non-deterministic converter.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
+import functools
+import math
 import os
 import pickle
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import from_key, is_nan, key_bounds, to_key
+from ..core.codekeys import is_nan
 from ..core.convert import cast_codes, check_codes, decode
-from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
-from ..core.interop import as_native, native_dtype, to_codes
+from ..core.formats import TF32, AnyFormat, format_of
+from ..core.interop import as_array, as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
 from ..core.progress import progress as progress_bar
 from ..core.text import hex_width
-from .deviations import LIBRARIES, native_cast
-from .report import CLASSES, ClassStats, SweepError, SweepReport, Witness, merge_witnesses, smallest, summarise
+from .converters import Converter, _fn_name, _library_version
+from .deviations import LIBRARIES
+from .report import (
+    CLASSES,
+    ClassStats,
+    MergedChunks,
+    SweepError,
+    SweepReport,
+    Witness,
+    smallest,
+    summarise,
+)
+from .sweepinputs import BLOCK, random_codes
+from .sweeppool import Chunks, new_pool, run_parts
 
 __all__ = ["sweep", "Converter", "SweepReport", "random_codes", "BLOCK"]
 
-BLOCK = 1 << 16  # random inputs are drawn in blocks of this many codes, each seeded by (seed, block index)
+MAX_RANDOM_INPUTS = 1 << 48  # inputs=N: the most random codes one sweep takes
 NDET_SAMPLE = 1 << 16  # inputs per chunk converted a second time
-
-
-# ---- converters -----------------------------------------------------------------------------
-class Converter:
-    """``library``'s own cast to ``dst`` as a picklable callable (``deviations.native_cast`` semantics).
-
-    ``Converter("torch", "fp8_e4m3fn")(np.float32([500]))`` returns an ml_dtypes float8_e4m3fn array.
-    """
-
-    def __init__(self, library: str, dst: Any) -> None:
-        if library not in LIBRARIES:
-            raise ValueError(f"unknown library {library!r}; fn may be one of {', '.join(LIBRARIES)} or a callable")
-        self.library = library
-        self.dst = format_of(dst)
-
-    def __call__(self, x: Any) -> np.ndarray:
-        return as_native(native_cast(x, self.dst, self.library), self.dst)
-
-    def __repr__(self) -> str:
-        return f"Converter({self.library!r}, {self.dst.name!r})"
-
-
-def _library_version(library: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"{library} {version(library)}"
-    except PackageNotFoundError:
-        return library
-
-
-def _fn_name(fn: Callable) -> str:
-    mod = getattr(fn, "__module__", None) or type(fn).__module__
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{mod}.{name}" if mod and mod != "builtins" else name
-
-
-# ---- random, boundary-weighted inputs ------------------------------------------------------------
-def _magnitude_bits(fmt: AnyFormat) -> int:
-    return fmt.precision if isinstance(fmt, Format) else fmt.bits - int(fmt.signed)
-
-
-def _levels(src: AnyFormat, dst: AnyFormat) -> np.ndarray:
-    """log2 of the offsets (in source ULPs) drawn around destination midpoints."""
-    ps = _magnitude_bits(src)
-    if src.is_integer:
-        return np.array([v for v in (0, 1, 2, 4, 8, 16) if v < ps], np.int64)
-    pd = _magnitude_bits(dst)
-    lv = {0}
-    for inter in (FP32, TF32, BF16, FP16):  # a few ULPs of each plausible intermediate format
-        if pd < inter.precision < ps:
-            lv.add(ps - inter.precision + 2)
-    if dst.is_integer:
-        lv |= {2, max(0, ps - 8)}
-    elif ps > pd + 1:
-        lv.add(ps - pd - 1)  # anywhere in the rounding interval
-    return np.array(sorted(lv), np.int64)
-
-
-def _midpoints(rng: np.random.Generator, dst: AnyFormat, m: int) -> np.ndarray:
-    """Signed float64 rounding ties of ``dst``: midpoints of neighbouring values (and the overflow threshold)."""
-    if isinstance(dst, Format):
-        top = dst.max_mag_code
-        c = rng.integers(0, top + 1, m, dtype=np.int64)
-        edge = rng.random(m) < 1 / 16  # the ends of the range: underflow and overflow ties
-        c[edge] = np.clip(rng.choice(np.array([0, 1, top - 1, top]), int(edge.sum())), 0, top)
-        lo = decode(c.astype(dst.code_dtype), dst).astype(np.float64)
-        nxt = decode(np.minimum(c + 1, top).astype(dst.code_dtype), dst).astype(np.float64)
-        beyond = float(dst.max_finite) + 2.0 ** (dst.emax - dst.man_bits)
-        hi = np.where(c == top, beyond, nxt)
-        with np.errstate(over="ignore"):
-            mid = lo / 2 + hi / 2
-    else:
-        k = np.floor(np.exp2(rng.random(m) * dst.precision)) - rng.integers(0, 2, m)  # log-uniform magnitudes
-        mid = k + 0.5
-        edge = rng.random(m) < 1 / 16
-        mid[edge] = rng.choice(np.array([float(dst.max_value) + 0.5, float(dst.min_value) - 0.5, 0.5]),
-                               int(edge.sum()))
-    return np.where(rng.random(m) < 0.5, -mid, mid)
-
-
-def _near_ties(rng: np.random.Generator, src: AnyFormat, dst: AnyFormat, m: int) -> np.ndarray:
-    mid = _midpoints(rng, dst, m)
-    if not src.signed:
-        mid = np.abs(mid)
-    codes = cast_codes(mid.view(np.uint64), FP64, src, resolve_policy(src))
-    lo, hi = key_bounds(src)
-    nan = is_nan(codes, src)
-    keys = to_key(np.where(nan, 0, codes).astype(codes.dtype), src)
-    keys = np.where(nan, np.where(mid < 0, lo, hi), keys)
-    lv = rng.choice(_levels(src, dst), m)
-    delta = rng.integers(-(1 << lv), 1 << lv, endpoint=True)
-    with np.errstate(over="ignore"):
-        k = keys + delta
-    k = np.where((delta > 0) & (k < keys), hi, np.where((delta < 0) & (k > keys), lo, k))
-    return from_key(np.clip(k, lo, hi), src).astype(src.code_dtype)
-
-
-def _random_block(src: AnyFormat, dst: AnyFormat, seed: int, block: int) -> np.ndarray:
-    rng = np.random.default_rng([seed, block])
-    top = (1 << src.bits) - 1
-    uni = rng.integers(0, top, BLOCK // 2, dtype=np.uint64, endpoint=True).astype(src.code_dtype)
-    out = np.empty(BLOCK, src.code_dtype)
-    out[0::2] = uni
-    out[1::2] = _near_ties(rng, src, dst, BLOCK - BLOCK // 2)
-    return out
-
-
-def random_codes(src: Any, dst: Any, n: int, seed: int = 0, start: int = 0) -> np.ndarray:
-    """Codes ``start .. start + n`` of the seeded random input sequence that ``sweep(inputs=N)`` uses.
-
-    Every other code is uniform over all codes of ``src``; the others lie near rounding ties of
-    ``dst`` (midpoints of neighbouring ``dst`` values, its overflow and underflow thresholds,
-    ``k + 1/2`` for integer destinations), offset by a random number of source ULPs up to a few
-    ULPs of each intermediate format between the two (FP32, TF32, BF16, FP16), so conversions
-    that round twice are caught. Block ``b`` of ``BLOCK`` codes depends only on ``(seed, b)``.
-    """
-    src, dst = format_of(src), format_of(dst)
-    b0, b1 = start // BLOCK, -(-(start + n) // BLOCK)
-    blocks = [_random_block(src, dst, seed, b) for b in range(b0, b1)]
-    allc = np.concatenate(blocks) if blocks else np.zeros(0, src.code_dtype)
-    return allc[start - b0 * BLOCK: start - b0 * BLOCK + n]
 
 
 # ---- one chunk ----------------------------------------------------------------------------------
@@ -303,14 +193,6 @@ def _check_determinism(job: _Job, res: _Result, codes: np.ndarray, a: np.ndarray
                                  for i in d[smallest(codes[d], job.witnesses)])
 
 
-def _init_worker() -> None:
-    """Process-pool workers: one thread each for torch/OpenMP/BLAS (the pool provides the parallelism)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
-
-
 # ---- the sweep ------------------------------------------------------------------------------------
 def _resolve_fn(fn: Any, dst: AnyFormat) -> tuple[Callable, str, str | None]:
     """(callable, name for the report, library whose known deviations apply)."""
@@ -339,7 +221,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
                 raise ValueError(f"inputs='exhaustive' enumerates every code, and {src.name} has 2^{src.bits}; "
                                  "use inputs='boundary' or inputs=N (N seeded, boundary-weighted random codes)")
             n = 1 << src.bits
-            return ([_Part(lo, min(lo + chunk, n), "range") for lo in range(0, n, chunk)],
+            return (Chunks([(0, n)], chunk, lambda lo, hi: _Part(lo, hi, "range")),
                     f"exhaustive (all 2^{src.bits} = {n} codes)", n)
         if inputs == "boundary":
             from .boundary import boundary_values  # (boundary imports nothing of sweep; lazy for import time)
@@ -351,10 +233,11 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
                          f"got {inputs!r}")
     if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
         n = int(inputs)
-        if n < 1:
-            raise ValueError(f"inputs=N needs N >= 1 random codes, got {n}")
+        if not 1 <= n <= MAX_RANDOM_INPUTS:
+            raise ValueError(f"inputs=N needs 1 <= N <= 2^{MAX_RANDOM_INPUTS.bit_length() - 1} random codes "
+                             f"(sweep.MAX_RANDOM_INPUTS: days of work at ~1e9 codes/s), got {n}")
         step = max(BLOCK, chunk // BLOCK * BLOCK)
-        return ([_Part(lo, min(lo + step, n), "random", seed=seed) for lo in range(0, n, step)],
+        return (Chunks([(0, n)], step, lambda lo, hi: _Part(lo, hi, "random", seed=seed)),
                 f"random ({n} codes, seed {seed}; half uniform over {src.name} codes, half near {dst.name} "
                 "rounding ties)", n)
     if isinstance(inputs, range) or (isinstance(inputs, (list, tuple)) and inputs
@@ -365,7 +248,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     if isinstance(inputs, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in inputs):
         big = any(int(v) >= 1 << 63 for v in inputs)
         inputs = np.array([int(v) for v in inputs], np.uint64 if big else np.int64)  # Python ints beyond int64
-    codes = np.asarray(inputs)
+    codes = as_array(inputs, "inputs")
     if codes.dtype.kind not in "iu" or codes.ndim != 1:
         raise TypeError(f"inputs as an array must be a 1-d array of integer {src.name} codes (bit patterns), got "
                         f"dtype {codes.dtype}, shape {codes.shape}; for values use numoracle.encode(values, src)")
@@ -375,13 +258,12 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
     return _array_parts(np.ascontiguousarray(codes), chunk), f"{codes.size} given codes", codes.size
 
 
-def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[list[_Part], str, int]:
-    parts: list[_Part] = []
+def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[Chunks, str, int]:
     for g in ranges:
         if g.step != 1 or g.start < 0 or g.stop > 1 << src.bits or not len(g):
             raise ValueError(f"a range of inputs must be a non-empty range(start, stop) of {src.name} codes within "
                              f"0..2^{src.bits} (step 1), got {g!r}")
-        parts += [_Part(lo, min(lo + chunk, g.stop), "range") for lo in range(g.start, g.stop, chunk)]
+    parts = Chunks([(g.start, g.stop) for g in ranges], chunk, lambda lo, hi: _Part(lo, hi, "range"))
     n = sum(len(g) for g in ranges)
     w = hex_width(src)
     what = (f"codes 0x{ranges[0].start:0{w}x}..0x{ranges[0].stop - 1:0{w}x}" if len(ranges) == 1
@@ -393,46 +275,35 @@ def _array_parts(codes: np.ndarray, chunk: int) -> list[_Part]:
     return [_Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
 
 
-@dataclass
-class _Merged:
-    compared: int = 0
-    matching: int = 0
-    counts: Counter = field(default_factory=Counter)
-    known: Counter = field(default_factory=Counter)
-    labels: Counter = field(default_factory=Counter)
-    ties: dict = field(default_factory=dict)
-    witnesses: dict = field(default_factory=dict)
-    nondet: int = 0
-    nondet_witnesses: tuple = ()
-    errors: dict = field(default_factory=dict)  # (kind, message) -> [lo, hi, first, last, chunks, elements, compared]
-    cpu: float = 0.0
-
-    def add(self, r: _Result, k: int) -> None:
-        self.compared += r.compared
-        self.matching += r.matching
-        self.counts.update(r.counts)
-        self.known.update(r.known)
-        self.labels.update(r.labels)
-        for name, t in r.ties.items():
-            prev = self.ties.get(name, 0)
-            self.ties[name] = -1 if (prev < 0 or t < 0) else prev + t
-        for name, ws in r.witnesses.items():
-            self.witnesses[name] = merge_witnesses(self.witnesses.get(name, ()), ws, k)
-        self.nondet += r.nondet
-        self.nondet_witnesses = merge_witnesses(self.nondet_witnesses, r.nondet_witnesses, k)
-        if r.error is not None:
-            self.error(r.error[0], r.error[1], r.part, r.first_last, r.error[2])
-        self.cpu += r.cpu
-
-    def error(self, kind: str, message: str, part: _Part, first_last: tuple[int, int], compared: bool) -> None:
-        n = 0 if compared else part.hi - part.lo
-        e = self.errors.get((kind, message))
-        if e is None or part.lo < e[0]:
-            self.errors[(kind, message)] = [part.lo, part.hi, *first_last, (e[4] if e else 0) + 1,
-                                            (e[5] if e else 0) + n, compared]
-        else:
-            e[4] += 1
-            e[5] += n
+def _check_arguments(src: Any, dst: Any, rounding: Any, overflow: Any, nan_to: Any, ftz: bool, daz: bool,
+                     progress: Any, witnesses: Any, chunk: Any, workers: Any, timeout: Any, executor: Any,
+                     seed: Any) -> tuple[AnyFormat, AnyFormat, Policy]:
+    """Step 1 of a sweep: the formats and the engine's policy, every argument checked (the message says the fix)."""
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True, False or None, got {type(progress).__name__}")
+    src, dst = format_of(src), format_of(dst)
+    if Rounding.of(rounding) is Rounding.STOCHASTIC:
+        raise ValueError("sweep compares deterministic casts; rounding='sr' needs per-element random bits, which a "
+                         "third-party converter does not take: sweep another mode")
+    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz)
+    if native_dtype(src) is None and src != TF32:
+        raise ValueError(f"{src.name} has no numpy or ml_dtypes dtype, so fn cannot be given native {src.name} "
+                         "arrays; sweep a source format that has one")
+    if not isinstance(witnesses, int) or witnesses < 0:
+        raise ValueError(f"witnesses must be an int >= 0, got {witnesses!r}")
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive int (inputs per task), got {chunk!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
+                                                                                       np.floating))
+                                or not 0 < timeout < math.inf):
+        raise ValueError(f"timeout must be a positive number of seconds (per chunk), got {timeout!r}")
+    if workers is not None and executor is not None:
+        raise ValueError("workers sizes the default process pool; with executor= size the executor itself")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int (it seeds the random inputs), got {seed!r}")
+    return src, dst, pol
 
 
 def sweep(
@@ -452,6 +323,7 @@ def sweep(
     progress: bool | None = None,
     seed: int = 0,
     witnesses: int = 4,
+    timeout: float | None = None,
 ) -> SweepReport:
     """Run converter ``fn`` from ``src`` to ``dst`` over ``inputs``; compare with ``numoracle.cast``.
 
@@ -467,72 +339,61 @@ def sweep(
     processes (default ``os.cpu_count()``), except that a single chunk runs in the calling process;
     with the default pool ``fn`` must be picklable (a module-level function or class instance).
     chunk: inputs per task (default 2^24: about 0.2 GB of temporaries per worker for FP32 sources).
-    progress: a progress bar on stderr (default: when stderr is a terminal, numoracle.core.progress).
-    witnesses: how many (smallest source codes) each class keeps.
+    progress: a progress bar on stderr (default: on a terminal, numoracle.core.progress). witnesses: how
+    many (smallest source codes) each class keeps. timeout: seconds one chunk may take; a chunk past it is
+    reported as a converter fault (kind ``"timeout"``) and, in the default pool, its worker is killed
+    (with it, the pool: chunks in flight run again in a new one); the default pool is used even for a
+    single chunk when a timeout is given. Ctrl-C kills the default pool's workers at once, and they
+    die with the calling process if it is killed (see ``numoracle.sweeppool``).
     """
     t0 = time.perf_counter()
-    src, dst = format_of(src), format_of(dst)
-    if Rounding.of(rounding) is Rounding.STOCHASTIC:
-        raise ValueError("sweep compares deterministic casts; rounding='sr' needs per-element random bits, which a "
-                         "third-party converter does not take: sweep another mode")
-    pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz)
-    if native_dtype(src) is None and src != TF32:
-        raise ValueError(f"{src.name} has no numpy or ml_dtypes dtype, so fn cannot be given native {src.name} "
-                         "arrays; sweep a source format that has one")
-    if not isinstance(witnesses, int) or witnesses < 0:
-        raise ValueError(f"witnesses must be an int >= 0, got {witnesses!r}")
-    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise ValueError(f"chunk must be a positive int (inputs per task), got {chunk!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
-    if workers is not None and executor is not None:
-        raise ValueError("workers sizes the default process pool; with executor= size the executor itself")
+    src, dst, pol = _check_arguments(src, dst, rounding, overflow, nan_to, ftz, daz, progress, witnesses, chunk,
+                                     workers, timeout, executor, seed)
     fn, against, lib = _resolve_fn(fn, dst)
     if isinstance(fn, Converter):
         _probe(fn, src)
     # the known deviations were recorded under RNE and each destination's own nan_to/ftz/daz
     default_pol = pol == resolve_policy(dst, pol.rounding, pol.overflow) and pol.rounding is Rounding.NEAREST_EVEN
     job = _Job(fn, src, dst, pol, lib if default_pol else None, witnesses)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int (it seeds the random inputs), got {seed!r}")
     parts, described, n_inputs = _parts(inputs, src, dst, pol, int(chunk), int(seed))
-    merged = _Merged()
-    own = executor is None and len(parts) > 1
+    merged = MergedChunks()
+    n_parts = len(parts)
+    own = executor is None and (n_parts > 1 or timeout is not None)
     n_workers = 1
     if own:
-        n_workers = min(workers or os.cpu_count() or 1, len(parts))
-        try:
-            pickle.dumps(job)
-        except Exception as e:  # noqa: BLE001 - any pickling failure
-            raise TypeError(f"fn cannot be sent to worker processes ({type(e).__name__}: {e}); use a module-level "
-                            "function or class instance, or pass executor=concurrent.futures.ThreadPoolExecutor()"
-                            ) from None
-        # spawn: the parent may hold torch/OpenMP threads, which do not survive a fork
-        executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_init_worker)
+        n_workers = min(workers or os.cpu_count() or 1, n_parts)
+        _check_picklable(job)
+    elif executor is not None:
+        n_workers = _executor_workers(executor)
     label = f"sweep {src.name}->{dst.name} vs {against}"
-    bar = progress_bar(total=len(parts), desc=label, unit="chunk", enable=progress)
+    bar = progress_bar(total=n_parts, desc=label, unit="chunk", enable=progress)
+
+    def add(r: _Result) -> None:
+        merged.add(r, witnesses)
+        bar.update(1)
+
+    def fault(p: _Part, kind: str, message: str) -> None:
+        merged.error(kind, message, p, _first_last(p), False)
+        bar.update(1)
+
     try:
-        if executor is None:
-            for p in parts:
-                merged.add(_run_chunk(job, p), witnesses)
-                bar.update(1)
-        else:
-            n_workers = n_workers if own else _executor_workers(executor)
-            futures = {executor.submit(_run_chunk, job, p): p for p in parts}
-            for f in as_completed(futures):
-                try:
-                    merged.add(f.result(), witnesses)
-                except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
-                    p = futures[f]
-                    merged.error("executor", f"{type(e).__name__}: {e}", p, _first_last(p), False)
-                bar.update(1)
+        run_parts(parts, functools.partial(_run_chunk, job), executor=executor,
+                  make_pool=(lambda: new_pool(n_workers)) if own else None,
+                  window=2 * max(n_workers, 1), timeout=timeout, add=add, fault=fault)
     finally:
         bar.close()
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, len(parts),
-                   "inline" if executor is None else type(executor).__name__)
+    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, n_parts,
+                   "ProcessPoolExecutor" if own else "inline" if executor is None else type(executor).__name__)
+
+
+def _check_picklable(job: _Job) -> None:
+    """The default pool sends the job (with fn) to worker processes: refuse early what cannot go."""
+    try:
+        pickle.dumps(job)
+    except Exception as e:  # noqa: BLE001 - any pickling failure
+        raise TypeError(f"fn cannot be sent to worker processes ({type(e).__name__}: {e}); use a module-level "
+                        "function or class instance, or pass executor=concurrent.futures.ThreadPoolExecutor()"
+                        ) from None
 
 
 def _executor_workers(executor: Executor) -> int:
@@ -563,7 +424,7 @@ def _probe(fn: Converter, src: AnyFormat) -> None:
         raise ValueError(f"{fn.library} cannot cast {src.name} to {fn.dst.name}: {e}") from None
 
 
-def _report(job: _Job, against: str, described: str, n_inputs: int, m: _Merged, seconds: float, workers: int,
+def _report(job: _Job, against: str, described: str, n_inputs: int, m: MergedChunks, seconds: float, workers: int,
             chunks: int, executor: str) -> SweepReport:
     classes: dict[str, ClassStats] = {}
     for name in CLASSES:

@@ -15,7 +15,11 @@ import numpy as np
 
 from .formats import AnyFormat, Format, IntFormat
 
-__all__ = ["to_key", "from_key", "key_bounds", "is_nan", "result_key", "binades"]
+__all__ = ["to_key", "from_key", "key_bounds", "is_nan", "result_key", "binades", "positive_side", "key_place",
+           "NEG_INF", "NEG_FINITE", "NEG_ZERO", "POS_ZERO", "POS_FINITE", "POS_INF"]
+
+# where a (non-NaN) key lies on the value line, in key order (key_place)
+NEG_INF, NEG_FINITE, NEG_ZERO, POS_ZERO, POS_FINITE, POS_INF = range(6)
 
 _U64_OFFSET = np.uint64(1 << 63)
 
@@ -83,6 +87,30 @@ def key_bounds(fmt: AnyFormat) -> tuple[int, int]:
     if not fmt.signed:
         return 0, top
     return (-top - (1 if fmt.has_negative_zero else 0)), top
+
+
+def positive_side(keys: np.ndarray, fmt: AnyFormat) -> np.ndarray:
+    """Where keys are of values on the positive half (+0 included, -0 not): key >= 0, except UINT64,
+    whose keys are offset by -2^63 and whose every value is on the positive half."""
+    k = np.asarray(keys, np.int64)
+    if isinstance(fmt, IntFormat) and not fmt.signed:
+        return np.ones(k.shape, bool)
+    return k >= 0
+
+
+def key_place(keys: np.ndarray, fmt: AnyFormat) -> np.ndarray:
+    """NEG_INF .. POS_INF: where each non-NaN key lies on the value line (non-decreasing in the key)."""
+    k = np.asarray(keys, np.int64)
+    lo, hi = key_bounds(fmt)
+    zero = 0 if not (isinstance(fmt, IntFormat) and not fmt.signed and fmt.bits == 64) else lo
+    out = np.where(k > zero, POS_FINITE, np.where(k == zero, POS_ZERO, NEG_FINITE))
+    if fmt.has_negative_zero:
+        out = np.where(k == -1, NEG_ZERO, out)
+    if fmt.has_inf:
+        out = np.where(k == hi, POS_INF, np.where(k == lo, NEG_INF, out))
+    if not fmt.has_zero:  # zero-less (E8M0): code 0 is the smallest value
+        out = np.where(out == POS_ZERO, POS_FINITE, out)
+    return out.astype(np.int8)
 
 
 def result_key(codes: np.ndarray, fmt: AnyFormat, positive_side: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from .args import check_bool
 from .formats import FP64, INT64, UINT64, AnyFormat, format_of
-from .interop import to_codes
+from .interop import as_array, to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
 from .softfloat import round_pack, unpack, word_bits
 
@@ -17,7 +18,7 @@ CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
 def check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
-    a = np.asarray(x)
+    a = as_array(x, "codes")
     if a.dtype.kind in "fcVOUS":
         fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
         raise TypeError(
@@ -78,11 +79,12 @@ def cast(
     """
     dst = format_of(dst)
     if src is None:
-        codes, src_fmt = to_codes(x)
+        codes, src_fmt = to_codes(x, "x")
     else:
         src_fmt = format_of(src)
         codes = check_codes(x, src_fmt)
     pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits, tininess)
+    flags = check_bool(flags, "flags")
     rand = None
     if pol.rounding is Rounding.STOCHASTIC:
         rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
@@ -128,22 +130,61 @@ def decode(codes: Any, fmt: Any) -> np.ndarray:
 
 
 def encode(values: Any, fmt: Any) -> np.ndarray:
-    """Codes of values that ``fmt`` represents exactly; raises naming the first that it does not."""
+    """Codes of values that ``fmt`` represents exactly; raises naming the first that it does not.
+
+    Takes arrays and scalars of numbers: native dtypes, and Python ints, Fractions, Decimals,
+    numeric strings and ``np.longdouble`` (read exactly, through ``exact.round_value``).
+    None, booleans and complex numbers are refused.
+    """
     fmt = format_of(fmt)
-    v = np.asarray(values)
-    if v.dtype.kind in "iub":
+    v = as_array(values, "values")
+    if v.dtype.kind == "c":
+        raise TypeError(f"encode takes real numbers; values has dtype {v.dtype}")
+    if v.dtype.kind == "b":
+        raise TypeError("encode takes numbers, not booleans; convert them (e.g. values.astype(np.uint8))")
+    nan_to = "zero" if (fmt.is_integer or not fmt.has_nan) else None
+    if v.dtype.kind in "OUS" or (v.dtype.kind == "f" and v.dtype.itemsize > 8):
+        return _encode_exact(v, fmt, nan_to)
+    if v.dtype.kind in "iu":
         v64 = v.astype(np.uint64 if v.dtype.kind == "u" else np.int64)
         src = UINT64 if v.dtype.kind == "u" else INT64
         codes = v64.view(np.uint64)
     else:
         codes, src = np.asarray(v, np.float64).view(np.uint64), FP64
-    nan_to = "zero" if (fmt.is_integer or not fmt.has_nan) else None
     out, fl = cast(codes, fmt, src=src, nan_to=nan_to, flags=True)
     bad = (fl & (Flags.INEXACT | Flags.OVERFLOW | Flags.INVALID)) != 0
     if src is FP64 and not fmt.has_inf:
         bad |= np.isinf(v.astype(np.float64))
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise ValueError(f"{v.ravel()[i]!r} (element {i}) is not representable in {fmt.name}; "
-                         "use cast() to round it")
+        _not_representable(v.ravel()[i], i, fmt)
     return out
+
+
+def _not_representable(x: Any, i: int, fmt: AnyFormat) -> None:
+    raise ValueError(f"{x!r} (element {i}) is not representable in {fmt.name}; use cast() to round it")
+
+
+def _encode_exact(v: np.ndarray, fmt: AnyFormat, nan_to: str | None) -> np.ndarray:
+    """encode() for values numpy cannot hold exactly (Python objects, strings, long doubles): one by one."""
+    from .parse import parse_number, read_exact
+    from .twins.exact import round_value
+
+    flat = v.ravel()
+    out = np.empty(flat.size, np.dtype(fmt.code_dtype))
+    for i, e in enumerate(flat.tolist() if v.dtype.kind in "OUS" else flat):
+        if isinstance(e, str):
+            n = parse_number(e, f"values[{i}]")
+            if not n.exact:
+                _not_representable(e, i, fmt)
+            x = n.rounding_value()
+        elif isinstance(e, (float, np.floating)) and e == 0:
+            x = -0.0 if np.signbit(e) else 0.0
+        else:
+            x = read_exact(e, f"values[{i}]", finite=False)
+        code, fl = round_value(x, fmt, nan_to=nan_to, flags=True)
+        if fl & (Flags.INEXACT | Flags.OVERFLOW | Flags.INVALID) or (
+                isinstance(x, float) and np.isinf(x) and not fmt.is_integer and not fmt.has_inf):
+            _not_representable(e, i, fmt)
+        out[i] = code
+    return out.reshape(v.shape)

@@ -1,7 +1,9 @@
 """numoracle's exception types, in one place (every layer raises these; none imports a higher layer for them).
 
 - ``NumoracleError`` (a ``ValueError``): numoracle refuses an argument or an input; the message names the
-  argument and the fix.
+  argument and the fix. ``ArgumentTypeError`` (also a ``TypeError``): an argument of the wrong type (a string
+  where a bool belongs). ``ParseError``: text that is not a number numoracle reads, or past a documented limit.
+  Every user error is a ``ValueError`` or ``TypeError``, so ``except ValueError`` keeps working.
 - ``NumoracleAssertionError`` (an ``AssertionError``): a numoracle ``assert_*`` check failed; the message is the
   report's text and ``.report`` the report object. numoracle's pytest plugin shows such failures as their
   report, without numoracle's own frames in the traceback.
@@ -12,11 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NumoracleError", "NumoracleAssertionError", "failure_message"]
+__all__ = ["NumoracleError", "ParseError", "ArgumentTypeError", "NumoracleAssertionError", "failure_message"]
 
 
 class NumoracleError(ValueError):
     """numoracle refuses an argument or input; the message says which and what to do instead."""
+
+
+class ParseError(NumoracleError):
+    """Text that is not a number numoracle reads (or one past a documented limit, named in the message)."""
+
+
+class ArgumentTypeError(NumoracleError, TypeError):
+    """An argument of the wrong type (both a ValueError and a TypeError, so either ``except`` catches it)."""
 
 
 class NumoracleAssertionError(AssertionError):

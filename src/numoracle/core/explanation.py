@@ -92,7 +92,7 @@ def _exact_input(value: Any, src: Any) -> tuple[Any, np.ndarray, AnyFormat]:
     if isinstance(value, float):
         codes = np.array([value], np.float64).view(np.uint64)
         return exact.value_of(int(codes[0]), FP64), codes, FP64
-    codes, fmt = to_codes(value)
+    codes, fmt = to_codes(value, "value")
     if codes.size != 1:
         raise ValueError(f"explain takes one value, got an array of {codes.size}; index it first")
     codes = codes.reshape(1)
@@ -113,8 +113,8 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
         raise ValueError("explain does not take rounding='sr' (the result depends on random bits); "
                          "use cast(..., rounding='sr', sr_bits=..., random_bits=...)")
     x, codes, fmt = _exact_input(value, src)
-    if daz and not fmt.is_integer and not isinstance(x, Special) and x != 0 and abs(x) < fmt.min_normal:
-        x = exact.value_of(int(codes[0]) & fmt.sign_bit, fmt) if fmt.signed else Fraction(0)
+    if daz and not fmt.is_integer:  # subnormal inputs read as zeros of their sign (FNUZ: the sign bit alone is NaN)
+        x = exact.value_of(int(codes[0]), fmt, daz=True)
     code, fl = exact.round_value(x, dst, rounding=pol.rounding, overflow=pol.overflow, nan_to=pol.nan_to,
                                  ftz=pol.ftz, tininess=pol.tininess, flags=True)
     snan = not fmt.is_integer and fmt.is_signalling_nan(int(codes[0]))
@@ -126,7 +126,8 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
     if isinstance(x, Special) and x.kind != "zero":
         what = "a signalling NaN (invalid operation; the result is quiet)" if snan else f"{x} is special"
         return Explanation(x, dst, pol, None, None, f"{what}: handled by the overflow/nan_to policy "
-                           f"({pol.overflow.value}{', nan_to=' + pol.nan_to.value if pol.nan_to else ''})", code, fl)
+                           f"({pol.overflow.value}{', nan_to=' + pol.nan_to.value if pol.nan_to else ''}) -> "
+                           f"{_show(exact.value_of(code, dst))}", code, fl)
     xv = Fraction(0) if isinstance(x, Special) else Fraction(x)
     if xv == 0 or dst.is_integer or not isinstance(dst, Format):
         nb = exact.neighbours(xv, dst)
@@ -134,7 +135,7 @@ def explain(value: Any, dst: Any, *, src: Any = None, rounding: Any = "rne", ove
         hi = (nb.upper.value, nb.upper.code) if nb.upper else None
     else:
         lo, hi = _float_neighbours(xv, dst)
-    return Explanation(x, dst, pol, lo, hi, _decision(xv, dst, pol, lo, hi, code), code, fl)
+    return Explanation(x, dst, pol, lo, hi, _decision(xv, dst, pol, lo, hi, code, fl), code, fl)
 
 
 def _float_neighbours(x: Fraction, dst: Format):
@@ -149,12 +150,19 @@ def _float_neighbours(x: Fraction, dst: Format):
     return lo, hi
 
 
-def _decision(x: Fraction, dst: AnyFormat, pol: Policy, lo, hi, code: int) -> str:
+def _decision(x: Fraction, dst: AnyFormat, pol: Policy, lo, hi, code: int, fl: Flags) -> str:
+    """The rounding decision in words; the text after its last ``->`` is always the result."""
+    res = _show(exact.value_of(code, dst))
+    if fl & Flags.INVALID:  # a negative or zero value into an unsigned or zero-less float (E8M0)
+        return f"{_show(x)} has no representation in {dst.name} (invalid operation) -> {res}"
     if lo is not None and hi is not None and lo[0] == hi[0]:
-        return f"{_show(x)} is a value of {dst.name}: exact"
+        if fl & Flags.UNDERFLOW:  # ftz flushes the subnormal value itself
+            return f"{_show(x)} is a value of {dst.name}, a subnormal: ftz flushes it -> {res}"
+        return f"{_show(x)} is a value of {dst.name}: exact -> {res}"
     mode = pol.rounding
     if lo is None or hi is None:
-        return f"{_show(x)} lies beyond every value of {dst.name} on that side: the nearest one is taken"
+        how = f"overflow={pol.overflow.value}" if fl & Flags.OVERFLOW else "the nearest one is taken"
+        return f"{_show(x)} lies beyond every value of {dst.name} on that side: {how} -> {res}"
     a, b = lo[0], hi[0]
     t = (x - a) / (b - a)
     where = ("exactly halfway" if t == Fraction(1, 2) else
@@ -167,12 +175,14 @@ def _decision(x: Fraction, dst: AnyFormat, pol: Policy, lo, hi, code: int) -> st
     else:
         rule = {Rounding.TOWARD_ZERO: "toward zero", Rounding.UP: "toward +inf", Rounding.DOWN: "toward -inf",
                 Rounding.TO_ODD: "the one with an odd last bit (round to odd)"}[mode]
-    chosen = None
-    for cand in (lo, hi):
-        if cand[1] is not None and cand[1] == code:
-            chosen = cand
-    if chosen is not None:
-        return f"{head}; {mode.value}: {rule} -> {_show(chosen[0])}"
-    past = hi if hi[1] is None else lo
-    return (f"{head}; {mode.value}: {rule} -> {_show(past[0])}, past max finite: overflow={pol.overflow.value} "
-            f"gives {_show(exact.value_of(code, dst))}")
+    # the rounding before ftz: which neighbour the mode picks
+    pre = exact.round_value(x, dst, rounding=mode, overflow=pol.overflow, nan_to=pol.nan_to)
+    chosen = next((c for c in (lo, hi) if c[1] is not None and c[1] == pre), None)
+    if chosen is None:  # past max finite: the virtual neighbour one step beyond it was picked
+        past = hi if hi[1] is None else lo
+        return (f"{head}; {mode.value}: {rule} -> {_show(past[0])}, past max finite: overflow={pol.overflow.value} "
+                f"-> {res}")
+    text = f"{head}; {mode.value}: {rule} -> {_show(exact.value_of(chosen[1], dst))}"  # a zero with its sign
+    if pre != code:  # ftz: the rounded result is subnormal and is flushed to a zero of the same sign
+        text += f", a subnormal: ftz flushes it -> {res}"
+    return text

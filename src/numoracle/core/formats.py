@@ -25,6 +25,11 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
+from .formatlimits import MAX_EMAX, MAX_PRECISION, MIN_EXPONENT, from_numpy_code, is_numpy_code  # noqa: F401 - the carried range, re-exported
+from .formatlimits import check_carried as _check_carried
+from .formatlimits import check_fields as _check_fields
+from .formatlimits import check_widths as _check_widths
+from .intformat import IntFormat, code_dtype_name, overflow_rule
 from .policy import Rounding
 
 __all__ = [
@@ -64,34 +69,6 @@ __all__ = [
 _NAN_KINDS = ("ieee", "fn", "fnuz", "none")
 
 
-def _code_dtype_name(bits: int) -> str:
-    for width in (8, 16, 32, 64):
-        if bits <= width:
-            return f"uint{width}"
-    raise ValueError(f"formats wider than 64 bits are not supported (got {bits})")
-
-
-def overflow_rule(mx: Fraction, ulp: Fraction, odd: bool, mode: Rounding, sign: int) -> tuple[Fraction, bool]:
-    """The overflow threshold ``(t, inclusive)`` of a format whose largest magnitude ``mx`` has spacing ``ulp``.
-
-    A value of sign ``sign`` overflows iff ``|x| > t`` (or ``== t`` and inclusive), rounding with an unbounded
-    exponent; ``odd``: the largest significand is odd (decides ties and round-to-odd). Stochastic rounding may
-    overflow anywhere above ``mx``: reported as ``(mx, False)``. The one place this rule is written.
-    """
-    toward_inf = (mode is Rounding.UP and sign > 0) or (mode is Rounding.DOWN and sign < 0)
-    match mode:
-        case Rounding.NEAREST_EVEN:
-            return mx + ulp / 2, odd
-        case Rounding.NEAREST_AWAY:
-            return mx + ulp / 2, True
-        case Rounding.STOCHASTIC:
-            return mx, False
-        case Rounding.TO_ODD:
-            return (mx, False) if not odd else (mx + ulp, True)
-        case _:  # rtz, and ru / rd: toward their infinity, or away from it
-            return (mx, False) if toward_inf else (mx + ulp, True)
-
-
 @dataclass(frozen=True)
 class Format:
     """A binary floating-point format (frozen; compare and hash by fields)."""
@@ -107,12 +84,14 @@ class Format:
     aliases: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         if self.nan not in _NAN_KINDS:
             raise ValueError(f"nan must be one of {_NAN_KINDS}, got {self.nan!r}")
         if self.exp_bits < 1 or self.man_bits < 0:
             raise ValueError("a float format needs exp_bits >= 1 and man_bits >= 0")
         if self.bits > 64:
             raise ValueError(f"{self.name}: formats wider than 64 bits are not supported")
+        _check_carried(self)
         if self.nan == "ieee" and not self.has_inf:
             raise ValueError(f"{self.name}: IEEE encoding has infinities; use nan='fn' or 'fnuz'")
         if self.nan == "ieee" and self.man_bits == 0:
@@ -121,10 +100,13 @@ class Format:
             raise ValueError(f"{self.name}: nan={self.nan!r} formats have no infinities")
         if self.nan == "fnuz" and not self.signed:
             raise ValueError(f"{self.name}: the FNUZ NaN is the sign bit; an unsigned format cannot use it")
-        if not self.has_subnormals and self.has_zero:
+        if not self.has_subnormals and self.signed:
+            # no subnormals: no zero, code 0 is +min; a signed format would need a -min code (under FNUZ
+            # the NaN), which keys, values and the engine's sign step do not carry
             raise ValueError(
-                f"{self.name}: only zero-less scale formats (like E8M0, man_bits=0, unsigned) may "
-                "omit subnormals; use the ftz/daz policies to flush subnormals of other formats"
+                f"{self.name}: a signed format must have subnormals (has_subnormals=True); only unsigned, "
+                "zero-less formats (like E8M0) may omit them. To flush subnormals of a signed format use "
+                "the ftz/daz policies, or pass signed=False"
             )
         if self.max_mag_code < 1:
             raise ValueError(f"{self.name}: the format has no positive finite value")
@@ -133,25 +115,30 @@ class Format:
     @classmethod
     def ieee_like(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """An IEEE 754 style format (inf, NaNs, subnormals, -0) with the given fields."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias)
 
     @classmethod
     def fn(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """OCP "FN" style: no inf, NaN only at the all-ones magnitude."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fn", exp_bits, man_bits, bias, nan="fn", has_inf=False)
 
     @classmethod
     def fnuz(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Graphcore/AMD "FNUZ" style: NaN = 0x80, no -0, no inf; default bias 2^(e-1)."""
+        _check_widths(exp_bits, man_bits)
         bias = 1 << (exp_bits - 1) if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}fnuz", exp_bits, man_bits, bias, nan="fnuz", has_inf=False)
 
     @classmethod
     def p3109(cls, precision: int, *, bits: int = 8) -> Format:
         """IEEE P3109 interim binary{bits}p{P}: NaN 0x80, +-inf at the top, no -0."""
-        e = bits - precision
+        from .args import check_int
+
+        e = check_int(bits, "bits", 2, 64) - check_int(precision, "precision", 1, 63)
         if e < 1:
             raise ValueError(f"P3109 needs precision < bits, got P={precision} for {bits} bits")
         return cls(f"binary{bits}p{precision}", e, precision - 1, 1 << (e - 1), nan="fnuz", has_inf=True)
@@ -159,6 +146,7 @@ class Format:
     @classmethod
     def finite(cls, exp_bits: int, man_bits: int, *, name: str | None = None, bias: int | None = None) -> Format:
         """Every code finite (no inf, no NaN), like the MX FP6/FP4 element formats."""
+        _check_widths(exp_bits, man_bits)
         bias = (1 << (exp_bits - 1)) - 1 if bias is None else bias
         return cls(name or f"e{exp_bits}m{man_bits}", exp_bits, man_bits, bias, nan="none", has_inf=False)
 
@@ -172,7 +160,7 @@ class Format:
     @property
     def code_dtype(self) -> str:
         """numpy dtype name of the unsigned container of one code."""
-        return _code_dtype_name(self.bits)
+        return code_dtype_name(self.bits)
 
     @property
     def sign_bit(self) -> int:
@@ -236,12 +224,23 @@ class Format:
 
     @property
     def max_significand(self) -> int:
-        """Integer significand of max_finite (p bits, implicit bit included)."""
-        return (1 << self.man_bits) | (self.max_mag_code & ((1 << self.man_bits) - 1))
+        """Integer significand of max_finite, in units of ``top_ulp``: p bits with the implicit bit, or
+        the bare mantissa field where the largest finite code is subnormal (exp_bits=1 IEEE-like formats)."""
+        mant = self.max_mag_code & ((1 << self.man_bits) - 1)
+        return mant if self._max_is_subnormal else (1 << self.man_bits) | mant
+
+    @property
+    def _max_is_subnormal(self) -> bool:
+        return self.has_subnormals and (self.max_mag_code >> self.man_bits) == 0
+
+    @property
+    def top_ulp(self) -> Fraction:
+        """Spacing of the values at max_finite (the next value, with an unbounded exponent, is max + top_ulp)."""
+        return Fraction(2) ** ((self.emin if self._max_is_subnormal else self.emax) - self.man_bits)
 
     @property
     def max_finite(self) -> Fraction:
-        return Fraction(self.max_significand) * Fraction(2) ** (self.emax - self.man_bits)
+        return Fraction(self.max_significand) * self.top_ulp
 
     @property
     def min_normal(self) -> Fraction:
@@ -273,7 +272,7 @@ class Format:
         is reported as ``(max_finite, False)``.
         FP16 rne: (65520, True). FP8_E4M3FN rne: (464, False).
         """
-        ulp = Fraction(2) ** (self.emax - self.man_bits)
+        ulp = self.top_ulp
         return overflow_rule(self.max_finite, ulp, bool(self.max_significand & 1), Rounding.of(rounding), sign)
 
     # ---- misc ------------------------------------------------------------------
@@ -311,74 +310,8 @@ class Format:
         }
 
 
-@dataclass(frozen=True)
-class IntFormat:
-    """A two's complement (signed) or unsigned binary integer format."""
-
-    bits: int
-    signed: bool = True
-    aliases: tuple[str, ...] = field(default=(), compare=False)
-
-    is_integer = True
-    has_nan = False
-    has_inf = False
-    has_zero = True
-    has_negative_zero = False
-    has_subnormals = False
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.bits <= 64:
-            raise ValueError(f"integer formats have 1..64 bits, got {self.bits}")
-
-    @property
-    def name(self) -> str:
-        return f"{'' if self.signed else 'u'}int{self.bits}"
-
-    @property
-    def code_dtype(self) -> str:
-        return _code_dtype_name(self.bits)
-
-    @property
-    def min_value(self) -> int:
-        return -(1 << (self.bits - 1)) if self.signed else 0
-
-    @property
-    def max_value(self) -> int:
-        return (1 << (self.bits - (1 if self.signed else 0))) - 1
-
-    def overflow_threshold(self, rounding: str = "rne", *, sign: int = 1) -> tuple[Fraction, bool]:
-        """As Format.overflow_threshold, with spacing 1 around ``max`` (sign=+1) or ``|min|`` (sign=-1)."""
-        mx = self.max_value if sign > 0 else -self.min_value
-        return overflow_rule(Fraction(mx), Fraction(1), bool(mx & 1), Rounding.of(rounding), sign)
-
-    @property
-    def max_finite(self) -> Fraction:
-        return Fraction(self.max_value)
-
-    @property
-    def precision(self) -> int:
-        """Bits of magnitude: every integer of at most this many bits is exact."""
-        return self.bits - (1 if self.signed else 0)
-
-    def __repr__(self) -> str:
-        return f"IntFormat({self.name})"
-
-    def __str__(self) -> str:
-        return self.name
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": "int",
-            "bits": self.bits,
-            "signed": self.signed,
-            "precision": self.precision,
-            "min_value": self.min_value,
-            "max_value": self.max_value,
-        }
-
-
 AnyFormat = Format | IntFormat
+
 
 # ---- the registry ------------------------------------------------------------------
 FP64 = Format("fp64", 11, 52, 1023, aliases=("float64", "double", "f64", "binary64"))
@@ -435,6 +368,8 @@ def _norm(name: str) -> str:
 
 def register(fmt: AnyFormat, *, replace: bool = False) -> AnyFormat:
     """Add a format (and its aliases) to the registry so names resolve to it."""
+    if not isinstance(fmt, (Format, IntFormat)):
+        raise TypeError(f"register takes a Format or IntFormat (fmt), got {type(fmt).__name__}")
     for key in (fmt.name, *fmt.aliases):
         k = _norm(key)
         if k in _REGISTRY and _REGISTRY[k] != fmt and not replace:
@@ -450,7 +385,8 @@ for _f in (
     register(_f)
 for _i in (INT4, UINT4, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64):
     register(_i)
-    _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # i8, u8 ...
+    if not _i.signed:
+        _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # ui8, ui16 ... (i8 is numpy's int64: see format_of)
     if _i.signed:
         _REGISTRY[f"s{_i.bits}"] = _i
 
@@ -494,8 +430,12 @@ def format_of(x: Any) -> AnyFormat:
     """
     if isinstance(x, (Format, IntFormat)):
         return x
+    if x is None:
+        raise TypeError("format is None; give a format: a name ('fp16'), a Format, or a dtype")
     if isinstance(x, str):
         k = _norm(x)
+        if is_numpy_code(k):
+            return from_numpy_code(x, _from_dtype_name)
         if k in _REGISTRY:
             return _REGISTRY[k]
         if k in _AMBIGUOUS:

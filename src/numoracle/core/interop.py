@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .formats import TF32, AnyFormat, Format, format_of, torch_dtype_format
+from .formats import TF32, AnyFormat, format_of, torch_dtype_format
 
 __all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch", "unpack_fp4x2", "pack_fp4x2"]
 
@@ -43,8 +43,17 @@ def native_dtype(fmt: AnyFormat) -> np.dtype | None:
     return None
 
 
-def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
-    """A native array (numpy, ml_dtypes, torch, Python scalars/lists) -> (codes, its format)."""
+def as_array(x: Any, what: str) -> np.ndarray:
+    """np.asarray(x), refusing ragged nestings with the argument's name."""
+    try:
+        return np.asarray(x)
+    except ValueError as e:
+        raise ValueError(f"{what} is not a rectangular array of numbers ({str(e).split('.')[0]})") from None
+
+
+def to_codes(x: Any, what: str = "the array") -> tuple[np.ndarray, AnyFormat]:
+    """A native array (numpy, ml_dtypes, torch, Python scalars/lists) -> (codes, its format); ``what`` names it
+    in errors."""
     if is_torch(x):
         import torch
 
@@ -58,14 +67,15 @@ def to_codes(x: Any) -> tuple[np.ndarray, AnyFormat]:
             return t.numpy().view(fmt.code_dtype), fmt
         ibits = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[t.element_size() * 8]
         return t.view(ibits).numpy().view(fmt.code_dtype), fmt
-    a = np.asarray(x)
+    a = as_array(x, what)
     if a.dtype == np.bool_ or a.dtype.kind in "OUSc" or (a.dtype.kind == "V" and a.dtype.names is not None):
-        raise TypeError(f"cannot convert an array of dtype {a.dtype}; give a numeric array "
+        raise TypeError(f"{what}: cannot convert an array of dtype {a.dtype}; give a numeric array "
                         "(or codes with src=FORMAT)")
     if not a.dtype.isnative:  # big-endian data: the codes are the values' bits in this machine's order
         a = a.astype(a.dtype.newbyteorder("="))
     fmt = format_of(a.dtype)
-    if isinstance(fmt, Format) and fmt.name in ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn"):
+    if fmt.bits < 8 * a.dtype.itemsize and fmt.bits < 8:
+        # sub-byte formats (fp6, fp4, int4, uint4) in a byte: ml_dtypes ignores the padding bits; so do we
         codes = a.view(np.uint8) & np.uint8((1 << fmt.bits) - 1)
         return codes, fmt
     return a.view(fmt.code_dtype), fmt
@@ -98,7 +108,14 @@ def pack_fp4x2(codes: Any) -> np.ndarray:
 def as_native(codes: Any, fmt: Any) -> np.ndarray:
     """Codes of ``fmt`` as a numpy / ml_dtypes array (TF32 in its float32 container)."""
     fmt = format_of(fmt)
-    c = np.asarray(codes)
+    c = as_array(codes, "codes")
+    if c.dtype.kind not in "iu":
+        raise TypeError(f"as_native takes integer codes (bit patterns) of {fmt.name}, got dtype {c.dtype}; "
+                        "for values use cast() or np.asarray(values, dtype)")
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= (1 << fmt.bits)):
+        bad = int(c.min()) if int(c.min()) < 0 else int(c.max())
+        raise ValueError(f"as_native: code {bad} is out of range for {fmt.name} ({fmt.bits} bits: "
+                         f"0..{(1 << fmt.bits) - 1:#x})")
     if fmt == TF32:
         return (c.astype(np.uint32) << np.uint32(13)).view(np.float32)
     dt = native_dtype(fmt)

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .args import check_bool
+
 if TYPE_CHECKING:
     from .formats import AnyFormat
 
@@ -196,6 +198,7 @@ def resolve_policy(
     tininess: object = "before",
 ) -> Policy:
     """Validate a policy against its destination; fill in the destination's defaults."""
+    ftz, daz = check_bool(ftz, "ftz"), check_bool(daz, "daz")
     r = Rounding.of(rounding)
     o = default_overflow(dst) if overflow is None else Overflow.of(overflow)
     if o is Overflow.WRAP and not dst.is_integer:
@@ -220,7 +223,7 @@ def resolve_policy(
         if sr_bits is None:
             raise ValueError("rounding='sr' needs sr_bits (how many random bits each element gets) "
                              "and random_bits (an array of them), so the result is reproducible")
-        if not isinstance(sr_bits, int) or not 1 <= sr_bits <= 32:
+        if not isinstance(sr_bits, int) or isinstance(sr_bits, bool) or not 1 <= sr_bits <= 32:
             raise ValueError(f"sr_bits must be an int in 1..32, got {sr_bits!r}")
     elif sr_bits is not None:
         raise ValueError(f"sr_bits is only used with rounding='sr', not {r.value!r}")

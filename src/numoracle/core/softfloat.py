@@ -13,17 +13,17 @@ The steps of ``round_pack`` are numbered as in docs/semantics.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from .bits import assign, bit_length, blend
 from .formats import AnyFormat, Format, IntFormat
 from .policy import Flags, NanTo, Overflow, Policy, Rounding, Tininess
+from .specialize import _invalid_code, _overflow, _overflow_to_max, _special_codes, canonical_nan
+from .unpacked import FINITE, INF, NAN, SNAN, ZERO, Unpacked
 
 __all__ = ["Unpacked", "unpack", "round_pack", "word_bits", "bit_length", "canonical_nan",
            "ZERO", "FINITE", "INF", "NAN", "SNAN"]
 
-ZERO, FINITE, INF, NAN, SNAN = 0, 1, 2, 3, 4  # SNAN: a signalling NaN (Format.quiet_bit clear)
 
 
 def word_bits(src: AnyFormat, dst: AnyFormat, sr_bits: int | None = None) -> int:
@@ -34,50 +34,6 @@ def word_bits(src: AnyFormat, dst: AnyFormat, sr_bits: int | None = None) -> int
     """
     fits = src.precision <= 32 and dst.precision <= 32 and src.bits <= 32
     return 32 if fits and (sr_bits is None or sr_bits <= 30) else 64
-
-
-@dataclass
-class Unpacked:
-    """Exact triple of a chunk; the special elements are listed sparsely.
-
-    ``spec_idx`` are flat indices of zeros, infinities and NaNs and ``spec_cls`` their
-    classes; at those positions ``sig`` and ``E`` are 0.
-    """
-
-    sign: np.ndarray  # bool
-    sig: np.ndarray  # uintW, top bit set for finite nonzero elements
-    E: np.ndarray  # int32
-    spec_idx: np.ndarray  # intp
-    spec_cls: np.ndarray  # uint8
-    W: int
-
-
-def bit_length(a: np.ndarray) -> np.ndarray:
-    """Exact bit length of each element of an unsigned array (0 for 0), as int32."""
-    a64 = a.astype(np.uint64, copy=False)
-    _, e = np.frexp(a64.astype(np.float64))
-    e = np.minimum(e, 64).astype(np.int32)
-    if a64.size and a.dtype.itemsize == 8:
-        big = a64 >= np.uint64(1 << 53)
-        if big.any():  # float64 may have rounded up to the next power of two
-            eb = e[big]
-            e[big] = eb - ((a64[big] >> (eb - 1).astype(np.uint64)) == 0)
-    return e
-
-
-def blend(a: np.ndarray, b, mask: np.ndarray) -> np.ndarray:
-    """``np.where(mask, b, a)`` for unsigned ints, branch-free (np.where is slow on random masks)."""
-    mk = np.negative(mask.astype(a.dtype))
-    return a ^ ((a ^ (a.dtype.type(b) if np.isscalar(b) else b)) & mk)
-
-
-def assign(a: np.ndarray, mask: np.ndarray, value) -> np.ndarray:
-    """``a[mask] = value`` choosing the faster way: an index list when few, a blend when many."""
-    idx = np.flatnonzero(mask)
-    if idx.size * 8 < mask.size:
-        a.ravel()[idx] = value
-        return a
-    return blend(a, value, mask)
 
 
 def _normalise(mag: np.ndarray, W: int, udt: type) -> tuple[np.ndarray, np.ndarray]:
@@ -249,7 +205,8 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     # few subnormal results (judged on a sample first): round the rest with one scalar shift
     if sub and E.size >= 64 and np.count_nonzero(E[::16] < emin) * 8 < E[::16].size:
         tiny = E < emin
-        if np.count_nonzero(tiny) * 8 < E.size:
+        tiny.ravel()[u.spec_idx] = False  # specials carry E = 0, below emin where emin > 0: step 12 codes them
+        if 0 < np.count_nonzero(tiny) * 8 < E.size:
             return _split_tiny(u, dst, pol, rand, want_flags, np.flatnonzero(tiny))
     e_d = np.maximum(E, np.int32(emin)) if sub else E
     s = np.int32(W - p) + (e_d - E) if sub else W - p
@@ -276,6 +233,9 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
     nan_out = None
     max_mag = udt(dst.max_mag_code)
     overflowed = False
+    # ftz (step 9) flushes results that are subnormal as rounded, before step 8 clamps an overflow to a max
+    # finite that may itself be subnormal (exp_bits=1 formats): that stays, as in exact.round_value
+    flush = (mag < udt(1 << m)) & (mag != 0) if pol.ftz and sub else None
     # step 8: overflow, decided after rounding with an unbounded exponent
     if hi >= dst.emax:
         to_max = _overflow_to_max(pol, sign)
@@ -296,8 +256,7 @@ def round_pack(u: Unpacked, dst: AnyFormat, pol: Policy, rand: np.ndarray | None
         mag = assign(mag, under, 0)
         if want_flags:
             flags |= under.astype(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
-    if pol.ftz and sub:
-        flush = (mag < udt(1 << m)) & (mag != 0)
+    if flush is not None:
         mag = assign(mag, flush, 0)
         if want_flags:
             flags |= flush.astype(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
@@ -344,7 +303,7 @@ def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, t
     flat = lambda a: a.ravel()[tiny]  # noqa: E731
     part = Unpacked(flat(u.sign), flat(u.sig), flat(u.E), np.zeros(0, np.intp), np.zeros(0, np.uint8), u.W)
     u.sig.ravel()[tiny] = 0  # the triple is round_pack's alone (unpack made it): no copy needed
-    u.E.ravel()[tiny] = 0
+    u.E.ravel()[tiny] = max(0, dst.emin)  # at or above emin, so the main part has no tiny element left
     main = u
     code, flags = round_pack(main, dst, pol, rand, want_flags)
     c_t, f_t = round_pack(part, dst, pol, None if rand is None else flat(rand), want_flags)
@@ -352,98 +311,6 @@ def _split_tiny(u: Unpacked, dst: Format, pol: Policy, rand, want_flags: bool, t
     if want_flags:
         flags.ravel()[tiny] = f_t
     return code, flags
-
-
-def _overflow(dst: Format, pol: Policy, mag, ovf, sign, udt):
-    """Step 8: magnitudes of overflowed elements, and where they became NaN (or None)."""
-    to_max = _overflow_to_max(pol, sign)
-    max_mag = udt(dst.max_mag_code)
-    if to_max is True:
-        return np.minimum(mag, max_mag), None
-    if to_max is False and dst.nan != "fnuz":
-        # the code right above max finite is inf (IEEE) or the NaN (FN): a clamp does it
-        return np.minimum(mag, udt(dst.max_mag_code + 1)), None
-    big = udt(_inf_mag(dst) if dst.has_inf else 0)
-    if to_max is False:
-        mag = blend(mag, big, ovf)
-        return mag, (ovf if pol.overflow is Overflow.NAN else None)
-    mag = blend(mag, blend(np.full_like(mag, big), max_mag, to_max), ovf)
-    return mag, (ovf & ~to_max if pol.overflow is Overflow.NAN else None)
-
-
-def _overflow_to_max(pol: Policy, sign: np.ndarray) -> np.ndarray | bool:
-    """Where an overflow gives +-max finite (else +-inf or NaN), by policy and mode.
-
-    A bool when the answer is the same for every element, else a mask over ``sign``.
-    """
-    mode = pol.rounding
-    if pol.overflow is Overflow.SATURATE or mode in (Rounding.TOWARD_ZERO, Rounding.TO_ODD):
-        return True
-    if mode is Rounding.UP:
-        return sign
-    if mode is Rounding.DOWN:
-        return ~sign
-    return False
-
-
-def canonical_nan(dst: Format) -> int:
-    """The NaN code numoracle produces: positive, quiet (top mantissa bit set)."""
-    if dst.nan == "ieee":
-        return (((1 << dst.exp_bits) - 1) << dst.man_bits) | (1 << (dst.man_bits - 1))
-    if dst.nan == "fn":
-        return dst.mag_mask
-    return dst.sign_bit  # fnuz
-
-
-def _inf_mag(dst: Format) -> int:
-    return ((1 << dst.exp_bits) - 1) << dst.man_bits if dst.nan == "ieee" else dst.mag_mask
-
-
-def _invalid_code(dst: Format, pol: Policy) -> int:
-    """Code of a NaN result: the canonical NaN, or by nan_to where the format has no NaN."""
-    if dst.has_nan:
-        return canonical_nan(dst)
-    if pol.nan_to is NanTo.RAISE:
-        raise ValueError(f"NaN has no representation in {dst.name} and nan_to='raise'; "
-                         "pass nan_to='max', 'zero' or 'min', or remove the NaNs")
-    if pol.nan_to is NanTo.ZERO:
-        return 0
-    if pol.nan_to is NanTo.MIN:
-        return dst.max_mag_code | dst.sign_bit
-    return dst.max_mag_code
-
-
-def _special_codes(u: Unpacked, dst: Format, pol: Policy) -> tuple[np.ndarray, np.ndarray]:
-    """Step 12: codes and flags of the source's zeros, infinities and NaNs (sparse)."""
-    cls, neg = u.spec_cls, u.sign.ravel()[u.spec_idx]
-    snan = cls == SNAN
-    cls = np.where(snan, np.uint8(NAN), cls)
-    codes = np.zeros(cls.size, np.uint64)
-    flags = np.zeros(cls.size, np.uint8)
-    sbit = np.uint64(dst.sign_bit)
-    invalid = (cls == NAN) | (neg & ~np.bool_(dst.signed)) & (cls != ZERO)
-    if not dst.has_zero:
-        invalid |= cls == ZERO
-    zero = (cls == ZERO) & ~invalid
-    if dst.has_negative_zero:
-        codes[zero & neg] = sbit
-    inf = (cls == INF) & ~invalid
-    if pol.overflow is Overflow.IEEE:
-        codes[inf] = _inf_mag(dst)
-    elif pol.overflow is Overflow.SATURATE:
-        codes[inf] = dst.max_mag_code
-        # an inf the format could hold, saturated, overflows; one it cannot hold is invalid
-        flags[inf] = (Flags.OVERFLOW | Flags.INEXACT) if dst.has_inf else Flags.INVALID
-    else:  # NAN policy: inf becomes NaN
-        invalid |= inf
-        inf = np.zeros_like(inf)
-    codes[inf & neg] |= sbit
-    if invalid.any():
-        codes[invalid] = _invalid_code(dst, pol)
-        if not dst.has_nan or (cls[invalid] != NAN).any():
-            flags[invalid & ((cls != NAN) | (not dst.has_nan))] = Flags.INVALID
-    flags[snan] = Flags.INVALID  # IEEE 754-2019 §7.2: every operation on a signalling NaN is invalid
-    return codes, flags
 
 
 # ---- integers --------------------------------------------------------------------------

@@ -32,14 +32,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError, failure_message
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
-from .arith import mul_round
 from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
+from .scale import mul_round
 from .torchq import is_torch_quantized, scale_grid, torch_quantized_parts
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
@@ -294,8 +295,8 @@ def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: 
     """
     from .quantizer import quantize
 
-    if isinstance(allow_outliers, bool) or int(allow_outliers) != allow_outliers or allow_outliers < 0:
-        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    check_int(allow_outliers, "allow_outliers", 0)
+    check_int(show, "show", 0)
     tq = torch_quantized_parts(actual) if is_torch_quantized(actual) else None
     fmt = _element_format(fmt, actual, tq)
     given = locals()

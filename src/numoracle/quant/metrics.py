@@ -103,9 +103,14 @@ def cosine(x: Any, y: Any) -> float:
 def _bound_array(bound: Any, x: np.ndarray | None) -> np.ndarray:
     if hasattr(bound, "bound") and not isinstance(bound, np.ndarray):  # a QuantErrorReport
         return bound.bound
-    b = np.asarray(bound, np.float64)
-    if x is not None and b.shape != x.shape:
-        b = np.broadcast_to(b, x.shape)
+    try:
+        b = np.asarray(bound, np.float64)
+        if x is not None and b.shape != x.shape:
+            b = np.broadcast_to(b, x.shape)
+    except (ValueError, TypeError) as e:
+        like = "" if x is None else f" {x.shape}"
+        raise ValueError(f"bound must be a QuantErrorReport or an array of bounds shaped like x{like} "
+                         f"({str(e).split('.')[0]})") from None
     return b
 
 

@@ -230,10 +230,10 @@ def _int_range(fmt: IntFormat, clip: str) -> tuple[int, int]:
     return lo, fmt.max_value
 
 
-def _resolve(shape: tuple[int, ...], fmt: AnyFormat, granularity: Any, axis: Any, symmetric: bool, scale_fmt: Any,
-             scale_rule: str, rounding: Any, clip: str | None, reciprocal: bool, compute: Any, overflow: Any, nan: str,
-             scale_rounding: Any, compute_rounding: Any, scale_range: str | None, sr_bits: int | None,
-             given: bool) -> QuantParams:
+def _resolve(shape: tuple[int, ...], fmt: AnyFormat, *, granularity: Any, axis: Any, symmetric: bool,
+             scale_fmt: Any, scale_rule: str, rounding: Any, clip: str | None, reciprocal: bool, compute: Any,
+             overflow: Any, nan: str, scale_rounding: Any, compute_rounding: Any, scale_range: str | None,
+             sr_bits: int | None, given: bool) -> QuantParams:
     """Validate quantize's keywords and fill in the rule's defaults (errors say what to pass instead)."""
     scale_rule = RULE_ALIASES.get(scale_rule, scale_rule) if isinstance(scale_rule, str) else scale_rule
     rule = "given" if given else scale_rule
@@ -375,8 +375,10 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
         raise ValueError("global_scale is the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
     if global_amax is not None and scale_rule != "nvfp4":
         raise ValueError("global_amax feeds the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
-    p = _resolve(xv.shape, fmt, granularity, axis, symmetric, scale_fmt, scale_rule, rounding, clip, reciprocal,
-                 compute, overflow, nan, scale_rounding, compute_rounding, scale_range, sr_bits, scale is not None)
+    p = _resolve(xv.shape, fmt, granularity=granularity, axis=axis, symmetric=symmetric, scale_fmt=scale_fmt,
+                 scale_rule=scale_rule, rounding=rounding, clip=clip, reciprocal=reciprocal, compute=compute,
+                 overflow=overflow, nan=nan, scale_rounding=scale_rounding, compute_rounding=compute_rounding,
+                 scale_range=scale_range, sr_bits=sr_bits, given=scale is not None)
     if zero_point is not None and scale is None:
         raise ValueError("zero_point= goes with scale=; without scales, symmetric=False computes the zero points")
     rb = None
@@ -422,6 +424,8 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
     (every INT/FP8/FP4 element with an FP32 or narrower scale); otherwise the float64 result is
     the correctly rounded product (and ``out=`` rounds the exact product once).
     """
+    if not isinstance(q, Quantized):
+        raise TypeError(f"q must be a Quantized (from quantize), got {type(q).__name__}")
     v = q.values()
     if q.zero_points is not None:
         v = v - q.layout.expand(q.zero_points)

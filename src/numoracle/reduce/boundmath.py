@@ -26,6 +26,7 @@ __all__ = ['TINY', 'add_up', 'cdiv', 'ceil_log2', 'check_member', 'underflow_eta
 
 _EXACT_BITS = 1 << 17  # exact rationals up to this many bits; beyond, rounded upward (relative ~2^-180)
 _UP_BITS = 192
+_INF_LOG2 = 1 << 20  # products past 2^(2^20) are bounded by +inf (closed form, O(1) for any K)
 
 
 # ---- exact helpers ---------------------------------------------------------------------------
@@ -43,6 +44,9 @@ def round_up(x: Fraction, bits: int = _UP_BITS) -> Fraction:
 def prod_pow(factors: list[tuple[Fraction, int]]) -> tuple[Fraction, bool]:
     """prod base**n (every base >= 1): exact when small, else an upper bound; (value, exact)."""
     factors = [(b, n) for b, n in factors if n > 0 and b != 1]
+    log2 = sum(n * math.log1p(float(b - 1)) for b, n in factors) / math.log(2)  # relative error ~1e-15
+    if log2 > _INF_LOG2:  # such a relative bound says nothing; +inf bounds it, in O(1) for any K
+        return math.inf, False
     bits = sum(n * max(b.numerator.bit_length(), b.denominator.bit_length()) for b, n in factors)
     if bits <= _EXACT_BITS:
         out = Fraction(1)
@@ -68,19 +72,44 @@ def fup(x: Fraction) -> float:
         f = float(x)
     except OverflowError:
         return math.inf
+    if math.isinf(f):
+        return f
     return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def sci(x: Fraction | float | int, digits: int = 6) -> str:
     """``x`` rounded UP (toward +inf) to ``digits`` significant digits, as text (deterministic)."""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
     x = Fraction(x)
     if x == 0:
         return "0"
+    if max(x.numerator.bit_length(), x.denominator.bit_length()) > 3000:
+        return _sci_big(x, digits)  # (Decimal's conversion of huge ints is quadratic)
     with localcontext() as ctx:
         ctx.prec = digits
         ctx.rounding = ROUND_CEILING
         d = Decimal(x.numerator) / Decimal(x.denominator)
     return f"{d:f}" if Fraction(1, 1000) <= abs(x) < 10**digits else f"{d:.{digits - 1}e}"
+
+
+def _sci_big(x: Fraction, digits: int) -> str:
+    """``sci`` of a huge or tiny x: the same text (rounded up, exponent form), in time linear in its size."""
+    n, d = abs(x.numerator), x.denominator
+    s = digits - 1 - int((n.bit_length() - d.bit_length()) * 0.30102999566398)  # 10^s x has ~digits digits
+    while True:
+        num, den = (n * 10**s, d) if s >= 0 else (n, d * 10**-s)
+        q = -(-num // den) if x > 0 else num // den  # toward +inf
+        if q >= 10**digits:
+            s -= 1
+        elif q < 10 ** (digits - 1):
+            s += 1
+        else:
+            break
+    m, e, sign = str(q), digits - 1 - s, "-" if x < 0 else ""
+    if Fraction(1, 1000) <= abs(x) < 10**digits:  # fixed point, as Decimal's "f" format writes it
+        return sign + (m if e == digits - 1 else f"{m[:e + 1]}.{m[e + 1:]}" if e >= 0 else f"0.{'0' * (-e - 1)}{m}")
+    return f"{sign}{m[0]}.{m[1:]}e{e:+d}"
 
 
 def pow2_text(x: Fraction) -> str:
@@ -121,11 +150,12 @@ def hm2019(comps: list[Component], events: int, confidence: float) -> tuple[Frac
         lam_f = round_up(mpf_frac(lam), 40)  # rounded up: the probability only grows
         fail = events * 2 * mpmath.exp(-(mp(lam_f) ** 2) * one_u**2 / 2)
         g = mpmath.expm1(mp(lam_f) * mpmath.sqrt(mp(s2)) + mp(mean))
-        g_f = mpf_frac(g) * (1 + Fraction(1, 10**45))  # covers the 60-digit evaluation error
+        big = g > mpmath.mpf(2) ** _INF_LOG2  # past every float: +inf bounds it (closed form, any K)
+        g_f = math.inf if big else mpf_frac(g) * (1 + Fraction(1, 10**45))  # covers the 60-digit error
         prob = float(1 - fail)
     if prob < confidence * (1 - 1e-15):
         raise AssertionError(f"lambda {lam_f} misses confidence {confidence}: {prob}")  # cannot happen
-    return round_up(g_f), lam_f, prob
+    return (g_f if big else round_up(g_f)), lam_f, prob
 
 
 # ---- format facts ------------------------------------------------------------------------------

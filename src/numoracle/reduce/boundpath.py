@@ -102,8 +102,17 @@ def _path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") -> t
              f"pairwise with leaf blocks of <= B = {o.n} terms in any order: h = (B-1) + ceil(log2 ceil(n/B)) = {h}")
         return [Component("accumulation" + where, u, h, f + f" in {acc.name} ({mode})", src, unb)], []
     step = {"numpy": _path_numpy, "blockfma": _path_blockfma, "blocked": _path_nested, "splitk": _path_nested,
-            "promoted": _path_promoted}[o.kind]
+            "promoted": _path_promoted, "gpureduce": _path_gpureduce}[o.kind]
     return step(o, n, acc, mode, where)
+
+
+def _path_gpureduce(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[_Site]]:
+    """GPU reduction trees (vector slots, lanes, warps, blocks) and chunked scans: their deepest leaf."""
+    h = gpu_reduce_depth(o.params, n)
+    return [Component("accumulation" + where, _u(acc, mode), h,
+                      f"GPU tree {o} of n = {n} terms in {acc.name} ({mode}): the deepest leaf passes h <= {h} "
+                      "roundings", "numoracle.orders.GpuReduce (depth of the tree); Higham 2002 §4.2",
+                      Rounding.of(mode).is_unbiased)], []
 
 
 def _path_numpy(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[_Site]]:
@@ -155,8 +164,9 @@ def _path_nested(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) ->
     if o.kind == "blocked":
         b, m = min(o.n, n), cdiv(n, o.n)
         wi, wo = f" (inside blocks of {b})", f" (over {m} block sums)"
-    else:  # slices of at most ceil(n/s) terms, at most min(s, n) of them (any slicing)
-        b, m = cdiv(n, o.n), min(o.n, n)
+    else:  # slices of at most ceil(n/s) terms (rounded up to a multiple of tile), at most min(s, n) of them
+        b = cdiv(cdiv(n, o.n), o.tile) * o.tile
+        m = min(o.n, n, cdiv(n, b))
         wi, wo = f" (inside {m} slices of <= {b})", f" (combining {m} slice sums)"
     oacc = o.outer_acc or acc
     ci, si = _path(o.inner or OrderSpec("sequential"), b, acc, mode, where + wi)
@@ -184,3 +194,23 @@ def _path_promoted(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) 
                            f"the {M} promoted group results added sequentially in {oacc.name} ({mode}): h = {M - 1}",
                            src, Rounding.of(mode).is_unbiased))
     return comps, sites
+
+
+def gpu_reduce_depth(params: tuple, n: int) -> int:
+    """Roundings on the deepest leaf's path of ``GpuReduce(*params)`` (or ``ChunkedScan(width)``) over n terms.
+
+    Per accumulator at most ceil(n / (vec T)) + 1 terms (T threads; +1: the tail or the unrolled
+    layout's uneven share), then vec - 1 additions of the accumulators, log2(lanes * warps) tree
+    levels, and with blocks > 1 at most ceil(blocks / G) partials per thread (G = lanes * warps) and
+    log2 G levels again. A tree of n leaves has depth <= n - 1 (additions of the +0 starts are exact).
+    """
+    if len(params) == 1:   # ChunkedScan(width): per chunk, the carry addition and log2(width) tree levels
+        w = params[0]
+        return min(-(-n // w) * (1 + w.bit_length() - 1), max(n - 1, 0))
+    vec, lanes, warps, blocks, _ = params
+    threads = lanes * warps * blocks
+    g = lanes * warps
+    h = -(-n // (vec * threads)) + 1 + (vec - 1) + (g.bit_length() - 1)
+    if blocks > 1:
+        h += -(-blocks // g) + (g.bit_length() - 1)
+    return min(h, max(n - 1, 0))

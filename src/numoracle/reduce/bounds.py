@@ -44,10 +44,12 @@ of an FMA chain (s_1 = fl(a_1 b_1)) still sees that rounding, so ``fma`` does no
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..core.errors import ArgumentTypeError
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
 from .boundmath import (
@@ -64,7 +66,8 @@ from .boundpath import Component, _final_acc, _innermost, _path, _Site, _u
 from .orderspec import OrderSpec, parse_order
 from .tolerance import Tolerance, bound_dict, describe_bound, rtol_atol, tolerance
 
-__all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component", "parse_order", "OrderSpec", "OPS", "KINDS"]
+__all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component",
+           "parse_order", "OrderSpec", "OPS", "KINDS"]
 
 OPS = ("sum", "dot", "matmul", "quantized_matmul")
 
@@ -171,8 +174,8 @@ class ErrorBound:
 def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, float]:
     if not isinstance(op, str) or op.lower() not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
-    if isinstance(K, bool) or not isinstance(K, int) and not (hasattr(K, "__index__")):
-        raise ValueError(f"K (the reduction length) must be an integer >= 1, got {K!r}")
+    if isinstance(K, bool) or not isinstance(K, numbers.Integral):
+        raise ArgumentTypeError(f"K (the reduction length) must be an integer >= 1, got {type(K).__name__} {K!r:.40}")
     K = int(K)
     if K < 1:
         raise ValueError(f"K (the reduction length) must be >= 1, got {K}")
@@ -217,6 +220,82 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
                              out_rounding=out_rounding, tight_rn=tight_rn, **quant)
     if quant:
         raise TypeError(f"expected_error_bound got unexpected keyword(s) {', '.join(quant)} for op={op!r}")
+    # 1. the setting: formats, modes, order, checked together
+    st = _setting(op, K, dtype, acc, order, out, inputs_rounded_from, shape, rounding, out_rounding, ftz)
+    # 2. the roundings on the deepest leaf's path: inputs, products, the order's accumulation
+    comps, sites, h_prod = _leaf_components(st, fma)
+    path, psites = _path(st.order, K, st.acc, st.mode)
+    comps, sites = comps + path, sites + psites
+    if ftz:
+        from .ftzbound import ftz_sites
+
+        sites += [_Site(*t) for t in ftz_sites(op, K, st.acc, st.order, st.out)]
+    acc_comps = [c for c in comps if c.name != "input rounding"]
+    p_path, ex1 = prod_pow([(1 + c.u, c.count) for c in acc_comps])
+    p_all, ex2 = prod_pow([(1 + c.u, c.count) for c in comps])
+    worst, exact, method = p_all - 1, ex1 and ex2, "worst case, master rule (guaranteed)"
+    # 3. the tighter forms: k*u under RN, or the probabilistic bound
+    needs = False
+    if tight_rn:
+        worst, exact, method, needs = _tight_rn(st, kind, h_prod, fma, bool(sites), worst, exact, method)
+    coef, lam, prob, events = worst, None, None, None
+    if kind == "probabilistic":
+        coef, exact, method, lam, prob, events = _probabilistic(st, comps, conf, worst, exact)
+    # 4. the output rounding and the absolute (underflow) terms
+    fin = _final_acc(st.order, st.acc)
+    u_out = None if st.out is None or nested(fin, st.out) else st.out.unit_roundoff(st.omode)
+    if st.out is not None and u_out is None:
+        st.notes.append(f"every {fin.name} value is a {st.out.name} value: storing the result is exact")
+    amp = p_path * (1 + u_out) if u_out else p_path
+    atol = sum((s.sites * s.eta for s in sites), Fraction(0))
+    atol = atol * amp if atol else atol  # (0 times an infinite amplification is 0)
+    if u_out:
+        coef, worst = coef * (1 + u_out), worst * (1 + u_out)
+        atol += underflow_eta(st.out, st.omode)
+    in_uf = None
+    if not st.in_exact and st.src is not None and st.src.min_subnormal < st.dtype.min_normal:
+        in_uf = (st.dtype.min_subnormal / 2, st.u_in, amp)
+    label = None
+    if st.blockfma is not None:
+        label = (Fraction(st.blockfma.n + 1, 2**st.blockfma.frac_bits) * amp, st.dtype.min_normal)
+        st.notes.append("block FMA exponent labels of subnormal inputs are clamped at emin (Khattak & Mikaitis): "
+                        ".tolerance adds (N+1) 2^-F min_normal (|other factor| + min_normal) per such product")
+    if needs:
+        st.notes.append("tight_rn: no product underflows (Jeannerod & Rump assume none); .tolerance checks it")
+    return ErrorBound(
+        op=op, dtype=st.dtype, acc=st.acc, K=K, order=str(st.order), kind=kind, rounding=st.mode, fma=bool(fma),
+        out=st.out, inputs_rounded_from=st.src, shape=st.shape,
+        confidence=conf if kind == "probabilistic" else None, components=tuple(comps), coefficient=coef,
+        exact=exact, worst_coefficient=worst, depth=sum(c.count for c in acc_comps), method=method, u_out=u_out,
+        atol_const=atol, input_underflow=in_uf, sites=tuple(sites), lambda_=lam, probability=prob, events=events,
+        notes=tuple(st.notes), needs_no_product_underflow=needs,
+        sigma=sum((c.count * c.u for c in comps), Fraction(0)), block_label=label)
+
+
+@dataclass
+class _Setting:
+    """Everything step 1 resolved: the formats, modes and order of one bound, and its notes so far."""
+
+    op: str
+    K: int
+    dtype: AnyFormat
+    acc: AnyFormat
+    out: AnyFormat | None
+    src: AnyFormat | None
+    mode: str
+    omode: str
+    order: OrderSpec
+    shape: tuple[int, ...] | None
+    outputs: int
+    blockfma: OrderSpec | None
+    in_exact: bool
+    u_in: Fraction
+    notes: list[str]
+
+
+def _setting(op: str, K: int, dtype: Any, acc: Any, order: Any, out: Any, inputs_rounded_from: Any, shape: Any,
+             rounding: Any, out_rounding: Any, ftz: bool) -> _Setting:
+    """Step 1: resolve and check the arguments together (each refusal says what to pass instead)."""
     dtype = format_of(dtype)
     acc = dtype if acc is None else format_of(acc)
     out = None if out is None else format_of(out)
@@ -244,6 +323,9 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
     bf = _innermost(o) if _innermost(o).kind == "blockfma" else None
     if bf is not None and (acc.is_integer or dtype.is_integer):
         raise ValueError("block-FMA orders need floating-point inputs and accumulator")
+    inner = _innermost(o)
+    if inner.kind in ("numpy", "gpureduce") and inner.acc is not None:
+        acc = inner.acc  # the order fixes its accumulator
     notes = ["no overflow anywhere (an overflow gives inf/NaN, which no finite tolerance accepts)",
              "FTZ: results below min normal are flushed to zero (each operation may err by min normal, counted in "
              "a); inputs are read as given (no DAZ)" if ftz else
@@ -251,112 +333,87 @@ def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order:
              f"the kernel reads {dtype.name} values" + (f" rounded (RN) from {src.name} values" if src else "")]
     if out is not None:
         notes.append(f"the result is rounded once ({omode}) to {out.name}")
-
-    comps: list[Component] = []
-    # input rounding
-    n_in = 1 if op == "sum" else 2
     in_exact = src is None or nested(src, dtype)
     u_in = Fraction(0) if in_exact else dtype.unit_roundoff("rne")
-    if src is not None:
-        comps.append(Component("input rounding", u_in, 0 if in_exact else n_in,
-                               f"every {src.name} value is a {dtype.name} value (exact)" if in_exact else
-                               f"each {'term' if op == 'sum' else 'factor'} rounded {src.name} -> {dtype.name} "
-                               f"(RN): {'(1+u_in)' if op == 'sum' else '(1+u_in)^2'} per leaf",
-                               "docs/theory.md §2.5; Blanchard et al. 2020"))
-    # products
-    inner = _innermost(o)
-    if inner.kind == "numpy" and inner.acc is not None:
-        acc = inner.acc  # the order fixes its accumulator
-    sites: list[_Site] = []
-    h_prod = 0
-    if op != "sum":
-        if inner.kind == "blockfma":
-            comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4.1"))
-        elif products_exact(dtype, acc):
-            comps.append(Component("products", Fraction(0), 0, f"exact in {acc.name}: 2 p_in = "
-                                   f"{2 * dtype.precision} <= p_acc = {acc.precision}", "docs/theory.md §2"))
-        else:
-            h_prod = 1
-            how = ("rounded inside the FMA that adds it; s_1 = fl(a_1 b_1) makes the first leaf the deepest, so "
-                   "h_max is as without FMA and other leaves are one rounding shallower" if fma else
-                   f"each product rounded once to {acc.name}")
-            comps.append(Component("products", _u(acc, mode), 1, f"2 p_in = {2 * dtype.precision} > p_acc = "
-                                   f"{acc.precision}: {how}", "Higham 2002 §3.1; docs/theory.md §2", Rounding.of(mode).is_unbiased))
-        if inner.kind != "blockfma" and not products_on_grid(dtype, acc):
-            sites.append(_Site(f"products {'in FMAs ' if fma else ''}rounded into {acc.name}'s subnormal range",
-                               K, underflow_eta(acc, mode)))
-    path, psites = _path(o, K, acc, mode)
-    comps += path
-    sites += psites
-    if ftz:
-        from .ftzbound import ftz_sites
+    return _Setting(op, K, dtype, acc, out, src, mode, omode, o, shape, outputs, bf, in_exact, u_in, notes)
 
-        sites += [_Site(*t) for t in ftz_sites(op, K, acc, o, out)]
-    acc_comps = [c for c in comps if c.name != "input rounding"]
-    depth = sum(c.count for c in acc_comps)
-    p_path, ex1 = prod_pow([(1 + c.u, c.count) for c in acc_comps])
-    p_all, ex2 = prod_pow([(1 + c.u, c.count) for c in comps])
-    worst, exact, method = p_all - 1, ex1 and ex2, "worst case, master rule (guaranteed)"
-    sigma = sum((c.count * c.u for c in comps), Fraction(0))
-    needs = False
-    if tight_rn:
-        why = []
-        if kind != "worst" or not Rounding.of(mode).is_nearest or o.kind != "sequential":
-            why.append("kind='worst', rounding to nearest and order='sequential'")
-        if src is not None:
-            why.append("no inputs_rounded_from")
-        if op != "sum" and h_prod and fma:
-            why.append("fma=False when products round (Jeannerod & Rump analyse separately rounded products)")
-        if acc.is_integer:
-            why.append("a floating-point accumulator")
-        if why:
-            raise ValueError("tight_rn (Rump 2012 / Jeannerod & Rump 2013 / Rump, Bunger & Jeannerod 2016: k*u "
-                             "under RN) needs " + "; ".join(why))
-        k = (K - 1) + h_prod
-        rbj = k * _u(acc, mode)
-        if rbj < worst:
-            worst, exact = rbj, True
-            method = (f"worst case, k*u with k = {k} (Rump 2012 for sums, Jeannerod & Rump 2013 for dot products; "
-                      "RN, recursive, no restriction on k; guaranteed)")
-        needs = op != "sum" and bool(sites)
-        if needs:
-            notes.append("tight_rn: no product underflows (Jeannerod & Rump assume none); .tolerance checks it")
-    coef, lam, prob, events = worst, None, None, None
-    if kind == "probabilistic":
-        bad = [c.name for c in comps if c.count and not c.mean_zero]
-        if bad or not Rounding.of(mode).is_unbiased:
-            why = f"{mode} rounding" if not Rounding.of(mode).is_unbiased else f"{bad[0]} (truncation / round toward zero)"
-            raise ValueError(f"kind='probabilistic' (Higham & Mary 2019) needs mean-zero rounding errors, but {why} "
-                             "errs with a bias (docs/theory.md §3.4; use kind='worst'")
-        events = K * outputs
-        g, lam, prob = hm2019(comps, events, conf)
-        if g < worst:
-            coef, exact = g, False
-        method = ("probabilistic, Higham & Mary 2019 with sqrt(sum_j u_j^2) over the path; min with the worst "
-                  "case; " + ("Connolly, Higham & Mary 2021 (SR: no independence assumption)" if mode == "sr" else
-                               "assumes independent mean-zero rounding errors (fails under stagnation)"))
-    # output
-    fin = _final_acc(o, acc)
-    u_out = None if out is None or nested(fin, out) else out.unit_roundoff(omode)
-    if out is not None and u_out is None:
-        notes.append(f"every {fin.name} value is a {out.name} value: storing the result is exact")
-    amp = p_path * (1 + u_out) if u_out else p_path
-    atol = sum((s.sites * s.eta for s in sites), Fraction(0)) * amp
-    if u_out:
-        coef = coef * (1 + u_out)
-        worst = worst * (1 + u_out)
-        atol += underflow_eta(out, omode)
-    in_uf = None
-    if not in_exact and src is not None and src.min_subnormal < dtype.min_normal:
-        in_uf = (dtype.min_subnormal / 2, u_in, amp)
-    label = None
-    if bf is not None:
-        label = (Fraction(bf.n + 1, 2**bf.frac_bits) * amp, dtype.min_normal)
-        notes.append("block FMA exponent labels of subnormal inputs are clamped at emin (Khattak & Mikaitis): "
-                     ".tolerance adds (N+1) 2^-F min_normal (|other factor| + min_normal) per such product")
-    return ErrorBound(op, dtype, acc, K, str(o), kind, mode, bool(fma), out, src, shape,
-                      conf if kind == "probabilistic" else None, tuple(comps), coef, exact, worst, depth, method,
-                      u_out, atol, in_uf, tuple(sites), lam, prob, events, tuple(notes), needs, sigma, label)
+
+def _leaf_components(st: _Setting, fma: bool) -> tuple[list[Component], list[_Site], int]:
+    """Step 2a: the input rounding and the product rounding of a leaf; (components, underflow sites, h_prod)."""
+    comps: list[Component] = []
+    sites: list[_Site] = []
+    n_in = 1 if st.op == "sum" else 2
+    dtype, acc, mode = st.dtype, st.acc, st.mode
+    if st.src is not None:
+        comps.append(Component("input rounding", st.u_in, 0 if st.in_exact else n_in,
+                               f"every {st.src.name} value is a {dtype.name} value (exact)" if st.in_exact else
+                               f"each {'term' if st.op == 'sum' else 'factor'} rounded {st.src.name} -> {dtype.name} "
+                               f"(RN): {'(1+u_in)' if st.op == 'sum' else '(1+u_in)^2'} per leaf",
+                               "docs/theory.md §2.5; Blanchard et al. 2020"))
+    if st.op == "sum":
+        return comps, sites, 0
+    h_prod = 0
+    inner = _innermost(st.order)
+    if inner.kind == "blockfma":
+        comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4.1"))
+    elif products_exact(dtype, acc):
+        comps.append(Component("products", Fraction(0), 0, f"exact in {acc.name}: 2 p_in = "
+                               f"{2 * dtype.precision} <= p_acc = {acc.precision}", "docs/theory.md §2"))
+    else:
+        h_prod = 1
+        how = ("rounded inside the FMA that adds it; s_1 = fl(a_1 b_1) makes the first leaf the deepest, so "
+               "h_max is as without FMA and other leaves are one rounding shallower" if fma else
+               f"each product rounded once to {acc.name}")
+        comps.append(Component("products", _u(acc, mode), 1, f"2 p_in = {2 * dtype.precision} > p_acc = "
+                               f"{acc.precision}: {how}", "Higham 2002 §3.1; docs/theory.md §2",
+                               Rounding.of(mode).is_unbiased))
+    if inner.kind != "blockfma" and not products_on_grid(dtype, acc):
+        sites.append(_Site(f"products {'in FMAs ' if fma else ''}rounded into {acc.name}'s subnormal range",
+                           st.K, underflow_eta(acc, mode)))
+    return comps, sites, h_prod
+
+
+def _tight_rn(st: _Setting, kind: str, h_prod: int, fma: bool, has_sites: bool, worst: Fraction, exact: bool,
+              method: str) -> tuple[Fraction, bool, str, bool]:
+    """Step 3a: k*u under RN (Rump 2012; Jeannerod & Rump 2013) where it applies and is smaller."""
+    why = []
+    if kind != "worst" or not Rounding.of(st.mode).is_nearest or st.order.kind != "sequential":
+        why.append("kind='worst', rounding to nearest and order='sequential'")
+    if st.src is not None:
+        why.append("no inputs_rounded_from")
+    if st.op != "sum" and h_prod and fma:
+        why.append("fma=False when products round (Jeannerod & Rump analyse separately rounded products)")
+    if st.acc.is_integer:
+        why.append("a floating-point accumulator")
+    if why:
+        raise ValueError("tight_rn (Rump 2012 / Jeannerod & Rump 2013 / Rump, Bunger & Jeannerod 2016: k*u "
+                         "under RN) needs " + "; ".join(why))
+    k = (st.K - 1) + h_prod
+    rbj = k * _u(st.acc, st.mode)
+    if rbj < worst:
+        worst, exact = rbj, True
+        method = (f"worst case, k*u with k = {k} (Rump 2012 for sums, Jeannerod & Rump 2013 for dot products; "
+                  "RN, recursive, no restriction on k; guaranteed)")
+    return worst, exact, method, st.op != "sum" and has_sites
+
+
+def _probabilistic(st: _Setting, comps: list[Component], conf: float, worst: Fraction, exact: bool) -> tuple:
+    """Step 3b: Higham & Mary 2019 over the path's roundings (refused for biased roundings)."""
+    bad = [c.name for c in comps if c.count and not c.mean_zero]
+    if bad or not Rounding.of(st.mode).is_unbiased:
+        why = f"{st.mode} rounding" if not Rounding.of(st.mode).is_unbiased else \
+            f"{bad[0]} (truncation / round toward zero)"
+        raise ValueError(f"kind='probabilistic' (Higham & Mary 2019) needs mean-zero rounding errors, but {why} "
+                         "errs with a bias (docs/theory.md §3.4; use kind='worst'")
+    events = st.K * st.outputs
+    g, lam, prob = hm2019(comps, events, conf)
+    coef = worst
+    if g < worst:
+        coef, exact = g, False
+    method = ("probabilistic, Higham & Mary 2019 with sqrt(sum_j u_j^2) over the path; min with the worst "
+              "case; " + ("Connolly, Higham & Mary 2021 (SR: no independence assumption)" if st.mode == "sr" else
+                           "assumes independent mean-zero rounding errors (fails under stagnation)"))
+    return coef, exact, method, lam, prob, events
 
 
 def recommended_tolerance(op: str, dtype: Any, K: int, *, inputs: tuple[Any, ...] | None = None,

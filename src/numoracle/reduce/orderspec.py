@@ -17,7 +17,7 @@ from ..core.formats import AnyFormat
 __all__ = ["OrderSpec", "parse_order"]
 
 # ---- orders ------------------------------------------------------------------------------------
-_KINDS_ORD = ("any", "sequential", "pairwise", "blocked", "splitk", "blockfma", "promoted", "numpy")
+_KINDS_ORD = ("any", "sequential", "pairwise", "blocked", "splitk", "blockfma", "promoted", "numpy", "gpureduce")
 _ALIASES = {"recursive": "sequential", "seq": "sequential", "tree": "pairwise", "split_k": "splitk",
             "split-k": "splitk", "block_fma": "blockfma", "tensorcore": "blockfma", "numpy_pairwise": "numpy"}
 _FORMS = ('"any", "sequential", "pairwise", "pairwise:<base>", "blocked:<b>", "splitk:<s>", "splitk:<s>:pairwise", '
@@ -38,6 +38,8 @@ class OrderSpec:
     acc: AnyFormat | None = None  # the accumulator this order fixes (BlockFMA.acc, NumpyPairwise.acc)
     out_frac_bits: int | None = None  # block-FMA result precision (default: its accumulator's)
     out_rounding: str = "rtz"
+    tile: int = 1  # split-K slices rounded up to multiples of this many terms (TiledSplitK)
+    params: tuple = ()  # GpuReduce: (vec, lanes, warps, blocks, layout)
 
     def __post_init__(self) -> None:
         if self.kind == "pairwise" and self.n < 1:
@@ -57,13 +59,19 @@ class OrderSpec:
                     + ("" if self.truncate else ":round"))
         if k == "blocked" and self.inner == seq and self.outer == seq and plain:
             return f"blocked:{self.n}"
-        if k == "splitk" and self.inner == seq and self.outer in (seq, OrderSpec("pairwise")) and plain:
+        if k == "gpureduce" and len(self.params) == 1:
+            return f"chunkedscan(width={self.params[0]}" + (f", acc={self.acc.name})" if self.acc else ")")
+        if k == "gpureduce":
+            return "gpureduce(vec={}, lanes={}, warps={}, blocks={}, layout={})".format(*self.params)
+        if k == "splitk" and self.inner == seq and self.outer in (seq, OrderSpec("pairwise")) and plain \
+                and self.tile == 1:
             return f"splitk:{self.n}" + ("" if self.outer == seq else ":pairwise")
         i = self.inner
         if k == "promoted" and plain and i and i.kind == "blockfma" and i.truncate and i.acc is None \
                 and i.out_frac_bits == i.frac_bits and i.out_rounding == "rtz":
             return f"promoted:{self.n}:{i.n}:{i.frac_bits}"
         extra = "".join(f", {nm}={v.name}" for nm, v in (("outer_acc", self.outer_acc), ("acc", self.acc)) if v)
+        extra += f", tile={self.tile}" if self.tile > 1 else ""
         if k == "blocked":
             return f"blocked(b={self.n}, inner={self.inner}, outer={self.outer}{extra})"
         if k == "splitk":

@@ -49,6 +49,8 @@ from .bounds import KINDS, parse_order
 __all__ = ["bound_curve_data", "plot_bound", "BoundCurve", "BoundCurves", "BoundViolation", "DATASETS",
            "order_object", "require_matplotlib", "PLOT_OPS"]
 
+MAX_ELEMENTS = 1 << 24  # samples * K per input array: the emulation's working memory stays near 2 GB
+
 PLOT_OPS = ("sum", "dot")
 DATASETS = {"uniform": "U[0,1)", "normal": "N(0,1)"}
 _INSTALL = 'pip install "numoracle[plot]"'
@@ -304,6 +306,9 @@ def bound_curve_data(op: str = "dot", dtypes: Any = ("bf16",), orders: Any = ("s
         raise ValueError(f"unknown data set {bad[0]!r}; data sets: {', '.join(DATASETS)}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+    if int(samples) * max(Ks_) > MAX_ELEMENTS:
+        raise ValueError(f"samples * K = {int(samples)} * {max(Ks_)} exceeds {MAX_ELEMENTS} (plot.MAX_ELEMENTS: "
+                         f"about 2 GB of working memory); ask for at most {MAX_ELEMENTS // max(Ks_)} samples")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     if not 0 < float(confidence) < 1:

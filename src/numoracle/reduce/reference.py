@@ -77,10 +77,10 @@ def _table(fmt: AnyFormat) -> np.ndarray:
     return v.astype(np.float64)  # integers of <= 16 bits are exact in float64
 
 
-def _values(x: Any, fmt: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
+def _values(x: Any, fmt: Any, name: str, what: str = "x") -> tuple[np.ndarray, AnyFormat]:
     """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64."""
     if fmt is None:
-        codes, f = to_codes(x)
+        codes, f = to_codes(x, what)
     else:
         f = format_of(fmt)
         codes = check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
@@ -257,7 +257,10 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
     if axis is None:
         v2, shape = v.reshape(1, -1), ()
     else:
-        axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        try:
+            axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        except (OverflowError, TypeError, ValueError) as e:  # numpy's AxisError is a ValueError
+            raise ValueError(f"axis {axis!r} is not an axis of an array with {v.ndim} dimensions ({e})") from None
         keep = [d for d in range(v.ndim) if d not in axes]
         shape = tuple(v.shape[d] for d in keep)
         n = int(np.prod([v.shape[d] for d in axes], dtype=np.int64))
@@ -314,7 +317,7 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
     Leading axes broadcast (a batch of dot products); the last axes must have equal length K.
     """
     dst = _check_out(out, exact)
-    (va, fa), (vb, fb) = _values(a, fmt_a, "fmt_a"), _values(b, fmt_b, "fmt_b")
+    (va, fa), (vb, fb) = _values(a, fmt_a, "fmt_a", "a"), _values(b, fmt_b, "fmt_b", "b")
     if va.ndim == 0 or vb.ndim == 0:
         raise ValueError(f"exact_dot takes vectors (or stacks of them); got shapes {va.shape} and {vb.shape}. "
                          "For a scaled sum use exact_sum")
@@ -418,7 +421,7 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     1.0
     """
     dst = _check_out(out, exact)
-    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a"), _values(B, fmt_b, "fmt_b")
+    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A"), _values(B, fmt_b, "fmt_b", "B")
     if va.ndim == 0 or vb.ndim == 0:
         raise ValueError(f"exact_matmul takes arrays of >= 1 dimension; got shapes {va.shape} and {vb.shape}. "
                          "For a scalar multiple use exact_dot or exact_sum")

@@ -406,6 +406,8 @@ def simulate(op: str, *inputs: Any, acc: Any = None, order: Order | None = None,
     >>> float(simulate("dot", a, a, acc="fp32", rounding="ru"))
     1.0000003576278687
     """
+    if not isinstance(op, str):
+        raise TypeError(f"op must be 'sum', 'dot' or 'matmul', got {type(op).__name__}")
     src, shape, K, _fmts, sub_inputs = _sources(op, inputs)
     order = Sequential() if order is None else order
     if not isinstance(order, Order):

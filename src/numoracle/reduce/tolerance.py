@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.convert import cast, decode
+from ..core.parse import read_exact
 from .boundmath import (
     TINY,
     add_up,
@@ -217,12 +218,12 @@ def rtol_atol(b: ErrorBound, *inputs: Any, max_abs: Any = None, kappa: float | N
         ms = [max_abs] if np.ndim(max_abs) == 0 else list(max_abs)
         if b.op != "sum" and len(ms) == 1:
             ms = ms * 2
-        if len(ms) != (1 if b.op == "sum" else 2) or any(not math.isfinite(float(m)) or float(m) < 0 for m in ms):
+        fm = [read_exact(m, "max_abs") for m in ms]
+        if len(ms) != (1 if b.op == "sum" else 2) or any(m < 0 for m in fm):
             raise ValueError(f"max_abs must be {'one' if b.op == 'sum' else 'one or two'} finite non-negative "
                              f"number(s), got {max_abs!r}")
-        fm = [Fraction(float(m)) for m in ms]
         S = b.K * math.prod(fm)
-        a = b.coefficient * S + b.atol_const
+        a = math.inf if math.inf in (b.coefficient, b.atol_const) else b.coefficient * S + b.atol_const
         if b.input_underflow is not None:
             eta, u_in, amp = b.input_underflow
             per = eta if b.op == "sum" else eta * (1 + u_in) * (fm[0] + fm[1]) + eta**2
@@ -234,7 +235,7 @@ def rtol_atol(b: ErrorBound, *inputs: Any, max_abs: Any = None, kappa: float | N
             [f"every input element has |value| <= {', '.join(map(str, ms))}, so sum|t| <= K * "
              f"{' * '.join(map(str, ms))} = {float(S):.6g} (the worst case: no cancellation assumed or needed)",
              *common]))
-    kap = Fraction(1 if kappa is None else float(kappa))
+    kap = Fraction(1) if kappa is None else read_exact(kappa, "kappa")
     if kap < 1:
         raise ValueError(f"kappa = sum|t| / |y| is >= 1 by the triangle inequality, got {kappa}")
     if b.input_underflow is not None or b.block_label is not None:

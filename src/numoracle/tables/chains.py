@@ -54,7 +54,12 @@ def chains_table(executor: Executor | None = None) -> list[dict[str, Any]]:
     batches = [triples[k:k + 256] for k in range(0, len(triples), 256)]
     desc = f"chains.csv ({len(triples)} chains)"
     if executor is None:
-        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
+        from ..conformance.sweeppool import (
+            init_worker,  # workers die with this process (SIGTERM/SIGKILL) and ignore Ctrl-C
+        )
+
+        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, initializer=init_worker,
+                                 initargs=(os.getpid(),)) as ex:
             parts = list(progress(ex.map(_rows, batches), total=len(batches), desc=desc, unit="batch"))
     else:
         parts = list(progress(executor.map(_rows, batches), total=len(batches), desc=desc, unit="batch"))

@@ -15,12 +15,13 @@ explains, or still hold the poison pattern (``poison_like``) somewhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
@@ -99,8 +100,8 @@ class _Problem:
     @staticmethod
     def _native(x: Any) -> tuple[np.ndarray, AnyFormat]:
         if isinstance(x, np.ndarray):
-            return x, to_codes(x)[1]
-        codes, fmt = to_codes(x)
+            return x, to_codes(x, "an input")[1]
+        codes, fmt = to_codes(x, "an input")
         return as_native(codes, fmt), fmt
 
     def expected(self, ofmt: AnyFormat | None) -> np.ndarray:
@@ -125,7 +126,7 @@ class _Problem:
         return sum(terms, Fraction(0))
 
     def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
-        codes, fmt = to_codes(actual)
+        codes, fmt = to_codes(actual, name)
         codes = np.asarray(codes)
         if codes.shape != tuple(self.shape):
             raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
@@ -259,8 +260,10 @@ def _order_worst(j: _Judged, k: int) -> np.ndarray:
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
            allow_outliers: int, confidence: float, fma: bool, rounding: Any, show: int, ftz: bool = False,
            daz: bool = False) -> CloseReport:
-    if int(allow_outliers) != allow_outliers or allow_outliers < 0:
-        raise ValueError(f"allow_outliers must be a count >= 0, got {allow_outliers!r}")
+    check_int(allow_outliers, "allow_outliers", 0)
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a string ('worst' or 'probabilistic'), got {type(kind).__name__}")
+    check_int(show, "show", 0)
     if daz:
         raise ValueError("daz=True (subnormal inputs read as zero) is not modelled by the bounds; flush the inputs "
                          "yourself (the check then compares against their exact result), or pass daz=False")
@@ -398,6 +401,7 @@ class RunComparison:
     bound: ErrorBound | None
     max_ratio: float
     out_format: AnyFormat
+    identified: dict[str, Any] = field(default_factory=dict)  # run name -> the order reproducing it, or None
 
     def __str__(self) -> str:
         v, n = self.verdict, self.n_elements
@@ -424,6 +428,12 @@ class RunComparison:
             lines.append("worst elements outside the bound:")
             lines += element_table([e for _, e in self.unexplained], self.out_format, "run index",
                                    [r for r, _ in self.unexplained])
+        if self.identified:
+            found = {r: o for r, o in self.identified.items() if o is not None}
+            lines.append("identified: " + ", ".join(f"{r} = {o!r}" if o is not None else f"{r}: no model tried "
+                                                    "reproduces it" for r, o in self.identified.items())
+                         + (": the runs are the same arithmetic in two orders (reordering)"
+                            if len(found) == len(self.identified) and v != "UNEXPLAINED" else ""))
         if self.bound is not None:
             if self.bound.vacuous and v in ("REORDERING", "UNEXPLAINED"):
                 lines.append("WARNING: " + vacuous_text(self.bound) + "; REORDERING says little here")
@@ -434,7 +444,8 @@ class RunComparison:
 
 def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32, orders: Any = None,
                  kind: str = "worst", out: Any = None, axis: int = -1, confidence: float = 0.999, fma: bool = True,
-                 rounding: Any = "rne", pattern: int | None = None, show: int = 10) -> RunComparison:
+                 rounding: Any = "rne", pattern: int | None = None, show: int = 10,
+                 identify: Any = True) -> RunComparison:
     """Compare two runs of a kernel computing ``op`` ("sum", "dot", "matmul") on ``inputs``.
 
     Verdicts (in this priority):
@@ -452,6 +463,11 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
     ``orders``: None (= "any"), or a list of orders (strings or ``numoracle.orders`` objects); an element
     is explained when it lies within the largest of their bounds. acc, kind, out, fma, rounding: as in
     :func:`check_matmul_close`; axis: for op="sum".
+
+    ``identify``: when the runs differ, name the order of each run (:func:`numoracle.identify_order`,
+    the guided search; or a list of candidate orders; False: skip): ``.identified`` maps "run_a" / "run_b"
+    to the order that reproduces that run bit for bit (its first 64 output rows), or None. It explains,
+    and never changes the verdict.
     """
     op = str(op).lower()
     if op not in ("sum", "dot", "matmul"):
@@ -496,5 +512,9 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
         bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
     bad.sort(key=lambda t: -t[0])
     verdict = "UNEXPLAINED" if n_bad else "REORDERING"
+    from ..reduce.identify import identify_runs
+
+    found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
-                         max_ratio=mr, **base)
+                         max_ratio=mr, identified=found, **base)
+

@@ -28,24 +28,24 @@ array, meta, update=...)`` is the check the pytest plugin's ``golden`` fixture r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import AnyFormat, Format, IntFormat, format_of
 from ..core.interop import as_native, is_torch, native_dtype, to_codes
 from ..core.text import hex_width
+from .goldenfiles import atomic_write, check_header, file_path, load_header, normalize_meta, write_target
 
 __all__ = ["Golden", "GoldenDiff", "DiffRow", "GoldenError", "write_golden", "read_golden", "compare_golden",
            "assert_golden", "golden_codes", "normalize_meta", "encode_golden", "decode_golden", "GOLDEN_SUFFIX",
@@ -133,43 +133,6 @@ def golden_codes(array: Any, fmt: Any = None) -> tuple[np.ndarray, AnyFormat]:
     return np.array(codes, dtype=f.code_dtype, order="C"), f
 
 
-def _check_json(x: Any, where: str, path: list[int]) -> None:
-    if x is None or isinstance(x, (bool, int, str)):
-        return
-    if isinstance(x, float):
-        if x != x or x in (float("inf"), float("-inf")):
-            raise ValueError(f"meta{where} is {x!r}; JSON has no NaN/inf: store it as a string ({str(x)!r})")
-        return
-    if isinstance(x, (dict, list, tuple)):
-        if id(x) in path:
-            raise ValueError(f"meta{where} contains itself; golden meta must be a tree of JSON values")
-        path.append(id(x))
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if not isinstance(k, str):
-                    raise TypeError(f"meta{where} has the key {k!r} ({type(k).__name__}); JSON keys are strings: "
-                                    f"use {str(k)!r}")
-                _check_json(v, f"{where}[{k!r}]", path)
-        else:
-            for i, v in enumerate(x):
-                _check_json(v, f"{where}[{i}]", path)
-        path.pop()
-        return
-    raise TypeError(f"meta{where} is a {type(x).__module__}.{type(x).__qualname__} ({x!r:.60}); golden meta holds "
-                    "JSON values only (dict with str keys, list, str, int, finite float, bool, None): convert it, "
-                    "e.g. fmt.name, str(rounding), float(x), arr.tolist()")
-
-
-def normalize_meta(meta: Any) -> dict[str, Any]:
-    """``meta`` checked to be a JSON object and normalised as it reads back (tuples become lists)."""
-    if meta is None:
-        return {}
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict (a JSON object) or None, got {type(meta).__name__}")
-    _check_json(meta, "", [])
-    return json.loads(json.dumps(meta, allow_nan=False, sort_keys=True))
-
-
 def _spec(fmt: AnyFormat) -> dict[str, Any]:
     if isinstance(fmt, IntFormat):
         return {"kind": "int", "bits": fmt.bits, "signed": fmt.signed}
@@ -201,7 +164,7 @@ def _format_from(spec: Any, name: Any, src: str) -> AnyFormat:
         raise GoldenError(f"{src}: the header's format fields are damaged ({name!r}, {spec!r}); {_REGEN}")
     try:
         if spec["kind"] == "int":
-            built: AnyFormat = IntFormat(int(spec["bits"]), bool(spec["signed"]))
+            built: AnyFormat = IntFormat(spec["bits"], spec["signed"])  # types checked by check_header
         else:
             built = Format(name, *(spec[k] for k in _SPEC_KEYS))
     except (KeyError, TypeError, ValueError) as e:
@@ -231,12 +194,13 @@ def decode_golden(data: bytes, source: str = "<bytes>") -> Golden:
     if end < 0:
         raise GoldenError(f"{source}: truncated inside the header (no end of line after it); {_REGEN}")
     try:
-        header = json.loads(data[nl + 1:end].decode("ascii"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = load_header(data[nl + 1:end].decode("ascii"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise GoldenError(f"{source}: the header is not valid JSON ({e}): the file was edited or damaged; "
                           f"{_REGEN}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("nbytes"), int) or header["nbytes"] < 0:
-        raise GoldenError(f"{source}: the header has no valid payload length (nbytes); {_REGEN}")
+    problem = check_header(header)  # every field by type and range, before any is used
+    if problem is not None:
+        raise GoldenError(f"{source}: invalid header: {problem}; {_REGEN}")
     want = end + 1 + header["nbytes"] + _TRAILER_LEN
     if len(data) < want:
         raise GoldenError(f"{source}: truncated: the header announces {header['nbytes']} payload bytes, so the file "
@@ -273,38 +237,6 @@ def decode_golden(data: bytes, source: str = "<bytes>") -> Golden:
     return Golden(codes, fmt, meta)
 
 
-def _file_mode(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX; not on Windows)
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
 def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] | None = None, *,
                  fmt: Any = None) -> Path:
     """Write ``array`` (its codes, format and shape) and ``meta`` to a golden file, atomically; return the path.
@@ -316,8 +248,8 @@ def write_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any] 
     """
     codes, f = golden_codes(array, fmt)
     data = encode_golden(codes, f, normalize_meta(meta))
-    p = Path(path)
-    _atomic_write(p, data)
+    p = file_path(path)
+    atomic_write(write_target(p), data)  # through a symlink: its target is replaced, the link stays
     return p
 
 
@@ -328,13 +260,16 @@ def read_golden(path: str | os.PathLike[str], *, expect_format: Any = None,
     Raises GoldenError when the file is not a golden file, is truncated or edited (checksum), or holds
     another format or shape than ``expect_format`` / ``expect_shape``; FileNotFoundError when it is missing.
     """
-    p = Path(path)
+    p = file_path(path)
     g = decode_golden(p.read_bytes(), str(p))
     g = Golden(g.codes, g.format, g.meta, p)
     if expect_format is not None and format_of(expect_format) != g.format:
         raise GoldenError(f"{p}: holds {g.format.name} codes, but {format_of(expect_format).name} was expected; "
                           "regenerate the golden if the format changed on purpose")
-    if expect_shape is not None and tuple(int(n) for n in expect_shape) != g.shape:
+    if expect_shape is not None and not (isinstance(expect_shape, (tuple, list))
+                                         and all(isinstance(n, int) and not isinstance(n, bool) for n in expect_shape)):
+        raise TypeError(f"expect_shape must be a tuple of ints, got {expect_shape!r:.40}")
+    if expect_shape is not None and tuple(expect_shape) != g.shape:
         raise GoldenError(f"{p}: holds shape {g.shape}, but {tuple(expect_shape)} was expected; regenerate the "
                           "golden if the shape changed on purpose")
     return g
@@ -457,9 +392,10 @@ def compare_golden(golden: Golden, array: Any, *, fmt: Any = None, meta: dict[st
     and any NaN where the golden holds a NaN. ``meta``: when given, must equal the golden's meta (as JSON):
     a changed policy or seed is a mismatch even when the codes agree. ``show``: rows per table.
     """
-    if int(max_ulps) != max_ulps or max_ulps < 0:
-        raise ValueError(f"max_ulps must be a count >= 0, got {max_ulps!r}")
-    max_ulps = int(max_ulps)
+    if not isinstance(golden, Golden):
+        raise TypeError(f"golden must be a Golden (from read_golden), got {type(golden).__name__}")
+    max_ulps = check_int(max_ulps, "max_ulps", 0, 2**62)
+    check_int(show, "show", 0)
     codes, f = golden_codes(array, fmt)
     label = name if name is not None else (str(golden.path) if golden.path is not None else "<golden>")
     g = golden.format
@@ -536,7 +472,7 @@ def assert_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any]
             if old is not None and old == Golden(codes, f, m):
                 return "unchanged"
         existed = p.exists()
-        _atomic_write(p, encode_golden(codes, f, m))
+        atomic_write(p, encode_golden(codes, f, m))
         return "updated" if existed else "created"
     if not p.exists():
         raise NumoracleAssertionError(f"golden {label} does not exist ({p}); {hint}")

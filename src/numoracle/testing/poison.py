@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_int
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes, torch_dtype_format
 
@@ -54,7 +55,7 @@ def poison_like(array: Any, pattern: int | None = None) -> Any:
     dtype's width). numpy and ml_dtypes arrays, and torch tensors (torch is imported only for those).
     """
     fmt = _fmt_of(array)
-    code = poison_code(fmt) if pattern is None else int(pattern)
+    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern")
     if not 0 <= code < (1 << fmt.bits):
         raise ValueError(f"pattern {pattern!r} does not fit the {fmt.bits} bits of {fmt.name}")
     if is_torch(array):
@@ -72,7 +73,7 @@ def poison_like(array: Any, pattern: int | None = None) -> Any:
 def poison_mask(array: Any, pattern: int | None = None) -> np.ndarray:
     """Where ``array`` holds the poison code (bitwise), as a numpy bool array."""
     codes, fmt = to_codes(array)
-    code = poison_code(fmt) if pattern is None else int(pattern)
+    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern", 0, (1 << fmt.bits) - 1)
     return np.asarray(codes).astype(np.uint64) == np.uint64(code)
 
 

@@ -2,8 +2,10 @@
 ``sweep``, ``plot``, ``tables``.
 
 Every number printed is exact: integers and short decimals as they are, other dyadic values
-as ``m*2^e`` (or ``2^e``) with an approximation after ``≈``. User errors (an unknown format, a
-bad policy, a value that cannot be parsed) print one line to stderr and exit with status 2.
+as ``m*2^e`` (or ``2^e``) with an approximation after ``≈``. Exit status: 0 done; 1 the command's
+verdict failed (``sweep``); 2 a user error (an unknown format, a bad policy, a value that cannot be
+parsed, a missing optional dependency), one line on stderr; 3 an internal error, one line asking for
+a report; 130 interrupted (Ctrl-C). Never a traceback.
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import cast
+from ..core.errors import ParseError
 from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
-from ..core.policy import Flags, Rounding, resolve_policy
+from ..core.parse import RANGE_EXP, STAND_IN_EXP, Number, parse_number
+from ..core.policy import Flags, Policy, Rounding, resolve_policy
+from ..core.twins.exact import round_value
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
+from .identify import add_identify_parsers
 from .info import add_info_parsers
 from .plot import add_plot_parsers
 from .sweep import add_sweep_parsers
@@ -48,34 +54,19 @@ def _flag_names(f: int) -> list[str]:
 
 
 # ---- parsing VALUE -------------------------------------------------------------------------
-_NUM = re.compile(r"^[+-]?(\d[\d_]*\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?\d+\s*/\s*\d+$")
-
-
-def _parse_value(text: str) -> tuple[Fraction | float, bool]:
-    """VALUE -> (exact value or float inf/nan, negative sign) for decimals, fractions, hex floats."""
+def _parse_value(text: str) -> Number:
+    """VALUE -> its exact Number (decimals, fractions, hex floats, inf, nan: parse.parse_number)."""
     t = text.strip().lower()
-    neg = t.startswith("-")
     body = t.lstrip("+-")
-    if body in ("inf", "infinity", "nan"):
-        return (math.nan if body == "nan" else (-math.inf if neg else math.inf)), neg
-    if body.startswith("0x"):
-        if "p" not in body:
-            raise CliError(f"{text!r} looks like a code: give its format with --from (e.g. {text} --from fp16), "
-                           "or write a hex float with an exponent (0x1.8p3)")
-        try:
-            return Fraction(float.fromhex(t)), neg
-        except (ValueError, OverflowError):
-            raise CliError(f"cannot parse hex float {text!r}") from None
+    if body.startswith("0x") and "p" not in body:
+        raise CliError(f"{text!r} looks like a code: give its format with --from (e.g. {text} --from fp16), "
+                       "or write a hex float with an exponent (0x1.8p3)")
     if body.startswith(("0b", "0o")):
         raise CliError(f"{text!r} looks like a code: give its format with --from")
-    if not _NUM.match(t):
-        raise CliError(f"cannot parse {text!r}: give a decimal (65519, 1e9, -0.5), a fraction (1/3), "
-                       "inf, nan, a hex float (0x1.8p3), or a code with --from (0x7bff --from fp16)")
     try:
-        v = Fraction(t.replace(" ", ""))
-    except (ValueError, ZeroDivisionError) as e:
-        raise CliError(f"cannot parse {text!r}: {e}") from None
-    return v, neg
+        return parse_number(text, "VALUE")
+    except ParseError as e:
+        raise CliError(f"{e}, or a code with --from (0x7bff --from fp16)") from None
 
 
 def _is_code_literal(text: str) -> bool:
@@ -105,7 +96,7 @@ def _rto_fp64(x: Fraction) -> float:
     try:
         f = float(x)  # correctly rounded (nearest); one of the two neighbours
     except OverflowError:
-        f = math.inf
+        f = math.inf if x > 0 else -math.inf
     if math.isinf(f):
         return math.copysign(sys.float_info.max, f)  # all-ones significand: odd
     g = math.nextafter(f, math.inf if Fraction(f) < x else -math.inf)
@@ -114,13 +105,18 @@ def _rto_fp64(x: Fraction) -> float:
 
 @dataclass
 class _Input:
-    """What ``cast`` converts: ``code`` of ``src``, standing for the exact input ``value``."""
+    """What ``cast`` converts: ``code`` of ``src``, standing for the exact input ``value``.
 
-    code: int
-    src: AnyFormat
-    value: Fraction | float  # exact input (float only for inf / nan)
+    ``code`` is None when no code of a format numoracle carries stands for the value: the exact
+    reference (``exact.round_value``) then rounds ``value`` itself (for values beyond the reader's
+    range, ``parse.Number.rounding_value``'s stand-in).
+    """
+
+    code: int | None
+    src: AnyFormat | None
+    value: Fraction | float  # exact input (float only for inf / nan), or the stand-in of a huge / tiny value
     proxy: bool = False  # code is a round-to-odd stand-in that rounds exactly as value does
-    rounded: bool = False  # code is value rounded to FP64: results are those of the FP64 value
+    shown: str | None = None  # how to show the value when it is a stand-in
     notes: list[str] = field(default_factory=list)
 
 
@@ -138,44 +134,57 @@ def _source(args: argparse.Namespace, dst: AnyFormat) -> _Input:
                 raise CliError(f"code {text} is out of range for {src.name} ({src.bits} bits: "
                                f"0..{_hex((1 << src.bits) - 1, src)})")
         else:
-            v, neg = _parse_value(text)
+            n = _parse_value(text)
             try:
-                code = _code_of(src, -0.0 if (v == 0 and neg) else v)
+                if not n.exact:
+                    raise ValueError(text)
+                code = _code_of(src, n.rounding_value())
             except (ValueError, OverflowError):
                 raise CliError(f"{text} is not a value of {src.name}; give one it represents exactly, "
                                f"or a code (0x...), or leave out --from to round {text} itself") from None
         return _Input(code, src, _value_of(code, src))
-    v, neg = _parse_value(text)
+    n = _parse_value(text)
+    v = n.rounding_value()
     if isinstance(v, float):
-        return _Input(_fp64_code(v), FP64, v)
-    if v == 0:
-        return _Input(_fp64_code(-0.0 if neg else 0.0), FP64, v)
-    try:
-        f = float(v)
-    except OverflowError:
-        f = math.copysign(math.inf, v)
-    if math.isfinite(f) and Fraction(f) == v:
-        return _Input(_fp64_code(f), FP64, v)
-    if v.denominator == 1 and -(2**63) <= v < 2**64:
-        return _Input(int(v) & (2**64 - 1), INT64 if v < 2**63 else UINT64, v)
+        return _Input(_fp64_code(v), FP64, Fraction(0) if v == 0 else v)
+    shown = None if n.exact else f"{'-' if n.negative else ''}beyond 2^{'-' if n.kind == 'tiny' else ''}{RANGE_EXP}"
+    if n.exact:
+        f = float(v) if abs(v) < 2**1024 else math.inf
+        if math.isfinite(f) and Fraction(f) == v:
+            return _Input(_fp64_code(f), FP64, v)
+        if v.denominator == 1 and -(2**63) <= v < 2**64:
+            return _Input(int(v) & (2**64 - 1), INT64 if v < 2**63 else UINT64, v)
     if _rto_proxy_ok(dst, v):
         p = _rto_fp64(v)
         note = (f"{text} is not exact in FP64; it is cast through its FP64 round-to-odd neighbour {p!r} "
                 f"({_hex(_fp64_code(p), FP64)}), which rounds to {dst.name} exactly as {text} does "
                 "(same result, flags and neighbours in every mode)")
-        return _Input(_fp64_code(p), FP64, v, proxy=True, notes=[note])
-    note = (f"{text} is not exact in FP64 and no exact stand-in exists for {dst.name}: it was rounded to "
-            f"FP64 first ({f!r}); the result, flags and neighbours are those of {f!r} and may differ "
-            f"from {text}'s (double rounding)")
-    return _Input(_fp64_code(f), FP64, v, rounded=True, notes=[note])
+        return _Input(_fp64_code(p), FP64, v, proxy=True, shown=shown, notes=[note])
+    note = (f"{text} is not exact in FP64 and no FP64 stand-in rounds to {dst.name} as it does: the exact "
+            "reference (exact.round_value) rounds the value itself")
+    if not n.exact:
+        note += f" (through +-2^+-{STAND_IN_EXP}, which every format rounds as it rounds {text})"
+    return _Input(None, None, v, shown=shown, notes=[note])
+
+
+def _round_input(inp: _Input, dst: AnyFormat, pol: Policy) -> tuple[int, int]:
+    """(code, flags) of the input rounded to ``dst`` under ``pol``."""
+    if inp.code is None:
+        c, f = round_value(inp.value, dst, rounding=pol.rounding, overflow=pol.overflow, nan_to=pol.nan_to,
+                           ftz=pol.ftz, tininess=pol.tininess, flags=True)
+        return int(c), int(f)
+    out, fl = cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=pol.rounding,
+                   overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, tininess=pol.tininess,
+                   flags=True)
+    return int(out[0]), int(fl[0])
 
 
 # ---- subcommands ---------------------------------------------------------------------------
 def _neighbour(inp: _Input, dst: AnyFormat, mode: str, daz: bool) -> dict[str, str] | None:
     """The representable value next to the input on one side (``rd``: below, ``ru``: above), or None."""
-    c = int(cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=mode, daz=daz)[0])
+    c, _ = _round_input(inp, dst, resolve_policy(dst, mode, daz=daz))
     v = _value_of(c, dst)
-    x = _value_of(inp.code, inp.src) if inp.rounded else inp.value
+    x = inp.value
     if isinstance(v, float) and math.isnan(v) or (mode == "rd" and v > x) or (mode == "ru" and v < x):
         return None  # nothing on that side: beyond max finite (saturated or NaN), or below E8M0's least
     return {"code": _hex(c, dst), "value": _show_value(v, dst, c)}
@@ -188,19 +197,17 @@ def _cmd_cast(args: argparse.Namespace) -> str:
                        "rounding='sr', sr_bits=..., random_bits=...) from Python")
     pol = resolve_policy(dst, args.rounding, args.overflow, args.nan_to, args.ftz, args.daz, tininess=args.tininess)
     inp = _source(args, dst)
-    out, fl = cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=pol.rounding,
-                   overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, tininess=pol.tininess,
-                   flags=True)
-    c, flags = int(out[0]), int(fl[0])
+    c, flags = _round_input(inp, dst, pol)
     res = _value_of(c, dst)
     xnan = isinstance(inp.value, float) and math.isnan(inp.value)
     below = None if xnan else _neighbour(inp, dst, "rd", pol.daz)
     above = None if xnan else _neighbour(inp, dst, "ru", pol.daz)
-    how = "round-to-odd stand-in" if inp.proxy else "rounded to fp64" if inp.rounded else "exact"
+    how = "round-to-odd stand-in" if inp.proxy else "exact reference" if inp.code is None else "exact"
+    src = None if inp.src is None else {"format": inp.src.name, "code": _hex(inp.code, inp.src)}
     info: dict[str, Any] = {
         "input": args.value.strip(),
-        "value": _show_value(inp.value, inp.src, None if (inp.proxy or inp.rounded) else inp.code),
-        "source": {"format": inp.src.name, "code": _hex(inp.code, inp.src), "how": how},
+        "value": inp.shown or _show_value(inp.value, inp.src, None if (inp.proxy or inp.code is None) else inp.code),
+        "source": {**(src or {"format": None, "code": None}), "how": how},
         "dst": dst.name,
         "policy": {"rounding": pol.rounding.value, "overflow": pol.overflow.value,
                    "nan_to": pol.nan_to.value if pol.nan_to else None, "ftz": pol.ftz, "daz": pol.daz,
@@ -208,7 +215,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         "code": _hex(c, dst),
         "result": _show_value(res, dst, c),
         "flags": _flag_names(flags),
-        "exact": not xnan and res == inp.value,
+        "exact": not xnan and inp.shown is None and res == inp.value,
         "below": below,
         "above": above,
         "notes": inp.notes,
@@ -216,20 +223,24 @@ def _cmd_cast(args: argparse.Namespace) -> str:
     if args.json:
         return json.dumps(info, indent=2)
     none = "none (NaN)" if xnan else "none (no value of the format on this side)"
+    where = f"as {inp.src.name} {info['source']['code']} ({how})" if src else f"({how})"
     rows = [
         ["code", info["code"]],
         ["value", info["result"]],
         ["flags", "|".join(info["flags"]) or "none"],
         ["below", f"{below['code']}  {below['value']}" if below else none],
         ["above", f"{above['code']}  {above['value']}" if above else none],
-        ["input", f"{info['value']}  as {inp.src.name} {info['source']['code']} ({how})"],
+        ["input", f"{info['value']}  {where}"],
     ]
     head = f"{info['input']} -> {dst.name}  ({pol})" + ("  [exactly representable]" if info["exact"] else "")
     return "\n".join([head, table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in inp.notes]])
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
-    paths = write_tables(args.out, args.only.split(",") if args.only else None)
+    only = None if args.only is None else [n.strip() for n in args.only.split(",")]
+    if only is not None and not all(only):
+        raise CliError(f"--only {args.only!r} has an empty entry; name tables: formats, chains, bounds, boundary")
+    paths = write_tables(args.out, only)
     written = [(p, len(p.read_text().splitlines()) - 1) for p in paths]
     if args.json:
         return json.dumps({"written": [{"path": str(p), "rows": n} for p, n in written]}, indent=2)
@@ -239,6 +250,9 @@ def _cmd_tables(args: argparse.Namespace) -> str:
 def _cmd_boundary(args: argparse.Namespace) -> str:
     from ..conformance.boundary import boundary_values
 
+    if Rounding.of(args.rounding) is Rounding.STOCHASTIC:
+        raise CliError(f"boundary --rounding takes one of {', '.join(_MODES)}; for 'sr' (which needs sr_bits) use "
+                       "numoracle.boundary_values(src, dst, rounding='sr') from Python")
     via = tuple(v for v in (args.via or "").split(",") if v)
     bv = boundary_values(args.src, args.dst, via=via, rounding=args.rounding, overflow=args.overflow)
     if args.json:
@@ -255,8 +269,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="numoracle", description="Exact oracle for low-precision number formats. Exit status: 0 "
-                "done, 1 a verdict that fails (chain --check, sweep), 2 a usage error (docs/cli.md).")
+    p = _Parser(prog="numoracle", description="Exact oracle for low-precision number formats.",
+                epilog="Exit status: 0 done; 1 the command's verdict failed (sweep: unexplained mismatches or "
+                "converter faults; chain --check: the chain differs); 2 usage error (one line on stderr); 3 "
+                "internal error (a bug: please report it); 130 interrupted. docs/cli.md has every subcommand.")
     p.add_argument("--version", action="version", version=f"numoracle {_version()}",
                    help="print the version and exit")
     p.set_defaults(run=lambda args: p.format_help().rstrip())  # bare `numoracle`: the help, exit 0
@@ -289,6 +305,7 @@ def _parser() -> argparse.ArgumentParser:
     bd.set_defaults(run=_cmd_boundary)
     add_sweep_parsers(sub)
     add_plot_parsers(sub)
+    add_identify_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")
@@ -305,8 +322,23 @@ def _version() -> str:
 _NEG_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
+EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
+_PIP = {"torch": "torch", "matplotlib": "numoracle[plot]", "distributed": "numoracle[dask]",
+        "ml_dtypes": "ml_dtypes", "mpmath": "mpmath"}
+
+
+def _error(msg: str) -> None:
+    print(f"numoracle: {msg}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error)."""
+    """Run the command line; returns the exit status.
+
+    0: done. 1: the command's verdict failed (``sweep``: unexplained mismatches or converter faults).
+    2: a usage error (bad argument, unknown format, missing optional dependency): one line on stderr.
+    3: an internal error (a numoracle bug): one line on stderr asking for a report. 130: interrupted
+    (Ctrl-C). Never a traceback.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     # argparse takes "-1e9" or "-inf" for an option; a leading space makes it a value (stripped later)
     argv = [f" {a}" if _NEG_VALUE.match(a) else a for a in argv]
@@ -317,11 +349,26 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(text, tuple):  # (text, exit status): a command whose verdict is its status (sweep)
             text, status = text
     except SystemExit as e:  # --help
-        return int(e.code or 0)
-    except (ValueError, TypeError, OSError) as e:
+        return int(e.code or 0) if isinstance(e.code, (int, type(None))) else EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except ImportError as e:  # an optional dependency that is not installed
+        name = (e.name or "").split(".")[0]
+        _error(f"error: {name or e} is not installed; pip install {_PIP.get(name, name)}")
+        return EXIT_USAGE
+    except (ValueError, TypeError, OSError, OverflowError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"numoracle: error: {msg}", file=sys.stderr)
-        return 2
+        _error(f"error: {msg}")
+        return EXIT_USAGE
+    except MemoryError:
+        _error("error: the request needs more memory than this machine has; ask for less")
+        return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - a bug: one line, not a traceback
+        msg = str(e).splitlines()[0] if str(e) else ""
+        _error(f"internal error: {type(e).__name__}{': ' + msg if msg else ''} (a numoracle bug: please report it "
+               "with the command line)")
+        return EXIT_INTERNAL
     try:
         print(text)
     except BrokenPipeError:  # `numoracle ... | head`: the reader left; not an error

@@ -1,0 +1,60 @@
+"""identify_order on recorded H200 runs: the time to name the order of one cuBLAS matmul and of one reduction.
+
+Run: python benches/bench_identify.py [--dir tests/data/h200] [--suffix _subset] [--rows N]
+The defaults read the small recordings the tests use (4 x 8 matmul outputs, 8 sums); point ``--dir`` at full
+recordings (e.g. ones ``numoracle.testing.record`` wrote, 128 x 128 outputs) with ``--suffix ''`` for a whole run.
+Cases: cuBLAS ``torch.mm`` fp16, K = 4096 (the guided search goes through units, splits and combines:
+the slowest case that succeeds), cuBLAS bf16 at K = 1024 (found at the first stage), the fp16 run with the
+last bit of every output flipped (no model reproduces it: the whole search), torch's bf16 row sums (16384 long).
+Target: identifying one cuBLAS run in under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from numoracle.reduce.identify import identify_order
+from numoracle.reduce.identifyreport import order_name
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=str(ROOT / "tests" / "data" / "h200"))
+    ap.add_argument("--suffix", default="_subset")
+    ap.add_argument("--rows", type=int, default=None, help="use only the first N output rows")
+    args = ap.parse_args()
+    d = Path(args.dir)
+    mm = np.load(d / f"mm_2{args.suffix}.npz")
+    red = np.load(d / f"red_3_bfloat16{args.suffix}.npz")
+    rows = None if args.rows is None else np.arange(args.rows)
+    cases = []
+    for fmt, dt, shape in (("fp16", np.float16, "128x4096x128"), ("bf16", ml_dtypes.bfloat16, "512x1024x512")):
+        tag = f"{fmt}_{shape}_cancel"
+        a, b = mm[f"{tag}__A"].view(dt), mm[f"{tag}__B"].view(dt)
+        cases.append((f"cuBLAS torch.mm {fmt} {shape}", lambda a=a, b=b, y=mm[f"{tag}__torch_mm_out_fp32"]:
+                      identify_order(y, "matmul", a, b, rows=None if rows is None else rows[:a.shape[0]])))
+    tag = "fp16_128x4096x128_cancel"
+    a, b = mm[f"{tag}__A"].view(np.float16), mm[f"{tag}__B"].view(np.float16)
+    flipped = (mm[f"{tag}__torch_mm_out_fp32"].view(np.uint32) ^ np.uint32(1)).view(np.float32)
+    cases.append(("no model: cuBLAS fp16 K=4096, last bits flipped", lambda: identify_order(flipped, "matmul", a, b)))
+    x = red["64x16384__X"].view(ml_dtypes.bfloat16)
+    cases.append(("torch X.sum(dim=-1) bf16 rows of 16384", lambda: identify_order(
+        red["64x16384__sum_rows_fp32"], "sum", x, outputs=64)))
+    print(f"{'case':<42} {'outputs':>8} {'sims':>5} {'seconds':>8}  found")
+    for name, fn in cases:
+        t0 = time.perf_counter()
+        rep = fn()
+        dt_s = time.perf_counter() - t0
+        found = order_name(rep.order)[:80] if rep.order is not None else "none: " + rep.headline()[:60]
+        print(f"{name:<42} {rep.winner.total if rep.winner else 0:>8} {rep.simulations:>5} {dt_s:>8.2f}  {found}")
+
+
+if __name__ == "__main__":
+    main()

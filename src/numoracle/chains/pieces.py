@@ -1,0 +1,159 @@
+"""Pieces of a cast chain's source line: where each hop is constant or monotone (docs/chains.md).
+
+A hop ``h: A -> B`` (deterministic rounding, no wrapping) does one of a few things to a non-NaN
+input ``y``, and which one depends only on where ``y`` lies in A's key order. Its *rank*:
+
+====  =========================================================  ===============================
+rank  inputs                                                     h on them
+====  =========================================================  ===============================
+0     -inf                                                       one point: constant
+1     negative finite values whose result is *invalid*           constant (the canonical NaN, or
+      (NaN, or the ``nan_to`` substitute): overflow under        the ``nan_to`` code)
+      ``nan``, anything negative into an unsigned float format
+2     the other negative finite values                           non-decreasing, never NaN
+3     -0                                                         one point: constant
+4     +0                                                         one point: constant
+5     positive finite values with a valid result                 non-decreasing, never NaN
+6     positive finite values whose result is invalid (overflow)  constant
+7     +inf                                                       one point: constant
+====  =========================================================  ===============================
+
+Invalid results sit at the far end of each half (overflow thresholds; an unsigned destination
+makes every negative input invalid), so the rank is non-decreasing in A's key. Hence, on a
+source interval where the chain's prefix up to A is non-decreasing and never NaN, the inputs of
+each rank form a sub-interval, found by binary search; on it the prefix through ``h`` is
+constant (ranks 0, 1, 3, 4, 6, 7) or again non-decreasing and never NaN (ranks 2, 5). NaN inputs
+never reach a hop inside a monotone piece, and on a constant piece every later hop is constant.
+Refining hop by hop, and once more by the direct cast's rank of the source, cuts each half of
+the source's nonzero finite values into pieces on which the chain is constant or monotone and
+the direct cast is constant or monotone: exactly what the cell proof needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.codekeys import (
+    NEG_FINITE,
+    NEG_INF,
+    NEG_ZERO,
+    POS_FINITE,
+    POS_INF,
+    POS_ZERO,
+    binades,
+    from_key,
+    is_nan,
+    key_place,
+    to_key,
+)
+from ..core.convert import cast_codes
+from ..core.formats import AnyFormat
+from ..core.policy import Flags, Policy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .prove import ChainSpec
+
+__all__ = ["Piece", "chain_pieces", "hop_rank", "CONSTANT_RANKS", "first_true", "midpoint"]
+
+CONSTANT_RANKS = frozenset({0, 1, 3, 4, 6, 7})
+_RANK_OF_PLACE = {NEG_INF: 0, NEG_ZERO: 3, POS_ZERO: 4, POS_INF: 7}
+
+Piece = tuple[int, int, bool]  # (lo_key, hi_key, chain constant on it)
+
+
+def midpoint(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """floor((left + right) / 2) of int64 keys without overflow (keys span up to 2^64 - 1)."""
+    return (left >> 1) + (right >> 1) + (left & right & 1)
+
+
+def first_true(lo: np.ndarray, hi: np.ndarray, pred) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest key x in [lo, hi] with pred(x) (pred monotone False..True). Returns (x, found)."""
+    found = pred(hi, np.arange(hi.size))
+    left, right = lo.copy(), hi.copy()
+    act = np.flatnonzero(found & (left < right))
+    while act.size:
+        mid = midpoint(left[act], right[act])
+        p = pred(mid, act)
+        right[act] = np.where(p, mid, right[act])
+        left[act] = np.where(p, left[act], mid + 1)
+        act = act[left[act] < right[act]]
+    return left, found
+
+
+def hop_rank(codes: np.ndarray, a: AnyFormat, b: AnyFormat, pol: Policy) -> np.ndarray:
+    """Rank (0..7, module docstring) of non-NaN codes of ``a`` as inputs of the hop a -> b."""
+    codes = np.asarray(codes).astype(a.code_dtype)
+    out, fl = cast_codes(codes, a, b, pol, flags=True)
+    invalid = is_nan(out, b) | ((fl & np.uint8(Flags.INVALID)) != 0)
+    place = key_place(to_key(codes, a), a)
+    rank = np.full(codes.shape, -1, np.int8)
+    for p, r in _RANK_OF_PLACE.items():
+        rank[place == p] = r
+    rank[place == NEG_FINITE] = np.where(invalid[place == NEG_FINITE], 1, 2)
+    rank[place == POS_FINITE] = np.where(invalid[place == POS_FINITE], 6, 5)
+    return rank
+
+
+def _split(keys_lo: np.ndarray, keys_hi: np.ndarray, rank_of) -> list[tuple[int, int, int]]:
+    """Cut intervals [keys_lo[i], keys_hi[i]] where the (non-decreasing) rank changes: (lo, hi, rank)."""
+    r_lo, r_hi = rank_of(keys_lo), rank_of(keys_hi)
+    if np.any(r_lo > r_hi):
+        raise RuntimeError("internal error: a hop's rank decreases along a monotone piece; please report it")
+    t_i = np.repeat(np.arange(keys_lo.size), (r_hi - r_lo).astype(np.int64))
+    t_r = np.concatenate([np.arange(a + 1, b + 1) for a, b in zip(r_lo, r_hi)] or [np.zeros(0, np.int64)])
+    starts, _ = first_true(keys_lo[t_i], keys_hi[t_i], lambda x, idx: rank_of(x) >= t_r[idx])
+    out: list[tuple[int, int, int]] = []
+    for i in range(keys_lo.size):
+        sel = t_i == i
+        b_starts = np.concatenate([[keys_lo[i]], starts[sel]])
+        b_ranks = np.concatenate([[r_lo[i]], t_r[sel]])
+        for n in range(b_starts.size):
+            end = b_starts[n + 1] - 1 if n + 1 < b_starts.size else keys_hi[i]
+            if b_starts[n] <= end:
+                out.append((int(b_starts[n]), int(end), int(b_ranks[n])))
+    lo = np.array([p[0] for p in out], np.int64)
+    hi = np.array([p[1] for p in out], np.int64)
+    want = np.array([p[2] for p in out], np.int64)
+    if lo.size and (np.any(rank_of(lo) != want) or np.any(rank_of(hi) != want)):
+        raise RuntimeError("internal error: a hop's rank is not constant on a piece; please report it")
+    return out
+
+
+def chain_pieces(spec: ChainSpec, negative: bool) -> list[Piece]:
+    """One half's nonzero finite source keys cut into pieces on which the chain is constant (True)
+    or non-decreasing and never NaN (False), and the direct cast constant or non-decreasing."""
+    bins = binades(spec.src, negative)
+    if not bins:
+        return []
+    lo = min(bins[0][1], bins[-1][1])
+    hi = max(bins[0][2], bins[-1][2])
+    src = spec.src
+    monotone = [(lo, hi)]
+    done: list[tuple[int, int]] = []
+    for j in range(len(spec.policies)):
+        if not monotone:
+            break
+        a_fmt, b_fmt, pol = spec.formats[j], spec.formats[j + 1], spec.policies[j]
+
+        def rank_of(keys, j=j, a_fmt=a_fmt, b_fmt=b_fmt, pol=pol):
+            codes = spec.prefix(from_key(keys, src).astype(src.code_dtype), j)
+            return hop_rank(codes, a_fmt, b_fmt, pol)
+
+        cut = _split(np.array([p[0] for p in monotone], np.int64), np.array([p[1] for p in monotone], np.int64),
+                     rank_of)
+        done += [(a, b) for a, b, r in cut if r in CONSTANT_RANKS]
+        monotone = [(a, b) for a, b, r in cut if r not in CONSTANT_RANKS]
+    pieces = [(a, b, True) for a, b in done] + [(a, b, False) for a, b in monotone]
+
+    def direct_rank(keys):
+        return hop_rank(from_key(keys, src).astype(src.code_dtype), src, spec.dst, spec.direct)
+
+    pieces.sort()
+    cut = _split(np.array([p[0] for p in pieces], np.int64), np.array([p[1] for p in pieces], np.int64),
+                 direct_rank)
+    # every cut lies inside one piece: look its piece up by its start
+    starts = np.array([p[0] for p in pieces], np.int64)
+    return [(a, b, pieces[int(np.searchsorted(starts, a, side="right")) - 1][2]) for a, b, _ in cut]
+

@@ -1,0 +1,165 @@
+"""Running sweep chunks in worker processes that stop cleanly.
+
+* Bounded work: parts are made lazily (:class:`Chunks`) and at most ``window`` of them are in
+  flight, so the number of inputs only costs time, never memory.
+* A per-chunk timeout: a chunk that runs longer is reported as a converter fault (kind
+  ``"timeout"``); a worker stuck in native code cannot be stopped alone, so the pool's workers
+  are killed and the other chunks in flight run again in a new pool.
+* Ctrl-C: workers ignore SIGINT; the parent kills them at once and re-raises KeyboardInterrupt
+  (the command line prints one line).
+* Workers die with their parent, also when it is killed (SIGTERM, SIGKILL): on Linux through
+  ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, and everywhere (macOS included) through a watchdog thread
+  that polls the parent's pid.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+__all__ = ["Chunks", "init_worker", "run_parts", "kill_pool", "new_pool", "WATCHDOG_S"]
+
+WATCHDOG_S = 0.5  # how often a worker checks that its parent lives
+_PR_SET_PDEATHSIG = 1
+
+
+class Chunks:
+    """Parts of spans of input positions, ``step`` at a time, made when iterated (constant memory)."""
+
+    def __init__(self, spans: list[tuple[int, int]], step: int, make: Callable[[int, int], Any]) -> None:
+        self.spans, self.step, self.make = spans, step, make
+
+    def __len__(self) -> int:
+        return sum(-(-(hi - lo) // self.step) for lo, hi in self.spans)
+
+    def __iter__(self) -> Iterator[Any]:
+        for lo, hi in self.spans:
+            for a in range(lo, hi, self.step):
+                yield self.make(a, min(a + self.step, hi))
+
+
+# ---- workers -------------------------------------------------------------------------------------
+def init_worker(parent_pid: int) -> None:
+    """Pool initializer: one thread each for torch/OpenMP/BLAS; ignore Ctrl-C; die with the parent."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the workers
+    die_with_parent(parent_pid)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` is gone (PDEATHSIG on Linux, a polling watchdog everywhere)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # no prctl: the watchdog alone
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=_watchdog, args=(parent_pid,), daemon=True, name="numoracle-watchdog").start()
+
+
+def _watchdog(parent_pid: int) -> None:
+    while True:
+        time.sleep(WATCHDOG_S)
+        if os.getppid() != parent_pid:  # reparented: the parent is gone
+            os._exit(1)
+
+
+def new_pool(workers: int) -> ProcessPoolExecutor:
+    """A spawn-context pool (the parent may hold torch/OpenMP threads, which do not survive a fork)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=init_worker, initargs=(os.getpid(),))
+
+
+def kill_pool(pool: Executor) -> None:
+    """Stop a process pool now: kill its workers, drop its queued work (does not wait for stuck ones)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        try:
+            p.kill()
+        except (OSError, AttributeError, ValueError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.join(timeout=2)
+        except (OSError, AttributeError, ValueError, AssertionError):
+            pass
+
+
+# ---- the loop ------------------------------------------------------------------------------------
+def run_parts(parts: Iterable[Any], run: Callable[[Any], Any], *, executor: Executor | None,
+              make_pool: Callable[[], Executor] | None, window: int, timeout: float | None,
+              add: Callable[[Any], None], fault: Callable[[Any, str, str], None]) -> None:
+    """``add(run(part))`` for every part, in a pool (``make_pool``: ours, killed on timeouts and
+    interrupts) or ``executor`` (the caller's), or inline when both are None. Faults of the executor
+    and chunks past ``timeout`` seconds go to ``fault(part, kind, message)``.
+    """
+    if executor is None and make_pool is None:
+        for p in parts:
+            add(run(p))
+        return
+    pool = executor if executor is not None else make_pool()
+    it = iter(parts)
+    pending: dict[Future, list] = {}  # future -> [part, time it was first seen running]
+    try:
+        while True:
+            for p in itertools.islice(it, max(0, window - len(pending))):
+                pending[pool.submit(run, p)] = [p, None]
+            if not pending:
+                break
+            done, _ = wait(pending, timeout=_poll(timeout), return_when=FIRST_COMPLETED)
+            for f in done:
+                p = pending.pop(f)[0]
+                try:
+                    add(f.result())
+                except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
+                    fault(p, "executor", f"{type(e).__name__}: {e}")
+            late = _late(pending, timeout)
+            if late:
+                for f in late:
+                    fault(pending.pop(f)[0], "timeout", f"the converter did not finish a chunk within {timeout:g} s "
+                          "(stopped; its inputs were not compared)")
+                if executor is None:  # our pool: a stuck worker cannot be stopped alone
+                    redo = [v[0] for v in pending.values()]
+                    kill_pool(pool)
+                    pool, pending = make_pool(), {}
+                    it = itertools.chain(redo, it)
+                else:
+                    for f in late:
+                        f.cancel()
+    except BaseException:
+        if executor is None:
+            kill_pool(pool)
+        raise
+    if executor is None:
+        pool.shutdown(wait=True)
+
+
+def _poll(timeout: float | None) -> float:
+    return 0.5 if timeout is None else min(0.5, max(0.01, timeout / 4))
+
+
+def _late(pending: dict[Future, list], timeout: float | None) -> list[Future]:
+    """Futures that have run longer than ``timeout`` (timed from when they were first seen running)."""
+    if timeout is None:
+        return []
+    now, late = time.monotonic(), []
+    for f, v in pending.items():
+        if v[1] is None and f.running():
+            v[1] = now
+        if v[1] is not None and now - v[1] > timeout:
+            late.append(f)
+    return late

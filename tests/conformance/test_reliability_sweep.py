@@ -1,0 +1,188 @@
+"""Sweeps stop cleanly: a per-chunk timeout, Ctrl-C at once with one line, no worker outlives its parent,
+and input counts cost time, not memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import numoracle
+from numoracle.conformance.sweeper import sweep
+from numoracle.conformance.sweeper import MAX_RANDOM_INPUTS, _parts
+from numoracle.conformance.sweeppool import Chunks
+
+SRC = str(Path(numoracle.__file__).resolve().parents[1])
+CONVERTERS = textwrap.dedent('''
+    import time
+
+    import ml_dtypes
+    import numpy as np
+
+
+    def hang(x):
+        while True:
+            time.sleep(0.2)
+
+
+    def hang_on_zero(x):
+        """Hangs on the chunk that holds code 0; converts the others like ml_dtypes."""
+        if np.any(x.view(np.uint16) == 0):
+            hang(x)
+        return x.astype(ml_dtypes.float8_e4m3fn)
+''')
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds processes through /proc")
+
+
+@pytest.fixture
+def conv(tmp_path, monkeypatch):
+    (tmp_path / "noconv.py").write_text(CONVERTERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    import noconv
+    importlib.reload(noconv)
+    return noconv
+
+
+def _env(tmp_path: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), SRC])}
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of pid (from /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _start_hanging_sweep(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+    cmd = [sys.executable, "-m", "numoracle", "sweep", "fp16", "fp8_e4m3fn", "--against", "noconv:hang",
+           "--workers", "2", "--chunk", "8192", "--no-progress"]
+    p = subprocess.Popen(cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while time.monotonic() < deadline and len(workers) < 2:  # the two pool workers (and the resource tracker)
+        time.sleep(0.2)
+        workers = _children(p.pid)
+        assert p.poll() is None, p.communicate()
+    assert len(workers) >= 2, "the sweep never started its workers"
+    time.sleep(1.0)  # the workers are inside the hanging converter now
+    return p, _children(p.pid)
+
+
+def _gone(pids: set[int], within: float) -> set[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        left = {q for q in pids if _alive(q)}
+        if not left:
+            return set()
+        time.sleep(0.1)
+    return {q for q in pids if _alive(q)}
+
+
+@needs_proc
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_no_worker_outlives_a_killed_sweep(tmp_path, conv, sig):
+    p, kids = _start_hanging_sweep(tmp_path)
+    try:
+        os.kill(p.pid, sig)
+        p.wait(timeout=30)
+        left = _gone(kids, within=10)
+        assert not left, f"processes left after {sig.name}: {left}"
+    finally:
+        for q in _children(p.pid) | kids:
+            if _alive(q):
+                os.kill(q, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+
+
+@needs_proc
+def test_ctrl_c_stops_at_once_with_one_line(tmp_path, conv):
+    p, kids = _start_hanging_sweep(tmp_path)
+    try:
+        t = time.monotonic()
+        os.kill(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        assert time.monotonic() - t < 15
+        assert p.returncode == 130, err
+        assert err.strip() == "numoracle: interrupted", err
+        assert not _gone(kids, within=10)
+    finally:
+        for q in kids:
+            if _alive(q):
+                os.kill(q, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+
+
+def test_a_chunk_past_the_timeout_is_a_converter_fault(conv):
+    t = time.monotonic()
+    r = sweep(conv.hang_on_zero, "fp16", "fp8_e4m3fn", inputs=range(0, 4 * 4096), chunk=4096, workers=2,
+              timeout=3, progress=False)
+    assert time.monotonic() - t < 90
+    kinds = {e.kind for e in r.errors}
+    assert kinds == {"timeout"} and r.verdict == "error"
+    bad = [e for e in r.errors if e.kind == "timeout"]
+    assert bad[0].first_range == (0, 4096) and "within 3 s" in bad[0].message
+    assert r.compared == 3 * 4096  # the other chunks were run (again, in a new pool) and compared
+
+
+def test_a_single_chunk_with_a_timeout_runs_in_a_pool_it_can_stop(conv):
+    r = sweep(conv.hang, "fp16", "fp8_e4m3fn", inputs=range(0, 256), timeout=2, progress=False)
+    assert [e.kind for e in r.errors] == ["timeout"] and r.compared == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_timeout_must_be_positive_seconds(bad):
+    with pytest.raises(ValueError, match="timeout"):
+        sweep("ml_dtypes", "fp16", "fp8_e4m3fn", inputs=16, timeout=bad)
+
+
+def test_input_counts_beyond_the_limit_are_refused_and_the_rest_stream():
+    with pytest.raises(ValueError, match="MAX_RANDOM_INPUTS"):
+        sweep("ml_dtypes", "fp16", "fp8_e4m3fn", inputs=10**18)
+    t = time.monotonic()
+    from numoracle.core.formats import format_of
+    from numoracle.core.policy import resolve_policy
+
+    dst = format_of("fp8_e4m3fn")
+    parts, _, n = _parts(MAX_RANDOM_INPUTS, format_of("fp32"), dst, resolve_policy(dst), 1 << 16, 0)
+    assert isinstance(parts, Chunks) and n == MAX_RANDOM_INPUTS and len(parts) == MAX_RANDOM_INPUTS >> 16
+    first = next(iter(parts))
+    assert (first.lo, first.hi) == (0, 1 << 16)
+    assert time.monotonic() - t < 1  # nothing of size N was built
+
+
+def test_a_normal_sweep_still_matches(conv):
+    r = sweep(conv.hang_on_zero, "fp16", "fp8_e4m3fn", inputs=np.arange(1, 4096, dtype=np.uint16), progress=False)
+    assert r.errors == () and r.compared == 4095
