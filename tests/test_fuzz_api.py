@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
+from numoracle import NumoracleAssertionError
 from numoracle.cli.app import _parser, main
-from numoracle.testing.checks import NumoracleAssertionError
 
 TIME_LIMIT = 10  # seconds per call (most take milliseconds)
 
@@ -117,6 +117,9 @@ def _baselines(tmp):
         "register": (no.register, dict(fmt=no.Format.ieee_like(4, 2, name="fuzz_e4m2"), replace=True)),
         "Format": (no.Format, dict(name="fz", exp_bits=4, man_bits=3, bias=7, signed=True, nan="ieee")),
         "Format.ieee_like": (no.Format.ieee_like, dict(exp_bits=5, man_bits=2)),
+        "identify_order": (lambda actual, op, x, candidates: no.identify_order(actual, op, x, candidates=candidates),
+                           dict(actual=np.asarray(no.simulate("sum", M16, acc="fp32"), np.float32), op="sum", x=M16,
+                                candidates=[no.orders.Sequential(), no.orders.Pairwise()])),
     }
 
 
@@ -208,7 +211,7 @@ NAMES = ["cast", "decode", "encode", "as_native", "explain", "classify_cast_chai
          "poison_like", "quantize", "dequantize", "quantization_error_bound", "sqnr", "cosine", "sqnr_bound",
          "cosine_bound", "quantized_matmul_bound", "check_quantized_close", "boundary_values", "sweep",
          "write_golden", "read_golden", "compare_golden", "assert_golden", "format_of", "register", "Format",
-         "Format.ieee_like"]
+         "Format.ieee_like", "identify_order"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -235,7 +238,11 @@ def _subcommands() -> dict[str, list[str]]:
     return {name: sp for name, sp in sub.choices.items()}
 
 
+_IDENTIFY_DIR = __import__("tempfile").mkdtemp(prefix="numoracle-fuzz-identify-")
+np.save(os.path.join(_IDENTIFY_DIR, "x.npy"), M16)
+np.save(os.path.join(_IDENTIFY_DIR, "y.npy"), np.asarray(no.simulate("sum", M16, acc="fp32"), np.float32))
 CLI_VALID = {
+    "identify": ["sum", os.path.join(_IDENTIFY_DIR, "y.npy"), os.path.join(_IDENTIFY_DIR, "x.npy")],
     "formats": [], "info": ["fp16"], "cast": ["1.5", "--to", "fp16"], "chain": ["fp16", "fp8_e4m3fn"],
     "chains": ["--from", "fp16", "--to", "fp8_e4m3fn"], "bound": ["dot", "--dtype", "bf16", "-K", "64"],
     "tolerance": ["dot", "--dtype", "bf16", "-K", "64"], "boundary": ["fp16", "fp8_e4m3fn"],

@@ -13,6 +13,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers, editors and the API reference
+    from . import golden as golden  # the public module numoracle.golden
+    from . import orders as orders  # the public module numoracle.orders
     from .chains.prove import classify_cast_chain
     from .chains.search import assert_chain_equivalent, find_equivalent_chains
     from .chains.verdict import ChainVerdict
@@ -223,9 +225,14 @@ def _load() -> None:
             g[name] = getattr(importlib.import_module(mod, __name__), name)
 
 
+_MODULES = ("golden", "orders")  # public modules: numoracle.orders works after import numoracle, as before
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
     _load()
     g = globals()
     if name in g:  # a public name, or a subpackage the load imported (numoracle.core ...)

@@ -196,7 +196,7 @@ def _positive_values(fmt: Format) -> list[Fraction]:
 
 def _overflows(x: Fraction, fmt: Format, mode: str) -> bool:
     """Whether the engine (and the exact reference) flag x as an overflow in fmt under mode."""
-    src = Format("wide", 11, 40, 1023 - 200)  # holds x exactly for every small format here
+    src = no.FP64  # holds x exactly for every small format here
     code = round_value(x, src, rounding="rtz")
     assert Fraction(value_of(code, src)) == x
     _, fl = no.cast(np.array([code], np.uint64), fmt, src=src, rounding=mode, flags=True)

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import numoracle
-from numoracle.conformance.sweeper import sweep
-from numoracle.conformance.sweeper import MAX_RANDOM_INPUTS, _parts
+from numoracle.conformance.sweeper import MAX_RANDOM_INPUTS, _parts, sweep
 from numoracle.conformance.sweeppool import Chunks
 
 SRC = str(Path(numoracle.__file__).resolve().parents[1])

@@ -57,8 +57,8 @@ class _Problem:
         need = 1 if self.op == "sum" else 2
         if len(inputs) != need:
             raise TypeError(f"identify_order({self.op!r}) takes {need} input array(s), got {len(inputs)}")
-        self.inputs = tuple(_native(x) for x in inputs)
-        codes, fmt = to_codes(actual)
+        self.inputs = tuple(_native(x, f"input {i}") for i, x in enumerate(inputs))
+        codes, fmt = to_codes(actual, "actual")
         if not isinstance(fmt, Format):
             raise TypeError(f"actual holds {fmt.name} codes; pass the kernel's floating-point outputs")
         self.acc = format_of(acc)
@@ -159,11 +159,11 @@ def _last_acc(order: Order, acc: Format) -> Format:
     return last or order.acc or acc
 
 
-def _native(x: Any) -> np.ndarray:
-    if isinstance(x, np.ndarray):
+def _native(x: Any, what: str) -> np.ndarray:
+    if isinstance(x, np.ndarray) and x.dtype.kind not in "OUSVb":
         return x
     from ..core.interop import as_native
-    codes, fmt = to_codes(x)
+    codes, fmt = to_codes(x, what)
     return as_native(codes, fmt)
 
 
@@ -432,8 +432,8 @@ def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, o
     cands = "auto" if identify is True else identify
     ins = inputs
     if op == "sum":
-        ins = (np.moveaxis(_native(inputs[0]), axis, -1),)
-    n_rows = 1 if op == "dot" else _native(ins[0]).shape[0]
+        ins = (np.moveaxis(_native(inputs[0], "input 0"), axis, -1),)
+    n_rows = 1 if op == "dot" else _native(ins[0], "input 0").shape[0]
     rows = None if op == "dot" or n_rows <= max_rows else np.arange(max_rows)
     return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out, rows=rows).order
             for name, run in runs.items()}
