@@ -89,7 +89,8 @@ def test_tables_json(capsys, tmp_path):
     rc, out, err = run(capsys, "tables", "--out", str(tmp_path), "--only", "formats", "--json")
     assert rc == 0, err
     (w,) = _strict(out)["written"]
-    assert w["path"].endswith("formats.csv") and w["rows"] == len((tmp_path / "formats.csv").read_text().splitlines()) - 1
+    rows = len((tmp_path / "formats.csv").read_text().splitlines()) - 1
+    assert w["path"].endswith("formats.csv") and w["rows"] == rows
 
 
 def test_every_subcommand_has_json():
