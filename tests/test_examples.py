@@ -18,6 +18,8 @@ from numoracle import (
     FP4_E2M1FN,
     FP6_E2M3FN,
     FP6_E3M2FN,
+    FP8_E3M4,
+    FP8_E4M3,
     FP8_E4M3B11FNUZ,
     FP8_E4M3FN,
     FP8_E4M3FNUZ,
@@ -188,6 +190,8 @@ THEORY = {
     FP16: (15, 15, -14, F(65504), F(1, 2**14), F(1, 2**24)),
     FP8_E4M3FN: (7, 8, -6, F(448), F(1, 2**6), F(1, 2**9)),
     FP8_E5M2: (15, 15, -14, F(57344), F(1, 2**14), F(1, 2**16)),
+    FP8_E4M3: (7, 7, -6, F(240), F(1, 2**6), F(1, 2**9)),  # IEEE-style: the top exponent holds inf and NaN
+    FP8_E3M4: (3, 3, -2, F(31, 2), F(1, 4), F(1, 2**6)),
     FP8_E4M3FNUZ: (8, 7, -7, F(240), F(1, 2**7), F(1, 2**10)),
     FP8_E5M2FNUZ: (16, 15, -15, F(57344), F(1, 2**15), F(1, 2**17)),
     FP6_E3M2FN: (3, 4, -2, F(28), F(1, 4), F(1, 2**4)),
@@ -208,7 +212,7 @@ def test_every_registry_float_is_in_the_theory_table_or_checked_by_ml_dtypes():
     floats = [f for f in no.registry() if not f.is_integer]
     assert set(floats) - set(THEORY) == {FP8_E4M3B11FNUZ}
     assert (FP8_E4M3B11FNUZ.max_finite, FP8_E4M3B11FNUZ.min_subnormal) == (30, F(1, 2**13))
-    assert INT8.max_finite == 127 and INT8.min_value == -128
+    assert INT8.max_value == 127 and INT8.min_value == -128
 
 
 @pytest.mark.parametrize("fmt", [f for f in THEORY if f not in (FP64, FP32, FP16, TF32)] + [FP8_E4M3B11FNUZ],

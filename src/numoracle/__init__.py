@@ -1,72 +1,95 @@
-"""numoracle: the numerics oracle for low-precision kernels, compilers and quantizers."""
+"""numoracle: the numerics oracle for low-precision kernels, compilers and quantizers.
 
-from . import golden as golden  # the public module numoracle.golden (loaded by import numoracle, as before)
-from . import orders as orders  # the public module numoracle.orders
-from .chains.prove import classify_cast_chain
-from .chains.search import assert_chain_equivalent, find_equivalent_chains
-from .chains.verdict import ChainVerdict
-from .conformance.boundary import BoundaryValues, boundary_values
-from .conformance.sweeper import SweepReport, sweep
-from .core.convert import cast, decode, encode
-from .core.errors import ArgumentTypeError, NumoracleError, ParseError
-from .core.explanation import Explanation, explain
-from .core.formats import (
-    BF16,
-    E8M0FNU,
-    FP4_E2M1FN,
-    FP6_E2M3FN,
-    FP6_E3M2FN,
-    FP8_E4M3B11FNUZ,
-    FP8_E4M3FN,
-    FP8_E4M3FNUZ,
-    FP8_E5M2,
-    FP8_E5M2FNUZ,
-    FP16,
-    FP32,
-    FP64,
-    INT4,
-    INT8,
-    INT16,
-    INT32,
-    INT64,
-    TF32,
-    UINT4,
-    UINT8,
-    UINT16,
-    UINT32,
-    UINT64,
-    AnyFormat,
-    Format,
-    IntFormat,
-    format_of,
-    register,
-    registry,
-)
-from .core.interop import as_native
-from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
-from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
-from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
-from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
-from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
-from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
-from .reduce.identify import IdentifyReport, identify_order
-from .reduce.reference import exact_dot, exact_matmul, exact_sum
-from .reduce.simulation import simulate
-from .reduce.tolerance import Tolerance
-from .testing.checks import (
-    CloseReport,
-    NumoracleAssertionError,
-    RunComparison,
-    assert_dot_close,
-    assert_matmul_close,
-    assert_sum_close,
-    check_dot_close,
-    check_matmul_close,
-    check_sum_close,
-    compare_runs,
-    poison_like,
-)
-from .testing.golden import Golden, GoldenDiff, GoldenError, assert_golden, compare_golden, read_golden, write_golden
+The names below are imported on first use: ``import numoracle`` itself loads neither numpy nor any
+subpackage, so an environment with numoracle installed (and its pytest plugin active) pays nothing
+until a program or a test touches ``numoracle.<name>``. The first such access loads the whole public
+API at once (as an eager import would), so every registration a module makes at import (bound ops,
+formats) is in place whichever name comes first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, for type checkers, editors and the API reference
+    from . import golden as golden  # the public module numoracle.golden
+    from . import orders as orders  # the public module numoracle.orders
+    from .chains.prove import classify_cast_chain
+    from .chains.search import assert_chain_equivalent, find_equivalent_chains
+    from .chains.verdict import ChainVerdict
+    from .conformance.boundary import BoundaryValues, boundary_values
+    from .conformance.sweeper import SweepReport, sweep
+    from .core.convert import cast, decode, encode
+    from .core.errors import ArgumentTypeError, NumoracleError, ParseError
+    from .core.explanation import Explanation, explain
+    from .core.formats import (
+        BF16,
+        E8M0FNU,
+        FP4_E2M1FN,
+        FP6_E2M3FN,
+        FP6_E3M2FN,
+        FP8_E3M4,
+        FP8_E4M3,
+        FP8_E4M3B11FNUZ,
+        FP8_E4M3FN,
+        FP8_E4M3FNUZ,
+        FP8_E5M2,
+        FP8_E5M2FNUZ,
+        FP16,
+        FP32,
+        FP64,
+        INT4,
+        INT8,
+        INT16,
+        INT32,
+        INT64,
+        TF32,
+        UINT4,
+        UINT8,
+        UINT16,
+        UINT32,
+        UINT64,
+        AnyFormat,
+        Format,
+        IntFormat,
+        format_of,
+        register,
+        registry,
+    )
+    from .core.interop import as_native
+    from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
+    from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
+    from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
+    from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
+    from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
+    from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
+    from .reduce.identify import IdentifyReport, identify_order
+    from .reduce.reference import exact_dot, exact_matmul, exact_sum
+    from .reduce.simulation import simulate
+    from .reduce.tolerance import Tolerance
+    from .testing.checks import (
+        CloseReport,
+        NumoracleAssertionError,
+        RunComparison,
+        assert_dot_close,
+        assert_matmul_close,
+        assert_sum_close,
+        check_dot_close,
+        check_matmul_close,
+        check_sum_close,
+        compare_runs,
+        poison_like,
+    )
+    from .testing.golden import (
+        Golden,
+        GoldenDiff,
+        GoldenError,
+        assert_golden,
+        compare_golden,
+        read_golden,
+        write_golden,
+    )
 
 __version__ = "0.1.0"
 
@@ -85,8 +108,137 @@ __all__ = [
     "write_golden", "read_golden", "compare_golden", "assert_golden", "Golden", "GoldenDiff", "GoldenError",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
     "Rounding", "Overflow", "NanTo", "Flags", "Policy",
-    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3FNUZ",
+    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3FN", "FP8_E5M2", "FP8_E4M3", "FP8_E3M4", "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ", "FP8_E4M3B11FNUZ", "FP6_E3M2FN", "FP6_E2M3FN", "FP4_E2M1FN", "E8M0FNU",
     "INT4", "UINT4", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
     "NumoracleError", "ParseError", "ArgumentTypeError",
 ]
+
+# name -> the module that defines it
+_WHERE = {
+    "classify_cast_chain": ".chains.prove",
+    "assert_chain_equivalent": ".chains.search",
+    "find_equivalent_chains": ".chains.search",
+    "ChainVerdict": ".chains.verdict",
+    "BoundaryValues": ".conformance.boundary",
+    "boundary_values": ".conformance.boundary",
+    "SweepReport": ".conformance.sweeper",
+    "sweep": ".conformance.sweeper",
+    "cast": ".core.convert",
+    "decode": ".core.convert",
+    "encode": ".core.convert",
+    "ArgumentTypeError": ".core.errors",
+    "NumoracleError": ".core.errors",
+    "ParseError": ".core.errors",
+    "Explanation": ".core.explanation",
+    "explain": ".core.explanation",
+    "BF16": ".core.formats",
+    "E8M0FNU": ".core.formats",
+    "FP4_E2M1FN": ".core.formats",
+    "FP6_E2M3FN": ".core.formats",
+    "FP6_E3M2FN": ".core.formats",
+    "FP8_E3M4": ".core.formats",
+    "FP8_E4M3": ".core.formats",
+    "FP8_E4M3B11FNUZ": ".core.formats",
+    "FP8_E4M3FN": ".core.formats",
+    "FP8_E4M3FNUZ": ".core.formats",
+    "FP8_E5M2": ".core.formats",
+    "FP8_E5M2FNUZ": ".core.formats",
+    "FP16": ".core.formats",
+    "FP32": ".core.formats",
+    "FP64": ".core.formats",
+    "INT4": ".core.formats",
+    "INT8": ".core.formats",
+    "INT16": ".core.formats",
+    "INT32": ".core.formats",
+    "INT64": ".core.formats",
+    "TF32": ".core.formats",
+    "UINT4": ".core.formats",
+    "UINT8": ".core.formats",
+    "UINT16": ".core.formats",
+    "UINT32": ".core.formats",
+    "UINT64": ".core.formats",
+    "AnyFormat": ".core.formats",
+    "Format": ".core.formats",
+    "IntFormat": ".core.formats",
+    "format_of": ".core.formats",
+    "register": ".core.formats",
+    "registry": ".core.formats",
+    "as_native": ".core.interop",
+    "Flags": ".core.policy",
+    "NanTo": ".core.policy",
+    "Overflow": ".core.policy",
+    "Policy": ".core.policy",
+    "Rounding": ".core.policy",
+    "QuantCheckReport": ".quant.check",
+    "QuantizedMismatch": ".quant.check",
+    "assert_quantized_close": ".quant.check",
+    "check_quantized_close": ".quant.check",
+    "QuantErrorReport": ".quant.error",
+    "cosine": ".quant.error",
+    "cosine_bound": ".quant.error",
+    "quantization_error_bound": ".quant.error",
+    "sqnr": ".quant.error",
+    "sqnr_bound": ".quant.error",
+    "QuantMatmulBound": ".quant.matmul",
+    "quantized_matmul_bound": ".quant.matmul",
+    "Quantized": ".quant.quantizer",
+    "QuantParams": ".quant.quantizer",
+    "dequantize": ".quant.quantizer",
+    "quantize": ".quant.quantizer",
+    "ErrorBound": ".reduce.bounds",
+    "expected_error_bound": ".reduce.bounds",
+    "recommended_tolerance": ".reduce.bounds",
+    "IdentifyReport": ".reduce.identify",
+    "identify_order": ".reduce.identify",
+    "exact_dot": ".reduce.reference",
+    "exact_matmul": ".reduce.reference",
+    "exact_sum": ".reduce.reference",
+    "simulate": ".reduce.simulation",
+    "Tolerance": ".reduce.tolerance",
+    "CloseReport": ".testing.checks",
+    "NumoracleAssertionError": ".testing.checks",
+    "RunComparison": ".testing.checks",
+    "assert_dot_close": ".testing.checks",
+    "assert_matmul_close": ".testing.checks",
+    "assert_sum_close": ".testing.checks",
+    "check_dot_close": ".testing.checks",
+    "check_matmul_close": ".testing.checks",
+    "check_sum_close": ".testing.checks",
+    "compare_runs": ".testing.checks",
+    "poison_like": ".testing.checks",
+    "Golden": ".testing.golden",
+    "GoldenDiff": ".testing.golden",
+    "GoldenError": ".testing.golden",
+    "assert_golden": ".testing.golden",
+    "compare_golden": ".testing.golden",
+    "read_golden": ".testing.golden",
+    "write_golden": ".testing.golden",
+}
+
+
+def _load() -> None:
+    """Import every module of the public API and bind its names here (once)."""
+    g = globals()
+    for name, mod in _WHERE.items():
+        if name not in g:
+            g[name] = getattr(importlib.import_module(mod, __name__), name)
+
+
+_MODULES = ("golden", "orders")  # public modules: numoracle.orders works after import numoracle, as before
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    _load()
+    g = globals()
+    if name in g:  # a public name, or a subpackage the load imported (numoracle.core ...)
+        return g[name]
+    raise AttributeError(f"module 'numoracle' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

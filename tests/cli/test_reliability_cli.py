@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from numoracle.cli import app as cli
+from numoracle.cli import info as cli_info  # formats and info live there
 from numoracle.cli.app import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, main
 
 
@@ -61,7 +61,7 @@ def test_a_missing_optional_module_names_the_pip_install(capsys, monkeypatch):
     def needs_matplotlib(args):
         raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
 
-    monkeypatch.setattr(cli, "_cmd_formats", needs_matplotlib)
+    monkeypatch.setattr(cli_info, "_cmd_formats", needs_matplotlib)
     assert_usage_error(capsys, ["formats"], "matplotlib is not installed; pip install numoracle[plot]")
 
 
@@ -69,7 +69,7 @@ def test_an_internal_error_is_one_line_with_status_3(capsys, monkeypatch):
     def bug(args):
         return {}["missing"]
 
-    monkeypatch.setattr(cli, "_cmd_formats", bug)
+    monkeypatch.setattr(cli_info, "_cmd_formats", bug)
     rc, out, err = run(capsys, "formats")
     assert rc == EXIT_INTERNAL == 3 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("numoracle: internal error: KeyError") and "please report" in err
@@ -79,7 +79,7 @@ def test_ctrl_c_is_one_line_with_status_130(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_cmd_formats", interrupted)
+    monkeypatch.setattr(cli_info, "_cmd_formats", interrupted)
     rc, out, err = run(capsys, "formats")
     assert rc == EXIT_INTERRUPTED == 130 and err == "numoracle: interrupted\n"
 

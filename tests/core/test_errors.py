@@ -24,7 +24,7 @@ def test_unknown_format_without_close_match_points_to_the_list():
 
 
 @pytest.mark.parametrize(("name", "candidates"), [
-    ("e4m3", "fp8_e4m3fn, fp8_e4m3fnuz, fp8_e4m3b11fnuz"),
+    ("e4m3", "fp8_e4m3fn, fp8_e4m3, fp8_e4m3fnuz, fp8_e4m3b11fnuz"),
     ("fp8", "fp8_e4m3fn, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz"),
     ("fp6", "fp6_e3m2fn, fp6_e2m3fn"),
 ])

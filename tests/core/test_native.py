@@ -39,7 +39,8 @@ NARROW_DST = [f for f in NATIVE if not f.is_integer and f.bits <= 16] + [no.FP32
 TORCH = {no.format_of(v).name for v in TORCH_NAMES.values()}
 _BUILTIN = {"fp16", "fp32", "fp64"}
 # ml_dtypes registers no cast between E8M0 and the other narrow float types
-_ML_REFUSES = {"fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz", "fp6_e3m2fn",
+_ML_REFUSES = {"fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3", "fp8_e3m4", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp8_e4m3b11fnuz",
+               "fp6_e3m2fn",
                "fp6_e2m3fn", "fp4_e2m1fn"}
 
 

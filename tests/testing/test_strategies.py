@@ -102,7 +102,7 @@ def test_values_round_trip_to_the_same_code():
 
 def test_arrays_of_other_strategies():
     @SET
-    @given(nst.value_arrays("fp32", (2, 2), elements=nst.ties("fp32", "fp16", as_codes=True)),
+    @given(nst.value_arrays("fp32", (2, 2), elements=nst.ties("fp32", "fp16")),
            nst.code_arrays("fp16", 3, elements=nst.subnormals("fp16", as_codes=True)))
     def check(t, sub):
         assert t.dtype == np.float32 and t.shape == (2, 2)
@@ -328,3 +328,74 @@ def test_tie_segments_are_complete(src, dst, mode):
             if lo and hi and lo.value != hi.value and v == (lo.value + hi.value) / 2:
                 want.add(v)
     assert got == sorted(want) and len(got) == len(set(got))
+
+
+# ---- value strategies as elements, as hypothesis.extra.numpy takes them ----------------------------------
+def test_value_arrays_take_value_strategies():
+    from hypothesis import strategies as st
+
+    @SET
+    @given(nst.value_arrays("fp16", (3, 2), elements=st.floats(-10, 10)),
+           nst.value_arrays("int8", 4, elements=st.integers(-128, 127)),
+           nst.value_arrays("bf16", 5, elements=nst.values("bf16", finite=True)))
+    def check(h, i, b):
+        assert h.dtype == np.float16 and h.shape == (3, 2) and np.all(np.abs(h) <= 10)
+        assert i.dtype == np.int8 and i.shape == (4,)
+        assert b.dtype == ml_dtypes.bfloat16 and np.all(np.isfinite(b.astype(np.float32)))
+
+    check()
+
+
+def test_value_arrays_round_values_into_the_format():
+    from hypothesis import strategies as st
+
+    a = find(nst.value_arrays("fp16", 1, elements=st.just(0.1)), lambda a: True, settings=FIND)
+    assert a.dtype == np.float16 and a[0] == np.float16(0.1)  # round to nearest even, as numpy's cast
+    b = find(nst.value_arrays("bf16", 1, elements=st.just(1 + 2**-8)), lambda a: True, settings=FIND)
+    assert float(b[0]) == 1.0  # the tie goes to even
+
+
+def test_value_arrays_refuse_what_the_format_cannot_hold():
+    from hypothesis import strategies as st
+    from hypothesis.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="fp16 cannot hold"):
+        find(nst.value_arrays("fp16", 2, elements=st.just(1e6)), lambda a: True, settings=FIND)
+    with pytest.raises(InvalidArgument, match="fp8_e4m3fn cannot hold"):
+        find(nst.value_arrays("fp8_e4m3fn", 2, elements=st.just(float("inf"))), lambda a: True, settings=FIND)
+    with pytest.raises(InvalidArgument, match="not a number"):
+        find(nst.value_arrays("fp16", 2, elements=st.just("1.0")), lambda a: True, settings=FIND)
+
+
+def _falsifying(strategy) -> str:
+    @settings(database=None, max_examples=50, derandomize=True)
+    @given(strategy)
+    def t(x):
+        raise AssertionError("always fails")
+
+    with pytest.raises(AssertionError) as e:
+        t()
+    note = next(n for n in getattr(e.value, "__notes__", []) if n.startswith("Falsifying example"))
+    return note.split("x=", 1)[1].split(",  #")[0].strip()
+
+
+@pytest.mark.parametrize("strategy, dtype", [
+    (nst.values("fp16"), np.float16), (nst.values("bf16"), ml_dtypes.bfloat16),
+    (nst.values("fp8_e4m3fn"), ml_dtypes.float8_e4m3fn), (nst.ties("fp32", "fp16"), np.float32),
+    (nst.values("int8"), np.int8), (nst.codes("fp16"), int),
+], ids=["fp16", "bf16", "e4m3fn", "ties", "int8", "codes"])
+def test_failing_examples_paste_into_example(strategy, dtype):
+    text = _falsifying(strategy)
+    assert "_scalar" not in text and "lambda" not in text, text
+    value = eval(text, {"np": np, "ml_dtypes": ml_dtypes})  # what a user pastes into @example(x=...)
+    assert type(value) is (dtype if dtype is int else np.dtype(dtype).type), text
+
+
+def test_ml_dtypes_nan_prints_its_bits():
+    from hypothesis.vendor.pretty import pretty
+
+    nan = np.array([0xFFC1], np.uint16).view(ml_dtypes.bfloat16)[0]
+    text = pretty(nan)
+    assert text == "np.uint16(0xffc1).view(ml_dtypes.bfloat16)"
+    back = eval(text, {"np": np, "ml_dtypes": ml_dtypes})
+    assert np.array([back]).view(np.uint16)[0] == 0xFFC1

@@ -71,8 +71,10 @@ def test_wrong_element_fails_with_summary_and_table(mm):
     assert "at index (5, 17)" in first and first.endswith("allowed outliers 0")
     table = msg.splitlines()
     head = next(i for i, s in enumerate(table) if s.strip().startswith("index"))
-    assert "ULPs (bf16)" in table[head] and table[head + 1].strip().startswith("(5, 17)")
-    assert "ErrorBound" in msg and "components" in msg
+    assert "ULPs (bf16)" in table[head] and table[head + 1].strip().startswith("*  (5, 17)")  # * = over the bound
+    assert not table[head + 2].strip().startswith("*")  # the next worst is within the bound
+    assert "bound: matmul: inputs bf16" in msg and "components" not in msg  # compact: the derivation on demand
+    assert "components" in check_matmul_close(bad, A, B, acc="fp32").explain()
     r = check_matmul_close(bad, A, B, acc="fp32")
     assert not r.passed and r.n_fail == 1
     w = r.worst[0]

@@ -47,6 +47,7 @@ from ..core.codekeys import (
 from ..core.convert import cast_codes
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.policy import Overflow, Policy, Rounding, resolve_policy
+from ..core.progress import progress
 from .pieces import chain_pieces, first_true
 from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 
@@ -326,7 +327,8 @@ def _exhaustive(spec: ChainSpec, executor=None) -> tuple[np.ndarray, tuple[np.nd
     n = 1 << spec.src.bits
     ranges = region_key_ranges(spec)
     jobs = [(spec, a, min(a + _EXHAUSTIVE_CHUNK, n), ranges) for a in range(0, n, _EXHAUSTIVE_CHUNK)]
-    parts = list(map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs))
+    parts = list(progress(map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs),
+                          total=len(jobs), desc=f"chain {spec.label()} (exhaustive)", unit="chunk"))
     cands = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
     counts = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(len(ranges), np.int64)
     hit = ranges[np.asarray(counts) > 0]

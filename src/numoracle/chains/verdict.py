@@ -145,8 +145,14 @@ class ChainVerdict:
             rows.append([r.range_text(), *r.hops, "yes" if r.agree else "NO"])
         return rows
 
+    def why(self) -> str:
+        """The reason in words (a chain with no intermediate format is the direct cast itself)."""
+        if len(self.spec.formats) == 2:
+            return "there is no intermediate format: the chain is the direct cast"
+        return REASONS[self.reason]
+
     def __str__(self) -> str:
-        lines = [self.summary(), f"  why: {REASONS[self.reason]}"]
+        lines = [self.summary(), f"  why: {self.why()}"]
         if self.witness is not None:
             lines.append(f"  smallest witness: {self.witness.describe(self.spec)}")
         rows = self.table_rows()
@@ -158,7 +164,7 @@ class ChainVerdict:
 
     def to_markdown(self) -> str:
         rows = self.table_rows()
-        out = [f"**{self.summary()}**", "", REASONS[self.reason] + ".", ""]
+        out = [f"**{self.summary()}**", "", self.why() + ".", ""]
         if self.witness is not None:
             out += [f"Smallest witness: {self.witness.describe(self.spec)}", ""]
         out.append("| " + " | ".join(rows[0]) + " |")

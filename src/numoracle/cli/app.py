@@ -16,25 +16,29 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
-from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
+from ..core.convert import cast
 from ..core.errors import ParseError
-from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of, registry
+from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
 from ..core.parse import RANGE_EXP, STAND_IN_EXP, Number, parse_number
 from ..core.policy import Flags, Policy, Rounding, resolve_policy
-from ..core.text import hex_width
 from ..core.twins.exact import round_value
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
 from .identify import add_identify_parsers
+from .info import add_info_parsers
 from .plot import add_plot_parsers
 from .sweep import add_sweep_parsers
+from .text import code_of as _code_of
+from .text import exact_decimal, show_exact, table
+from .text import hex_code as _hex
+from .text import show_value as _show_value
+from .text import value_of as _value_of
 
 __all__ = ["main", "show_exact", "exact_decimal"]
 
@@ -43,117 +47,6 @@ _MODES = [m.value for m in Rounding if m is not Rounding.STOCHASTIC]
 
 class CliError(ValueError):
     """A user error the command reports in one line (exit status 2)."""
-
-
-# ---- exact number formatting ----------------------------------------------------------------
-def _decimal_parts(x: Fraction) -> tuple[int, int] | None:
-    """(D, k) with x == D * 10^k exactly and D not a multiple of 10; None if x has no finite decimal."""
-    d, k = x.denominator, 0
-    while d % 10 == 0:
-        d, k = d // 10, k + 1
-    while d % 2 == 0:
-        d, k = d // 2, k + 1
-    while d % 5 == 0:
-        d, k = d // 5, k + 1
-    if d != 1:
-        return None
-    D, k = x.numerator * 10**k // x.denominator, -k
-    while D and D % 10 == 0:
-        D, k = D // 10, k + 1
-    return D, k
-
-
-def exact_decimal(x: Fraction) -> str | None:
-    """The exact decimal expansion of ``x`` (``0.125``), or None when it has none (``1/3``)."""
-    parts = _decimal_parts(x)
-    if parts is None:
-        return None
-    D, k = parts
-    sign, digits = ("-" if D < 0 else ""), str(abs(D))
-    if k >= 0:
-        return sign + digits + "0" * k
-    digits = digits.rjust(1 - k, "0")
-    return f"{sign}{digits[:k]}.{digits[k:]}"
-
-
-def _approx(x: Fraction) -> str:
-    with localcontext() as ctx:
-        ctx.prec = 20
-        return format(Decimal(x.numerator) / Decimal(x.denominator), ".8g")
-
-
-def show_exact(x: Fraction | int, limit: int = 24) -> str:
-    """``x`` exactly and readably: ``448``, ``0.125``, ``2^-24 ≈ 5.9604645e-8``, ``1e400``, ``1/3 ≈ 0.33333333``.
-
-    In order of preference: a plain decimal of at most ``limit`` characters; a power of two;
-    an exact scientific decimal of at most ``limit`` digits; ``m*2^e`` (dyadic); ``p/q``. The
-    power of two, ``m*2^e`` and ``p/q`` forms carry an approximation after ``≈``.
-    """
-    x = Fraction(x)
-    dec = exact_decimal(x)
-    if dec is not None and len(dec) <= limit:
-        return dec
-    n, d = x.numerator, x.denominator
-    if d & (d - 1) == 0:  # dyadic: x = m * 2^e with m odd
-        tz = (n & -n).bit_length() - 1
-        m, e = n >> tz, tz - (d.bit_length() - 1)
-        exact = (f"{'-' if m < 0 else ''}2^{e}" if abs(m) == 1 else f"{m}*2^{e}")
-        if abs(m) == 1 or dec is None or len(str(abs(_decimal_parts(x)[0]))) > limit:
-            return f"{exact} ≈ {_approx(x)}"
-    elif dec is None:
-        return f"{n}/{d} ≈ {_approx(x)}"
-    D, k = _decimal_parts(x)
-    digits = str(abs(D))
-    mant = digits[0] + (f".{digits[1:]}" if len(digits) > 1 else "")
-    return f"{'-' if D < 0 else ''}{mant}e{k + len(digits) - 1}"
-
-
-def _short(x: Fraction | int) -> str:
-    """Compact exact form for table cells: ``65504``, ``0.25``, ``2^-24``, ``16777215*2^104``."""
-    return show_exact(x, limit=10).split(" ≈ ")[0]
-
-
-def _hex(code: int, fmt: AnyFormat) -> str:
-    return f"0x{code:0{hex_width(fmt)}x}"
-
-
-# ---- values and codes --------------------------------------------------------------------
-def _value_of(code: int, fmt: AnyFormat) -> Fraction | float:
-    """Exact value of one code: a Fraction, or float inf/nan."""
-    v = decode(np.array([code], dtype=np.uint64), fmt)[0]
-    if fmt.is_integer:
-        return Fraction(int(v))
-    f = float(v)
-    return f if not math.isfinite(f) else Fraction(f)
-
-
-def _show_value(v: Fraction | float, fmt: AnyFormat | None = None, code: int | None = None) -> str:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        return "+inf" if v > 0 else "-inf"
-    if v == 0 and fmt is not None and code and fmt.signed:
-        return "-0"  # a zero code with the sign bit set
-    return show_exact(v, limit=64)
-
-
-def _code_of(fmt: AnyFormat, x: Fraction | float) -> int:
-    """The code of a value ``fmt`` represents exactly (inf and nan included); ValueError otherwise."""
-    if isinstance(x, Fraction) and (x.denominator != 1 or not -(2**63) <= x < 2**64):
-        f = float(x)  # OverflowError past FP64's range
-        if Fraction(f) != x:
-            raise ValueError(f"{x} is not exact in FP64")
-        arr = np.array([f], np.float64)
-    elif isinstance(x, Fraction):
-        arr = np.array([int(x)], np.uint64 if x >= 2**63 else np.int64)
-    else:
-        arr = np.array([x], np.float64)
-    code = int(cast(arr, fmt)[0])
-    v = _value_of(code, fmt)
-    same = v == x or (isinstance(v, float) and math.isnan(v) and isinstance(x, float) and math.isnan(x))
-    if not same:
-        raise ValueError(f"{x} is not a value of {fmt.name}")
-    return code
 
 
 def _flag_names(f: int) -> list[str]:
@@ -287,97 +180,6 @@ def _round_input(inp: _Input, dst: AnyFormat, pol: Policy) -> tuple[int, int]:
 
 
 # ---- subcommands ---------------------------------------------------------------------------
-def _table(rows: list[list[str]], header: list[str] | None = None) -> str:
-    allrows = ([header] if header else []) + rows
-    widths = [max(len(r[i]) for r in allrows) for i in range(len(allrows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in allrows]
-    if header:
-        lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _cmd_formats(args: argparse.Namespace) -> str:
-    header = ["name", "bits", "e", "m", "bias", "nan", "inf", "-0", "subnormals",
-              "max finite", "min normal", "min subnormal"]
-    yn = {True: "yes", False: "no"}
-    rows = []
-    for f in registry():
-        if isinstance(f, Format):
-            rows.append([f.name, str(f.bits), str(f.exp_bits), str(f.man_bits), str(f.bias), f.nan,
-                         yn[f.has_inf], yn[f.has_negative_zero], yn[f.has_subnormals],
-                         _short(f.max_finite), _short(f.min_normal), _short(f.min_subnormal)])
-        else:
-            rows.append([f.name, str(f.bits), "-", "-", "-", "none", "no", "no", "-",
-                         str(f.max_value), "-", "-"])
-    return _table(rows, header)
-
-
-def _threshold_text(f: Format, mode: str) -> str:
-    def one(sign: int) -> str:
-        t, inclusive = f.overflow_threshold(mode, sign=sign)
-        return f"|x| {'>=' if inclusive else '>'} {show_exact(t)}"
-
-    pos, neg = one(1), one(-1)
-    return pos if pos == neg else f"{pos} for x > 0; {neg} for x < 0"
-
-
-def _info_rows(f: AnyFormat) -> list[list[str]]:
-    d = f.describe()
-    rows: list[list[str]] = []
-
-    def add(key: str, val: Any, code: int | None = None) -> None:
-        if val is None:
-            text = ""
-        elif isinstance(val, bool):
-            text = "yes" if val else "no"
-        elif isinstance(val, (int, Fraction)):
-            text = show_exact(val)
-        else:
-            text = str(val)
-        if code is not None:
-            text = f"{text}  ({_hex(code, f)})" if text else _hex(code, f)
-        rows.append([key, text])
-
-    aliases = ", ".join(f.aliases)
-    add("name", f.name + (f"  (also: {aliases})" if aliases else ""))
-    pol = resolve_policy(f)
-    if f.is_integer:
-        for k in ("kind", "bits", "signed", "precision"):
-            add(k, d[k])
-        add("min_value", f.min_value, _code_of(f, Fraction(f.min_value)))
-        add("max_value", f.max_value, _code_of(f, Fraction(f.max_value)))
-        add("code_dtype", f.code_dtype)
-        add("default policy", str(pol))
-        return rows
-    assert isinstance(f, Format)
-    for k in ("kind", "bits", "signed", "exp_bits", "man_bits", "bias", "nan", "has_inf",
-              "has_negative_zero", "has_subnormals", "precision", "emin", "emax"):
-        add(k, d[k])
-    add("code_dtype", f.code_dtype)
-    add("max_finite", f.max_finite, _code_of(f, f.max_finite))
-    if f.signed:
-        add("-max_finite", -f.max_finite, _code_of(f, -f.max_finite))
-    add("min_normal", f.min_normal, _code_of(f, f.min_normal))
-    add("min_subnormal", f.min_subnormal, _code_of(f, f.min_subnormal))
-    add("eps (1+eps is next after 1)", f.eps)
-    for modes in (("rne", "rna"), ("rtz", "ru", "rd", "rto", "sr")):
-        add(f"unit_roundoff[{','.join(modes)}]", f.unit_roundoff(modes[0]))
-    for mode in _MODES:
-        add(f"overflow_threshold[{mode}]", _threshold_text(f, mode))
-    if f.has_inf:
-        add("+inf", None, int(cast(np.array([math.inf]), f)[0]))
-    if f.has_nan:
-        add("canonical NaN", None, int(cast(np.array([math.nan]), f)[0]))
-    if f.has_negative_zero:
-        add("-0", None, int(cast(np.array([-0.0]), f)[0]))
-    add("default policy", str(pol))
-    return rows
-
-
-def _cmd_info(args: argparse.Namespace) -> str:
-    return _table(_info_rows(format_of(args.format)))
-
-
 def _neighbour(inp: _Input, dst: AnyFormat, mode: str, daz: bool) -> dict[str, str] | None:
     """The representable value next to the input on one side (``rd``: below, ``ru``: above), or None."""
     c, _ = _round_input(inp, dst, resolve_policy(dst, mode, daz=daz))
@@ -431,7 +233,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         ["input", f"{info['value']}  {where}"],
     ]
     head = f"{info['input']} -> {dst.name}  ({pol})" + ("  [exactly representable]" if info["exact"] else "")
-    return "\n".join([head, _table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in inp.notes]])
+    return "\n".join([head, table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in inp.notes]])
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
@@ -439,7 +241,10 @@ def _cmd_tables(args: argparse.Namespace) -> str:
     if only is not None and not all(only):
         raise CliError(f"--only {args.only!r} has an empty entry; name tables: formats, chains, bounds, boundary")
     paths = write_tables(args.out, only)
-    return "\n".join(f"wrote {p} ({len(p.read_text().splitlines()) - 1} rows)" for p in paths)
+    written = [(p, len(p.read_text().splitlines()) - 1) for p in paths]
+    if args.json:
+        return json.dumps({"written": [{"path": str(p), "rows": n} for p, n in written]}, indent=2)
+    return "\n".join(f"wrote {p} ({n} rows)" for p, n in written)
 
 
 def _cmd_boundary(args: argparse.Namespace) -> str:
@@ -450,6 +255,10 @@ def _cmd_boundary(args: argparse.Namespace) -> str:
                        "numoracle.boundary_values(src, dst, rounding='sr') from Python")
     via = tuple(v for v in (args.via or "").split(",") if v)
     bv = boundary_values(args.src, args.dst, via=via, rounding=args.rounding, overflow=args.overflow)
+    if args.json:
+        return json.dumps({"src": bv.src.name, "dst": bv.dst.name, "via": [f.name for f in bv.via],
+                           "rounding": bv.rounding.value, "overflow": bv.overflow.value, "values": bv.rows()},
+                          indent=2)
     return bv.table()
 
 
@@ -462,17 +271,17 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="numoracle", description="Exact oracle for low-precision number formats.",
                 epilog="Exit status: 0 done; 1 the command's verdict failed (sweep: unexplained mismatches or "
-                "converter faults); 2 usage error (one line on stderr); 3 internal error (a bug: please "
-                "report it); 130 interrupted.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("formats", help="the registry as a table").set_defaults(run=_cmd_formats)
-    i = sub.add_parser("info", help="every derived constant of one format")
-    i.add_argument("format")
-    i.set_defaults(run=_cmd_info)
+                "converter faults; chain --check: the chain differs); 2 usage error (one line on stderr); 3 "
+                "internal error (a bug: please report it); 130 interrupted. docs/cli.md has every subcommand.")
+    p.add_argument("--version", action="version", version=f"numoracle {_version()}",
+                   help="print the version and exit")
+    p.set_defaults(run=lambda args: p.format_help().rstrip())  # bare `numoracle`: the help, exit 0
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    add_info_parsers(sub)
     c = sub.add_parser("cast", help="convert one value exactly, with flags and neighbours",
                        description="VALUE: a decimal (65519, 1e9), a fraction (1/3), inf, nan, a hex float "
                        "(0x1.8p3), or with --from a code (0x7bff) or a value of that format.")
-    c.add_argument("value", metavar="VALUE")
+    c.add_argument("value", metavar="VALUE", help="the value (or with --from, a code) to convert")
     c.add_argument("--to", required=True, metavar="FMT", help="destination format")
     c.add_argument("--from", dest="src", metavar="FMT", help="source format of VALUE (a code or a value of it)")
     c.add_argument("--rounding", default="rne", metavar="R", help=f"one of {', '.join(_MODES)} (default rne)")
@@ -487,11 +296,12 @@ def _parser() -> argparse.ArgumentParser:
     add_chain_parsers(sub)
     add_bound_parsers(sub)
     bd = sub.add_parser("boundary", help="the source values that matter for a conversion or chain, labelled")
-    bd.add_argument("src", metavar="SRC")
-    bd.add_argument("dst", metavar="DST")
+    bd.add_argument("src", metavar="SRC", help="source format")
+    bd.add_argument("dst", metavar="DST", help="destination format")
     bd.add_argument("--via", metavar="FMT[,FMT]", help="intermediate formats of a chain")
     bd.add_argument("--rounding", default="rne", metavar="R", help=f"one of {', '.join(_MODES)} (default rne)")
     bd.add_argument("--overflow", metavar="O", help="ieee, saturate, nan, wrap (default: the destination's)")
+    bd.add_argument("--json", action="store_true", help="print a JSON object")
     bd.set_defaults(run=_cmd_boundary)
     add_sweep_parsers(sub)
     add_plot_parsers(sub)
@@ -499,8 +309,14 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")
+    t.add_argument("--json", action="store_true", help="print a JSON object")
     t.set_defaults(run=_cmd_tables)
     return p
+
+
+def _version() -> str:
+    """The running package's version (the package is imported whenever its command line runs)."""
+    return str(getattr(sys.modules.get("numoracle"), "__version__", "unknown"))
 
 
 _NEG_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

@@ -12,7 +12,10 @@ raise ValueError (``numoracle.cli`` prints one line and exits with 2), a missing
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+from .text import jsonable
 
 __all__ = ["add_plot_parsers", "parse_Ks"]
 
@@ -75,14 +78,19 @@ def _cmd_plot_bound(args: argparse.Namespace) -> str:
         args.op, _items(args.dtype, "dtype"), _items(args.order, "order"), parse_Ks(args.K),
         acc=_items(args.acc, "acc"), kind=_items(args.kind, "kind"), samples=args.samples, seed=args.seed,
         data=_items(args.data, "data"), confidence=args.confidence)
-    lines = [data.table()]
+    written = []
     if args.csv:
         Path(args.csv).write_text(data.to_csv(), encoding="utf-8")
-        lines.append(f"wrote {args.csv}")
+        written.append(args.csv)
     if args.out:
         plot.plot_bound(data, args.out, title=args.title)
-        lines.append(f"wrote {args.out}")
-    return "\n".join(lines)
+        written.append(args.out)
+    if args.json:
+        return json.dumps({"op": data.op, "Ks": list(data.Ks), "kinds": list(data.kinds),
+                           "datasets": list(data.datasets), "samples": data.samples, "seed": data.seed,
+                           "confidence": data.confidence, "rows": jsonable(data.rows()), "notes": list(data.notes),
+                           "written": written}, indent=2)
+    return "\n".join([data.table(), *(f"wrote {w}" for w in written)])
 
 
 def add_plot_parsers(sub: argparse._SubParsersAction) -> None:
@@ -116,4 +124,5 @@ def add_plot_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", metavar="FILE", help="write the figure (.png, .svg or .pdf; needs matplotlib)")
     b.add_argument("--csv", metavar="FILE", help="write the numbers as CSV")
     b.add_argument("--title", metavar="TEXT", help="figure title (default: what was emulated)")
+    b.add_argument("--json", action="store_true", help="print the numbers as a JSON object instead of the table")
     b.set_defaults(run=_cmd_plot_bound)

@@ -94,8 +94,8 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
                        "fp8_e4m3fn --against torch. Exit status: 0 when every mismatch is a known deviation (or "
                        "there is none), 1 when some mismatch is unexplained or the converter failed, 2 on a usage "
                        "error.")
-    s.add_argument("src", metavar="SRC")
-    s.add_argument("dst", metavar="DST")
+    s.add_argument("src", metavar="SRC", help="source format (its codes are the inputs)")
+    s.add_argument("dst", metavar="DST", help="destination format")
     s.add_argument("--against", required=True, metavar="|".join(LIBRARIES) + "|MODULE:FUNCTION",
                    help="the library whose cast is swept, or a converter function (importable: native array of "
                    "SRC -> array of DST)")
@@ -118,6 +118,7 @@ def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--markdown", action="store_true", help="print the report as Markdown")
     prog = s.add_mutually_exclusive_group()
     prog.add_argument("--progress", dest="progress", action="store_true", default=None,
-                      help="progress line on stderr (default: when stderr is a terminal)")
-    prog.add_argument("--no-progress", dest="progress", action="store_false")
+                      help="progress bar on stderr (default: when stderr is a terminal and NUMORACLE_PROGRESS "
+                      "is not 0)")
+    prog.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     s.set_defaults(run=_cmd_sweep)

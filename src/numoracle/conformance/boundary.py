@@ -27,9 +27,9 @@ where it does not, the nearest source codes on both sides ("..., nearest below i
 Negative targets mirror the positive ones where the source is signed (thresholds of directed
 modes and of integers are computed per sign). Nothing here runs the conversion engine.
 
->>> bv = boundary_values("int32", "fp16")
->>> [lab for c, lab in bv if c == 65520]
-['fp16 overflow threshold (rne); tie of fp16 between 65504 and 65536 (past max finite)']
+    >>> bv = boundary_values("int32", "fp16")
+    >>> [lab for c, lab in bv if c == 65520]
+    ['fp16 overflow threshold (rne); tie of fp16 between 65504 and 65536 (past max finite)']
 """
 
 from __future__ import annotations

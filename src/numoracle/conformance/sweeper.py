@@ -26,7 +26,6 @@ import functools
 import math
 import os
 import pickle
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from ..core.convert import cast_codes, check_codes, decode
 from ..core.formats import TF32, AnyFormat, format_of
 from ..core.interop import as_array, as_native, native_dtype, to_codes
 from ..core.policy import Policy, Rounding, resolve_policy
+from ..core.progress import progress as progress_bar
 from ..core.text import hex_width
 from .converters import Converter, _fn_name, _library_version
 from .deviations import LIBRARIES
@@ -275,27 +275,6 @@ def _array_parts(codes: np.ndarray, chunk: int) -> list[_Part]:
     return [_Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
 
 
-class _Progress:
-    """A one-line progress display on stderr (carriage returns, no dependency)."""
-
-    def __init__(self, on: bool, total: int, label: str) -> None:
-        self.on, self.total, self.label, self.done, self.t0 = on, total, label, 0, time.perf_counter()
-
-    def step(self) -> None:
-        self.done += 1
-        if self.on:
-            el = time.perf_counter() - self.t0
-            eta = el / self.done * (self.total - self.done)
-            sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} chunks "
-                             f"{100 * self.done // self.total:3d}%  {el:6.1f} s, ~{eta:.0f} s left ")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.on:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 def _check_arguments(src: Any, dst: Any, rounding: Any, overflow: Any, nan_to: Any, ftz: bool, daz: bool,
                      progress: Any, witnesses: Any, chunk: Any, workers: Any, timeout: Any, executor: Any,
                      seed: Any) -> tuple[AnyFormat, AnyFormat, Policy]:
@@ -360,8 +339,8 @@ def sweep(
     processes (default ``os.cpu_count()``), except that a single chunk runs in the calling process;
     with the default pool ``fn`` must be picklable (a module-level function or class instance).
     chunk: inputs per task (default 2^24: about 0.2 GB of temporaries per worker for FP32 sources).
-    progress: a progress line on stderr (default: when stderr is a terminal). witnesses: how many
-    (smallest source codes) each class keeps. timeout: seconds one chunk may take; a chunk past it is
+    progress: a progress bar on stderr (default: on a terminal, numoracle.core.progress). witnesses: how
+    many (smallest source codes) each class keeps. timeout: seconds one chunk may take; a chunk past it is
     reported as a converter fault (kind ``"timeout"``) and, in the default pool, its worker is killed
     (with it, the pool: chunks in flight run again in a new one); the default pool is used even for a
     single chunk when a timeout is given. Ctrl-C kills the default pool's workers at once, and they
@@ -387,15 +366,15 @@ def sweep(
     elif executor is not None:
         n_workers = _executor_workers(executor)
     label = f"sweep {src.name}->{dst.name} vs {against}"
-    bar = _Progress(sys.stderr.isatty() if progress is None else bool(progress), n_parts, label)
+    bar = progress_bar(total=n_parts, desc=label, unit="chunk", enable=progress)
 
     def add(r: _Result) -> None:
         merged.add(r, witnesses)
-        bar.step()
+        bar.update(1)
 
     def fault(p: _Part, kind: str, message: str) -> None:
         merged.error(kind, message, p, _first_last(p), False)
-        bar.step()
+        bar.update(1)
 
     try:
         run_parts(parts, functools.partial(_run_chunk, job), executor=executor,

@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NumoracleError", "ParseError", "ArgumentTypeError", "NumoracleAssertionError"]
+__all__ = ["NumoracleError", "ParseError", "ArgumentTypeError", "NumoracleAssertionError", "failure_message"]
 
 
 class NumoracleError(ValueError):
@@ -37,3 +38,18 @@ class NumoracleAssertionError(AssertionError):
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+def failure_message(text: str, msg: str | Callable[[str], str] | None) -> str:
+    """The message of a failed ``assert_*``: ``msg`` called on the report's text, or put above it.
+
+    As in ``torch.testing.assert_close``, a callable gets the generated message and returns the one
+    to show; a string is shown first (torch shows only the string; here the report follows it).
+    """
+    if msg is None:
+        return text
+    if callable(msg):
+        return str(msg(text))
+    if isinstance(msg, str):
+        return f"{msg}\n{text}"
+    raise TypeError(f"msg must be a str or a callable taking the report's text, got {type(msg).__name__}")

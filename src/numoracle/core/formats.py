@@ -45,6 +45,7 @@ __all__ = [
     "FP16",
     "BF16",
     "FP8_E4M3FN",
+    "FP8_E4M3", "FP8_E3M4",
     "FP8_E5M2",
     "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ",
@@ -320,6 +321,8 @@ FP16 = Format("fp16", 5, 10, 15, aliases=("float16", "half", "f16", "binary16", 
 BF16 = Format("bf16", 8, 7, 127, aliases=("bfloat16", "e8m7"))
 FP8_E4M3FN = Format("fp8_e4m3fn", 4, 3, 7, nan="fn", has_inf=False, aliases=("float8_e4m3fn", "e4m3fn"))
 FP8_E5M2 = Format("fp8_e5m2", 5, 2, 15, aliases=("float8_e5m2", "e5m2"))
+FP8_E4M3 = Format("fp8_e4m3", 4, 3, 7, aliases=("float8_e4m3",))  # ml_dtypes' IEEE-style E4M3: inf, NaNs
+FP8_E3M4 = Format("fp8_e3m4", 3, 4, 3, aliases=("float8_e3m4", "e3m4"))  # ml_dtypes' IEEE-style E3M4
 FP8_E4M3FNUZ = Format(
     "fp8_e4m3fnuz", 4, 3, 8, nan="fnuz", has_inf=False, aliases=("float8_e4m3fnuz", "e4m3fnuz")
 )
@@ -352,9 +355,7 @@ INT64, UINT64 = IntFormat(64, True), IntFormat(64, False)
 _REGISTRY: dict[str, AnyFormat] = {}
 # names that more than one format could mean: resolved only with the candidates listed
 _AMBIGUOUS: dict[str, tuple[str, ...]] = {
-    "e4m3": ("fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e4m3b11fnuz"),
-    "fp8_e4m3": ("fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e4m3b11fnuz"),
-    "float8_e4m3": ("fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e4m3b11fnuz"),
+    "e4m3": ("fp8_e4m3fn", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e4m3b11fnuz"),
     "fp8": ("fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz"),
     "fp6": ("fp6_e3m2fn", "fp6_e2m3fn"),
     "int": ("int32", "int64"),
@@ -378,7 +379,7 @@ def register(fmt: AnyFormat, *, replace: bool = False) -> AnyFormat:
 
 
 for _f in (
-    FP64, FP32, TF32, FP16, BF16, FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
+    FP64, FP32, TF32, FP16, BF16, FP8_E4M3FN, FP8_E5M2, FP8_E4M3, FP8_E3M4, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
     FP8_E4M3B11FNUZ, FP6_E3M2FN, FP6_E2M3FN, FP4_E2M1FN, E8M0FNU,
 ):
     register(_f)
@@ -417,7 +418,7 @@ TORCH_NAMES = {
 def torch_dtype_format(dt: Any) -> AnyFormat | None:
     """Format of a torch dtype (``torch.float16`` -> FP16), or None."""
     name = str(dt).removeprefix("torch.")
-    key = TORCH_NAMES.get(name)
+    key = TORCH_NAMES.get(name) or ("fp4_e2m1fn" if name == "float4_e2m1fn_x2" else None)  # packed pairs
     return format_of(key) if key else None
 
 

@@ -9,12 +9,14 @@ import numpy as np
 
 from .formats import TF32, AnyFormat, format_of, torch_dtype_format
 
-__all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch"]
+__all__ = ["to_codes", "as_native", "native_dtype", "torch_dtype_format", "is_torch", "unpack_fp4x2", "pack_fp4x2"]
 
 _ML_NAMES = {
     "bf16": "bfloat16",
     "fp8_e4m3fn": "float8_e4m3fn",
     "fp8_e5m2": "float8_e5m2",
+    "fp8_e4m3": "float8_e4m3",
+    "fp8_e3m4": "float8_e3m4",
     "fp8_e4m3fnuz": "float8_e4m3fnuz",
     "fp8_e5m2fnuz": "float8_e5m2fnuz",
     "fp8_e4m3b11fnuz": "float8_e4m3b11fnuz",
@@ -59,6 +61,8 @@ def to_codes(x: Any, what: str = "the array") -> tuple[np.ndarray, AnyFormat]:
         if fmt is None:
             raise TypeError(f"torch dtype {x.dtype} has no numoracle format")
         t = x.detach().cpu().contiguous()
+        if str(t.dtype) == "torch.float4_e2m1fn_x2":
+            return unpack_fp4x2(t.view(torch.uint8).numpy()), fmt
         if fmt.is_integer:
             return t.numpy().view(fmt.code_dtype), fmt
         ibits = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[t.element_size() * 8]
@@ -75,6 +79,30 @@ def to_codes(x: Any, what: str = "the array") -> tuple[np.ndarray, AnyFormat]:
         codes = a.view(np.uint8) & np.uint8((1 << fmt.bits) - 1)
         return codes, fmt
     return a.view(fmt.code_dtype), fmt
+
+
+def unpack_fp4x2(packed: np.ndarray) -> np.ndarray:
+    """Bytes holding two FP4 codes each -> the codes, two per byte along the last axis, low nibble first.
+
+    torch's ``float4_e2m1fn_x2`` stores element ``2i`` of a row in bits 0-3 of byte ``i`` and element
+    ``2i + 1`` in bits 4-7 (the order of CUDA's ``__nv_fp4x2_e2m1``), so a ``(m, n)`` tensor holds
+    ``(m, 2n)`` FP4 values; :func:`pack_fp4x2` is the inverse.
+    """
+    b = np.asarray(packed, np.uint8)
+    if b.ndim == 0:
+        b = b.reshape(1)
+    pair = np.stack([b & np.uint8(0x0F), b >> np.uint8(4)], axis=-1)
+    return pair.reshape(b.shape[:-1] + (2 * b.shape[-1],))
+
+
+def pack_fp4x2(codes: Any) -> np.ndarray:
+    """FP4 codes (an even count along the last axis) -> bytes of two, low nibble first (see :func:`unpack_fp4x2`)."""
+    c = np.asarray(codes, np.uint8)
+    if c.ndim == 0 or c.shape[-1] % 2:
+        raise ValueError(f"packing FP4 pairs needs an even length along the last axis, got shape {c.shape}")
+    if c.size and int(c.max()) > 0x0F:
+        raise ValueError(f"FP4 codes are 4-bit (0..0xf), got {int(c.max()):#x}")
+    return (c[..., 0::2] | (c[..., 1::2] << np.uint8(4))).astype(np.uint8)
 
 
 def as_native(codes: Any, fmt: Any) -> np.ndarray:

@@ -26,6 +26,7 @@ report; ``.report`` holds the object) or returns the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -34,12 +35,13 @@ import numpy as np
 from ..core.args import check_int
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast, decode
-from ..core.errors import NumoracleAssertionError
+from ..core.errors import NumoracleAssertionError, failure_message
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
 from .error import QuantErrorReport, _as_values, _expand, quantization_error_bound
 from .scale import mul_round
+from .torchq import is_torch_quantized, scale_grid, torch_quantized_parts
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
            "QuantElement", "CLASSES"]
@@ -139,8 +141,8 @@ class QuantCheckReport:
 class QuantizedMismatch(NumoracleAssertionError):
     """Raised by :func:`assert_quantized_close`; ``.report`` is the :class:`QuantCheckReport`."""
 
-    def __init__(self, report: QuantCheckReport) -> None:
-        super().__init__(str(report), report)
+    def __init__(self, report: QuantCheckReport, msg: str | Callable[[str], str] | None = None) -> None:
+        super().__init__(failure_message(str(report), msg), report)
 
 
 def _hex(code: int | None, fmt: AnyFormat) -> str:
@@ -229,29 +231,81 @@ def _requantize(x: Any, scales: np.ndarray, q: Any, params: dict) -> np.ndarray 
     return np.asarray(r.codes).astype(np.uint64)
 
 
-def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actual_scales: Any = None,
-                          show: int = 10, **quantize_params: Any) -> QuantCheckReport:
-    """Compare ``actual`` with ``numoracle.quantize(x, **quantize_params)`` (see the module docstring)."""
-    from .quantizer import Quantized, quantize
+_QUANTIZE_KEYS = ("fmt", "granularity", "axis", "symmetric", "scale_fmt", "scale_rule", "rounding", "clip",
+                  "reciprocal", "compute", "overflow", "nan", "global_scale", "scale", "zero_point", "scale_rounding",
+                  "compute_rounding", "scale_range", "global_amax", "random_bits", "sr_bits")
 
-    check_int(allow_outliers, "allow_outliers", 0)
-    check_int(show, "show", 0)
-    if "fmt" not in quantize_params:
+
+def _element_format(fmt: Any, actual: Any, tq: Any) -> Any:
+    """``fmt``, or the element format ``actual`` carries (a torch quantized tensor, a Quantized)."""
+    from .quantizer import Quantized
+
+    if fmt is None:
+        fmt = tq.fmt if tq is not None else actual.fmt if isinstance(actual, Quantized) else None
+    if fmt is None:
         raise TypeError("check_quantized_close needs the element format: fmt=... (and the other quantize "
                         "parameters: granularity=, axis=, scale_fmt=, ...)")
-    xv = _as_values(x, "x")
-    q = quantize(x, **quantize_params)
-    fmt = q.fmt
-    notes: list[str] = []
-    a_zp = None
+    return fmt
+
+
+def _unwrap(actual: Any, actual_scales: Any, q: Any, tq: Any, notes: list[str]) -> tuple[Any, Any, Any, bool]:
+    """(codes or array, scales, zero points, zero points differ) of a torch quantized tensor or a Quantized."""
+    from .quantizer import Quantized
+
+    fmt, a_zp, zp_differ = q.fmt, None, False
+    if tq is not None:
+        if actual_scales is not None:
+            raise ValueError("actual is a torch quantized tensor: its scales are compared; do not also pass "
+                             "actual_scales")
+        if tq.fmt != fmt:
+            raise TypeError(f"actual is a torch {tq.fmt.name} quantized tensor, but the expected quantisation is to "
+                            f"{fmt.name}")
+        actual_scales, a_zp = scale_grid(tq, np.asarray(q.scales).shape)
+        if np.any(actual_scales.astype(np.float32) != actual_scales):
+            notes.append("the tensor's float64 scales are not float32 values: compared as float32, the precision "
+                         "torch's CPU quantize kernels compute with")
+            actual_scales = actual_scales.astype(np.float32)
+        if q.zero_points is None and np.any(a_zp != 0):
+            notes.append("the tensor has nonzero zero points where the expected quantisation is symmetric")
+            zp_differ = True
+        return tq.codes, actual_scales, (a_zp if q.zero_points is not None else None), zp_differ
     if isinstance(actual, Quantized):
         if actual_scales is not None:
             raise ValueError("actual is a Quantized: its scales are compared; do not also pass actual_scales")
         if actual.fmt != fmt:
             raise TypeError(f"actual is quantised to {actual.fmt.name}, but the expected quantisation is to {fmt.name}")
-        actual_scales = actual.scale_codes
-        a_zp = actual.zero_points
-        actual = np.asarray(actual.codes)
+        return np.asarray(actual.codes), actual.scale_codes, actual.zero_points, False
+    return actual, actual_scales, a_zp, zp_differ
+
+
+def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: Any = None, axis: Any = -1,
+                          symmetric: bool = True, scale_fmt: Any = None, scale_rule: str = "absmax",
+                          rounding: Any = "rne", clip: str | None = None, reciprocal: bool = False,
+                          compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",
+                          global_scale: float | None = None, scale: Any = None, zero_point: Any = None,
+                          scale_rounding: Any = "rne", compute_rounding: Any = "rne", scale_range: str | None = None,
+                          global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None,
+                          allow_outliers: int = 0, actual_scales: Any = None, show: int = 10) -> QuantCheckReport:
+    """Compare ``actual`` with ``numoracle.quantize(x, fmt, ...)`` (see the module docstring).
+
+    The quantisation parameters (``fmt`` to ``sr_bits``) are :func:`numoracle.quantize`'s. ``fmt`` may be
+    left out when ``actual`` says it: a :class:`~numoracle.Quantized` or a torch quantized tensor (qint8,
+    quint8, qint32; its scales and zero points are then compared too). ``allow_outliers``: the budget of
+    tie and scale-off-by-one-ULP outliers; ``actual_scales``: the kernel's scales; ``show``: rows listed.
+    """
+    from .quantizer import quantize
+
+    check_int(allow_outliers, "allow_outliers", 0)
+    check_int(show, "show", 0)
+    tq = torch_quantized_parts(actual) if is_torch_quantized(actual) else None
+    fmt = _element_format(fmt, actual, tq)
+    given = locals()
+    quantize_params = {k: given[k] for k in _QUANTIZE_KEYS}  # the arguments quantize() takes, as passed
+    xv = _as_values(x, "x")
+    q = quantize(x, **quantize_params)
+    fmt = q.fmt
+    notes: list[str] = []
+    actual, actual_scales, a_zp, zp_differ_t = _unwrap(actual, actual_scales, q, tq, notes)
     mode, acodes, afmt = _actual_codes(actual, fmt, xv.shape)
     ec = np.asarray(q.codes).astype(np.uint64)
     zp = np.zeros(xv.shape) if q.zero_points is None else _expand(np.asarray(q.zero_points, np.float64), xv.shape)
@@ -261,7 +315,7 @@ def check_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actua
     grid = np.asarray(q.scales).shape
     off1, offm, witness, S_act, act_grid = _compare_scales(q, actual_scales, sfmt, S_exp, show)
     zp_e = None if q.zero_points is None else np.asarray(q.zero_points)
-    zp_differ = False
+    zp_differ = zp_differ_t
     if a_zp is not None and zp_e is not None and not np.array_equal(np.asarray(a_zp), zp_e):
         notes.append("zero points differ from the expected ones: every element is compared with the expected codes")
         zp_differ = True
@@ -407,12 +461,28 @@ def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke
     return code, av, same, known & ~a_n, dist
 
 
-def assert_quantized_close(actual: Any, x: Any, *, allow_outliers: int = 0, actual_scales: Any = None,
-                           show: int = 10, **quantize_params: Any) -> QuantCheckReport:
-    """:func:`check_quantized_close`; raises :class:`QuantizedMismatch` unless it passed; returns the report."""
+def assert_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: Any = None, axis: Any = -1,
+                           symmetric: bool = True, scale_fmt: Any = None, scale_rule: str = "absmax",
+                           rounding: Any = "rne", clip: str | None = None, reciprocal: bool = False,
+                           compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",
+                           global_scale: float | None = None, scale: Any = None, zero_point: Any = None,
+                           scale_rounding: Any = "rne", compute_rounding: Any = "rne", scale_range: str | None = None,
+                           global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None,
+                           allow_outliers: int = 0, actual_scales: Any = None, show: int = 10,
+                           msg: str | Callable[[str], str] | None = None) -> QuantCheckReport:
+    """:func:`check_quantized_close`; raises :class:`QuantizedMismatch` unless it passed; returns the report.
+
+    msg: a string shown above the report, or a callable that gets the report's text and returns the
+    message (as ``torch.testing.assert_close`` takes it).
+    """
     __tracebackhide__ = True  # pytest shows the caller's line and the report, not this frame
-    r = check_quantized_close(actual, x, allow_outliers=allow_outliers, actual_scales=actual_scales, show=show,
-                              **quantize_params)
+    r = check_quantized_close(
+        actual, x, fmt=fmt, granularity=granularity, axis=axis, symmetric=symmetric, scale_fmt=scale_fmt,
+        scale_rule=scale_rule, rounding=rounding, clip=clip, reciprocal=reciprocal, compute=compute,
+        overflow=overflow, nan=nan, global_scale=global_scale, scale=scale, zero_point=zero_point,
+        scale_rounding=scale_rounding, compute_rounding=compute_rounding, scale_range=scale_range,
+        global_amax=global_amax, random_bits=random_bits, sr_bits=sr_bits, allow_outliers=allow_outliers,
+        actual_scales=actual_scales, show=show)
     if not r.passed:
-        raise QuantizedMismatch(r)
+        raise QuantizedMismatch(r, msg)
     return r

@@ -36,6 +36,7 @@ from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.formats import FP32, Format, format_of
 from ..core.interop import to_codes
+from ..core.progress import progress
 from .gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from .identifyreport import Candidate, IdentifyReport, ulp_histogram
 from .orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK, preset
@@ -307,6 +308,7 @@ class _Search:
 
     def __init__(self, p: _Problem, sub: np.ndarray | None):
         self.p, self.sub = p, sub
+        self.bar = progress(desc="identify: orders scored", unit="order")  # on a terminal only
         self.scored: list[Candidate] = []
         self.confirmed: dict[Order, Candidate] = {}
         self.notes: list[str] = []
@@ -323,6 +325,7 @@ class _Search:
 
     def add(self, c: Candidate) -> Candidate | None:
         self.scored.append(c)
+        self.bar.update(1)
         return self.confirm(c) if c.matched == c.total else None
 
     def confirm(self, c: Candidate) -> Candidate | None:
@@ -402,6 +405,7 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
             if not isinstance(o, Order):
                 raise TypeError(f"candidates must be 'auto' or numoracle orders, got {o!r}")
         win = search.run("given", orders)
+    search.bar.close()
     if win is None:
         for c in search.best(tuple({c.stage for c in search.scored}), keep):
             search.confirm(c)

@@ -24,9 +24,9 @@ data set) and writes PNG, SVG or PDF by extension, without timestamps or softwar
 file, so a given matplotlib version writes the same bytes for the same data. matplotlib is an
 optional extra (``pip install "numoracle[plot]"``) and is imported only by ``plot_bound``.
 
->>> d = bound_curve_data("dot", ["bf16"], ["pairwise"], [16, 256], samples=2)
->>> [f"{c:.3g}" for c in d.curves[0].worst]
-['2.38e-07', '4.77e-07']
+    >>> d = bound_curve_data("dot", ["bf16"], ["pairwise"], [16, 256], samples=2)
+    >>> [f"{c:.3g}" for c in d.curves[0].worst]
+    ['2.38e-07', '4.77e-07']
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import numpy as np
 from ..core.convert import cast
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.interop import as_native
+from ..core.progress import progress
 from .bounds import KINDS, parse_order
 
 __all__ = ["bound_curve_data", "plot_bound", "BoundCurve", "BoundCurves", "BoundViolation", "DATASETS",
@@ -326,7 +327,7 @@ def bound_curve_data(op: str = "dot", dtypes: Any = ("bf16",), orders: Any = ("s
                 expected_error_bound(op, f, Ks_[0], acc=a, order=obj)  # user errors surface here, before the work
                 specs.append((f, a, label, obj))
     acc_ = [_Acc(dsets) for _ in specs]
-    for K in Ks_:  # one K at a time: its inputs, exact results and sum|t| are shared by every curve
+    for K in progress(Ks_, desc="bound curves", unit="K"):  # one K at a time: inputs, exact results, sum|t| shared
         cases: dict[str, list[tuple[str, list[np.ndarray], np.ndarray, np.ndarray]]] = {f.name: [] for f in fmts}
         for j, d in enumerate(dsets):
             rng = np.random.default_rng([int(seed), K, j])

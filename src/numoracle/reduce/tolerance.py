@@ -261,7 +261,8 @@ def describe_bound(b: ErrorBound) -> str:
              f"{b.method})"]
     if b.vacuous:
         lines.append(f"  VACUOUS: c >= 1 allows 100% error relative to sum|{t}|; this bound says nothing. "
-                     "Use a wider accumulator, a shallower order, or kind='probabilistic'.")
+                     "Use a wider accumulator, a shallower order"
+                     + (", or a smaller K." if b.kind == "probabilistic" else ", or kind='probabilistic'."))
     lines.append(f"  deepest leaf: {b.depth} roundings (and block alignments) after the inputs (h_max)")
     lines.append("  components (per leaf: factor = prod(1+u_j) - 1 over the roundings on its path):")
     lines += [f"    - {c.describe()}" for c in b.components]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.formats import AnyFormat, registry
+from ..core.progress import progress
 
 __all__ = ["TABLES", "formats_table", "render_csv", "write_tables"]
 
@@ -100,7 +101,7 @@ def write_tables(outdir: str | Path = "tables", names: Iterable[str] | None = No
             raise ValueError(f"unknown table {n!r}; tables: {', '.join(TABLES)}")
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for n in chosen:
+    for n in progress(chosen, desc="tables", unit="table"):
         p = out / f"{n}.csv"
         p.write_text(render_csv(TABLES[n]()), encoding="utf-8", newline="")
         paths.append(p)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..chains.prove import classify_cast_chain
 from ..core.formats import AnyFormat, registry
+from ..core.progress import progress
 from ..core.text import hex_width
 
 __all__ = ["chain_triples", "chain_row", "chains_table", "MODES"]
@@ -51,6 +52,7 @@ def chains_table(executor: Executor | None = None) -> list[dict[str, Any]]:
     """Every row (about 50,000 classifications: minutes on 2 cores with the default process pool)."""
     triples = chain_triples()
     batches = [triples[k:k + 256] for k in range(0, len(triples), 256)]
+    desc = f"chains.csv ({len(triples)} chains)"
     if executor is None:
         from ..conformance.sweeppool import (
             init_worker,  # workers die with this process (SIGTERM/SIGKILL) and ignore Ctrl-C
@@ -58,7 +60,7 @@ def chains_table(executor: Executor | None = None) -> list[dict[str, Any]]:
 
         with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, initializer=init_worker,
                                  initargs=(os.getpid(),)) as ex:
-            parts = list(ex.map(_rows, batches))
+            parts = list(progress(ex.map(_rows, batches), total=len(batches), desc=desc, unit="batch"))
     else:
-        parts = list(executor.map(_rows, batches))
+        parts = list(progress(executor.map(_rows, batches), total=len(batches), desc=desc, unit="batch"))
     return [r for p in parts for r in p]

@@ -1,4 +1,4 @@
-"""Checks for kernels: ``assert_*_close`` against exact references and error bounds, poison fills, run comparisons.
+"""Checks for kernels: ``assert_*_close`` against exact references and error bounds, and run comparisons.
 
 ``check_matmul_close(actual, A, B, acc="fp32")`` computes the exact product (correctly rounded to
 float64, and to the output format), the error bound of ``expected_error_bound`` for the inputs'
@@ -6,18 +6,15 @@ format, K and accumulator, evaluated elementwise on these inputs (``ErrorBound.t
 returns a :class:`CloseReport`. An element passes when ``|actual - exact| <= bound`` or when it is
 bit-identical to the exact result correctly rounded to the output format (``out`` if given, else
 the format of ``actual``). The check fails when more than ``allow_outliers`` elements fail, and
-always when the bound is vacuous (coefficient >= 1: it could not tell a correct kernel from a wrong
-one). ``assert_*_close`` raise :class:`NumoracleAssertionError` (an ``AssertionError``) with
-``str(report)`` as its message and the report as ``.report``.
-
-``poison_like(x)`` gives an output buffer filled with a distinctive NaN (or bit pattern) for
-kernels to overwrite; ``compare_runs(a, b, op, *inputs)`` tells apart two runs that are
-bit-identical, differ only as reorderings of the accumulation can explain, differ in a way no
-order explains, or still hold the poison pattern somewhere (a kernel never wrote those elements).
+always when the bound is vacuous (coefficient >= 1). ``assert_*_close`` raise
+:class:`NumoracleAssertionError` (an ``AssertionError``) with the compact report as its message
+(``msg=``, ``verbose=``) and the report as ``.report``. ``compare_runs(a, b, op, *inputs)`` tells
+apart two runs that are bit-identical, differ as reorderings explain, differ in a way no order
+explains, or still hold the poison pattern (``poison_like``) somewhere.
 """
-
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -29,219 +26,18 @@ from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import FP32, FP64, AnyFormat, Format, format_of
-from ..core.interop import as_native, is_torch, to_codes, torch_dtype_format
-from ..reduce.boundmath import nested, sci
 from ..reduce.bounds import ErrorBound, expected_error_bound
-from ..reduce.reference import exact_dot, exact_matmul, exact_sum
 from .checkpower import detection_power
+from .closeproblem import Problem as _Problem
+from .closeproblem import exact_value as _exact_value
+from .closereport import CloseReport, Element, element_table, vacuous_text
+from .poison import poison_code, poison_like, poison_mask, ranges_text
 
 __all__ = ["check_sum_close", "check_dot_close", "check_matmul_close", "assert_sum_close", "assert_dot_close",
            "assert_matmul_close", "CloseReport", "Element", "poison_like", "poison_mask", "poison_code",
            "compare_runs", "RunComparison", "VERDICTS", "NumoracleAssertionError"]
 
 VERDICTS = ("IDENTICAL", "REORDERING", "UNEXPLAINED", "UNWRITTEN")
-_A5 = 0xA5A5A5A5A5A5A5A5
-
-
-# ---- poison ---------------------------------------------------------------------------------------
-def poison_code(fmt: Any) -> int:
-    """The poison code of a format: a NaN with payload 0xA5.. where the format has NaNs, else 0xA5 repeated.
-
-    FP32 0x7FA5A5A5, FP16 0x7DA5, BF16 0x7FA5, FP64 0x7FF5A5A5A5A5A5A5 (signalling NaNs), FP8 E4M3FN 0x7F,
-    E5M2 0x7D, FNUZ formats 0x80 (their only NaN); integers and formats without NaN: 0xA5 in every byte.
-    """
-    fmt = format_of(fmt)
-    if isinstance(fmt, Format) and fmt.has_nan:
-        if fmt.nan == "fn":
-            return fmt.mag_mask
-        if fmt.nan == "fnuz":
-            return fmt.sign_bit
-        m = fmt.man_bits
-        payload = _A5 & ((1 << m) - 1) & ~(1 << (m - 1))  # quiet bit clear: a signalling NaN
-        return (((1 << fmt.exp_bits) - 1) << m) | (payload or 1)
-    return _A5 & ((1 << fmt.bits) - 1)
-
-
-def _fmt_of(x: Any) -> AnyFormat:
-    if is_torch(x):
-        f = torch_dtype_format(x.dtype)
-        if f is None:
-            raise TypeError(f"torch dtype {x.dtype} has no numoracle format")
-        return f
-    return to_codes(x)[1]
-
-
-def poison_like(array: Any, pattern: int | None = None) -> Any:
-    """A new array of ``array``'s shape and dtype (and device, for torch) holding the poison code everywhere.
-
-    Fill output buffers with it before a kernel runs; elements still holding it afterwards were never
-    written (``poison_mask``, ``compare_runs``). ``pattern``: another code (an unsigned int of the
-    dtype's width). numpy and ml_dtypes arrays, and torch tensors (torch is imported only for those).
-    """
-    fmt = _fmt_of(array)
-    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern")
-    if not 0 <= code < (1 << fmt.bits):
-        raise ValueError(f"pattern {pattern!r} does not fit the {fmt.bits} bits of {fmt.name}")
-    if is_torch(array):
-        import torch
-
-        width = array.element_size() * 8
-        ints = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
-        signed = code - (1 << width) if width > 8 and code >= 1 << (width - 1) else code
-        return torch.full(tuple(array.shape), signed, dtype=ints, device=array.device).view(array.dtype)
-    a = np.asarray(array)
-    codes = np.full(a.shape, code, dtype=np.dtype(f"u{a.dtype.itemsize}"))
-    return codes.view(a.dtype)
-
-
-def poison_mask(array: Any, pattern: int | None = None) -> np.ndarray:
-    """Where ``array`` holds the poison code (bitwise), as a numpy bool array."""
-    codes, fmt = to_codes(array)
-    code = poison_code(fmt) if pattern is None else check_int(pattern, "pattern", 0, (1 << fmt.bits) - 1)
-    return np.asarray(codes).astype(np.uint64) == np.uint64(code)
-
-
-def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted ints -> [(start, stop)] of consecutive runs."""
-    if idx.size == 0:
-        return []
-    cut = np.flatnonzero(np.diff(idx) != 1) + 1
-    return [(int(s[0]), int(s[-1]) + 1) for s in np.split(idx, cut)]
-
-
-def _ranges(mask: np.ndarray) -> list[str]:
-    """Rectangles covering ``mask``: rows with equal column runs merged, as index-slice text (<= ~1000)."""
-    if mask.ndim == 0:
-        return ["()"] if bool(mask) else []
-    if mask.ndim == 1:
-        return [f"[{a}:{b}]" for a, b in _runs(np.flatnonzero(mask))]
-    out: list[str] = []
-    lead = mask.shape[:-2]
-    for bi in np.ndindex(*lead):
-        m = mask[bi]
-        pre = "".join(f"{i}, " for i in bi)
-        cur: tuple | None = None
-        start = 0
-        for r in range(m.shape[0] + 1):
-            cols = tuple(_runs(np.flatnonzero(m[r]))) if r < m.shape[0] else ()
-            if cols != cur:
-                if cur:
-                    out += [f"[{pre}{start}:{r}, {a}:{b}]" for a, b in cur]
-                cur, start = cols, r
-        if len(out) > 1000:
-            break
-    return out
-
-
-# ---- the problem: inputs, shapes, reference, bound -----------------------------------------------
-class _Problem:
-    """Normalised inputs of one reduction, its result shape and exact reference."""
-
-    def __init__(self, op: str, inputs: tuple[Any, ...], axis: int) -> None:
-        self.op = op
-        nat = [self._native(x) for x in inputs]
-        fmts = [f for _, f in nat]
-        arrs = [a for a, _ in nat]
-        if op == "sum":
-            x = arrs[0]
-            if x.ndim == 0:
-                raise ValueError("check_sum_close needs an array of >= 1 dimension to reduce")
-            x = np.moveaxis(x, axis, -1)
-            self.inputs, self.shape, self.work_shape = (x,), x.shape[:-1], x.shape[:-1]
-            self.K = x.shape[-1]
-        elif op == "dot":
-            a, b = arrs
-            if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
-                raise ValueError(f"dot: a has shape {a.shape} and b has shape {b.shape}; both need a last axis of "
-                                 "the same length K")
-            try:
-                self.shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
-            except ValueError:
-                raise ValueError(f"dot: the leading axes of a {a.shape} and b {b.shape} do not broadcast") from None
-            self.inputs, self.work_shape, self.K = (a, b), self.shape, a.shape[-1]
-        else:
-            a, b = arrs
-            if a.ndim == 0 or b.ndim == 0:
-                raise ValueError(f"matmul needs arrays of >= 1 dimension, got shapes {a.shape} and {b.shape}")
-            a2 = a[None, :] if a.ndim == 1 else a
-            b2 = b[:, None] if b.ndim == 1 else b
-            if a2.shape[-1] != b2.shape[-2]:
-                raise ValueError(f"matmul: A has shape {a.shape} and B has shape {b.shape}; A @ B needs "
-                                 f"A.shape[-1] == B.shape[-2] ({a2.shape[-1]} != {b2.shape[-2]})")
-            try:
-                batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-            except ValueError:
-                raise ValueError(f"matmul: the batch axes of A {a.shape} and B {b.shape} do not broadcast") from None
-            self.work_shape = batch + (a2.shape[-2], b2.shape[-1])
-            shape = self.work_shape
-            if b.ndim == 1:
-                shape = shape[:-1]
-            if a.ndim == 1:
-                shape = shape[:-2] + shape[-1:] if b.ndim > 1 else shape[:-1]
-            self.shape, self.inputs, self.K = shape, (a2, b2), a2.shape[-1]
-        if self.K < 1:
-            raise ValueError(f"{op}: the reduction length K is 0; nothing to check")
-        self.dtype = fmts[0]
-        if len(fmts) == 2 and fmts[0] != fmts[1]:
-            if nested(fmts[0], fmts[1]):
-                self.dtype = fmts[1]
-            elif not nested(fmts[1], fmts[0]):
-                raise ValueError(f"the inputs are {fmts[0].name} and {fmts[1].name}, and neither holds every value "
-                                 "of the other; the bound needs one input format: cast one of them (exactly)")
-
-    @staticmethod
-    def _native(x: Any) -> tuple[np.ndarray, AnyFormat]:
-        if isinstance(x, np.ndarray):
-            return x, to_codes(x, "an input")[1]
-        codes, fmt = to_codes(x, "an input")
-        return as_native(codes, fmt), fmt
-
-    def expected(self, *ofmts: AnyFormat) -> list[np.ndarray]:  # one exact result, rounded once to each
-        fn = {"sum": lambda *v, **k: exact_sum(v[0], axis=-1, **k), "dot": exact_dot, "matmul": exact_matmul}[self.op]
-        return [np.asarray(r, np.float64).reshape(-1) for r in fn(*self.inputs, out=ofmts)]
-
-    def exact_at(self, flat: int) -> Fraction:
-        """The exact rational result at one flat index of ``work_shape`` (Fractions; for a few elements)."""
-        idx = np.unravel_index(flat, self.work_shape) if self.work_shape else ()
-        if self.op == "sum":
-            terms = [_exact_value(t) for t in self.inputs[0][idx]]
-        elif self.op == "dot":
-            a, b = np.broadcast_arrays(*[x.reshape((1,) * (len(self.work_shape) + 1 - x.ndim) + x.shape)
-                                         for x in self.inputs])
-            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(a[idx], b[idx])]
-        else:
-            a2, b2 = self.inputs
-            batch, i, j = idx[:-2], idx[-2], idx[-1]
-            ra = a2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (a2.ndim - 2):], a2.shape[:-2]))]
-            rb = b2[tuple(min(k, n - 1) for k, n in zip(batch[len(batch) - (b2.ndim - 2):], b2.shape[:-2]))]
-            terms = [_exact_value(p) * _exact_value(q) for p, q in zip(ra[i, :], rb[:, j])]
-        return sum(terms, Fraction(0))
-
-    def actual(self, actual: Any, name: str = "actual") -> tuple[np.ndarray, AnyFormat]:
-        codes, fmt = to_codes(actual, name)
-        codes = np.asarray(codes)
-        if codes.shape != tuple(self.shape):
-            raise ValueError(f"{name} has shape {codes.shape}, but the {self.op} of the inputs has shape "
-                             f"{tuple(self.shape)}")
-        return codes.reshape(-1), fmt
-
-
-def _exact_value(x: Any) -> Fraction:
-    """A numpy / ml_dtypes scalar's exact value (integers as ints, floats through float64, which holds them)."""
-    return Fraction(int(x)) if np.asarray(x).dtype.kind in "iu" else Fraction(float(x))
-
-
-class Element(NamedTuple):
-    """One output element of a check: values as float64, ``ulps`` = signed ULP distance in the output format."""
-
-    index: tuple[int, ...]
-    actual: float
-    exact: float
-    error: float
-    bound: float
-    ratio: float
-    ulps: int | None
-    passed: bool
 
 
 def _ulps(ka: np.ndarray, ke: np.ndarray, ofmt: AnyFormat) -> np.ndarray:
@@ -297,10 +93,7 @@ class _Setup:
         same = oc == self.exact_codes.astype(np.uint64)
         if not self.out_exact:
             same &= False
-        nan_a, nan_e = is_nan(oc, self.ofmt), is_nan(self.exact_codes, self.ofmt)
-        ulp_known = ~nan_a & ~nan_e
-        ka = to_key(np.where(ulp_known, oc, 0), self.ofmt)
-        ke = to_key(np.where(ulp_known, self.exact_codes.astype(np.uint64), 0), self.ofmt)
+        ulps, ulp_known = self._ulp_distances(codes, afmt, oc)
         with np.errstate(all="ignore"):
             err = np.abs(vals - self.exact)
             err = np.where(np.isnan(err), np.inf, err)
@@ -317,7 +110,25 @@ class _Setup:
             v = _exact_value(np.asarray(decode(codes[i:i + 1], afmt))[0])
             within[i] = abs(v - self.pb.exact_at(int(i))) <= Fraction(float(self.tol[i]))
         ok = (within & fin_exact & np.isfinite(vals)) | same
-        return _Judged(vals, ok, nonfinite, err, ratio, _ulps(ka, ke, self.ofmt), ulp_known)
+        return _Judged(vals, ok, nonfinite, err, ratio, ulps, ulp_known)
+
+    def count_ulps_in(self, fmt: AnyFormat) -> None:
+        """Count ULPs in ``fmt`` (values the output holds exactly) rather than in the output format."""
+        self.ufmt = fmt
+        with np.errstate(all="ignore"):
+            self.exact_ucodes = np.asarray(cast(self.pb.expected(fmt)[0], fmt)).reshape(-1).astype(np.uint64)
+
+    def _ulp_distances(self, codes: np.ndarray, afmt: AnyFormat, oc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f = getattr(self, "ufmt", self.ofmt)
+        if f == self.ofmt:
+            uc, ec = oc, self.exact_codes.astype(np.uint64)
+        else:
+            with np.errstate(all="ignore"):
+                uc = np.asarray(cast(codes, f, src=afmt)).astype(np.uint64).reshape(-1)
+            ec = self.exact_ucodes
+        known = ~is_nan(uc, f) & ~is_nan(ec, f)
+        return _ulps(to_key(np.where(known, uc, 0), f), to_key(np.where(known, ec, 0), f), f), known
+
 
     def element(self, j: _Judged, i: int, shape: tuple[int, ...]) -> Element:
         idx = tuple(int(t) for t in np.unravel_index(i, shape)) if shape else ()
@@ -325,95 +136,26 @@ class _Setup:
                        float(j.ratio[i]), int(j.ulps[i]) if j.ulp_known[i] else None, bool(j.ok[i]))
 
 
+def _ulp_format(codes: np.ndarray, afmt: AnyFormat, out: Any, acc: Any) -> AnyFormat | None:
+    """The accumulator's format when the output is a wider float array that holds only its values (``simulate``
+    returns float64 holding FP32 results): ULPs of that format say more than float64 ULPs. None otherwise."""
+    try:
+        fa = format_of(acc)
+    except (TypeError, ValueError):
+        return None
+    if out is not None or not isinstance(fa, Format) or not isinstance(afmt, Format) or fa.bits >= afmt.bits:
+        return None
+    with np.errstate(all="ignore"):
+        back = cast(cast(codes, fa, src=afmt), afmt, src=fa)
+    fin = ~is_nan(codes, afmt)
+    return fa if bool(np.all(np.asarray(back)[fin] == codes[fin])) else None
+
 def _order_worst(j: _Judged, k: int) -> np.ndarray:
     """Flat indices of the k worst elements: failing first, then by error/bound."""
     if k <= 0 or j.ok.size == 0:
         return np.zeros(0, np.intp)
     key = np.where(j.ok, 0.0, 1.0)
     return np.lexsort((-j.ratio, -key))[:k]
-
-
-def _table(rows: list[Element], ofmt: AnyFormat, first: str = "index", tags: list[str] | None = None) -> list[str]:
-    head = (first, "actual", "exact", "|error|", "bound", "error/bound", f"ULPs ({ofmt.name})")
-    body = [((tags[i] + " " if tags else "") + str(e.index), repr(e.actual), repr(e.exact), f"{e.error:.4g}",
-             f"{e.bound:.4g}", f"{e.ratio:.4g}", "nan" if e.ulps is None else f"{e.ulps:+d}")
-            for i, e in enumerate(rows)]
-    w = [max(len(r[c]) for r in [head, *body]) for c in range(len(head))]
-    return ["  " + "  ".join(s.rjust(w[c]) for c, s in enumerate(r)).rstrip() for r in [head, *body]]
-
-
-def _vacuous_text(b: ErrorBound) -> str:
-    return (f"the error bound is vacuous (c = {sci(b.coefficient, 4)} >= 1 allows 100% error relative to sum|t|), so "
-            f"it cannot tell a correct kernel from a wrong one. To get a bound that says something: accumulate in "
-            f"a wider format than {b.acc.name} (acc=...), use kind='probabilistic'"
-            + (" (already used)" if b.kind == "probabilistic" else "")
-            + f", give the kernel's actual (shallower) order instead of '{b.order}' (e.g. order='pairwise' or "
-            f"orders.SplitK(s)), or reduce K = {b.K}")
-
-
-# ---- reports ---------------------------------------------------------------------------------------
-@dataclass
-class CloseReport:
-    """Result of a ``check_*_close``: ``passed``, counts, the worst elements, the bound and the margin."""
-
-    op: str
-    passed: bool
-    n_checked: int
-    n_fail: int
-    allow_outliers: int
-    bound: ErrorBound
-    max_ratio: float  # the largest |error| / bound (the margin; reported even on pass)
-    max_ratio_index: tuple[int, ...] | None
-    worst: list[Element]
-    out_format: AnyFormat
-    nonfinite: list[tuple[int, ...]] = field(default_factory=list)  # NaN/inf in actual, exact finite
-    n_nonfinite: int = 0
-    power_fn: Any = field(default=None, repr=False, compare=False)  # -> checkpower.DetectionPower, computed lazily
-
-    @property
-    def vacuous(self) -> bool:
-        return self.bound.vacuous
-
-    @property
-    def power(self) -> Any:
-        """What this check can detect (:class:`numoracle.checkpower.DetectionPower`), or the reason it is unknown."""
-        if not hasattr(self, "_power"):
-            try:
-                self._power = self.power_fn() if self.power_fn is not None else None
-            except (ValueError, TypeError) as e:
-                self._power = f"detection power: not computed ({e})"
-        return self._power
-
-    def summary(self) -> str:
-        name = self.op.capitalize()
-        at = f" at index {self.max_ratio_index}" if self.max_ratio_index is not None else ""
-        margin = f"max error/bound {self.max_ratio:.4g}{at}"
-        if self.vacuous:
-            return (f"{name} check failed: {_vacuous_text(self.bound)} ({self.n_fail} of {self.n_checked} elements "
-                    f"exceed it; {margin})")
-        if self.n_fail > self.allow_outliers:
-            return (f"{name} mismatch: {self.n_fail} of {self.n_checked} elements exceed the bound ({margin}); "
-                    f"allowed outliers {self.allow_outliers}")
-        if self.n_fail:
-            return (f"{name} close: {self.n_fail} of {self.n_checked} elements exceed the bound, within the "
-                    f"{self.allow_outliers} allowed outliers ({margin})")
-        return f"{name} close: all {self.n_checked} elements within the bound ({margin}); allowed outliers " \
-               f"{self.allow_outliers}"
-
-    def __str__(self) -> str:
-        lines = [self.summary()]
-        if self.n_nonfinite:
-            shown = ", ".join(map(str, self.nonfinite)) + (" ..." if self.n_nonfinite > len(self.nonfinite) else "")
-            lines.append(f"{self.n_nonfinite} element(s) are NaN/inf where the exact result is finite: {shown}")
-        if self.worst:
-            lines.append(f"worst {len(self.worst)} element(s) (exact = the exact result rounded to float64; "
-                         f"ULPs = actual - exact rounded to {self.out_format.name}):")
-            lines += _table(self.worst, self.out_format)
-        lines.append("bound:")
-        lines += ["  " + s for s in str(self.bound).splitlines()]
-        if self.power is not None:
-            lines += str(self.power).splitlines()
-        return "\n".join(lines)
 
 
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,
@@ -431,6 +173,9 @@ def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, ord
     order = None if order == "any" else order
     st = _Setup(pb, afmt, acc=acc, order=order, kind=kind, out=out, fma=fma, rounding=rounding,
                 confidence=confidence, ftz=ftz)
+    ufmt = _ulp_format(codes, afmt, out, acc)
+    if ufmt is not None:
+        st.count_ulps_in(ufmt)
     j = st.judge(codes, afmt)
     n_fail = int((~j.ok).sum())
     shape = tuple(pb.shape)
@@ -445,7 +190,8 @@ def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, ord
                        int(nf.size), lambda: detection_power(pb.op, pb.inputs, pb.work_shape, pb.K, st.exact, st.tol,
                                                              st.ofmt, acc=acc, order=order, kind=kind, fma=fma,
                                                              rounding=rounding, confidence=confidence, dtype=pb.dtype,
-                                                             bound_c=st.bound.coefficient_float))
+                                                             bound_c=st.bound.coefficient_float),
+                       ulp_format=ufmt or st.ofmt)
 
 
 def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
@@ -458,8 +204,7 @@ def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, ord
     format (default: ``actual``'s). allow_outliers: how many elements may exceed the bound. show: how many
     worst elements the report lists. ftz: the kernel flushes subnormal results to zero (the bound gains
     min normal per operation, ``numoracle.ftzbound``); daz (subnormal inputs read as zero) is refused.
-    ``str(report)`` ends with what the check can detect here (``report.power``, numoracle.checkpower).
-    Raises ValueError for a shape mismatch and for inputs with NaN/inf.
+    ``report.explain()`` adds what the check can detect (``report.power``). ValueError: shapes, NaN/inf inputs.
     """
     return _check("sum", actual, (x,), axis=axis, acc=acc, order=order, kind=kind, out=out,
                   allow_outliers=allow_outliers, confidence=confidence, fma=fma, rounding=rounding, show=show,
@@ -482,29 +227,62 @@ def check_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: A
                   confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
 
 
-def _raise(r: CloseReport) -> CloseReport:
+def _raise(r: CloseReport, msg: str | Callable[[str], str] | None, verbose: bool) -> CloseReport:
     __tracebackhide__ = True  # pytest shows the caller's line and the report, not numoracle's frames
     if not r.passed:
-        raise NumoracleAssertionError(str(r), r)
+        raise NumoracleAssertionError(r.message(msg, verbose), r)
     return r
 
 
-def assert_sum_close(actual: Any, x: Any, **kw: Any) -> CloseReport:
-    """:func:`check_sum_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+def assert_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any",
+                     kind: str = "worst", out: Any = None, allow_outliers: int = 0, confidence: float = 0.999,
+                     fma: bool = True, rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
+                     msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
+    """:func:`check_sum_close`; raises NumoracleAssertionError unless it passed; returns the report.
+
+    msg: a string shown above the report, or a callable that gets the report's text and returns the
+    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
+    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
+    compact one. The other arguments are :func:`check_sum_close`'s.
+    """
     __tracebackhide__ = True
-    return _raise(check_sum_close(actual, x, **kw))
+    r = check_sum_close(actual, x, axis=axis, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                        confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
+    return _raise(r, msg, verbose)
 
 
-def assert_dot_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
-    """:func:`check_dot_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+def assert_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+                     rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
+                     msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
+    """:func:`check_dot_close`; raises NumoracleAssertionError unless it passed; returns the report.
+
+    msg: a string shown above the report, or a callable that gets the report's text and returns the
+    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
+    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
+    compact one. The other arguments are :func:`check_dot_close`'s.
+    """
     __tracebackhide__ = True
-    return _raise(check_dot_close(actual, a, b, **kw))
+    r = check_dot_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                        confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
+    return _raise(r, msg, verbose)
 
 
-def assert_matmul_close(actual: Any, a: Any, b: Any, **kw: Any) -> CloseReport:
-    """:func:`check_matmul_close`; raises NumoracleAssertionError(str(report)) unless it passed; returns the report."""
+def assert_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+                        out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+                        rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
+                        msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
+    """:func:`check_matmul_close`; raises NumoracleAssertionError unless it passed; returns the report.
+
+    msg: a string shown above the report, or a callable that gets the report's text and returns the
+    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
+    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
+    compact one. The other arguments are :func:`check_matmul_close`'s.
+    """
     __tracebackhide__ = True
-    return _raise(check_matmul_close(actual, a, b, **kw))
+    r = check_matmul_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                           confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
+    return _raise(r, msg, verbose)
 
 
 # ---- comparing two runs ------------------------------------------------------------------------------
@@ -549,8 +327,8 @@ class RunComparison:
             lines = [f"UNEXPLAINED: {diff}; {self.n_unexplained} element(s) lie outside the bound of every order "
                      f"considered (max error/bound {self.max_ratio:.4g}): a bug, not a reordering"]
             lines.append("worst elements outside the bound:")
-            lines += _table([e for _, e in self.unexplained], self.out_format, "run index",
-                            [r for r, _ in self.unexplained])
+            lines += element_table([e for _, e in self.unexplained], self.out_format, "run index",
+                                   [r for r, _ in self.unexplained])
         if self.identified:
             found = {r: o for r, o in self.identified.items() if o is not None}
             lines.append("identified: " + ", ".join(f"{r} = {o!r}" if o is not None else f"{r}: no model tried "
@@ -559,7 +337,7 @@ class RunComparison:
                             if len(found) == len(self.identified) and v != "UNEXPLAINED" else ""))
         if self.bound is not None:
             if self.bound.vacuous and v in ("REORDERING", "UNEXPLAINED"):
-                lines.append("WARNING: " + _vacuous_text(self.bound) + "; REORDERING says little here")
+                lines.append("WARNING: " + vacuous_text(self.bound) + "; REORDERING says little here")
             lines.append("bound:")
             lines += ["  " + s for s in str(self.bound).splitlines()]
         return "\n".join(lines)
@@ -615,7 +393,7 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
     if differ.any():
         max_ulps = int(np.abs(d[differ]).max()) if known[differ].all() else None
     base: dict[str, Any] = dict(op=op, n_elements=int(ca.size), n_differ=int(differ.sum()), max_run_ulps=max_ulps,
-                                unwritten={k: _ranges(m) for k, m in masks.items()},
+                                unwritten={k: ranges_text(m) for k, m in masks.items()},
                                 n_unwritten={k: int(m.sum()) for k, m in masks.items()}, out_format=ofmt)
     if any(m.any() for m in masks.values()):
         return RunComparison("UNWRITTEN", unexplained=[], n_unexplained=0, bound=None, max_ratio=float("nan"), **base)

@@ -112,8 +112,44 @@ def _as_values(c: np.ndarray, fmt: AnyFormat) -> np.ndarray:
     return decode(c, fmt)
 
 
+@st.composite
+def _drawn(draw: Any, inner: SearchStrategy[Any], convert: Any) -> Any:
+    """``convert(draw(inner))`` as a plain value: a failing example then shows the value's own repr
+    (``np.float16(1.0)``, ``ml_dtypes.bfloat16(1.5)``, ``15360``), which pastes into ``@example``,
+    rather than the call that made it (which ``.map`` would show)."""
+    return convert(draw(inner))
+
+
+def _as_int(c: Any) -> int:
+    return int(c)
+
+
 def _emit(codes_st: SearchStrategy[int], fmt: AnyFormat, as_codes: bool) -> SearchStrategy[Any]:
-    return codes_st if as_codes else codes_st.map(lambda c: _scalar(c, fmt))
+    return _drawn(codes_st, _as_int if as_codes else (lambda c: _scalar(c, fmt)))
+
+
+def _ml_dtypes_repr(obj: Any, p: Any, cycle: bool) -> None:
+    """How hypothesis prints an ml_dtypes scalar: ``ml_dtypes.bfloat16(1.5)``, or from its bits for NaN."""
+    name = type(obj).__name__
+    f = float(obj)
+    if f != f:  # NaN: its bits, so that the payload and sign survive the paste
+        bits = np.array([obj]).view(f"u{np.dtype(type(obj)).itemsize}")[0]
+        p.text(f"np.uint{8 * bits.itemsize}({int(bits):#x}).view(ml_dtypes.{name})")
+    else:
+        p.text(f"ml_dtypes.{name}({f!r})".replace("(inf)", "(float('inf'))").replace("(-inf)", "(float('-inf'))"))
+
+
+def _register_printers() -> None:
+    import ml_dtypes
+    from hypothesis.vendor.pretty import for_type_by_name
+
+    for name in dir(ml_dtypes):
+        t = getattr(ml_dtypes, name)
+        if isinstance(t, type) and name.startswith(("float", "bfloat")):
+            for_type_by_name(t.__module__, t.__name__, _ml_dtypes_repr)
+
+
+_register_printers()
 
 
 @dataclass(frozen=True)
@@ -245,11 +281,55 @@ def code_arrays(fmt: Any, shape: Any, *, unique: bool = False, elements: SearchS
     return hnp.arrays(np.dtype(f.code_dtype), shape, elements=elements, unique=unique)
 
 
-def value_arrays(fmt: Any, shape: Any, *, unique: bool = False, elements: SearchStrategy[int] | None = None,
+def value_arrays(fmt: Any, shape: Any, *, unique: bool = False, elements: SearchStrategy[Any] | None = None,
                  **kwargs: Any) -> SearchStrategy[np.ndarray]:
-    """Arrays of values of ``fmt`` in its numpy / ml_dtypes dtype (elements and keywords as :func:`code_arrays`)."""
+    """Arrays of values of ``fmt`` in its numpy / ml_dtypes dtype; ``shape`` as :func:`code_arrays`.
+
+    Elements are ``values(fmt, **kwargs)``, or ``elements``: a strategy of values, as
+    ``hypothesis.extra.numpy.arrays`` takes it: numoracle's own value strategies (``values``, ``ties``,
+    ``near_overflow`` ... without ``as_codes``), or any strategy of numbers (``st.floats(-2, 2)``,
+    ``st.integers(-8, 7)``), each value rounded into ``fmt`` (round to nearest even). A value that
+    overflows ``fmt``, or has no value in it at all (NaN into a format without NaN), raises
+    ``InvalidArgument`` naming it: bound the element strategy. Codes go to :func:`code_arrays`.
+    """
     f = _fmt(fmt)
-    return code_arrays(f, shape, unique=unique, elements=elements, **kwargs).map(lambda a: _as_values(a, f))
+    if elements is None:
+        codes_arrays = code_arrays(f, shape, unique=unique, **kwargs)
+    elif kwargs:
+        raise TypeError(f"pass either elements= or values() keywords ({', '.join(kwargs)}), not both")
+    elif not isinstance(elements, SearchStrategy):
+        raise TypeError(f"elements must be a hypothesis strategy of values, got {type(elements).__name__}")
+    else:
+        codes_arrays = hnp.arrays(np.dtype(f.code_dtype), shape, unique=unique,
+                                  elements=_drawn(elements, lambda v: _value_code(v, f)))
+    return _drawn(codes_arrays, lambda a: _as_values(a, f))
+
+
+def _value_code(v: Any, f: AnyFormat) -> int:
+    """The code of ``v`` rounded into ``f`` (RNE); InvalidArgument when it overflows or has no value there."""
+    from hypothesis.errors import InvalidArgument
+
+    from ..core.convert import cast
+    from ..core.interop import to_codes
+    from ..core.policy import Flags
+
+    a = np.asarray(v)
+    if a.ndim or a.dtype.kind not in "iufV" or isinstance(v, (bool, np.bool_)):
+        raise InvalidArgument(f"value_arrays(elements=...) drew {v!r}, which is not a number: give a strategy of "
+                              f"numbers (st.floats(), st.integers(), numoracle.strategies.values({f.name!r}))")
+    c, src = to_codes(a)
+    if src == f:
+        return int(c)
+    code, flags = cast(np.asarray(c), f, src=src, rounding="rne", flags=True)
+    if int(flags) & int(Flags.OVERFLOW | Flags.INVALID):
+        raise InvalidArgument(f"value_arrays(elements=...) drew {v!r}, which {f.name} cannot hold (it overflows or "
+                              f"has no value there); bound the strategy to {f.name}'s range, e.g. "
+                              f"st.floats({-_max_of(f)}, {_max_of(f)})")
+    return int(code)
+
+
+def _max_of(f: AnyFormat) -> float:
+    return float(f.max_value if isinstance(f, IntFormat) else f.max_finite)
 
 
 # ---- ties ----------------------------------------------------------------------------------------------
