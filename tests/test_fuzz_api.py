@@ -144,8 +144,7 @@ SYNONYMS_OF = {("format_of", "x"): ["format", "dtype"], ("Format", "man_bits"): 
                ("cosine_bound", "x"): ["shaped like x"]}
 # Known gaps (in modules other work is changing at the same time): these arguments get a ValueError/TypeError
 # in time, but its message does not always name them. Only the type and time of the error are checked there.
-UNNAMED_OK = {("classify_cast_chain", "ftz"), ("quantize", "granularity"), ("quantize", "scale_rule"),
-              ("check_quantized_close", "granularity"), ("quantization_error_bound", "q")}
+UNNAMED_OK: set = set()  # every refusal names its argument
 
 
 def _named(msg: str, arg: str, value, name: str = "") -> bool:

@@ -235,7 +235,10 @@ def _resolve(shape: tuple[int, ...], fmt: AnyFormat, *, granularity: Any, axis: 
              overflow: Any, nan: str, scale_rounding: Any, compute_rounding: Any, scale_range: str | None,
              sr_bits: int | None, given: bool) -> QuantParams:
     """Validate quantize's keywords and fill in the rule's defaults (errors say what to pass instead)."""
-    scale_rule = RULE_ALIASES.get(scale_rule, scale_rule) if isinstance(scale_rule, str) else scale_rule
+    if not isinstance(scale_rule, str):
+        raise TypeError(f"scale_rule must be a rule's name ({', '.join(RULES)}), got {type(scale_rule).__name__} "
+                        f"{scale_rule!r:.40}")
+    scale_rule = RULE_ALIASES.get(scale_rule, scale_rule)
     rule = "given" if given else scale_rule
     if given and scale_rule not in ("absmax", "given"):
         raise ValueError(f"scale= gives the scales; scale_rule={scale_rule!r} would compute them: pass one")

@@ -168,6 +168,8 @@ def parse_granularity(gran: Any, axis: Any, shape: tuple[int, ...]) -> tuple[Any
     """(normalised granularity, axis, block lengths per axis)."""
     nd = len(shape)
     valid = '"tensor", "channel", ("group", g), ("block", n) or ("block", (r, c))'
+    if not isinstance(gran, (str, tuple)):
+        raise TypeError(f"granularity must be one of {valid}, got {type(gran).__name__} {gran!r:.40}")
     if gran == "tensor":
         return "tensor", None, tuple(shape)
     if gran == "channel":
