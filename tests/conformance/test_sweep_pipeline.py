@@ -19,6 +19,7 @@ from numoracle.conformance.sweeper import Converter, sweep
 from numoracle.core.formats import BF16, FP32
 from numoracle.core.policy import resolve_policy
 
+
 class MainOnly:
     """ml_dtypes' cast to BF16 that must run in the calling process (like a CUDA context): it holds a
     lock (so it cannot be pickled into a worker) and records the pid of every call."""
