@@ -114,7 +114,7 @@ def hop_rank(codes: np.ndarray, a: AnyFormat, b: AnyFormat, pol: Policy) -> np.n
 
 def _split(keys_lo: np.ndarray, keys_hi: np.ndarray, rank_of) -> list[tuple[int, int, int]]:
     """Cut intervals [keys_lo[i], keys_hi[i]] where the (non-decreasing) rank changes: (lo, hi, rank)."""
-    r_lo, r_hi = rank_of(keys_lo), rank_of(keys_hi)
+    r_lo, r_hi = np.split(rank_of(np.concatenate([keys_lo, keys_hi])), [keys_lo.size])  # one engine call
     if np.any(r_lo > r_hi):
         raise RuntimeError("internal error: a hop's rank decreases along a monotone piece; please report it")
     t_i = np.repeat(np.arange(keys_lo.size), (r_hi - r_lo).astype(np.int64))
@@ -132,7 +132,7 @@ def _split(keys_lo: np.ndarray, keys_hi: np.ndarray, rank_of) -> list[tuple[int,
     lo = np.array([p[0] for p in out], np.int64)
     hi = np.array([p[1] for p in out], np.int64)
     want = np.array([p[2] for p in out], np.int64)
-    if lo.size and (np.any(rank_of(lo) != want) or np.any(rank_of(hi) != want)):
+    if lo.size and np.any(rank_of(np.concatenate([lo, hi])) != np.concatenate([want, want])):
         raise RuntimeError("internal error: a hop's rank is not constant on a piece; please report it")
     return out
 

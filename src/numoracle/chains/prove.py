@@ -188,7 +188,7 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
             los.append(pts)
             his.append(pts)
             continue
-        g_lo, g_hi = _g_key(spec, c, klo), _g_key(spec, c, khi)
+        g_lo, g_hi = np.split(_g_key(spec, c, np.concatenate([klo, khi])), [klo.size])  # one engine call
         evals += 2 * klo.size
         t_bin, t_key, t_first = [], [], []
         for i in range(klo.size):
@@ -378,11 +378,13 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         lo, hi, evals = _cells(spec)
         codes_lo = from_key(lo, spec.src).astype(spec.src.code_dtype)
         codes_hi = from_key(hi, spec.src).astype(spec.src.code_dtype)
-        g_lo, g_hi = spec.chain(codes_lo), spec.chain(codes_hi)
+        both = np.concatenate([codes_lo, codes_hi])  # the two ends of every cell, one engine call per hop
+        g_lo, g_hi = np.split(spec.chain(both), [lo.size])
         if np.any(g_lo != g_hi):
             raise RuntimeError(f"internal error: the chain is not constant on a cell of {spec.label()}; "
                                "please report it")
-        fail = (spec.direct_cast(codes_lo) != g_lo) | (spec.direct_cast(codes_hi) != g_hi)
+        f_lo, f_hi = np.split(spec.direct_cast(both), [lo.size])
+        fail = (f_lo != g_lo) | (f_hi != g_hi)
         seg_a, seg_b = _differing_segments(spec, lo[fail], hi[fail])
         # the least-magnitude key of each segment: its start on the positive side, its end on the negative
         wk = np.where(positive_side(seg_a, spec.src), seg_a, seg_b)
