@@ -31,7 +31,7 @@ the direct cast is constant or monotone: exactly what the cell proof needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,11 +55,12 @@ from ..core.policy import Flags, Policy
 if TYPE_CHECKING:  # pragma: no cover
     from .prove import ChainSpec
 
-__all__ = ["Piece", "chain_pieces", "hop_rank", "CONSTANT_RANKS", "first_true", "midpoint"]
+__all__ = ["Piece", "chain_pieces", "hop_rank", "rank_table", "CONSTANT_RANKS", "first_true", "midpoint"]
 
 CONSTANT_RANKS = frozenset({0, 1, 3, 4, 6, 7})
 FIRST_TRUE_WAYS = 16  # points per round of first_true
 _HALF_CUTS: dict[tuple, list[tuple[int, int, int]]] = {}  # (a, b, policy, half, lo, hi) -> rank pieces
+_RANK_TABLES: dict[tuple, Any] = {}  # (a, b, policy) -> rank_table's lookup
 _RANK_OF_PLACE = {NEG_INF: 0, NEG_ZERO: 3, POS_ZERO: 4, POS_INF: 7}
 
 Piece = tuple[int, int, bool]  # (lo_key, hi_key, chain constant on it)
@@ -152,6 +153,46 @@ def _whole_half_cuts(a_fmt: AnyFormat, b_fmt: AnyFormat, pol: Policy, negative: 
     return _HALF_CUTS[ck]
 
 
+def _half_span(fmt: AnyFormat, negative: bool) -> tuple[int, int] | None:
+    """[lo, hi]: the keys of one half of fmt's nonzero finite values (None when the half is empty)."""
+    bins = binades(fmt, negative)
+    if not bins:
+        return None
+    return min(bins[0][1], bins[-1][1]), max(bins[0][2], bins[-1][2])
+
+
+def rank_table(a_fmt: AnyFormat, b_fmt: AnyFormat, pol: Policy):
+    """``hop_rank`` of the hop a -> b as a lookup: the rank of a finite input is a step function of its
+    key, whose steps the whole-half cuts list once; so later hops of a chain cost no engine call."""
+    if (a_fmt, b_fmt, pol) not in _RANK_TABLES:
+        _RANK_TABLES[a_fmt, b_fmt, pol] = _make_rank_table(a_fmt, b_fmt, pol)
+    return _RANK_TABLES[a_fmt, b_fmt, pol]
+
+
+def _make_rank_table(a_fmt: AnyFormat, b_fmt: AnyFormat, pol: Policy):
+    starts, ranks = [], []
+    for neg in (True, False):
+        span = _half_span(a_fmt, neg)
+        if span is not None:
+            for lo, _, r in _whole_half_cuts(a_fmt, b_fmt, pol, neg, *span):
+                starts.append(lo)
+                ranks.append(r)
+    order = np.argsort(starts)
+    st, rk = np.array(starts, np.int64)[order], np.array(ranks, np.int8)[order]
+
+    def rank_of(codes: np.ndarray) -> np.ndarray:
+        keys = to_key(np.asarray(codes).astype(a_fmt.code_dtype), a_fmt)
+        place = key_place(keys, a_fmt)
+        rank = np.full(keys.shape, -1, np.int8)
+        for p, r in _RANK_OF_PLACE.items():
+            rank[place == p] = r
+        fin = (place == NEG_FINITE) | (place == POS_FINITE)
+        rank[fin] = rk[np.searchsorted(st, keys[fin], side="right") - 1]
+        return rank
+
+    return rank_of
+
+
 def _intersect(pieces: list[tuple[int, int]], cuts: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """Each (sorted, disjoint) piece cut where it meets the boundaries of ``cuts`` (sorted intervals that
     tile a span holding every piece): the same intervals as cutting each piece by the rank itself."""
@@ -168,11 +209,10 @@ def _intersect(pieces: list[tuple[int, int]], cuts: list[tuple[int, int, int]]) 
 def chain_pieces(spec: ChainSpec, negative: bool) -> list[Piece]:
     """One half's nonzero finite source keys cut into pieces on which the chain is constant (True)
     or non-decreasing and never NaN (False), and the direct cast constant or non-decreasing."""
-    bins = binades(spec.src, negative)
-    if not bins:
+    span = _half_span(spec.src, negative)
+    if span is None:
         return []
-    lo = min(bins[0][1], bins[-1][1])
-    hi = max(bins[0][2], bins[-1][2])
+    lo, hi = span
     src = spec.src
     monotone = [(lo, hi)]
     done: list[tuple[int, int]] = []
@@ -186,9 +226,10 @@ def chain_pieces(spec: ChainSpec, negative: bool) -> list[Piece]:
             monotone = [(a, b) for a, b, r in cut if r not in CONSTANT_RANKS]
             continue
 
-        def rank_of(keys, j=j, a_fmt=a_fmt, b_fmt=b_fmt, pol=pol):
-            codes = spec.prefix(from_key(keys, src).astype(src.code_dtype), j)
-            return hop_rank(codes, a_fmt, b_fmt, pol)
+        table = rank_table(a_fmt, b_fmt, pol)
+
+        def rank_of(keys, j=j, table=table):
+            return table(spec.prefix(from_key(keys, src).astype(src.code_dtype), j))
 
         cut = _split(np.array([p[0] for p in monotone], np.int64), np.array([p[1] for p in monotone], np.int64),
                      rank_of)
