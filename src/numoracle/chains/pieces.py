@@ -31,6 +31,7 @@ the direct cast is constant or monotone: exactly what the cell proof needs.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +56,8 @@ from ..core.policy import Flags, Policy
 if TYPE_CHECKING:  # pragma: no cover
     from .prove import ChainSpec
 
-__all__ = ["Piece", "chain_pieces", "hop_rank", "rank_table", "CONSTANT_RANKS", "first_true", "midpoint"]
+__all__ = ["Piece", "chain_pieces", "hop_rank", "rank_table", "half_binades", "CONSTANT_RANKS", "first_true",
+           "midpoint"]
 
 CONSTANT_RANKS = frozenset({0, 1, 3, 4, 6, 7})
 FIRST_TRUE_WAYS = 16  # points per round of first_true
@@ -153,9 +155,15 @@ def _whole_half_cuts(a_fmt: AnyFormat, b_fmt: AnyFormat, pol: Policy, negative: 
     return _HALF_CUTS[ck]
 
 
+@functools.cache
+def half_binades(fmt: AnyFormat, negative: bool) -> tuple[tuple[int, int, int], ...]:
+    """``binades(fmt, negative)`` (exponent, lo_key, hi_key), made once per format and half."""
+    return tuple(tuple(int(x) for x in b) for b in binades(fmt, negative))
+
+
 def _half_span(fmt: AnyFormat, negative: bool) -> tuple[int, int] | None:
     """[lo, hi]: the keys of one half of fmt's nonzero finite values (None when the half is empty)."""
-    bins = binades(fmt, negative)
+    bins = half_binades(fmt, negative)
     if not bins:
         return None
     return min(bins[0][1], bins[-1][1]), max(bins[0][2], bins[-1][2])
