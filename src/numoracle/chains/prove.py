@@ -27,6 +27,7 @@ The decision procedure (docs/chains.md has the argument in full):
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -35,7 +36,6 @@ import numpy as np
 from ..core.codekeys import (
     NEG_FINITE,
     POS_FINITE,
-    binades,
     from_key,
     is_nan,
     key_bounds,
@@ -48,7 +48,7 @@ from ..core.convert import cast_codes
 from ..core.formats import AnyFormat, Format, format_of
 from ..core.policy import Overflow, Policy, Rounding, resolve_policy
 from ..core.progress import progress
-from .pieces import chain_pieces, first_true
+from .pieces import chain_pieces, first_true, half_binades
 from .verdict import ChainVerdict, Proof, Witness, classify_reason, region_key_ranges
 
 __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
@@ -156,6 +156,12 @@ def _quantum_log2(fmt: AnyFormat, e: int) -> float:
     return float(max(e, fmt.emin) - fmt.man_bits)
 
 
+@functools.cache
+def _coarsest(formats: tuple[AnyFormat, ...], e: int) -> int:
+    """Index of the chain's coarsest format in source binade e (the first, where several tie)."""
+    return int(np.argmax([_quantum_log2(f, e) for f in formats]))
+
+
 def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
     """Cells (lo_key, hi_key) on which g is constant, covering every case by periodicity."""
     windows: dict[int, list[tuple[int, int]]] = {}
@@ -168,9 +174,8 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
                 his.append(np.array([b], np.int64))
             else:
                 monotone.append((a, b))
-        for e, klo, khi in binades(spec.src, neg) if monotone else []:
-            q = [_quantum_log2(f, e) for f in spec.formats]
-            c = int(np.argmax(q))
+        for e, klo, khi in half_binades(spec.src, neg) if monotone else []:
+            c = _coarsest(tuple(spec.formats), e)
             for a, b in monotone:  # a window: one binade of one monotone piece
                 if max(klo, a) <= min(khi, b):
                     windows.setdefault(c, []).append((max(klo, a), min(khi, b)))
@@ -189,7 +194,7 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
             los.append(pts)
             his.append(pts)
             continue
-        g_lo, g_hi = _g_key(spec, c, klo), _g_key(spec, c, khi)
+        g_lo, g_hi = np.split(_g_key(spec, c, np.concatenate([klo, khi])), [klo.size])  # one engine call
         evals += 2 * klo.size
         t_bin, t_key, t_first = [], [], []
         for i in range(klo.size):
@@ -380,18 +385,20 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
         lo, hi, evals = _cells(spec)
         codes_lo = from_key(lo, spec.src).astype(spec.src.code_dtype)
         codes_hi = from_key(hi, spec.src).astype(spec.src.code_dtype)
-        g_lo, g_hi = spec.chain(codes_lo), spec.chain(codes_hi)
+        both = np.concatenate([codes_lo, codes_hi])  # the two ends of every cell, one engine call per hop
+        g_lo, g_hi = np.split(spec.chain(both), [lo.size])
         if np.any(g_lo != g_hi):
             raise RuntimeError(f"internal error: the chain is not constant on a cell of {spec.label()}; "
                                "please report it")
-        fail = (spec.direct_cast(codes_lo) != g_lo) | (spec.direct_cast(codes_hi) != g_hi)
+        f_lo, f_hi = np.split(spec.direct_cast(both), [lo.size])
+        fail = (f_lo != g_lo) | (f_hi != g_hi)
         seg_a, seg_b = _differing_segments(spec, lo[fail], hi[fail])
         # the least-magnitude key of each segment: its start on the positive side, its end on the negative
         wk = np.where(positive_side(seg_a, spec.src), seg_a, seg_b)
         bad = np.concatenate([diff_special.astype(np.uint64), from_key(wk, spec.src)])
         segments = (seg_a, seg_b)
         points = int(spec_codes.size + 2 * lo.size + evals)
-        n_bin = len(binades(spec.src, False)) + len(binades(spec.src, True))
+        n_bin = len(half_binades(spec.src, False)) + len(half_binades(spec.src, True))
         method_name = (f"cell proof: {lo.size} cells over {n_bin} binades (periodic pattern, K={K_PERIOD})"
                        f" + {spec_codes.size} special codes")
     elapsed = time.perf_counter() - t0

@@ -27,18 +27,15 @@ import math
 import os
 import pickle
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import is_nan
-from ..core.convert import cast_codes, check_codes, decode
+from ..core.convert import check_codes
 from ..core.formats import TF32, AnyFormat, format_of
-from ..core.interop import as_array, as_native, native_dtype, to_codes
+from ..core.interop import as_array, as_native, native_dtype
 from ..core.policy import Policy, Rounding, resolve_policy
 from ..core.progress import progress as progress_bar
 from ..core.text import hex_width
@@ -50,147 +47,14 @@ from .report import (
     MergedChunks,
     SweepError,
     SweepReport,
-    Witness,
-    smallest,
-    summarise,
 )
+from .sweepchunk import Converted, Job, Part, Result, check_chunk, convert_chunk, run_chunk
 from .sweepinputs import BLOCK, random_codes
 from .sweeppool import Chunks, new_pool, run_parts
 
 __all__ = ["sweep", "Converter", "SweepReport", "random_codes", "BLOCK"]
 
 MAX_RANDOM_INPUTS = 1 << 48  # inputs=N: the most random codes one sweep takes
-NDET_SAMPLE = 1 << 16  # inputs per chunk converted a second time
-
-
-# ---- one chunk ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Job:
-    fn: Callable
-    src: AnyFormat
-    dst: AnyFormat
-    pol: Policy
-    known: str | None  # library whose known deviations classify the mismatches
-    witnesses: int
-
-
-@dataclass(frozen=True)
-class _Part:
-    lo: int  # input positions [lo, hi)
-    hi: int
-    kind: str  # "range" (codes lo..hi) | "codes" | "random"
-    codes: np.ndarray | None = None
-    seed: int = 0
-
-
-@dataclass
-class _Result:
-    part: _Part
-    compared: int = 0
-    matching: int = 0
-    counts: Counter = field(default_factory=Counter)
-    known: Counter = field(default_factory=Counter)
-    labels: Counter = field(default_factory=Counter)  # (class, label) -> count
-    ties: Counter = field(default_factory=Counter)  # class -> ties; -1 entries mark undecidable
-    witnesses: dict = field(default_factory=dict)
-    nondet: int = 0
-    nondet_witnesses: tuple = ()
-    error: tuple | None = None  # (kind, message, compared)
-    first_last: tuple[int, int] = (0, 0)
-    seconds: float = 0.0
-    cpu: float = 0.0
-
-
-def _part_codes(job: _Job, part: _Part) -> np.ndarray:
-    if part.kind == "range":
-        return np.arange(part.lo, part.hi, dtype=np.dtype(job.src.code_dtype))
-    if part.kind == "random":
-        return random_codes(job.src, job.dst, part.hi - part.lo, part.seed, part.lo)
-    assert part.codes is not None
-    return part.codes
-
-
-def _call(job: _Job, codes: np.ndarray) -> Any:
-    return job.fn(as_native(codes.copy(), job.src))  # a copy: fn may write into its input
-
-
-def _result_codes(out: Any, shape: tuple[int, ...], dst: AnyFormat) -> tuple[np.ndarray | None, tuple | None]:
-    """fn's output as dst codes, or None with (kind, message, compared) when it breaks the contract."""
-    dtype = getattr(out, "dtype", None)
-    try:
-        a, fmt = to_codes(out)
-    except (TypeError, ValueError) as e:
-        return None, ("wrong_dtype", f"returned {type(out).__name__} (dtype {dtype}) where {dst.name} was expected "
-                      f"({e}); not compared", False)
-    if a.shape != shape:
-        return None, ("wrong_shape", f"returned shape {a.shape} for an input of shape {shape}; not compared", False)
-    if fmt == dst:
-        return a, None
-    what = f"returned {fmt.name} (dtype {dtype}) where {dst.name} was expected"
-    if fmt.is_integer != dst.is_integer:
-        hint = (f"; if these are bit patterns, return them viewed as {dst.name}"
-                if fmt.is_integer and fmt.bits == dst.bits else "")
-        return None, ("wrong_dtype", f"{what}{hint}; not compared", False)
-    c = cast_codes(a, fmt, dst, resolve_policy(dst))
-    back = cast_codes(c, dst, fmt, resolve_policy(fmt))
-    same = (back == a) | (is_nan(a, fmt) & is_nan(back, fmt))
-    if same.all() and native_dtype(dst) is None:  # TF32/INT4/UINT4 come back in a container dtype: the contract
-        return c, None
-    if same.all():
-        return c, ("wrong_dtype", f"{what}; every value is a {dst.name} value, so the values were converted "
-                   f"exactly and compared", True)
-    i = int(np.flatnonzero(~same.ravel())[0])
-    return None, ("wrong_dtype", f"{what}, and element {i} ({decode(a.ravel()[i:i + 1], fmt)[0]!r}) is not a "
-                  f"{dst.name} value; not compared", False)
-
-
-def _run_chunk(job: _Job, part: _Part) -> _Result:
-    """Convert one chunk with fn and the engine, compare, classify; never raises for fn's faults."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = _Result(part)
-    codes = _part_codes(job, part)
-    if codes.size:
-        res.first_last = (int(codes[0]), int(codes[-1]))
-    rng = part.kind == "range"  # codes lo..hi: fn may have the array (and write into it); the others get a copy
-    r = cast_codes(codes, job.src, job.dst, job.pol) if rng else None
-    try:
-        out = job.fn(as_native(codes if rng else codes.copy(), job.src))
-    except Exception as e:  # noqa: BLE001 - fn is foreign code: report whatever it raises
-        res.error = ("exception", f"{type(e).__name__}: {e}", False)
-    else:
-        a, res.error = _result_codes(out, codes.shape, job.dst)
-        if a is not None:
-            if r is None:
-                r = cast_codes(codes, job.src, job.dst, job.pol)
-            neq = a != r
-            n_mm = int(np.count_nonzero(neq))
-            res.compared, res.matching = codes.size, codes.size - n_mm
-            if rng:  # fn may have written into codes: make them again (only the ones needed)
-                head = dataclasses.replace(part, hi=min(part.hi, part.lo + NDET_SAMPLE))
-                codes = _part_codes(job, part if n_mm else head)
-            if n_mm:
-                summ = summarise(job.src, job.dst, job.pol, job.known, job.witnesses, codes[neq], a[neq], r[neq],
-                                 ascending=rng)
-                res.counts, res.known, res.labels, res.ties, res.witnesses = (
-                    summ["counts"], summ["known"], summ["labels"], summ["ties"], summ["witnesses"])
-            _check_determinism(job, res, codes[:NDET_SAMPLE], a[:NDET_SAMPLE])
-    res.seconds, res.cpu = time.perf_counter() - t0, time.process_time() - c0
-    return res
-
-
-def _check_determinism(job: _Job, res: _Result, codes: np.ndarray, a: np.ndarray) -> None:
-    try:
-        a2, err = _result_codes(_call(job, codes), codes.shape, job.dst)
-    except Exception as e:  # noqa: BLE001
-        a2, err = None, ("exception", f"{type(e).__name__}: {e}", True)
-    if a2 is None:
-        assert err is not None
-        res.error = res.error or (err[0], f"a second call on the same inputs (the first succeeded): {err[1]}", True)
-        return
-    d = np.flatnonzero(a2 != a)
-    res.nondet = int(d.size)
-    res.nondet_witnesses = tuple(Witness(int(codes[i]), int(a[i]), int(a2[i]), "call 1, call 2")
-                                 for i in d[smallest(codes[d], job.witnesses)])
 
 
 # ---- the sweep ------------------------------------------------------------------------------------
@@ -211,7 +75,7 @@ def _resolve_fn(fn: Any, dst: AnyFormat) -> tuple[Callable, str, str | None]:
 
 
 def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
-           seed: int) -> tuple[list[_Part], str, int]:
+           seed: int) -> tuple[list[Part], str, int]:
     """Chunks of the inputs, their description and their number."""
     if isinstance(inputs, str):
         if inputs == "full":  # the pytest plugin's deepest level: every code where that is feasible
@@ -221,7 +85,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
                 raise ValueError(f"inputs='exhaustive' enumerates every code, and {src.name} has 2^{src.bits}; "
                                  "use inputs='boundary' or inputs=N (N seeded, boundary-weighted random codes)")
             n = 1 << src.bits
-            return (Chunks([(0, n)], chunk, lambda lo, hi: _Part(lo, hi, "range")),
+            return (Chunks([(0, n)], chunk, lambda lo, hi: Part(lo, hi, "range")),
                     f"exhaustive (all 2^{src.bits} = {n} codes)", n)
         if inputs == "boundary":
             from .boundary import boundary_values  # (boundary imports nothing of sweep; lazy for import time)
@@ -237,7 +101,7 @@ def _parts(inputs: Any, src: AnyFormat, dst: AnyFormat, pol: Policy, chunk: int,
             raise ValueError(f"inputs=N needs 1 <= N <= 2^{MAX_RANDOM_INPUTS.bit_length() - 1} random codes "
                              f"(sweep.MAX_RANDOM_INPUTS: days of work at ~1e9 codes/s), got {n}")
         step = max(BLOCK, chunk // BLOCK * BLOCK)
-        return (Chunks([(0, n)], step, lambda lo, hi: _Part(lo, hi, "random", seed=seed)),
+        return (Chunks([(0, n)], step, lambda lo, hi: Part(lo, hi, "random", seed=seed)),
                 f"random ({n} codes, seed {seed}; half uniform over {src.name} codes, half near {dst.name} "
                 "rounding ties)", n)
     if isinstance(inputs, range) or (isinstance(inputs, (list, tuple)) and inputs
@@ -263,7 +127,7 @@ def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[Chunk
         if g.step != 1 or g.start < 0 or g.stop > 1 << src.bits or not len(g):
             raise ValueError(f"a range of inputs must be a non-empty range(start, stop) of {src.name} codes within "
                              f"0..2^{src.bits} (step 1), got {g!r}")
-    parts = Chunks([(g.start, g.stop) for g in ranges], chunk, lambda lo, hi: _Part(lo, hi, "range"))
+    parts = Chunks([(g.start, g.stop) for g in ranges], chunk, lambda lo, hi: Part(lo, hi, "range"))
     n = sum(len(g) for g in ranges)
     w = hex_width(src)
     what = (f"codes 0x{ranges[0].start:0{w}x}..0x{ranges[0].stop - 1:0{w}x}" if len(ranges) == 1
@@ -271,8 +135,8 @@ def _range_parts(ranges: list[range], src: AnyFormat, chunk: int) -> tuple[Chunk
     return parts, f"{what} ({n} codes)", n
 
 
-def _array_parts(codes: np.ndarray, chunk: int) -> list[_Part]:
-    return [_Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
+def _array_parts(codes: np.ndarray, chunk: int) -> list[Part]:
+    return [Part(lo, min(lo + chunk, codes.size), "codes", codes[lo:lo + chunk]) for lo in range(0, codes.size, chunk)]
 
 
 def _check_arguments(src: Any, dst: Any, rounding: Any, overflow: Any, nan_to: Any, ftz: bool, daz: bool,
@@ -345,6 +209,13 @@ def sweep(
     (with it, the pool: chunks in flight run again in a new one); the default pool is used even for a
     single chunk when a timeout is given. Ctrl-C kills the default pool's workers at once, and they
     die with the calling process if it is killed (see ``numoracle.sweeppool``).
+
+    A converter that must stay in the calling process (a GPU's one CUDA context) says so with an
+    attribute ``in_process = True``: then this process converts the chunks one after another
+    while the workers (the default pool or ``executor``) run the engine's cast, the comparison
+    and the classification, pipelined (the next chunk converts while the workers check earlier
+    ones), and fn need not be picklable. Such a fn cannot be stopped: a call past ``timeout`` is
+    reported as a timeout when it returns, and its chunk is not compared.
     """
     t0 = time.perf_counter()
     src, dst, pol = _check_arguments(src, dst, rounding, overflow, nan_to, ftz, daz, progress, witnesses, chunk,
@@ -354,39 +225,53 @@ def sweep(
         _probe(fn, src)
     # the known deviations were recorded under RNE and each destination's own nan_to/ftz/daz
     default_pol = pol == resolve_policy(dst, pol.rounding, pol.overflow) and pol.rounding is Rounding.NEAREST_EVEN
-    job = _Job(fn, src, dst, pol, lib if default_pol else None, witnesses)
+    job = Job(fn, src, dst, pol, lib if default_pol else None, witnesses)
     parts, described, n_inputs = _parts(inputs, src, dst, pol, int(chunk), int(seed))
+    label = f"sweep {src.name}->{dst.name} vs {against}"
+    merged, n_workers, layout = _execute(job, parts, executor, workers, timeout, progress, label)
+    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, len(parts),
+                   layout)
+
+
+def _execute(job: Job, parts: Any, executor: Executor | None, workers: int | None, timeout: float | None,
+             progress: bool | None, label: str) -> tuple[MergedChunks, int, str]:
+    """Step 3 of a sweep: run the chunks (plain or pipelined layout) and merge their results."""
+    pipelined = getattr(job.fn, "in_process", False) is True  # fn converts here; the workers check
+    work = dataclasses.replace(job, fn=None) if pipelined else job  # what the workers are sent
     merged = MergedChunks()
     n_parts = len(parts)
     own = executor is None and (n_parts > 1 or timeout is not None)
     n_workers = 1
     if own:
         n_workers = min(workers or os.cpu_count() or 1, n_parts)
-        _check_picklable(job)
+        _check_picklable(work)
     elif executor is not None:
         n_workers = _executor_workers(executor)
-    label = f"sweep {src.name}->{dst.name} vs {against}"
     bar = progress_bar(total=n_parts, desc=label, unit="chunk", enable=progress)
 
-    def add(r: _Result) -> None:
-        merged.add(r, witnesses)
+    def add(r: Result) -> None:
+        merged.add(r, job.witnesses)
         bar.update(1)
 
-    def fault(p: _Part, kind: str, message: str) -> None:
+    def fault(p: Part | Converted, kind: str, message: str) -> None:
+        p = p.part if isinstance(p, Converted) else p
         merged.error(kind, message, p, _first_last(p), False)
         bar.update(1)
 
+    # pipelined: this process converts chunk k+1 while the workers check chunk k (a bounded window)
+    items = (convert_chunk(job, p, timeout) for p in parts) if pipelined else parts
     try:
-        run_parts(parts, functools.partial(_run_chunk, job), executor=executor,
+        run_parts(items, functools.partial(check_chunk if pipelined else run_chunk, work), executor=executor,
                   make_pool=(lambda: new_pool(n_workers)) if own else None,
-                  window=2 * max(n_workers, 1), timeout=timeout, add=add, fault=fault)
+                  window=max(n_workers, 1) + 2 if pipelined else 2 * max(n_workers, 1), timeout=timeout,
+                  add=add, fault=fault)
     finally:
         bar.close()
-    return _report(job, against, described, n_inputs, merged, time.perf_counter() - t0, n_workers, n_parts,
-                   "ProcessPoolExecutor" if own else "inline" if executor is None else type(executor).__name__)
+    layout = "ProcessPoolExecutor" if own else "inline" if executor is None else type(executor).__name__
+    return merged, n_workers, f"pipelined: fn in this process, checks on {layout}" if pipelined else layout
 
 
-def _check_picklable(job: _Job) -> None:
+def _check_picklable(job: Job) -> None:
     """The default pool sends the job (with fn) to worker processes: refuse early what cannot go."""
     try:
         pickle.dumps(job)
@@ -408,7 +293,7 @@ def _executor_workers(executor: Executor) -> int:
         return 0
 
 
-def _first_last(p: _Part) -> tuple[int, int]:
+def _first_last(p: Part) -> tuple[int, int]:
     if p.kind == "range":
         return p.lo, p.hi - 1
     if p.codes is not None and p.codes.size:
@@ -424,7 +309,7 @@ def _probe(fn: Converter, src: AnyFormat) -> None:
         raise ValueError(f"{fn.library} cannot cast {src.name} to {fn.dst.name}: {e}") from None
 
 
-def _report(job: _Job, against: str, described: str, n_inputs: int, m: MergedChunks, seconds: float, workers: int,
+def _report(job: Job, against: str, described: str, n_inputs: int, m: MergedChunks, seconds: float, workers: int,
             chunks: int, executor: str) -> SweepReport:
     classes: dict[str, ClassStats] = {}
     for name in CLASSES:
