@@ -48,7 +48,8 @@ def _edges(graph):
 
 def test_every_subpackage_has_a_layer():
     rooms = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert rooms == set(LEVEL), f"add the new subpackage to LAYERS here and in docs/architecture.md: {rooms ^ set(LEVEL)}"
+    assert rooms == set(LEVEL), \
+        f"add the new subpackage to LAYERS here and in docs/architecture.md: {rooms ^ set(LEVEL)}"
 
 
 def test_no_import_goes_up_or_sideways(graph):

@@ -320,4 +320,5 @@ def test_the_twins_are_not_the_engine():
             assert banned not in src, (mod.__name__, banned)
         for name, obj in vars(mod).items():
             origin = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
-            assert not str(origin).startswith(("numoracle.core.softfloat", "numoracle.core.convert")), (mod.__name__, name)
+            engine = ("numoracle.core.softfloat", "numoracle.core.convert")
+            assert not str(origin).startswith(engine), (mod.__name__, name)

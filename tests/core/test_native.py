@@ -321,5 +321,6 @@ def test_native_cast_torch():
 
 
 def test_import_does_not_load_torch():
-    code = "import sys, numoracle, numoracle.conformance.deviations; assert 'torch' not in sys.modules, 'torch imported'"
+    code = ("import sys, numoracle, numoracle.conformance.deviations; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

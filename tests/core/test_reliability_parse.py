@@ -118,7 +118,8 @@ def test_tiny_hex_float_underflows_with_flags(capsys):
     ("1e99999999", "fp8_e4m3fn", [], "0x7f", {"INEXACT", "OVERFLOW"}),
     ("1e99999999", "fp8_e4m3fn", ["--overflow", "saturate"], "0x7e", {"INEXACT", "OVERFLOW"}),
     ("0x1p999999999", "bf16", [], "0x7f80", {"INEXACT", "OVERFLOW"}),
-    ("-0x1p999999999", "int8", ["--overflow", "saturate"], "0x80", {"INVALID"}),  # IEEE 754-2019 §5.8: out of range into an integer is invalid
+    # IEEE 754-2019 §5.8: out of range into an integer is invalid
+    ("-0x1p999999999", "int8", ["--overflow", "saturate"], "0x80", {"INVALID"}),
     ("1e-999999", "fp16", [], "0x0000", {"INEXACT", "UNDERFLOW"}),
     ("1e-999999", "fp64", ["--rounding", "ru"], "0x0000000000000001", {"INEXACT", "UNDERFLOW"}),
     ("-1e-999999", "fp32", ["--rounding", "rd"], "0x80000001", {"INEXACT", "UNDERFLOW"}),

@@ -1,4 +1,7 @@
-"""Special results, in one place (SoftFloat's specialize): overflow by policy, the canonical NaN, infinities, invalid operations and the codes of special inputs."""
+"""Special results, in one place (SoftFloat's specialize).
+
+Overflow by policy, the canonical NaN, infinities, invalid operations and the codes of special inputs.
+"""
 
 from __future__ import annotations
 

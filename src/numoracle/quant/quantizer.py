@@ -445,7 +445,8 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
             return y if out is None else cast(y, dst)
     if q.global_scale is not None:  # quantize refuses such NVFP4 precisions; never round v * s * g twice
         raise ValueError("dequantize: element, scale and global-scale precisions exceed 53 bits; the exact "
-                         "product needs Fractions: use numoracle.core.twins.exact on q.values(), q.scales and q.global_scale")
+                         "product needs Fractions: use numoracle.core.twins.exact on q.values(), q.scales and "
+                         "q.global_scale")
     y = mul_round(v, s, dst)
     return y.view(np.float64) if out is None else y
 

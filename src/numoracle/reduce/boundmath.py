@@ -22,7 +22,9 @@ from ..core.policy import Flags, Rounding
 if TYPE_CHECKING:
     from .bounds import Component
 
-__all__ = ['TINY', 'add_up', 'cdiv', 'ceil_log2', 'check_member', 'underflow_eta', 'f64_products_exact', 'finite_values', 'fup', 'hm2019', 'margin', 'mpf_frac', 'mul_up', 'nested', 'pow2_text', 'prod_pow', 'products_exact', 'products_on_grid', 'round_up', 'sci', 'up']
+__all__ = ["TINY", "add_up", "cdiv", "ceil_log2", "check_member", "underflow_eta", "f64_products_exact",
+           "finite_values", "fup", "hm2019", "margin", "mpf_frac", "mul_up", "nested", "pow2_text", "prod_pow",
+           "products_exact", "products_on_grid", "round_up", "sci", "up"]
 
 _EXACT_BITS = 1 << 17  # exact rationals up to this many bits; beyond, rounded upward (relative ~2^-180)
 _UP_BITS = 192

@@ -243,7 +243,8 @@ def assert_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, or
     msg: a string shown above the report, or a callable that gets the report's text and returns the
     message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
     (``report.explain()``: the bound's derivation and what the check can detect) instead of the
-    compact one. The other arguments are :func:`check_sum_close`'s.
+    compact one. The other arguments are :func:`check_sum_close`'s (likewise for the dot and
+    matmul assertions below).
     """
     __tracebackhide__ = True
     r = check_sum_close(actual, x, axis=axis, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
@@ -255,13 +256,7 @@ def assert_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any
                      out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                      rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
                      msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
-    """:func:`check_dot_close`; raises NumoracleAssertionError unless it passed; returns the report.
-
-    msg: a string shown above the report, or a callable that gets the report's text and returns the
-    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
-    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
-    compact one. The other arguments are :func:`check_dot_close`'s.
-    """
+    """:func:`check_dot_close`, raising NumoracleAssertionError unless it passed (see :func:`assert_sum_close`)."""
     __tracebackhide__ = True
     r = check_dot_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
                         confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
@@ -272,13 +267,7 @@ def assert_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: 
                         out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                         rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
                         msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
-    """:func:`check_matmul_close`; raises NumoracleAssertionError unless it passed; returns the report.
-
-    msg: a string shown above the report, or a callable that gets the report's text and returns the
-    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
-    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
-    compact one. The other arguments are :func:`check_matmul_close`'s.
-    """
+    """:func:`check_matmul_close`, raising NumoracleAssertionError unless it passed (see :func:`assert_sum_close`)."""
     __tracebackhide__ = True
     r = check_matmul_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
                            confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)

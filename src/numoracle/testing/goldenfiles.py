@@ -23,7 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["normalize_meta", "atomic_write", "file_path", "file_mode", "check_header", "load_header", "write_target", "temp_prefix", "clean_stale_temps", "MAX_DEPTH",
+__all__ = ["normalize_meta", "atomic_write", "file_path", "file_mode", "check_header", "load_header",
+           "write_target", "temp_prefix", "clean_stale_temps", "MAX_DEPTH",
            "MAX_DIMS", "MAX_SIZE"]
 
 MAX_DEPTH = 64  # nesting of the header's JSON (meta included)
