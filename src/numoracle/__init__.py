@@ -237,7 +237,11 @@ def __getattr__(name: str) -> Any:
     g = globals()
     if name in g:  # a public name, or a subpackage the load imported (numoracle.core ...)
         return g[name]
-    raise AttributeError(f"module 'numoracle' has no attribute {name!r}")
+    import difflib
+
+    close = difflib.get_close_matches(name, [*__all__, *_MODULES], n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else " (numoracle.__all__ lists them)"
+    raise AttributeError(f"module 'numoracle' has no attribute {name!r}{hint}")
 
 
 def __dir__() -> list[str]:

@@ -1,0 +1,28 @@
+"""The facade ``numoracle``: lazy (nothing loaded until a name is used), complete, and helpful on a typo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import numoracle as no
+
+
+def test_import_numoracle_loads_nothing_until_used():
+    code = ("import sys, numoracle; "
+            "assert 'numpy' not in sys.modules and 'numoracle.core' not in sys.modules, sorted(sys.modules); "
+            "numoracle.cast; assert 'numoracle.core.convert' in sys.modules; "
+            "assert not {'torch', 'hypothesis', 'matplotlib', 'tqdm'} & set(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_public_name_resolves_and_public_modules_load():
+    assert all(getattr(no, name) is not None for name in no.__all__)
+    assert no.orders.GpuReduce and no.golden.read_golden
+
+
+def test_a_typo_gets_the_close_names():
+    with pytest.raises(AttributeError, match="did you mean 'cast'"):
+        no.casst  # noqa: B018
