@@ -12,7 +12,7 @@ import numpy as np
 from ..core.convert import decode
 from ..core.eft import two_prod
 from ..core.formats import AnyFormat, format_of
-from ..core.policy import Policy, resolve_policy
+from ..core.policy import Policy, Rounding, resolve_policy
 from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
 
 
@@ -59,7 +59,7 @@ def _round_words(neg: np.ndarray, word: np.ndarray, exp2: np.ndarray, cls: np.nd
 def _binary(op: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, flags: bool) -> Any:
     fmt_ = format_of(fmt)
     pol = resolve_policy(fmt_, rounding, overflow)
-    if pol.rounding.value == "sr":
+    if pol.rounding is Rounding.STOCHASTIC:
         raise ValueError("div_round/mul_round take a deterministic rounding mode, not 'sr'")
     a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
     shape = a.shape

@@ -103,6 +103,8 @@ def cosine(x: Any, y: Any) -> float:
 def _bound_array(bound: Any, x: np.ndarray | None) -> np.ndarray:
     if hasattr(bound, "bound") and not isinstance(bound, np.ndarray):  # a QuantErrorReport
         return bound.bound
+    if np.iscomplexobj(bound):  # np.asarray(..., float64) would drop the imaginary parts silently
+        raise TypeError("bound must be real: a QuantErrorReport or an array of non-negative bounds, got complex values")
     try:
         b = np.asarray(bound, np.float64)
         if x is not None and b.shape != x.shape:

@@ -217,12 +217,12 @@ def _input_values(x: Any) -> tuple[np.ndarray, bool]:
 
 
 # ---- parameters --------------------------------------------------------------------------
-def _mode(x: Any, what: str) -> str:
+def _mode(x: Any, what: str) -> Rounding:
     r = Rounding.of(x)
     if r is Rounding.STOCHASTIC:
         raise ValueError(f"{what} must be a deterministic rounding mode, not 'sr' (stochastic rounding applies "
                          "to the final element cast: rounding='sr')")
-    return r.value
+    return r
 
 
 def _int_range(fmt: IntFormat, clip: str) -> tuple[int, int]:
@@ -280,19 +280,19 @@ def _resolve(shape: tuple[int, ...], fmt: AnyFormat, *, granularity: Any, axis: 
         qmin, qmax = _int_range(fmt, clip)
     else:
         qmin, qmax = -float(fmt.max_finite), float(fmt.max_finite)
-    return QuantParams(gran, ax, block, bool(symmetric), sfmt, rule, pol.rounding.value, clip, bool(reciprocal),
+    return QuantParams(gran, ax, block, bool(symmetric), sfmt, rule, pol.rounding, clip, bool(reciprocal),
                        cfmt, pol.overflow.value, nan, _mode(scale_rounding, "scale_rounding"),
                        _mode(compute_rounding, "compute_rounding"), scale_range, pol.sr_bits, qmin, qmax)
 
 
 # ---- the element loop ------------------------------------------------------------------------
-def _round_int(t: np.ndarray, rounding: str, rb: np.ndarray | None, sr_bits: int | None) -> np.ndarray:
+def _round_int(t: np.ndarray, rounding: Rounding, rb: np.ndarray | None, sr_bits: int | None) -> np.ndarray:
     """round(t) to integers (as int64; NaN -> 0, +-inf -> +-2^62), exactly, in the given mode."""
-    if rounding == "rne":
+    if rounding is Rounding.NEAREST_EVEN:
         v = np.rint(t.astype(np.float64))
         v = np.where(np.isnan(v), 0.0, np.clip(v, -2.0 ** 62, 2.0 ** 62))
         return v.astype(np.int64)
-    kw = {"random_bits": rb.ravel(), "sr_bits": sr_bits} if rounding == "sr" else {}
+    kw = {"random_bits": rb.ravel(), "sr_bits": sr_bits} if rounding is Rounding.STOCHASTIC else {}
     codes = cast(np.asarray(t), INT64, rounding=rounding, overflow="saturate", nan_to="zero", **kw)
     return np.clip(codes.view(np.int64), -(2 ** 62), 2 ** 62)
 
@@ -301,7 +301,7 @@ def _int_codes(t: np.ndarray, zp: np.ndarray | None, fmt: IntFormat, p: QuantPar
                rb: np.ndarray | None) -> np.ndarray:
     """Step 4 for integers: saturate(round(t) + zp) (or wrap), as two's complement codes."""
     mask = (1 << fmt.bits) - 1
-    if p.rounding == "rne" and p.overflow == "saturate" and zp is None:
+    if p.rounding is Rounding.NEAREST_EVEN and p.overflow == "saturate" and zp is None:
         v = np.clip(np.rint(t), p.qmin, p.qmax)  # exact in t's own dtype: integers below 2^24 and the clamp
         nan = np.isnan(v)
         if nan.any():  # NaN -> 0, the integer cast's nan_to='zero'
@@ -385,7 +385,7 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     if zero_point is not None and scale is None:
         raise ValueError("zero_point= goes with scale=; without scales, symmetric=False computes the zero points")
     rb = None
-    if p.rounding == "sr":
+    if p.rounding is Rounding.STOCHASTIC:
         rb = np.asarray(random_bits)
         if rb.shape != xv.shape:
             raise ValueError(f"random_bits has shape {rb.shape}; give one per element of x {xv.shape}")
@@ -407,7 +407,7 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     grid = recip if p.reciprocal else sc.divisors
     with np.errstate(over="ignore", invalid="ignore"):
         grid_exact32 = bool(np.array_equal(grid.astype(np.float32).astype(np.float64), grid, equal_nan=True))
-    fast = p.compute == FP32 and p.compute_rounding == "rne" and exact32 and grid_exact32
+    fast = p.compute == FP32 and p.compute_rounding is Rounding.NEAREST_EVEN and exact32 and grid_exact32
     codes, t = _elements(xv, fmt, p, lay, sc, recip, fast, rb)
     return Quantized(codes, fmt, sc.values, sc.codes, sc.zp, sc.glob, p, tuple(xv.shape), sc.amax, sc.divisors,
                      recip, t, rb)

@@ -41,7 +41,7 @@ import numpy as np
 from ..core.convert import cast, decode, encode
 from ..core.eft import two_sum
 from ..core.formats import AnyFormat, Format
-from ..core.policy import Flags
+from ..core.policy import Flags, Rounding
 from ..core.twins.exact import round_value
 from .arith import (
     div_round,
@@ -125,7 +125,7 @@ class Layout:
 # ---- parameters and granularity ----------------------------------------------------------
 @dataclass(frozen=True)
 class QuantParams:
-    """Every keyword of :func:`numoracle.quantize`, resolved (formats as objects, modes as strings).
+    """Every keyword of :func:`numoracle.quantize`, resolved (formats as objects, modes as ``Rounding`` members).
 
     ``block_shape[k]`` is the number of elements a block spans along axis ``k``; ``qmin`` / ``qmax``
     the element range after ``clip`` (integers) or +-max finite (floats); ``global_scale`` the NVFP4
@@ -138,14 +138,14 @@ class QuantParams:
     symmetric: bool
     scale_fmt: Format
     scale_rule: str  # one of RULES, or "given"
-    rounding: str
+    rounding: Rounding
     clip: str  # "narrow" | "full"
     reciprocal: bool
     compute: Format
     overflow: str
     nan: str
-    scale_rounding: str = "rne"
-    compute_rounding: str = "rne"
+    scale_rounding: Rounding = Rounding.NEAREST_EVEN
+    compute_rounding: Rounding = Rounding.NEAREST_EVEN
     scale_range: str = "raise"
     sr_bits: int | None = None
     qmin: float = 0.0  # smallest / largest value of the element range (after clip)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.convert import cast, decode
 from ..core.formats import INT64, AnyFormat
-from ..core.policy import Flags
+from ..core.policy import Flags, Rounding
 from .arith import div_values, mul_values
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def amax_t(x: np.ndarray, s: np.ndarray, p: QuantParams) -> np.ndarray:
 def clips(t: np.ndarray, fmt: AnyFormat, p: QuantParams) -> np.ndarray:
     """Where step 4 (the element rounding, no zero point) would take ``t`` beyond the element range."""
     t = np.asarray(t, np.float64)
-    if p.rounding == "sr":
+    if p.rounding is Rounding.STOCHASTIC:
         return np.abs(t) > p.qmax
     if fmt.is_integer:
         r = cast(t, INT64, rounding=p.rounding, overflow="saturate", nan_to="zero").view(np.int64)
