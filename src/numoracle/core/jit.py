@@ -1,0 +1,66 @@
+"""The optional compiled backend: numba kernels where installed, numpy everywhere else.
+
+numoracle's numpy code is the reference: every compiled kernel has a numpy twin that gives the same
+bits, and the tests run both on the same data (``disabled()`` switches the kernels off). A kernel is
+used when all of these hold:
+
+1. numba is importable (``pip install "numoracle[fast]"``); it is imported only when a kernel is
+   first needed, so ``import numoracle`` stays fast;
+2. the environment variable ``NUMORACLE_JIT`` is not ``0``;
+3. no ``disabled()`` block is active in this thread.
+
+Kernel modules decorate their functions with ``njit`` below and are imported lazily by the code
+that calls them (``if jit.enabled(): from . import kernels``). Compiled code is cached on disk
+(numba's ``cache=True``), so only the first run on a machine pays the compilation.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["enabled", "disabled", "njit"]
+
+_state = threading.local()
+
+
+@lru_cache(maxsize=1)
+def _numba() -> Any:
+    """The numba module, or None when it is not installed (or fails to import)."""
+    try:
+        import numba
+    except Exception:  # pragma: no cover - depends on the environment
+        return None
+    return numba
+
+
+def enabled() -> bool:
+    """True when compiled kernels will be used for the next call in this thread."""
+    if getattr(_state, "off", 0) or os.environ.get("NUMORACLE_JIT", "1") == "0":
+        return False
+    return _numba() is not None
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Run the block on the numpy reference path (kernels off in this thread)."""
+    _state.off = getattr(_state, "off", 0) + 1
+    try:
+        yield
+    finally:
+        _state.off -= 1
+
+
+def njit(fn: Callable | None = None, **options: Any) -> Any:
+    """numba.njit(cache=True, nogil=True, **options) when numba is installed; else the function itself
+    (it is then never called: callers check ``enabled()`` first)."""
+    def wrap(f: Callable) -> Callable:
+        nb = _numba()
+        if nb is None:
+            return f
+        return nb.njit(cache=True, nogil=True, **options)(f)
+    return wrap if fn is None else wrap(fn)
