@@ -55,6 +55,8 @@ __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
 
 K_PERIOD = 12
 _EXHAUSTIVE_CHUNK = 1 << 22
+_ENUMERATE_BITS = 8      # method='auto' enumerates sources this narrow: 256 codes, three engine calls, are
+                         # cheaper than the cell search's binary searches (and as complete)
 
 
 class ChainSpec:
@@ -166,6 +168,7 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
     """Cells (lo_key, hi_key) on which g is constant, covering every case by periodicity."""
     windows: dict[int, list[tuple[int, int]]] = {}
     los, his, evals = [], [], 0
+    fmts = tuple(spec.formats)
     for neg in (False, True):
         monotone = []
         for a, b, const in chain_pieces(spec, neg):
@@ -175,67 +178,87 @@ def _cells(spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, int]:
             else:
                 monotone.append((a, b))
         for e, klo, khi in half_binades(spec.src, neg) if monotone else []:
-            c = _coarsest(tuple(spec.formats), e)
+            c = _coarsest(fmts, e)
             for a, b in monotone:  # a window: one binade of one monotone piece
                 if max(klo, a) <= min(khi, b):
                     windows.setdefault(c, []).append((max(klo, a), min(khi, b)))
     for c, wins in windows.items():
-        w = np.array(wins, np.int64)
-        klo, khi = w[:, 0], w[:, 1]
         if c == 0:  # the source is the coarsest: every source value is its own cell
-            lo_l = []
-            for a, b in zip(klo, khi):
-                if b - a + 1 <= 2 * K_PERIOD:
-                    pts = np.arange(a, b + 1)
-                else:
-                    pts = np.concatenate([np.arange(a, a + K_PERIOD), np.arange(b - K_PERIOD + 1, b + 1)])
-                lo_l.append(pts)
-            pts = np.concatenate(lo_l) if lo_l else np.zeros(0, np.int64)
+            pts = _source_cells(wins)
             los.append(pts)
             his.append(pts)
             continue
-        g_lo, g_hi = np.split(_g_key(spec, c, np.concatenate([klo, khi])), [klo.size])  # one engine call
-        evals += 2 * klo.size
-        t_bin, t_key, t_first = [], [], []
-        for i in range(klo.size):
-            a, b = int(g_lo[i]), int(g_hi[i])
-            if a > b:
-                raise RuntimeError(f"internal error: the chain prefix is not monotone on binade {i} of "
-                                   f"{spec.label()}; please report it")
-            if b - a <= 2 * K_PERIOD:
-                ks = list(range(a + 1, b + 1))
-                firsts = [True] * len(ks)
-            else:
-                ks = list(range(a + 1, a + K_PERIOD + 1)) + list(range(b - K_PERIOD + 1, b + 1))
-                # the cell starting at the last bottom boundary spans the skipped middle
-                firsts = [True] * (K_PERIOD - 1) + [False] + [True] * K_PERIOD
-            t_bin += [i] * len(ks)
-            t_key += ks
-            t_first += firsts
-        t_bin = np.array(t_bin, np.int64)
-        t_key = np.array(t_key, np.int64)
-        t_first = np.array(t_first, bool)
-        if t_key.size:
-            def pred(x, idx, t_key=t_key, c=c):
-                return _g_key(spec, c, x) >= t_key[idx]
-            b_key, found = first_true(klo[t_bin], khi[t_bin], pred)
-            evals += t_key.size * 70
-        else:
-            b_key, found = np.zeros(0, np.int64), np.zeros(0, bool)
-        for i in range(klo.size):
-            sel = t_bin == i
-            bounds = b_key[sel & found]
-            keep = t_first[sel & found]
-            starts = np.concatenate([[klo[i]], bounds])
-            ends = np.concatenate([bounds - 1, [khi[i]]])
-            # a cell is checked when it starts at a searched boundary that follows its predecessor
-            # (the cell that spans the skipped middle of a long binade starts at a "last" boundary)
-            ok = np.concatenate([[True], keep]) & (starts <= ends)
-            los.append(starts[ok])
-            his.append(ends[ok])
+        for w_lo, w_hi, w_evals in _search_cells(spec, c, np.array(wins, np.int64)):
+            los.append(w_lo)
+            his.append(w_hi)
+            evals += w_evals
     lo = np.concatenate(los) if los else np.zeros(0, np.int64)
     hi = np.concatenate(his) if his else np.zeros(0, np.int64)
     return lo, hi, evals
+
+
+def _source_cells(wins: list[tuple[int, int]]) -> np.ndarray:
+    """Windows where the source is the coarsest format: every key is a cell; the first and last
+    K_PERIOD keys of a long window stand for the rest (periodicity)."""
+    pts = []
+    for a, b in wins:
+        if b - a + 1 <= 2 * K_PERIOD:
+            pts.append(np.arange(a, b + 1))
+        else:
+            pts.append(np.concatenate([np.arange(a, a + K_PERIOD), np.arange(b - K_PERIOD + 1, b + 1)]))
+    return np.concatenate(pts).astype(np.int64) if pts else np.zeros(0, np.int64)
+
+
+def _search_cells(spec: ChainSpec, c: int, w: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """The cells of each window (rows of w: lo_key, hi_key): g's values at the ends, then a search for
+    the first key of each value in between (the first and last K_PERIOD values of a long window)."""
+    klo, khi = w[:, 0], w[:, 1]
+    g_lo, g_hi = np.split(_g_key(spec, c, np.concatenate([klo, khi])), [klo.size])  # one engine call
+    t_bin, t_key, t_first = [], [], []
+    for i in range(klo.size):
+        a, b = int(g_lo[i]), int(g_hi[i])
+        if a > b:
+            raise RuntimeError(f"internal error: the chain prefix is not monotone on binade {i} of "
+                               f"{spec.label()}; please report it")
+        if b - a <= 2 * K_PERIOD:
+            ks = list(range(a + 1, b + 1))
+            firsts = [True] * len(ks)
+        else:
+            ks = list(range(a + 1, a + K_PERIOD + 1)) + list(range(b - K_PERIOD + 1, b + 1))
+            # the cell starting at the last bottom boundary spans the skipped middle
+            firsts = [True] * (K_PERIOD - 1) + [False] + [True] * K_PERIOD
+        t_bin += [i] * len(ks)
+        t_key += ks
+        t_first += firsts
+    t_bin_a = np.array(t_bin, np.int64)
+    t_key_a = np.array(t_key, np.int64)
+    t_first_a = np.array(t_first, bool)
+    if t_key_a.size:
+        def pred(x, idx):
+            return _g_key(spec, c, x) >= t_key_a[idx]
+        b_key, found = first_true(klo[t_bin_a], khi[t_bin_a], pred)
+    else:
+        b_key, found = np.zeros(0, np.int64), np.zeros(0, bool)
+    # each window's cells: [klo, b_1 - 1], [b_1, b_2 - 1], ..., [b_n, khi] over its found boundaries
+    # (t_bin is sorted: the boundaries of a window are consecutive). A cell is checked when it starts
+    # at a searched boundary that follows its predecessor (the cell that spans the skipped middle of a
+    # long window starts at a "last" boundary, t_first False).
+    b_bin, b_start, b_keep = t_bin_a[found], b_key[found], t_first_a[found]
+    n_b = np.bincount(b_bin, minlength=klo.size)
+    first = np.concatenate([[0], np.cumsum(n_b + 1)[:-1]])   # index of each window's first cell
+    starts = np.empty(klo.size + b_bin.size, np.int64)
+    keep = np.ones(starts.size, bool)
+    starts[first] = klo
+    inner = np.ones(starts.size, bool)
+    inner[first] = False
+    starts[inner], keep[inner] = b_start, b_keep
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:] - 1
+    ends[first + n_b] = khi                                  # each window's last cell ends at khi
+    ok = keep & (starts <= ends)
+    n_t = np.bincount(t_bin_a, minlength=klo.size)
+    return [(starts[a:a + k + 1][ok[a:a + k + 1]], ends[a:a + k + 1][ok[a:a + k + 1]], 2 + 70 * int(t))
+            for a, k, t in zip(first.tolist(), n_b.tolist(), n_t.tolist())]
 
 
 def _special_codes(fmt: AnyFormat) -> np.ndarray:
@@ -330,29 +353,29 @@ def _exhaustive(spec: ChainSpec, executor=None) -> tuple[np.ndarray, tuple[np.nd
     """Every source code (sources of 32 bits or fewer): the least-magnitude candidates among the codes
     where chain and direct differ, and the region pieces holding any such code (as segments)."""
     n = 1 << spec.src.bits
-    ranges = region_key_ranges(spec)
-    jobs = [(spec, a, min(a + _EXHAUSTIVE_CHUNK, n), ranges) for a in range(0, n, _EXHAUSTIVE_CHUNK)]
-    parts = list(progress(map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs),
-                          total=len(jobs), desc=f"chain {spec.label()} (exhaustive)", unit="chunk"))
+    jobs = [(spec, a, min(a + _EXHAUSTIVE_CHUNK, n)) for a in range(0, n, _EXHAUSTIVE_CHUNK)]
+    runs = map(_exhaustive_part, jobs) if executor is None else executor.map(_exhaustive_part, jobs)
+    parts = list(progress(runs, total=len(jobs), desc=f"chain {spec.label()} (exhaustive)", unit="chunk")
+                 if len(jobs) > 1 else runs)
     cands = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
-    counts = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(len(ranges), np.int64)
-    hit = ranges[np.asarray(counts) > 0]
+    hit = np.unique(np.concatenate([p[1] for p in parts]), axis=0) if parts else np.zeros((0, 2), np.int64)
     return cands, (hit[:, 0], hit[:, 1]), n
 
 
 def _exhaustive_part(args) -> tuple[np.ndarray, np.ndarray]:
-    spec, a, b, ranges = args
+    """One chunk of source codes: the least-magnitude differing candidates, and the region pieces
+    (lo_key, hi_key rows) holding a differing number (computed only where some code differs)."""
+    spec, a, b = args
     codes = np.arange(a, b, dtype=np.uint64).astype(spec.src.code_dtype)
     bad = codes[spec.chain(codes) != spec.direct_cast(codes)].astype(np.uint64)
-    counts = np.zeros(len(ranges), np.int64)
     if not bad.size:
-        return bad, counts
+        return bad, np.zeros((0, 2), np.int64)
+    ranges = region_key_ranges(spec)
     nan = is_nan(bad, spec.src)
     keys = to_key(bad[~nan], spec.src)
     idx = np.searchsorted(ranges[:, 0], keys, side="right") - 1
     inside = (idx >= 0) & (keys <= ranges[np.maximum(idx, 0), 1])
-    counts += np.bincount(idx[inside], minlength=len(ranges))
-    return _least_magnitude_candidates(spec.src, bad), counts
+    return _least_magnitude_candidates(spec.src, bad), ranges[np.unique(idx[inside])]
 
 
 def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", overflow: Any = None,
@@ -361,7 +384,8 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
     the smallest-magnitude source value where they differ. ``rounding`` / ``overflow`` are one value
     for every hop or a list with one per hop; the direct cast uses the last hop's.
 
-    ``method``: "auto" (the cell proof, or exhaustive enumeration where the chain is not monotone),
+    ``method``: "auto" (exhaustive enumeration for sources of at most 8 bits and where the chain is not
+    monotone, the cell proof otherwise),
     "proof", or "exhaustive" (every source code; sources of 32 bits or fewer).
     """
     spec = chain_spec(src, *hops_then_dst, rounding=rounding, overflow=overflow, ftz=ftz)
@@ -372,7 +396,7 @@ def classify_cast_chain(src: Any, *hops_then_dst: Any, rounding: Any = "rne", ov
     if method == "proof" and not monotone:
         raise ValueError(f"{spec.label()} has a wrapping hop, which is not monotone, so the cell proof does "
                          "not apply; use method='exhaustive'")
-    if method == "exhaustive" or not monotone:
+    if method == "exhaustive" or not monotone or (method == "auto" and spec.src.bits <= _ENUMERATE_BITS):
         if spec.src.bits > 32:
             why = "it is not monotone" if not monotone else "method='exhaustive' was asked"
             raise ValueError(f"{spec.label()}: {why}, and a {spec.src.bits}-bit source is too wide to enumerate "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -14,6 +15,7 @@ from ..core.text import hex_width
 from ..core.twins.exact import Special, value_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..core.policy import Policy
     from .prove import ChainSpec
 
 __all__ = ["ChainVerdict", "Witness", "Region", "Proof", "REASONS", "values_subset"]
@@ -234,34 +236,41 @@ def _grid_contains(a: Format, b: Format) -> bool:
 def _breakpoints(spec: ChainSpec) -> list[tuple[Fraction, bool]]:
     """Magnitudes where a hop's behaviour may change: (b, split_at) with split_at meaning the new
     region starts at |x| >= b, else at |x| > b."""
-    pts: list[tuple[Fraction, bool]] = []
     last = len(spec.policies) - 1
-    for j, (f, pol) in enumerate(zip(spec.formats[1:], spec.policies)):
-        if f.is_integer:
-            pts += [(Fraction(f.max_value), False), (Fraction(-f.min_value), False)]
-            continue
-        assert isinstance(f, Format)
-        for sign in (1, -1):
-            t, inclusive = f.overflow_threshold(pol.rounding.value, sign=sign)
-            pts.append((t, inclusive))
-        pts += [(f.max_finite, False), (f.min_normal, True), (f.min_subnormal, True)]
-        if j < last:  # where an intermediate stops holding every integer
-            pts.append((Fraction(2) ** f.precision, False))
+    pts = [p for j, (f, pol) in enumerate(zip(spec.formats[1:], spec.policies))
+           for p in _hop_breakpoints(f, pol, j < last)]
     return sorted(set(pts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _hop_breakpoints(f: AnyFormat, pol: Policy, intermediate: bool) -> tuple[tuple[Fraction, bool], ...]:
+    """One hop's breakpoints (cached: the chain table meets each (format, policy) thousands of times)."""
+    if f.is_integer:
+        return ((Fraction(f.max_value), False), (Fraction(-f.min_value), False))
+    assert isinstance(f, Format)
+    pts = [f.overflow_threshold(pol.rounding.value, sign=sign) for sign in (1, -1)]
+    pts += [(f.max_finite, False), (f.min_normal, True), (f.min_subnormal, True)]
+    if intermediate:  # where an intermediate stops holding every integer
+        pts.append((Fraction(2) ** f.precision, False))
+    return tuple(pts)
 
 
 def _hop_behaviour(spec: ChainSpec, codes: np.ndarray) -> list[set[str]]:
     """Per hop, the set of things it does to these source codes."""
-    vals = [[value_of(int(c), spec.src) for c in codes]]
-    for f, h in zip(spec.formats[1:], spec.hops(codes)):
-        vals.append([value_of(int(c), f) for c in h])
+    hop_codes = [[int(c) for c in codes]] + [[int(c) for c in h] for h in spec.hops(codes)]
     out = []
     for j, (f, pol) in enumerate(zip(spec.formats[1:], spec.policies)):
-        seen: set[str] = set()
-        for a, b in zip(vals[j], vals[j + 1]):
-            seen.add(_one_behaviour(a, b, f, pol.rounding.value))
+        seen = {_code_behaviour(spec.formats[j], a, f, b, pol.rounding.value)
+                for a, b in zip(hop_codes[j], hop_codes[j + 1])}
         out.append(seen)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _code_behaviour(fa: AnyFormat, a: int, fb: AnyFormat, b: int, mode: str) -> str:
+    """``_one_behaviour`` of the hop fa -> fb taking code a to code b (cached: a chain table asks
+    the same question for every chain sharing the hop)."""
+    return _one_behaviour(value_of(a, fa), value_of(b, fb), fb, mode)
 
 
 def _one_behaviour(a: Any, b: Any, f: AnyFormat, mode: str = "rne") -> str:
@@ -290,8 +299,7 @@ def _one_behaviour(a: Any, b: Any, f: AnyFormat, mode: str = "rne") -> str:
 def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fraction, bool, tuple | None]]:
     """One half's source range cut where a hop's behaviour may change: (lo_key, hi_key, low bound,
     low closed, next cut) per piece, before merging pieces that behave alike."""
-    from ..core.codekeys import binades, from_key, to_key
-    from ..core.twins.exact import round_value
+    from ..core.codekeys import binades, from_key
 
     bins = binades(spec.src, negative)
     if not bins:
@@ -307,12 +315,7 @@ def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fracti
     starts = [hi_k if negative else lo_k]
     labels: list[tuple[Fraction, bool]] = [(Fraction(0), True)]
     for b, at in cuts:
-        c = round_value(sgn * b, spec.src, rounding="rd" if negative else "ru",
-                        overflow="saturate" if not spec.src.has_inf else None)
-        k = int(to_key(np.array([c], np.uint64), spec.src)[0])
-        v = value_of(c, spec.src)
-        if not isinstance(v, Special) and abs(Fraction(v)) == b and not at:
-            k += sgn
+        k = _first_key_at(spec.src, b, at, negative)
         if lo_k <= k <= hi_k:
             starts.append(k)
             labels.append((b, at))
@@ -330,6 +333,22 @@ def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fracti
         nxt = uniq[n + 1][1] if n + 1 < len(uniq) else None
         out.append((min(k, nk), max(k, nk), b, at, nxt))
     return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _first_key_at(src: AnyFormat, b: Fraction, at: bool, negative: bool) -> int:
+    """The source key of the first value of magnitude >= b (at) or > b (not at) on one side."""
+    from ..core.codekeys import to_key
+    from ..core.twins.exact import round_value
+
+    sgn = -1 if negative else 1
+    c = round_value(sgn * b, src, rounding="rd" if negative else "ru",
+                    overflow="saturate" if not src.has_inf else None)
+    k = int(to_key(np.array([c], np.uint64), src)[0])
+    v = value_of(c, src)
+    if not isinstance(v, Special) and abs(Fraction(v)) == b and not at:
+        k += sgn
+    return k
 
 
 def region_key_ranges(spec: ChainSpec) -> np.ndarray:

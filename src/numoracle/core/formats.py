@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .formatlimits import MAX_EMAX, MAX_PRECISION, MIN_EXPONENT, from_numpy_code, is_numpy_code  # noqa: F401 - the carried range, re-exported
@@ -272,8 +272,7 @@ class Format:
         is reported as ``(max_finite, False)``.
         FP16 rne: (65520, True). FP8_E4M3FN rne: (464, False).
         """
-        ulp = self.top_ulp
-        return overflow_rule(self.max_finite, ulp, bool(self.max_significand & 1), Rounding.of(rounding), sign)
+        return _overflow_threshold(self, Rounding.of(rounding), sign)
 
     # ---- misc ------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -465,3 +464,9 @@ def format_of(x: Any) -> AnyFormat:
     if fmt is None:
         raise ValueError(f"dtype {dt} has no numoracle format")
     return fmt
+
+
+@lru_cache(maxsize=1024)
+def _overflow_threshold(fmt: Format, mode: Rounding, sign: int) -> tuple[Fraction, bool]:
+    """``Format.overflow_threshold``, cached: proofs and bounds ask it per value."""
+    return overflow_rule(fmt.max_finite, fmt.top_ulp, bool(fmt.max_significand & 1), mode, sign)
