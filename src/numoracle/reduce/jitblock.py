@@ -1,0 +1,301 @@
+"""Compiled block FMA: simulate's BlockFMA steps as one numba kernel per step, bit-identical to block_fma.
+
+``accumulate.block_fma`` is the reference (its steps are orders.BlockFMA's, docs/theory.md §4); this
+module computes the same bits without materialising the (rows, n, batch) term arrays: the kernel
+multiplies the inputs itself, two passes over each block (maximum, then truncated sum), the batch
+innermost so that every pass is a contiguous, branch-free loop. Imported lazily by simulation.py when
+``core.jit.enabled()``; ``BlockKernel.covers`` decides up front (from the data's exponent range and
+the step's formats) which steps it runs, the rest stay on the numpy path.
+
+One output ``d`` of one block, per (row r, batch element): the terms are t_k = a[k, i] * b[k, j]
+(exact in float64: p_a + p_b <= 53) for the block's k, with raw labels la[k, i] + lb[k, j] (input
+exponents clamped at emin; zeros -16000, see simsources._labels). A sum is the matmul of a column
+of ones (label 0) with the inputs.
+
+1. amax = max |t_k|, raw = max label (pass 1). With inf/NaN among the inputs the pass also keeps the
+   IEEE sum of the terms, in order; a block whose terms or c are not all finite gives that sum + c.
+2. Ep = floor(log2 amax) from amax's exponent field (amax is a normal float64: ``covers``), raised to
+   raw for subnormal inputs; Ec = c's exponent clamped at -126 (an FP32 register), -1 for c = 0.
+   spc (K&M's carry flag) and E = the largest label, exactly as block_fma; the scale 2^(F + spc - E)
+   is built from its exponent field.
+3. Pass 2: Y = t_k * scale (exact: a power of two, no underflow by ``covers``), S += trunc(Y); with
+   a sticky bit, S += 2 trunc(Y) + (Y > trunc Y) - (Y < trunc Y), i.e. sign(Y) when bits were shifted
+   out. The integers stay below 2^53, so float64 adds them exactly in any order.
+4. c joins the same way; v = S / scale (a power-of-two scaling, exact); S = 0 gives +0.
+5. v is rounded to the block's output format (``round_v``: Arith.round's bit rounding in the normal
+   range, its integer rounding below it). Overflowing v (|v| > max_finite) are counted and left in
+   place; ``BlockKernel.run`` rounds them with Arith.round and K&M's inf rule, as block_fma does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import jit
+from ..core.policy import Rounding
+from .accumulate import Arith
+
+__all__ = ["BlockKernel", "calls"]
+
+_MODES = {Rounding.NEAREST_EVEN: 0, Rounding.NEAREST_AWAY: 1, Rounding.TOWARD_ZERO: 2, Rounding.UP: 3,
+          Rounding.DOWN: 4, Rounding.TO_ODD: 5}
+_MAG = 0x7FFF_FFFF_FFFF_FFFF
+_EXP_LIMIT = 1000        # every scale, scaled term and v stays a normal float64 within 2^+-1000
+_calls = [0]             # kernel calls (tests read it through calls(): the kernel did run)
+
+
+def calls() -> int:
+    """How many block FMA steps the compiled kernel has run in this process."""
+    return _calls[0]
+
+
+# ======================================================================================================
+# The kernel
+# ======================================================================================================
+
+@jit.njit
+def _exponent(bits):
+    """floor(log2 |x|) of a normal float64 from its bits: the biased exponent field minus 1023."""
+    return ((bits >> 52) & 0x7FF) - 1023
+
+
+@jit.njit
+def _pow2(e):
+    """The bits of 2^e, -1022 <= e <= 1023: exponent field e + 1023, fraction 0."""
+    return (e + 1023) << 52
+
+
+@jit.njit
+def _round_normal(bits, rp):
+    """Arith._round_bits of one float64 (its bits) with min_normal <= |v| <= max_finite.
+
+    The format's quantum at v is float64's times 2^d, so rounding is r = (bits + inc) & ~mask: the
+    d low bits cleared, one quantum added when inc carries into bit d (the carry may bump the
+    exponent, never past max_finite, a grid point). inc = base + lsb * lsb_w + (neg_w or pos_w by
+    the sign): RNE half - 1 + lsb (a tie carries only from an odd lsb), RNA half, RTZ 0, RU mask on
+    the positive side (carries iff bits were dropped), RD mask on the negative side, RTO mask when
+    the kept lsb is 0 (carries into it iff bits were dropped; an odd lsb stays), else 0.
+    """
+    d, mask, base, lsb_w, neg_w, pos_w = rp[1], rp[2], rp[11], rp[12], rp[13], rp[14]
+    lsb = (bits >> d) & 1
+    side = neg_w if bits < 0 else pos_w
+    return (bits + (base + lsb * lsb_w + side)) & ~mask
+
+
+@jit.njit
+def _round_into(out, ob, o, v, bits, rp):
+    """out[o] = Arith.round(v) for finite v != 0 (ob: out's bits); returns 1, leaving v, when |v| > max_finite.
+
+    rp = (mode, d, mask, half, lo, span, q, inv_q, min_normal, ftz, neg_zero, base, lsb_w, neg_w,
+    pos_w): lo is the bits of min_normal, span those of max_finite minus lo; modes numbered as _MODES.
+    """
+    mode, lo, span, q, inv_q, min_normal, ftz, neg_zero = rp[0], rp[4], rp[5], rp[6], rp[7], rp[8], rp[9], rp[10]
+    mag = bits & _MAG
+    if mag >= lo and mag - lo <= span:            # 1. normal range: the bits
+        ob[o] = _round_normal(bits, rp)
+        return 0
+    if mag > lo:
+        out[o] = v                                # 2. overflow: BlockKernel.run rounds it with the engine
+        return 1
+    # 3. below min_normal (Arith._slow): k = v / Q is exact (Q the subnormal quantum), rounded to an
+    # integer by the mode (exact in float64, |k| < 2^52; numpy's functions keep the signs of zeros), times Q
+    k = v * inv_q
+    if mode == 0:
+        k = np.rint(k)
+    elif mode == 1:
+        k = np.copysign(np.floor(np.abs(k) + 0.5), k)
+    elif mode == 2:
+        k = np.trunc(k)
+    elif mode == 3:
+        k = np.ceil(k)
+    elif mode == 4:
+        k = np.floor(k)
+    else:                                         # to odd: truncate, an inexact even result moves away by one
+        t = np.trunc(k)
+        k = t + np.copysign(1.0 if (t != k and np.fmod(t, 2.0) == 0) else 0.0, k)
+    r = k * q
+    if ftz and np.abs(r) < min_normal:
+        r = np.copysign(0.0, r)
+    if not neg_zero and r == 0:
+        r = 0.0
+    out[o] = r
+    return 0
+
+
+@jit.njit
+def _scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_inputs):
+    """Step 2 for one row of outputs, branch-free (selects): E, K&M's carry flag, the scale 2^(F + spc - E)
+    and its inverse (halved with a sticky bit: S then counts half units). As block_fma: has_p = some
+    product != 0; Ep = floor(log2 amax), raised to the max raw label for subnormal inputs; Ec = c's
+    exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 & (c = 0 | raw >= Ec);
+    E = max(Ep, Ec) with both, else the one present."""
+    for j in range(amax_b.size):
+        ab, raw, cbits = amax_b[j], np.int64(lmax[j]), cb[c0 + j]
+        has_p = ab != 0                                       # amax >= 0: +0 has all bits 0
+        ep = _exponent(ab)
+        ep = max(ep, raw) if sub_inputs else ep
+        has_c = (cbits & _MAG) != 0
+        ec = max(_exponent(cbits), -126) if has_c else -1
+        spc = carry & has_p & (ep == raw + 1) & (~has_c | (raw >= ec))
+        e = (max(ep, ec) if has_c else ep) if has_p else ec
+        sh = frac + np.int64(spc) - e
+        scale_b[j] = _pow2(sh)
+        inv_b[j] = _pow2(-sh - sticky)
+
+
+@jit.njit
+def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, frac, sticky, carry, sub_inputs, finite, rp):
+    """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
+    tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj). Returns the overflow count.
+    Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches."""
+    w, n = tids.shape
+    nj = j1 - j0
+    B = (i1 - i0) * nj
+    lo, span = rp[4], rp[5]
+    amax, S, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
+    lmax = np.empty(nj, np.int32)
+    amax_b, scale_b, inv_b, vb = amax.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
+    ob, cb = out.view(np.int64), c.view(np.int64)
+    over = 0
+    for r in range(w):
+        for i in range(i0, i1):
+            base = r * B + (i - i0) * nj
+            # 1. pass 1: max |t| and the max raw label (+ the IEEE sum, in order, when inputs hold inf / NaN)
+            amax[:] = 0.0
+            lmax[:] = -(1 << 30)
+            fsum[:] = -0.0
+            for kk in range(n):
+                k = tids[r, kk]
+                ak, lak = a[k, i], la[k, i]
+                bk, lbk = b[k, j0:j1], lb[k, j0:j1]
+                for j in range(nj):
+                    amax[j] = max(np.abs(ak * bk[j]), amax[j])
+                    lmax[j] = max(lak + lbk[j], lmax[j])
+                if not finite:
+                    for j in range(nj):
+                        fsum[j] += ak * bk[j]
+            # 2. the scales
+            _scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+            # 3. pass 2: the truncated scaled terms (with a sticky bit: 2 trunc(Y) + sign(Y) when bits were
+            # shifted out, written (Y > trunc Y) - (Y < trunc Y)), added exactly
+            S[:] = 0.0
+            for kk in range(n):
+                k = tids[r, kk]
+                ak, bk = a[k, i], b[k, j0:j1]
+                if sticky:
+                    for j in range(nj):
+                        y = ak * bk[j] * scale[j]
+                        ty = np.trunc(y)
+                        S[j] += 2.0 * ty + (np.float64(y > ty) - np.float64(y < ty))
+                else:
+                    for j in range(nj):
+                        S[j] += np.trunc(ak * bk[j] * scale[j])
+            # 4. c joins the same way; v = S / scale
+            for j in range(nj):
+                yc = c[base + j] * scale[j]
+                tc = np.trunc(yc)
+                vbuf[j] = (S[j] + (2.0 * tc + (np.float64(yc > tc) - np.float64(yc < tc)) if sticky else tc)) * inv[j]
+            # 5. round every v as if in the normal range; count the others (zero, tiny, huge, inf, NaN)
+            odd = 0
+            for j in range(nj):
+                bits = vb[j]
+                odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
+                ob[base + j] = _round_normal(bits, rp)
+            # 6. the others, one by one: inf / NaN give their IEEE sum (terms in order, then c), a zero
+            # sum +0, the rest _round_into (inputs with inf / NaN: every output, as the sum may say so)
+            if odd or not finite:
+                for j in range(nj):
+                    o = base + j
+                    bits = vb[j]
+                    if finite and np.uint64((bits & _MAG) - lo) <= np.uint64(span):
+                        continue
+                    ieee = fsum[j] + c[o]
+                    if not np.isfinite(ieee):
+                        out[o] = ieee
+                    elif vbuf[j] == 0:
+                        out[o] = 0.0
+                    else:
+                        over += _round_into(out, ob, o, vbuf[j], bits, rp)
+    return over
+
+
+# ======================================================================================================
+# The caller's side
+# ======================================================================================================
+
+def _lowest(fmt) -> int:
+    """An exponent below every nonzero value a register of fmt's exponent range can hold (<= 51 bits)."""
+    return fmt.emin - 60
+
+
+class BlockKernel:
+    """simulate's block FMA steps on the compiled kernel, for one source (its exponent range known)."""
+
+    def __init__(self, src, sub_inputs: bool):
+        self.sub_inputs = bool(sub_inputs)
+        if hasattr(src, "at"):        # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
+            self.a, self.la, self.b, self.lb = src.at, src.lat, src.b, src.lb
+            self.mat = True
+        else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
+            K = src.xt.shape[0]
+            self.a, self.la = np.ones((K, 1)), np.zeros((K, 1), np.int32)
+            self.b, self.lb = src.xt, src.lt
+            self.mat = False
+        self.la, self.lb = self.la.astype(np.int32), self.lb.astype(np.int32)   # int32 lanes beside float64's
+        self.finite = bool(np.isfinite(self.a).all() and np.isfinite(self.b).all())
+        self.info = src.info()
+        self._covers: dict[int, bool] = {}
+
+    def covers(self, st) -> bool:
+        """Whether the kernel runs this step: every scale, scaled term and sum stays a normal float64
+        (far inside float64's range: true for every format simulate takes except the widest
+        exponent ranges), and the output mode is one the kernel rounds in."""
+        key = id(st)
+        if key not in self._covers:
+            _, _, _, tids, bo, ar = st
+            _, qt, ht = self.info
+            qc, hc = _lowest(ar.fmt), ar.fmt.emax + 1
+            lo_e, hi_e = min(qt, qc, -126) - 2, max(ht, hc) + 2
+            F = bo.frac_bits + 1
+            lim = _EXP_LIMIT
+            self._covers[key] = (ar.mode in _MODES and not ar.is64 and F + 2 - lo_e <= lim
+                                 and lo_e - F - 2 >= -lim and min(qt, qc) + F - hi_e >= -lim
+                                 and hi_e + int(tids.shape[1] + 1).bit_length() + 2 <= lim)
+        return self._covers[key]
+
+    def run(self, st, V, sub) -> np.ndarray:
+        """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source)."""
+        _, _, c, tids, bo, ar = st
+        c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
+        w, B = c.shape
+        i0, i1, j0, j1 = (sub.lo, sub.hi, 0, self.b.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
+        out = np.empty(w * B)
+        rp = _rounding(ar)
+        over = _block_kernel(self.a, self.la, self.b, self.lb, i0, i1, j0, j1, np.ascontiguousarray(tids, np.int64),
+                             c.reshape(-1), out, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
+                             self.sub_inputs, self.finite, rp)
+        _calls[0] += 1
+        if over:
+            _overflow(out, ar)
+        return out.reshape(w, B)
+
+
+def _rounding(ar: Arith) -> tuple:
+    """The kernel's rounding parameters of ``ar`` (see _round_into and _round_normal)."""
+    mode, mask, half = _MODES[ar.mode], int(ar._mask), int(ar._half)
+    inc = {0: (half - 1, 1, 0, 0), 1: (half, 0, 0, 0), 2: (0, 0, 0, 0), 3: (0, 0, 0, mask), 4: (0, 0, mask, 0),
+           5: (mask, -mask, 0, 0)}[mode]
+    return (mode, int(ar._d), mask, half, int(ar._lo), int(ar._span), float(ar._q), float(ar._inv_q),
+            float(ar._min_normal), bool(ar.ftz), bool(ar.fmt.has_negative_zero)) + inc
+
+
+def _overflow(out: np.ndarray, ar: Arith) -> None:
+    """The kernel left v where |v| > max_finite: round it as block_fma does (Arith.round: the engine's
+    overflow rule of the mode), then K&M's rule: a result reaching 2^(emax+1) is +-inf in every mode."""
+    idx = np.flatnonzero(np.isfinite(out) & (np.abs(out) > float(ar.fmt.max_finite)))
+    v = out[idx]
+    d = ar.round(v)
+    if ar.fmt.has_inf:
+        big = np.abs(v) >= 2.0 ** (ar.fmt.emax + 1)
+        d[big] = np.copysign(np.inf, v[big])
+    out[idx] = d
