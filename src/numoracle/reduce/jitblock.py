@@ -33,7 +33,8 @@ import numpy as np
 
 from ..core import jit
 from ..core.policy import Rounding
-from .accumulate import Arith
+from .accumulate import Arith, native_fp32_ok
+from .simsources import _FP32, _fits
 
 __all__ = ["BlockKernel", "calls"]
 
@@ -144,17 +145,22 @@ def _scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_input
 
 
 @jit.njit
-def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, frac, sticky, carry, sub_inputs, finite, rp):
+def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp, rp):
     """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
     tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj). Returns the overflow count.
-    Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches."""
+
+    Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches.
+    a, b: float64, or float32 where the products and scaled terms are exact in float32 (twice the
+    lanes; the scale is then clamped at ``clamp`` = 2^127 as block_fma does); S (nj,): the block sums'
+    buffer, float32 only where simulate's _block32 holds (the block sums are exact in float32 too)."""
     w, n = tids.shape
     nj = j1 - j0
     B = (i1 - i0) * nj
     lo, span = rp[4], rp[5]
-    amax, S, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
+    amax, scw = np.empty(nj, b.dtype), np.empty(nj, b.dtype)    # the terms' type
+    am64, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
     lmax = np.empty(nj, np.int32)
-    amax_b, scale_b, inv_b, vb = amax.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
+    amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
     ob, cb = out.view(np.int64), c.view(np.int64)
     over = 0
     for r in range(w):
@@ -175,26 +181,30 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, frac, sticky, carr
                     for j in range(nj):
                         fsum[j] += ak * bk[j]
             # 2. the scales
+            am64[:] = amax
             _scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+            for j in range(nj):
+                scw[j] = min(scale[j], clamp)
             # 3. pass 2: the truncated scaled terms (with a sticky bit: 2 trunc(Y) + sign(Y) when bits were
-            # shifted out, written (Y > trunc Y) - (Y < trunc Y)), added exactly
+            # shifted out: Y - trunc(Y) is exact and has Y's sign then, 0 otherwise), added exactly
             S[:] = 0.0
             for kk in range(n):
                 k = tids[r, kk]
                 ak, bk = a[k, i], b[k, j0:j1]
                 if sticky:
                     for j in range(nj):
-                        y = ak * bk[j] * scale[j]
+                        y = ak * bk[j] * scw[j]
                         ty = np.trunc(y)
-                        S[j] += 2.0 * ty + (np.float64(y > ty) - np.float64(y < ty))
+                        td = np.float64(ty)               # 2 trunc(Y) +- 1 may need a 25th bit
+                        S[j] += td + td + np.float64(np.sign(y - ty))
                 else:
                     for j in range(nj):
-                        S[j] += np.trunc(ak * bk[j] * scale[j])
-            # 4. c joins the same way; v = S / scale
+                        S[j] += np.trunc(ak * bk[j] * scw[j])
+            # 4. c joins the same way, in float64; v = S / scale
             for j in range(nj):
                 yc = c[base + j] * scale[j]
                 tc = np.trunc(yc)
-                vbuf[j] = (S[j] + (2.0 * tc + (np.float64(yc > tc) - np.float64(yc < tc)) if sticky else tc)) * inv[j]
+                vbuf[j] = (np.float64(S[j]) + (tc + tc + np.sign(yc - tc) if sticky else tc)) * inv[j]
             # 5. round every v as if in the normal range; count the others (zero, tiny, huge, inf, NaN)
             odd = 0
             for j in range(nj):
@@ -232,19 +242,29 @@ class BlockKernel:
     """simulate's block FMA steps on the compiled kernel, for one source (its exponent range known)."""
 
     def __init__(self, src, sub_inputs: bool):
-        self.sub_inputs = bool(sub_inputs)
-        if hasattr(src, "at"):        # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
-            self.a, self.la, self.b, self.lb = src.at, src.lat, src.b, src.lb
-            self.mat = True
+        self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
+        if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
+            self.la, self.lb = src.lat.astype(np.int32), src.lb.astype(np.int32)   # int32 lanes: no widening
+            self.finite = bool(np.isfinite(src.at).all() and np.isfinite(src.b).all())
         else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
-            K = src.xt.shape[0]
-            self.a, self.la = np.ones((K, 1)), np.zeros((K, 1), np.int32)
-            self.b, self.lb = src.xt, src.lt
-            self.mat = False
-        self.la, self.lb = self.la.astype(np.int32), self.lb.astype(np.int32)   # int32 lanes beside float64's
-        self.finite = bool(np.isfinite(self.a).all() and np.isfinite(self.b).all())
+            self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
+            self.finite = bool(np.isfinite(src.xt).all())
         self.info = src.info()
         self._covers: dict[int, bool] = {}
+        self._ab: dict[bool, tuple] = {}
+        self._round: dict[Arith, tuple] = {}
+
+    def _inputs(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b) in float64, or float32 (simulate has made the exact float32 copies then)."""
+        if f32 not in self._ab:
+            src, dt = self.src, np.float32 if f32 else np.float64
+            if f32 and not hasattr(src, "b32" if self.mat else "xt32"):
+                src.prepare_f32()
+            if self.mat:
+                self._ab[f32] = (src.at32, src.b32) if f32 else (src.at, src.b)
+            else:
+                self._ab[f32] = (np.ones((src.xt.shape[0], 1), dt), src.xt32 if f32 else src.xt)
+        return self._ab[f32]
 
     def covers(self, st) -> bool:
         """Whether the kernel runs this step: every scale, scaled term and sum stays a normal float64
@@ -263,22 +283,42 @@ class BlockKernel:
                                  and hi_e + int(tids.shape[1] + 1).bit_length() + 2 <= lim)
         return self._covers[key]
 
-    def run(self, st, V, sub) -> np.ndarray:
-        """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source)."""
+    def run(self, st, V, sub, b32: bool) -> np.ndarray:
+        """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source); ``b32``: simulate's
+        _block32 (every step of the block is exact in float32)."""
         _, _, c, tids, bo, ar = st
         c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
         w, B = c.shape
-        i0, i1, j0, j1 = (sub.lo, sub.hi, 0, self.b.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
-        out = np.empty(w * B)
-        rp = _rounding(ar)
-        over = _block_kernel(self.a, self.la, self.b, self.lb, i0, i1, j0, j1, np.ascontiguousarray(tids, np.int64),
-                             c.reshape(-1), out, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
-                             self.sub_inputs, self.finite, rp)
+        i0, i1, j0, j1 = (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
+        f32 = b32 or self._terms32(st)
+        a, b = self._inputs(f32)
+        out, S = np.empty(w * B), np.empty(j1 - j0, np.float32 if b32 else np.float64)
+        over = _block_kernel(a, self.la, b, self.lb, i0, i1, j0, j1, np.ascontiguousarray(tids, np.int64),
+                             c.reshape(-1), out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
+                             self.sub_inputs, self.finite, 2.0**127 if f32 else np.inf, self._rp(ar))
         _calls[0] += 1
         if over:
             _overflow(out, ar)
         return out.reshape(w, B)
 
+    def _terms32(self, st) -> bool:
+        """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
+        multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
+        float32 (the scaled terms are then exact, and so are their truncations)."""
+        key = ("t32", id(st))
+        if key not in self._covers:
+            _, _, _, _, bo, ar = st
+            _, qt, ht = self.info
+            hi_e = max(ht, ar.fmt.emax + 1) + 2
+            F = bo.frac_bits
+            self._covers[key] = (native_fp32_ok() and self.src.inputs_fit_fp32 and _fits(self.info, _FP32)
+                                 and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126)
+        return self._covers[key]
+
+    def _rp(self, ar: Arith) -> tuple:
+        if ar not in self._round:
+            self._round[ar] = _rounding(ar)
+        return self._round[ar]
 
 def _rounding(ar: Arith) -> tuple:
     """The kernel's rounding parameters of ``ar`` (see _round_into and _round_normal)."""

@@ -382,7 +382,7 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
             elif kind == "const":
                 V[st[1]] = st[2]
             elif jb is not None and jb.covers(st):
-                V[st[1]] = jb.run(st, V, sub)
+                V[st[1]] = jb.run(st, V, sub, b32[id(st)])
             else:
                 _, dst, c, tids, bo, ar_out = st
                 res = np.empty((tids.shape[0], B))
