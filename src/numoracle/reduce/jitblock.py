@@ -145,6 +145,66 @@ def _scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_input
 
 
 @jit.njit
+def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
+    """Step 1 for output row i: max |t| and the max raw label over the block's terms ks (+ the IEEE sum of
+    the terms, in order, when the inputs hold inf / NaN)."""
+    amax[:] = 0.0
+    lmax[:] = -(1 << 30)
+    fsum[:] = -0.0
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, lak = a[k, i], la[k, i]
+        bk, lbk = b[k, j0:j1], lb[k, j0:j1]
+        for j in range(j1 - j0):
+            amax[j] = max(np.abs(ak * bk[j]), amax[j])
+            lmax[j] = max(lak + lbk[j], lmax[j])
+        if not finite:
+            for j in range(j1 - j0):
+                fsum[j] += ak * bk[j]
+
+
+@jit.njit
+def _pass2(a, b, i, ks, j0, j1, scw, S, sticky):
+    """Step 3 for output row i: S = the sum of trunc(t * scale) (exact: integers below 2^53, or below 2^24
+    for a float32 S). With a sticky bit, 2 trunc(Y) + sign(Y) when bits were shifted out: Y - trunc(Y)
+    is exact and has Y's sign then, 0 otherwise."""
+    S[:] = 0.0
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, bk = a[k, i], b[k, j0:j1]
+        if sticky:
+            for j in range(j1 - j0):
+                y = ak * bk[j] * scw[j]
+                ty = np.trunc(y)
+                td = np.float64(ty)               # 2 trunc(Y) +- 1 may need a 25th bit
+                S[j] += td + td + np.float64(np.sign(y - ty))
+        else:
+            for j in range(j1 - j0):
+                S[j] += np.trunc(ak * bk[j] * scw[j])
+
+
+@jit.njit
+def _others(out, ob, c, fsum, vbuf, vb, base, finite, rp):
+    """Step 6: the outputs step 5 does not cover, one by one: inf / NaN give their IEEE sum (the terms in
+    order, then c), a zero sum +0, the rest _round_into (inputs with inf / NaN: every output of the row,
+    as only their sum tells). Returns the overflow count."""
+    lo, span, over = rp[4], rp[5], 0
+    for j in range(vb.size):
+        o = base + j
+        bits = vb[j]
+        if finite and np.uint64((bits & _MAG) - lo) <= np.uint64(span):
+            continue
+        ieee = fsum[j] + c[o]
+        if not np.isfinite(ieee):
+            out[o] = ieee
+        elif vbuf[j] == 0:
+            out[o] = 0.0
+        else:
+            over += _round_into(out, ob, o, vbuf[j], bits, rp)
+    return over
+
+
+@jit.njit
 def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp, rp):
     """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
     tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj). Returns the overflow count.
@@ -152,8 +212,9 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
     Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches.
     a, b: float64, or float32 where the products and scaled terms are exact in float32 (twice the
     lanes; the scale is then clamped at ``clamp`` = 2^127 as block_fma does); S (nj,): the block sums'
-    buffer, float32 only where simulate's _block32 holds (the block sums are exact in float32 too)."""
-    w, n = tids.shape
+    buffer, float32 only where simulate's _block32 holds (the block sums are exact in float32 too).
+    """
+    w = tids.shape[0]
     nj = j1 - j0
     B = (i1 - i0) * nj
     lo, span = rp[4], rp[5]
@@ -164,68 +225,26 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
     ob, cb = out.view(np.int64), c.view(np.int64)
     over = 0
     for r in range(w):
+        ks = tids[r]
         for i in range(i0, i1):
             base = r * B + (i - i0) * nj
-            # 1. pass 1: max |t| and the max raw label (+ the IEEE sum, in order, when inputs hold inf / NaN)
-            amax[:] = 0.0
-            lmax[:] = -(1 << 30)
-            fsum[:] = -0.0
-            for kk in range(n):
-                k = tids[r, kk]
-                ak, lak = a[k, i], la[k, i]
-                bk, lbk = b[k, j0:j1], lb[k, j0:j1]
-                for j in range(nj):
-                    amax[j] = max(np.abs(ak * bk[j]), amax[j])
-                    lmax[j] = max(lak + lbk[j], lmax[j])
-                if not finite:
-                    for j in range(nj):
-                        fsum[j] += ak * bk[j]
-            # 2. the scales
-            am64[:] = amax
+            _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
+            am64[:] = amax                                                                 # 2. the scales
             _scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
             for j in range(nj):
                 scw[j] = min(scale[j], clamp)
-            # 3. pass 2: the truncated scaled terms (with a sticky bit: 2 trunc(Y) + sign(Y) when bits were
-            # shifted out: Y - trunc(Y) is exact and has Y's sign then, 0 otherwise), added exactly
-            S[:] = 0.0
-            for kk in range(n):
-                k = tids[r, kk]
-                ak, bk = a[k, i], b[k, j0:j1]
-                if sticky:
-                    for j in range(nj):
-                        y = ak * bk[j] * scw[j]
-                        ty = np.trunc(y)
-                        td = np.float64(ty)               # 2 trunc(Y) +- 1 may need a 25th bit
-                        S[j] += td + td + np.float64(np.sign(y - ty))
-                else:
-                    for j in range(nj):
-                        S[j] += np.trunc(ak * bk[j] * scw[j])
-            # 4. c joins the same way, in float64; v = S / scale
-            for j in range(nj):
+            _pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
+            for j in range(nj):                   # 4. c joins the same way, in float64; v = S / scale
                 yc = c[base + j] * scale[j]
                 tc = np.trunc(yc)
                 vbuf[j] = (np.float64(S[j]) + (tc + tc + np.sign(yc - tc) if sticky else tc)) * inv[j]
-            # 5. round every v as if in the normal range; count the others (zero, tiny, huge, inf, NaN)
-            odd = 0
-            for j in range(nj):
+            odd = 0                               # 5. round every v as if in the normal range; count the
+            for j in range(nj):                   # others (zero, tiny, huge, inf, NaN)
                 bits = vb[j]
                 odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
                 ob[base + j] = _round_normal(bits, rp)
-            # 6. the others, one by one: inf / NaN give their IEEE sum (terms in order, then c), a zero
-            # sum +0, the rest _round_into (inputs with inf / NaN: every output, as the sum may say so)
-            if odd or not finite:
-                for j in range(nj):
-                    o = base + j
-                    bits = vb[j]
-                    if finite and np.uint64((bits & _MAG) - lo) <= np.uint64(span):
-                        continue
-                    ieee = fsum[j] + c[o]
-                    if not np.isfinite(ieee):
-                        out[o] = ieee
-                    elif vbuf[j] == 0:
-                        out[o] = 0.0
-                    else:
-                        over += _round_into(out, ob, o, vbuf[j], bits, rp)
+            if odd or not finite:                 # 6.
+                over += _others(out, ob, c, fsum, vbuf, vb, base, finite, rp)
     return over
 
 
