@@ -269,7 +269,7 @@ class BlockKernel:
             self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
             self.finite = bool(np.isfinite(src.xt).all())
         self.info = src.info()
-        self._covers: dict[int, bool] = {}
+        self._covers: dict[tuple, bool] = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}
 
@@ -289,9 +289,9 @@ class BlockKernel:
         """Whether the kernel runs this step: every scale, scaled term and sum stays a normal float64
         (far inside float64's range: true for every format simulate takes except the widest
         exponent ranges), and the output mode is one the kernel rounds in."""
-        key = id(st)
+        _, _, _, tids, bo, ar = st
+        key = (bo, ar, tids.shape[1])
         if key not in self._covers:
-            _, _, _, tids, bo, ar = st
             _, qt, ht = self.info
             qc, hc = _lowest(ar.fmt), ar.fmt.emax + 1
             lo_e, hi_e = min(qt, qc, -126) - 2, max(ht, hc) + 2
@@ -324,13 +324,13 @@ class BlockKernel:
         """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
         multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
         float32 (the scaled terms are then exact, and so are their truncations)."""
-        key = ("t32", id(st))
+        _, _, _, _, bo, ar = st
+        key = ("t32", bo.frac_bits, ar)
         if key not in self._covers:
-            _, _, _, _, bo, ar = st
             _, qt, ht = self.info
             hi_e = max(ht, ar.fmt.emax + 1) + 2
             F = bo.frac_bits
-            self._covers[key] = (native_fp32_ok() and self.src.inputs_fit_fp32 and _fits(self.info, _FP32)
+            self._covers[key] = (self.src.inputs_fit_fp32 and native_fp32_ok() and _fits(self.info, _FP32)
                                  and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126)
         return self._covers[key]
 
