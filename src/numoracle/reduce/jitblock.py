@@ -12,19 +12,24 @@ One output ``d`` of one block, per (row r, batch element): the terms are t_k = a
 exponents clamped at emin; zeros -16000, see simsources._labels). A sum is the matmul of a column
 of ones (label 0) with the inputs.
 
-1. amax = max |t_k|, raw = max label (pass 1). With inf/NaN among the inputs the pass also keeps the
+1. Pass 1: amax = max |t_k|, raw = max label. With inf/NaN among the inputs the pass also keeps the
    IEEE sum of the terms, in order; a block whose terms or c are not all finite gives that sum + c.
 2. Ep = floor(log2 amax) from amax's exponent field (amax is a normal float64: ``covers``), raised to
    raw for subnormal inputs; Ec = c's exponent clamped at -126 (an FP32 register), -1 for c = 0.
    spc (K&M's carry flag) and E = the largest label, exactly as block_fma; the scale 2^(F + spc - E)
-   is built from its exponent field.
+   and its inverse are built from their exponent fields (``_scales``, branch-free).
 3. Pass 2: Y = t_k * scale (exact: a power of two, no underflow by ``covers``), S += trunc(Y); with
-   a sticky bit, S += 2 trunc(Y) + (Y > trunc Y) - (Y < trunc Y), i.e. sign(Y) when bits were shifted
-   out. The integers stay below 2^53, so float64 adds them exactly in any order.
-4. c joins the same way; v = S / scale (a power-of-two scaling, exact); S = 0 gives +0.
-5. v is rounded to the block's output format (``round_v``: Arith.round's bit rounding in the normal
-   range, its integer rounding below it). Overflowing v (|v| > max_finite) are counted and left in
-   place; ``BlockKernel.run`` rounds them with Arith.round and K&M's inf rule, as block_fma does.
+   a sticky bit, S += 2 trunc(Y) + sign(Y - trunc Y), i.e. sign(Y) when bits were shifted out. The
+   integers stay below 2^53 (2^24 for a float32 S), so they add exactly in any order.
+4. c joins the same way, in float64; v = S / scale (a power-of-two scaling, exact).
+5. Every v is rounded as if in the output format's normal range (``_round_normal``: Arith._round_bits
+   as one integer addition and mask), and the others are counted.
+6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, values below
+   min_normal are rounded as Arith._slow does (``_round_into``), and v above max_finite are left in
+   place and counted; ``BlockKernel.run`` rounds them with Arith.round and K&M's inf rule, as block_fma.
+
+The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
+float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
 """
 
 from __future__ import annotations
