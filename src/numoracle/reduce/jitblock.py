@@ -344,6 +344,7 @@ class BlockKernel:
             self._round[ar] = _rounding(ar)
         return self._round[ar]
 
+
 def _rounding(ar: Arith) -> tuple:
     """The kernel's rounding parameters of ``ar`` (see _round_into and _round_normal)."""
     mode, mask, half = _MODES[ar.mode], int(ar._mask), int(ar._half)
