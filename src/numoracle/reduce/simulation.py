@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import jit
 from ..core.convert import cast, decode
 from ..core.formats import FP32, FP64, Format, format_of
 from ..core.policy import Rounding
@@ -327,9 +328,18 @@ def _block32(st, src) -> bool:
             and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - info[1] <= 127)
 
 
+def _jit_blocks(steps, src, sub_inputs):
+    """The compiled block FMA (reduce/jitblock.py; numpy's block_fma is its reference), or None."""
+    if not jit.enabled() or not any(st[0] == "bfma" for st in steps):
+        return None
+    from . import jitblock
+    return jitblock.BlockKernel(src, sub_inputs)
+
+
 def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
     if any(st[0] == "bfma" for st in steps):
         src.prepare_labels()
+    jb = _jit_blocks(steps, src, sub_inputs)
     b32 = {id(st): _block32(st, src) for st in steps if st[0] == "bfma"}
     if any(st[0] == "chain" and st[1] != "f64" for st in steps) or any(b32.values()):
         src.prepare_f32()
@@ -371,6 +381,8 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
                 V[dst] = ar.round(a.fetch(V, sub, None))
             elif kind == "const":
                 V[st[1]] = st[2]
+            elif jb is not None and jb.covers(st):
+                V[st[1]] = jb.run(st, V, sub, b32[id(st)])
             else:
                 _, dst, c, tids, bo, ar_out = st
                 res = np.empty((tids.shape[0], B))

@@ -1,0 +1,78 @@
+"""Tensor-core block FMA in simulate(): the compiled kernel (reduce/jitblock.py) vs the numpy path vs BLAS.
+
+Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_blockfma.py
+     [--m 256 --n 256 --k 4096] [--repeat 3] [--all]
+Per model: the best of ``--repeat`` interleaved runs of float64 BLAS matmul (one thread when run as
+above), simulate with the kernel and simulate on the numpy path (``jit.disabled()``), their ratios to
+BLAS, and whether both paths gave the same bits. The first call (compilation, cached on disk
+afterwards) is not timed. Target: the kernel within 40x of one-thread BLAS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import ml_dtypes
+import numpy as np
+
+from numoracle.core import jit
+from numoracle.reduce import orders
+from numoracle.reduce.simulation import simulate
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def numpy_path(*args, **kw):
+    with jit.disabled():
+        return simulate(*args, **kw)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, default=256)
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--all", action="store_true", help="also the A100, V100 and TF32 presets")
+    args = ap.parse_args()
+    if not jit.enabled():
+        raise SystemExit("numba is not installed (or NUMORACLE_JIT=0): nothing to compare")
+    rng = np.random.default_rng(0)
+    a64, b64 = rng.standard_normal((args.m, args.k)), rng.standard_normal((args.k, args.n))
+    fp8, bf16 = ml_dtypes.float8_e4m3fn, ml_dtypes.bfloat16
+    models = [("H100 FP8 (BlockFMA 32, F=13)", fp8, ("h100", "fp8")),
+              ("H100 fp16 (BlockFMA 16, F=25)", np.float16, ("h100", "fp16")),
+              ("DeepSeek-V3 FP8 (promoted every 128)", fp8, ("deepseek", "fp8"))]
+    if args.all:
+        models += [("H100 bf16 (BlockFMA 16, F=25)", bf16, ("h100", "bf16")),
+                   ("A100 bf16 (BlockFMA 8, F=24)", bf16, ("a100", "bf16")),
+                   ("V100 fp16 (BlockFMA 4, F=23)", np.float16, ("v100", "fp16")),
+                   ("H100 tf32 (BlockFMA 8, F=25)", np.float32, ("h100", "tf32"))]
+    print(f"{args.m}x{args.n}x{args.k}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    print(f"{'model':38s} {'BLAS':>8s} {'kernel':>8s} {'numpy':>8s} {'kern/BLAS':>9s} {'np/BLAS':>8s} "
+          f"{'speedup':>7s} same")
+    for name, dt, p in models:
+        a, b, order = a64.astype(dt), b64.astype(dt), orders.preset(*p)
+        got, want = simulate("matmul", a, b, order=order), numpy_path("matmul", a, b, order=order)
+        same = np.array_equal(got.view(np.uint64), want.view(np.uint64))
+        t_blas, t_jit, t_np = best_times([lambda: a64 @ b64,
+                                          lambda: simulate("matmul", a, b, order=order),   # noqa: B023
+                                          lambda: numpy_path("matmul", a, b, order=order)], args.repeat)  # noqa: B023
+        print(f"{name:38s} {t_blas * 1e3:6.1f}ms {t_jit:7.3f}s {t_np:7.3f}s {t_jit / t_blas:8.0f}x "
+              f"{t_np / t_blas:7.0f}x {t_np / t_jit:6.1f}x {same}")
+
+
+if __name__ == "__main__":
+    main()

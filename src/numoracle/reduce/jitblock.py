@@ -1,0 +1,366 @@
+"""Compiled block FMA: simulate's BlockFMA steps as one numba kernel per step, bit-identical to block_fma.
+
+``accumulate.block_fma`` is the reference (its steps are orders.BlockFMA's, docs/theory.md §4); this
+module computes the same bits without materialising the (rows, n, batch) term arrays: the kernel
+multiplies the inputs itself, two passes over each block (maximum, then truncated sum), the batch
+innermost so that every pass is a contiguous, branch-free loop. Imported lazily by simulation.py when
+``core.jit.enabled()``; ``BlockKernel.covers`` decides up front (from the data's exponent range and
+the step's formats) which steps it runs, the rest stay on the numpy path.
+
+One output ``d`` of one block, per (row r, batch element): the terms are t_k = a[k, i] * b[k, j]
+(exact in float64: p_a + p_b <= 53) for the block's k, with raw labels la[k, i] + lb[k, j] (input
+exponents clamped at emin; zeros -16000, see simsources._labels). A sum is the matmul of a column
+of ones (label 0) with the inputs.
+
+1. Pass 1: amax = max |t_k|, raw = max label. With inf/NaN among the inputs the pass also keeps the
+   IEEE sum of the terms, in order; a block whose terms or c are not all finite gives that sum + c.
+2. Ep = floor(log2 amax) from amax's exponent field (amax is a normal float64: ``covers``), raised to
+   raw for subnormal inputs; Ec = c's exponent clamped at -126 (an FP32 register), -1 for c = 0.
+   spc (K&M's carry flag) and E = the largest label, exactly as block_fma; the scale 2^(F + spc - E)
+   and its inverse are built from their exponent fields (``_scales``, branch-free).
+3. Pass 2: Y = t_k * scale (exact: a power of two, no underflow by ``covers``), S += trunc(Y); with
+   a sticky bit, S += 2 trunc(Y) + sign(Y - trunc Y), i.e. sign(Y) when bits were shifted out. The
+   integers stay below 2^53 (2^24 for a float32 S), so they add exactly in any order.
+4. c joins the same way, in float64; v = S / scale (a power-of-two scaling, exact).
+5. Every v is rounded as if in the output format's normal range (``_round_normal``: Arith._round_bits
+   as one integer addition and mask), and the others are counted.
+6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, values below
+   min_normal are rounded as Arith._slow does (``_round_into``), and v above max_finite are left in
+   place and counted; ``BlockKernel.run`` rounds them with Arith.round and K&M's inf rule, as block_fma.
+
+The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
+float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import jit
+from ..core.policy import Rounding
+from .accumulate import Arith, native_fp32_ok
+from .simsources import _FP32, _fits
+
+__all__ = ["BlockKernel", "calls"]
+
+_MODES = {Rounding.NEAREST_EVEN: 0, Rounding.NEAREST_AWAY: 1, Rounding.TOWARD_ZERO: 2, Rounding.UP: 3,
+          Rounding.DOWN: 4, Rounding.TO_ODD: 5}
+_MAG = 0x7FFF_FFFF_FFFF_FFFF
+_EXP_LIMIT = 1000        # every scale, scaled term and v stays a normal float64 within 2^+-1000
+_calls = [0]             # kernel calls (tests read it through calls(): the kernel did run)
+
+
+def calls() -> int:
+    """How many block FMA steps the compiled kernel has run in this process."""
+    return _calls[0]
+
+
+# ======================================================================================================
+# The kernel
+# ======================================================================================================
+
+@jit.njit
+def _exponent(bits):
+    """floor(log2 |x|) of a normal float64 from its bits: the biased exponent field minus 1023."""
+    return ((bits >> 52) & 0x7FF) - 1023
+
+
+@jit.njit
+def _pow2(e):
+    """The bits of 2^e, -1022 <= e <= 1023: exponent field e + 1023, fraction 0."""
+    return (e + 1023) << 52
+
+
+@jit.njit
+def _round_normal(bits, rp):
+    """Arith._round_bits of one float64 (its bits) with min_normal <= |v| <= max_finite.
+
+    The format's quantum at v is float64's times 2^d, so rounding is r = (bits + inc) & ~mask: the
+    d low bits cleared, one quantum added when inc carries into bit d (the carry may bump the
+    exponent, never past max_finite, a grid point). inc = base + lsb * lsb_w + (neg_w or pos_w by
+    the sign): RNE half - 1 + lsb (a tie carries only from an odd lsb), RNA half, RTZ 0, RU mask on
+    the positive side (carries iff bits were dropped), RD mask on the negative side, RTO mask when
+    the kept lsb is 0 (carries into it iff bits were dropped; an odd lsb stays), else 0.
+    """
+    d, mask, base, lsb_w, neg_w, pos_w = rp[1], rp[2], rp[11], rp[12], rp[13], rp[14]
+    lsb = (bits >> d) & 1
+    side = neg_w if bits < 0 else pos_w
+    return (bits + (base + lsb * lsb_w + side)) & ~mask
+
+
+@jit.njit
+def _round_into(out, ob, o, v, bits, rp):
+    """out[o] = Arith.round(v) for finite v != 0 (ob: out's bits); returns 1, leaving v, when |v| > max_finite.
+
+    rp = (mode, d, mask, half, lo, span, q, inv_q, min_normal, ftz, neg_zero, base, lsb_w, neg_w,
+    pos_w): lo is the bits of min_normal, span those of max_finite minus lo; modes numbered as _MODES.
+    """
+    mode, lo, span, q, inv_q, min_normal, ftz, neg_zero = rp[0], rp[4], rp[5], rp[6], rp[7], rp[8], rp[9], rp[10]
+    mag = bits & _MAG
+    if mag >= lo and mag - lo <= span:            # 1. normal range: the bits
+        ob[o] = _round_normal(bits, rp)
+        return 0
+    if mag > lo:
+        out[o] = v                                # 2. overflow: BlockKernel.run rounds it with the engine
+        return 1
+    # 3. below min_normal (Arith._slow): k = v / Q is exact (Q the subnormal quantum), rounded to an
+    # integer by the mode (exact in float64, |k| < 2^52; numpy's functions keep the signs of zeros), times Q
+    k = v * inv_q
+    if mode == 0:
+        k = np.rint(k)
+    elif mode == 1:
+        k = np.copysign(np.floor(np.abs(k) + 0.5), k)
+    elif mode == 2:
+        k = np.trunc(k)
+    elif mode == 3:
+        k = np.ceil(k)
+    elif mode == 4:
+        k = np.floor(k)
+    else:                                         # to odd: truncate, an inexact even result moves away by one
+        t = np.trunc(k)
+        k = t + np.copysign(1.0 if (t != k and np.fmod(t, 2.0) == 0) else 0.0, k)
+    r = k * q
+    if ftz and np.abs(r) < min_normal:
+        r = np.copysign(0.0, r)
+    if not neg_zero and r == 0:
+        r = 0.0
+    out[o] = r
+    return 0
+
+
+@jit.njit
+def _scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_inputs):
+    """Step 2 for one row of outputs, branch-free (selects): E, K&M's carry flag, the scale 2^(F + spc - E)
+    and its inverse (halved with a sticky bit: S then counts half units). As block_fma: has_p = some
+    product != 0; Ep = floor(log2 amax), raised to the max raw label for subnormal inputs; Ec = c's
+    exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 & (c = 0 | raw >= Ec);
+    E = max(Ep, Ec) with both, else the one present."""
+    for j in range(amax_b.size):
+        ab, raw, cbits = amax_b[j], np.int64(lmax[j]), cb[c0 + j]
+        has_p = ab != 0                                       # amax >= 0: +0 has all bits 0
+        ep = _exponent(ab)
+        ep = max(ep, raw) if sub_inputs else ep
+        has_c = (cbits & _MAG) != 0
+        ec = max(_exponent(cbits), -126) if has_c else -1
+        spc = carry & has_p & (ep == raw + 1) & (~has_c | (raw >= ec))
+        e = (max(ep, ec) if has_c else ep) if has_p else ec
+        sh = frac + np.int64(spc) - e
+        scale_b[j] = _pow2(sh)
+        inv_b[j] = _pow2(-sh - sticky)
+
+
+@jit.njit
+def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
+    """Step 1 for output row i: max |t| and the max raw label over the block's terms ks (+ the IEEE sum of
+    the terms, in order, when the inputs hold inf / NaN)."""
+    amax[:] = 0.0
+    lmax[:] = -(1 << 30)
+    fsum[:] = -0.0
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, lak = a[k, i], la[k, i]
+        bk, lbk = b[k, j0:j1], lb[k, j0:j1]
+        for j in range(j1 - j0):
+            amax[j] = max(np.abs(ak * bk[j]), amax[j])
+            lmax[j] = max(lak + lbk[j], lmax[j])
+        if not finite:
+            for j in range(j1 - j0):
+                fsum[j] += ak * bk[j]
+
+
+@jit.njit
+def _pass2(a, b, i, ks, j0, j1, scw, S, sticky):
+    """Step 3 for output row i: S = the sum of trunc(t * scale) (exact: integers below 2^53, or below 2^24
+    for a float32 S). With a sticky bit, 2 trunc(Y) + sign(Y) when bits were shifted out: Y - trunc(Y)
+    is exact and has Y's sign then, 0 otherwise."""
+    S[:] = 0.0
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, bk = a[k, i], b[k, j0:j1]
+        if sticky:
+            for j in range(j1 - j0):
+                y = ak * bk[j] * scw[j]
+                ty = np.trunc(y)
+                td = np.float64(ty)               # 2 trunc(Y) +- 1 may need a 25th bit
+                S[j] += td + td + np.float64(np.sign(y - ty))
+        else:
+            for j in range(j1 - j0):
+                S[j] += np.trunc(ak * bk[j] * scw[j])
+
+
+@jit.njit
+def _others(out, ob, c, fsum, vbuf, vb, base, finite, rp):
+    """Step 6: the outputs step 5 does not cover, one by one: inf / NaN give their IEEE sum (the terms in
+    order, then c), a zero sum +0, the rest _round_into (inputs with inf / NaN: every output of the row,
+    as only their sum tells). Returns the overflow count."""
+    lo, span, over = rp[4], rp[5], 0
+    for j in range(vb.size):
+        o = base + j
+        bits = vb[j]
+        if finite and np.uint64((bits & _MAG) - lo) <= np.uint64(span):
+            continue
+        ieee = fsum[j] + c[o]
+        if not np.isfinite(ieee):
+            out[o] = ieee
+        elif vbuf[j] == 0:
+            out[o] = 0.0
+        else:
+            over += _round_into(out, ob, o, vbuf[j], bits, rp)
+    return over
+
+
+@jit.njit
+def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp, rp):
+    """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
+    tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj). Returns the overflow count.
+
+    Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches.
+    a, b: float64, or float32 where the products and scaled terms are exact in float32 (twice the
+    lanes; the scale is then clamped at ``clamp`` = 2^127 as block_fma does); S (nj,): the block sums'
+    buffer, float32 only where simulate's _block32 holds (the block sums are exact in float32 too).
+    """
+    w = tids.shape[0]
+    nj = j1 - j0
+    B = (i1 - i0) * nj
+    lo, span = rp[4], rp[5]
+    amax, scw = np.empty(nj, b.dtype), np.empty(nj, b.dtype)    # the terms' type
+    am64, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
+    lmax = np.empty(nj, np.int32)
+    amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
+    ob, cb = out.view(np.int64), c.view(np.int64)
+    over = 0
+    for r in range(w):
+        ks = tids[r]
+        for i in range(i0, i1):
+            base = r * B + (i - i0) * nj
+            _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
+            am64[:] = amax                                                                 # 2. the scales
+            _scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+            for j in range(nj):
+                scw[j] = min(scale[j], clamp)
+            _pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
+            for j in range(nj):                   # 4. c joins the same way, in float64; v = S / scale
+                yc = c[base + j] * scale[j]
+                tc = np.trunc(yc)
+                vbuf[j] = (np.float64(S[j]) + (tc + tc + np.sign(yc - tc) if sticky else tc)) * inv[j]
+            odd = 0                               # 5. round every v as if in the normal range; count the
+            for j in range(nj):                   # others (zero, tiny, huge, inf, NaN)
+                bits = vb[j]
+                odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
+                ob[base + j] = _round_normal(bits, rp)
+            if odd or not finite:                 # 6.
+                over += _others(out, ob, c, fsum, vbuf, vb, base, finite, rp)
+    return over
+
+
+# ======================================================================================================
+# The caller's side
+# ======================================================================================================
+
+def _lowest(fmt) -> int:
+    """An exponent below every nonzero value a register of fmt's exponent range can hold (<= 51 bits)."""
+    return fmt.emin - 60
+
+
+class BlockKernel:
+    """simulate's block FMA steps on the compiled kernel, for one source (its exponent range known)."""
+
+    def __init__(self, src, sub_inputs: bool):
+        self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
+        if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
+            self.la, self.lb = src.lat.astype(np.int32), src.lb.astype(np.int32)   # int32 lanes: no widening
+            self.finite = bool(np.isfinite(src.at).all() and np.isfinite(src.b).all())
+        else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
+            self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
+            self.finite = bool(np.isfinite(src.xt).all())
+        self.info = src.info()
+        self._covers: dict[tuple, bool] = {}
+        self._ab: dict[bool, tuple] = {}
+        self._round: dict[Arith, tuple] = {}
+
+    def _inputs(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b) in float64, or float32 (simulate has made the exact float32 copies then)."""
+        if f32 not in self._ab:
+            src, dt = self.src, np.float32 if f32 else np.float64
+            if f32 and not hasattr(src, "b32" if self.mat else "xt32"):
+                src.prepare_f32()
+            if self.mat:
+                self._ab[f32] = (src.at32, src.b32) if f32 else (src.at, src.b)
+            else:
+                self._ab[f32] = (np.ones((src.xt.shape[0], 1), dt), src.xt32 if f32 else src.xt)
+        return self._ab[f32]
+
+    def covers(self, st) -> bool:
+        """Whether the kernel runs this step: every scale, scaled term and sum stays a normal float64
+        (far inside float64's range: true for every format simulate takes except the widest
+        exponent ranges), and the output mode is one the kernel rounds in."""
+        _, _, _, tids, bo, ar = st
+        key = (bo, ar, tids.shape[1])
+        if key not in self._covers:
+            _, qt, ht = self.info
+            qc, hc = _lowest(ar.fmt), ar.fmt.emax + 1
+            lo_e, hi_e = min(qt, qc, -126) - 2, max(ht, hc) + 2
+            F = bo.frac_bits + 1
+            lim = _EXP_LIMIT
+            self._covers[key] = (ar.mode in _MODES and not ar.is64 and F + 2 - lo_e <= lim
+                                 and lo_e - F - 2 >= -lim and min(qt, qc) + F - hi_e >= -lim
+                                 and hi_e + int(tids.shape[1] + 1).bit_length() + 2 <= lim)
+        return self._covers[key]
+
+    def run(self, st, V, sub, b32: bool) -> np.ndarray:
+        """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source); ``b32``: simulate's
+        _block32 (every step of the block is exact in float32)."""
+        _, _, c, tids, bo, ar = st
+        c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
+        w, B = c.shape
+        i0, i1, j0, j1 = (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
+        f32 = b32 or self._terms32(st)
+        a, b = self._inputs(f32)
+        out, S = np.empty(w * B), np.empty(j1 - j0, np.float32 if b32 else np.float64)
+        over = _block_kernel(a, self.la, b, self.lb, i0, i1, j0, j1, np.ascontiguousarray(tids, np.int64),
+                             c.reshape(-1), out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
+                             self.sub_inputs, self.finite, 2.0**127 if f32 else np.inf, self._rp(ar))
+        _calls[0] += 1
+        if over:
+            _overflow(out, ar)
+        return out.reshape(w, B)
+
+    def _terms32(self, st) -> bool:
+        """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
+        multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
+        float32 (the scaled terms are then exact, and so are their truncations)."""
+        _, _, _, _, bo, ar = st
+        key = ("t32", bo.frac_bits, ar)
+        if key not in self._covers:
+            _, qt, ht = self.info
+            hi_e = max(ht, ar.fmt.emax + 1) + 2
+            F = bo.frac_bits
+            self._covers[key] = (self.src.inputs_fit_fp32 and native_fp32_ok() and _fits(self.info, _FP32)
+                                 and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126)
+        return self._covers[key]
+
+    def _rp(self, ar: Arith) -> tuple:
+        if ar not in self._round:
+            self._round[ar] = _rounding(ar)
+        return self._round[ar]
+
+
+def _rounding(ar: Arith) -> tuple:
+    """The kernel's rounding parameters of ``ar`` (see _round_into and _round_normal)."""
+    mode, mask, half = _MODES[ar.mode], int(ar._mask), int(ar._half)
+    inc = {0: (half - 1, 1, 0, 0), 1: (half, 0, 0, 0), 2: (0, 0, 0, 0), 3: (0, 0, 0, mask), 4: (0, 0, mask, 0),
+           5: (mask, -mask, 0, 0)}[mode]
+    return (mode, int(ar._d), mask, half, int(ar._lo), int(ar._span), float(ar._q), float(ar._inv_q),
+            float(ar._min_normal), bool(ar.ftz), bool(ar.fmt.has_negative_zero)) + inc
+
+
+def _overflow(out: np.ndarray, ar: Arith) -> None:
+    """The kernel left v where |v| > max_finite: round it as block_fma does (Arith.round: the engine's
+    overflow rule of the mode), then K&M's rule: a result reaching 2^(emax+1) is +-inf in every mode."""
+    idx = np.flatnonzero(np.isfinite(out) & (np.abs(out) > float(ar.fmt.max_finite)))
+    v = out[idx]
+    d = ar.round(v)
+    if ar.fmt.has_inf:
+        big = np.abs(v) >= 2.0 ** (ar.fmt.emax + 1)
+        d[big] = np.copysign(np.inf, v[big])
+    out[idx] = d
