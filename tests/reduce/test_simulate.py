@@ -536,3 +536,10 @@ def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
         want = simulate("matmul", a, b, order=preset)
         monkeypatch.undo()
         assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_accumulator_whose_quantum_is_below_float64s_is_refused_with_its_range():
+    """A format whose subnormal quantum 2^(emin - m) has no float64 reciprocal was accepted and then
+    failed with a bare OverflowError inside the arithmetic."""
+    with pytest.raises(ValueError, match=r"emin - man_bits = -1055"):
+        simulate("sum", np.ones(4, np.float32), acc=Format("x", 11, 10, 1046))

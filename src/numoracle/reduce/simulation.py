@@ -123,9 +123,11 @@ def _check_acc(fmt: Format) -> None:
     if fmt.precision > 51:
         raise ValueError(f"accumulator {fmt.name} has p = {fmt.precision}; the exact step (round to odd at "
                          "53 bits, then round once) needs p <= 51 (FP64 itself is supported directly)")
-    if fmt.emax > 1000 or fmt.emin - fmt.man_bits < -1070 or not fmt.has_subnormals or not fmt.signed:
+    # the quantum 2^(emin - m) and its reciprocal must be float64 numbers (the exact steps scale by both)
+    if fmt.emax > 1000 or fmt.emin - fmt.man_bits < -1022 or not fmt.has_subnormals or not fmt.signed:
         raise ValueError(f"accumulator {fmt.name}: simulate supports signed formats with subnormals whose "
-                         "range lies well inside float64's")
+                         f"range lies well inside float64's (emax <= 1000 and emin - man_bits >= -1022; "
+                         f"this one has emax = {fmt.emax}, emin - man_bits = {fmt.emin - fmt.man_bits})")
 
 
 @lru_cache(maxsize=64)
