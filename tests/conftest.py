@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-OPTIONAL = ("torch", "grimp", "softfloatpy", "jax", "matplotlib", "distributed")
+OPTIONAL = ("torch", "numba", "grimp", "softfloatpy", "jax", "matplotlib", "distributed")
 
 
 @pytest.fixture
