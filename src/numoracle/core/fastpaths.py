@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
 from .policy import Flags, Overflow, Policy, Rounding
 
@@ -33,12 +34,23 @@ FAST_CHUNK = 1 << 16  # elements per pass: the few uint32 temporaries (256 KiB e
 
 # generic(codes, rand) -> (codes, flags or None): the engine on a subset of the elements
 Generic = Callable[[np.ndarray, "np.ndarray | None"], "tuple[np.ndarray, np.ndarray | None]"]
-FastPath = Callable[[np.ndarray, "np.ndarray | None", bool, Generic], "tuple[np.ndarray, np.ndarray | None]"]
+# rand_check(chunk): raises where random bits given to cast() lie outside [0, 2^sr_bits)
+RandCheck = Callable[[np.ndarray], None]
+# run(flat codes, random bits or None, want_flags, generic, rand_check or None) -> (codes, flags or None)
+FastPath = Callable[..., "tuple[np.ndarray, np.ndarray | None]"]
 
 _NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
 _WIDEN = (BF16, FP16)
 _OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
 _DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
+_WIDE = 32  # ... or, with more than 1/_WIDE outside the normal lane, to the wide lane where it applies
+
+
+def _rand_chunk(r: np.ndarray, check: RandCheck | None) -> np.ndarray:
+    """One chunk of the random bits as uint32, validated here (while in cache) where cast() left it to us."""
+    if check is not None:
+        check(r)
+    return r.astype(np.uint32, copy=False)
 
 
 def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
@@ -64,6 +76,9 @@ class _Narrow:
         self.max_mag = dst.max_mag_code
         self.over = dst.max_mag_code + 1  # IEEE: the infinity; FN: the NaN
         self.fn_nan = dst.nan == "fn" and self._limit_kind() != "max"
+        # the wide lane (fastwide.py) for chunks with many results below the smallest normal (field e0)
+        self.e0 = dst.emin + 127
+        self.wide = self.e0 > 1 and wide_sr_ok(pol.sr_bits)
 
     def _limit_kind(self) -> str:
         """Where an overflow goes (softfloat._overflow_to_max): 'max', 'over', or per sign ('ru'/'rd')."""
@@ -85,29 +100,41 @@ class _Narrow:
             return 0, 0x7F800001
         return (self.dst.emin + 127) << 23, 0x7F800000
 
-    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
-            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool, generic: Generic,
+            rand_check: RandCheck | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         n = flat.size
         u32 = flat.astype(np.uint32, copy=False)
         out = np.empty(n, np.dtype(self.dst.code_dtype))
         fl = np.empty(n, np.uint8) if want_flags else None
         lo, hi = self._lane(want_flags)
+        wide = self.wide and not want_flags
         c = min(FAST_CHUNK, max(n, 1))
-        a, t, w = (np.empty(c, np.uint32) for _ in range(3))
+        a, t, w, v = (np.empty(c, np.uint32) for _ in range(4))
         m = np.empty(c, bool)
         rest = []
         for i0 in range(0, n, c):
             i1 = min(i0 + c, n)
             k = i1 - i0
             u = u32[i0:i1]
-            r = None if rand is None else rand[i0:i1].astype(np.uint32, copy=False)
+            r = None if rand is None else _rand_chunk(rand[i0:i1], rand_check)
             # 1. the magnitude, and the elements outside the lane (unsigned wrap: one comparison)
             np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a[:k])
             if lo:
                 np.subtract(a[:k], np.uint32(lo), out=w[:k])
             np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
             n_out = np.count_nonzero(m[:k])
-            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
+            if n_out * _WIDE > k and wide:  # many results below the smallest normal: the wide lane?
+                np.subtract(a[:k], np.uint32(0x00800000), out=w[:k])  # outside: zeros, FP32 subnormals, inf, NaN
+                np.greater_equal(w[:k], np.uint32(0x7F000000), out=m[:k])
+                n_out = np.count_nonzero(m[:k])
+                if n_out * _DENSE <= k:
+                    if n_out:
+                        rest.append(np.flatnonzero(m[:k]) + i0)
+                    round_wide(self.pol.rounding, self.pol.sr_bits, self.s, self.e0,
+                               a[:k], u, t[:k], w[:k], v[:k], m[:k], r)
+                    out[i0:i1] = self._finish(u, t[:k], w[:k], m[:k], None, self.pol.ftz)
+                    continue
+            if n_out * _DENSE > k:  # mostly irregular (e.g. NaNs, or flags asked): the engine's chunk
                 c_, f_ = generic(flat[i0:i1], r)
                 out[i0:i1] = c_
                 if fl is not None:
@@ -135,13 +162,21 @@ class _Narrow:
             fl[...] = m.view(np.uint8)
         # 3. round: the increment of docs/semantics.md steps 5-6, added below the kept bits and shifted out
         self._round(x, u, t, w, r)
-        # 4. overflow (decided after rounding, as the engine does): flags, then the clamp of step 8
+        return self._finish(u, t, w, m, fl, False)
+
+    def _finish(self, u, t, w, m, fl, flush: bool) -> np.ndarray:
+        """Steps 4-6 on the rounded magnitudes t (or, direct lane, signed codes) of one chunk."""
+        # 4. overflow (decided after rounding, as the engine does): flags, then the clamp of step 8;
+        #    ftz flushes the results that are subnormal as rounded (only the wide lane has them)
         if fl is not None:
             mag = t if not self.direct else np.bitwise_and(t, np.uint32(0x7FFF), out=w)
             np.greater(mag, np.uint32(self.max_mag), out=m)
             fl |= m.view(np.uint8) * _OVF_FLAGS
         if not self.direct:
             self._clamp(u, t, w)
+            if flush:
+                np.greater_equal(t, np.uint32(1 << self.dst.man_bits), out=m)
+                np.multiply(t, m, out=t)
             # 5. the sign (step 10); an FN format's NaN from an overflow is written positive
             np.right_shift(u, np.uint32(32 - self.dst.bits), out=w)
             np.bitwise_and(w, np.uint32(self.dst.sign_bit), out=w)
@@ -223,8 +258,8 @@ class _Narrow:
             np.minimum(t, w, out=t)
 
     def _tiny_lane(self, want_flags: bool) -> bool:
-        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) or ftz apply."""
-        return not (want_flags or self.pol.ftz)
+        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) apply."""
+        return not want_flags
 
     def _rest(self, flat, u32, idx, rand, out, fl, generic: Generic) -> None:
         """The elements outside the lane: signed zeros directly, tiny results by _tiny, the rest by the engine."""
@@ -251,7 +286,7 @@ class _Narrow:
 
 
     def _tiny(self, ui: np.ndarray, r: np.ndarray | None) -> np.ndarray:
-        """Codes of nonzero FP32 values below the destination's smallest normal (no flags, no ftz).
+        """Codes of nonzero FP32 values below the destination's smallest normal (no flags).
 
         1. value = sig * 2^(e - 150) with sig = mantissa | 2^23 (e = the exponent field, 1 for FP32
            subnormals, whose sig has no implicit bit); in units of the destination's quantum
@@ -260,7 +295,8 @@ class _Narrow:
            at 25: from there on the kept part is 0, the guard bit 0 and the sticky bit 1 (sig != 0,
            sig < 2^24) whatever sh is. Stochastic rounding reads floor(frac * 2^R) exactly from the
            64-bit word (sig << 32) >> min(sh, 63) (it is 0 from sh = 56 on).
-        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code. The sign.
+        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code; ftz
+           flushes the subnormal ones (as rounded) to zero. The sign.
         """
         d, mode = self.dst, self.pol.rounding
         one = np.uint32(1)
@@ -288,7 +324,10 @@ class _Narrow:
                 t = (sig + (mask & (np.uint32(0) - neg))) >> shc
             else:  # TO_ODD
                 t = (sig >> shc) | ((sig & mask) != 0).astype(np.uint32)
-        return t.astype(np.uint32) | (neg << np.uint32(d.bits - 1))
+        t = t.astype(np.uint32)
+        if self.pol.ftz:
+            t[t < np.uint32(1 << d.man_bits)] = 0
+        return t | (neg << np.uint32(d.bits - 1))
 
 
 # ---- BF16 / FP16 -> FP32 (exact widening) -------------------------------------------------------------
@@ -308,8 +347,10 @@ class _Widen:
         self.lo = 0 if sub_ok else 1 << src.man_bits
         self.hi = inf + (1 if src == BF16 and pol.overflow is Overflow.IEEE else 0)
 
-    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
-            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool, generic: Generic,
+            rand_check: RandCheck | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        if rand is not None and rand_check is not None:  # no mode matters here: one check of the whole array
+            rand_check(rand)
         n = flat.size
         u16 = flat.astype(np.uint16, copy=False)
         out = np.empty(n, np.uint32)
