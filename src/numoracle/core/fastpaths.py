@@ -43,14 +43,8 @@ _NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
 _WIDEN = (BF16, FP16)
 _OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
 _DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
+_NONE = np.zeros(0, np.intp)
 _WIDE = 32  # ... or, with more than 1/_WIDE outside the normal lane, to the wide lane where it applies
-
-
-def _rand_chunk(r: np.ndarray, check: RandCheck | None) -> np.ndarray:
-    """One chunk of the random bits as uint32, validated here (while in cache) where cast() left it to us."""
-    if check is not None:
-        check(r)
-    return r.astype(np.uint32, copy=False)
 
 
 def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
@@ -106,47 +100,56 @@ class _Narrow:
         u32 = flat.astype(np.uint32, copy=False)
         out = np.empty(n, np.dtype(self.dst.code_dtype))
         fl = np.empty(n, np.uint8) if want_flags else None
-        lo, hi = self._lane(want_flags)
-        wide = self.wide and not want_flags
         c = min(FAST_CHUNK, max(n, 1))
-        a, t, w, v = (np.empty(c, np.uint32) for _ in range(4))
-        m = np.empty(c, bool)
+        tmp = tuple(np.empty(c, np.uint32) for _ in range(4)) + (np.empty(c, bool),)
         rest = []
         for i0 in range(0, n, c):
             i1 = min(i0 + c, n)
-            k = i1 - i0
-            u = u32[i0:i1]
-            r = None if rand is None else _rand_chunk(rand[i0:i1], rand_check)
-            # 1. the magnitude, and the elements outside the lane (unsigned wrap: one comparison)
-            np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a[:k])
-            if lo:
-                np.subtract(a[:k], np.uint32(lo), out=w[:k])
-            np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
-            n_out = np.count_nonzero(m[:k])
-            if n_out * _WIDE > k and wide:  # many results below the smallest normal: the wide lane?
-                np.subtract(a[:k], np.uint32(0x00800000), out=w[:k])  # outside: zeros, FP32 subnormals, inf, NaN
-                np.greater_equal(w[:k], np.uint32(0x7F000000), out=m[:k])
-                n_out = np.count_nonzero(m[:k])
-                if n_out * _DENSE <= k:
-                    if n_out:
-                        rest.append(np.flatnonzero(m[:k]) + i0)
-                    round_wide(self.pol.rounding, self.pol.sr_bits, self.s, self.e0,
-                               a[:k], u, t[:k], w[:k], v[:k], m[:k], r)
-                    out[i0:i1] = self._finish(u, t[:k], w[:k], m[:k], None, self.pol.ftz)
-                    continue
-            if n_out * _DENSE > k:  # mostly irregular (e.g. NaNs, or flags asked): the engine's chunk
-                c_, f_ = generic(flat[i0:i1], r)
-                out[i0:i1] = c_
-                if fl is not None:
-                    fl[i0:i1] = f_
+            r = None if rand is None else rand[i0:i1]
+            ri = None if r is None else r.astype(np.uint32, copy=False)
+            fl_c = None if fl is None else fl[i0:i1]
+            lane, out_c = self._lane_of(u32[i0:i1], ri, [x[:i1 - i0] for x in tmp], fl_c)
+            if lane is None:  # mostly irregular (e.g. NaNs, or flags asked): the engine's chunk
+                if rand_check is not None:
+                    rand_check(r)
+                out[i0:i1], f_ = generic(flat[i0:i1], r)
+                if fl_c is not None:
+                    fl_c[...] = f_
                 continue
-            if n_out:
-                rest.append(np.flatnonzero(m[:k]) + i0)
-            out[i0:i1] = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
+            if rand_check is not None:  # the random bits' range, now that they are in cache
+                rand_check(r)
+            out[i0:i1] = out_c
+            if lane.size:
+                rest.append(lane + i0)
         idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
         if idx.size:
             self._rest(flat, u32, idx, rand, out, fl, generic)
         return out, fl
+
+    def _lane_of(self, u, r, tmp, fl) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """One chunk by the normal or the wide lane: (the indices of the elements left to _rest, the
+        codes, garbage there), or (None, None) where the chunk is the engine's."""
+        a, t, w, v, m = tmp
+        k = u.size
+        lo, hi = self._lane(fl is not None)
+        # 1. the magnitude, and the elements outside the normal lane (unsigned wrap: one comparison)
+        np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a)
+        if lo:
+            np.subtract(a, np.uint32(lo), out=w)
+        np.greater_equal(w if lo else a, np.uint32(hi - lo), out=m)
+        n_out = np.count_nonzero(m)
+        if n_out * _WIDE > k and self.wide and fl is None:  # many results below the smallest normal
+            np.subtract(a, np.uint32(0x00800000), out=w)  # outside: zeros, FP32 subnormals, inf, NaN
+            np.greater_equal(w, np.uint32(0x7F000000), out=m)
+            n_out = np.count_nonzero(m)
+            if n_out * _DENSE <= k:
+                idx = np.flatnonzero(m)
+                round_wide(self.pol.rounding, self.pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r)
+                return idx, self._finish(u, t, w, m, None, self.pol.ftz)
+        if n_out * _DENSE > k:
+            return None, None
+        idx = np.flatnonzero(m) if n_out else _NONE
+        return idx, self._chunk(u, a, t, w, m, r, fl)
 
     def _chunk(self, u, a, t, w, m, r, fl) -> np.ndarray:
         """Steps 2-6 on one chunk; returns the codes (garbage outside the lane, overwritten later)."""
@@ -235,8 +238,9 @@ class _Narrow:
         """
         s, R = self.s, self.pol.sr_bits
         if R <= s:
-            np.right_shift(x, np.uint32(s - R), out=t)
-            np.add(t, r, out=t)
+            if R < s:
+                np.right_shift(x, np.uint32(s - R), out=t)
+            np.add(t if R < s else x, r, out=t)
             np.right_shift(t, np.uint32(R), out=t)
         else:
             np.right_shift(r, np.uint32(R - s), out=t)
