@@ -27,6 +27,7 @@ import numpy as np
 from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
 from .policy import Flags, Overflow, Policy, Rounding
+from .specialize import canonical_nan
 
 __all__ = ["FAST_CHUNK", "select_fast_path"]
 
@@ -139,8 +140,9 @@ class _Narrow:
         np.greater_equal(w if lo else a, np.uint32(hi - lo), out=m)
         n_out = np.count_nonzero(m)
         if n_out * _WIDE > k and self.wide and fl is None:  # many results below the smallest normal
-            np.subtract(a, np.uint32(0x00800000), out=w)  # outside: zeros, FP32 subnormals, inf, NaN
-            np.greater_equal(w, np.uint32(0x7F000000), out=m)
+            if self.pol.daz:  # outside: inf, NaN, and under daz zeros and FP32 subnormals
+                np.subtract(a, np.uint32(0x00800000), out=w)
+            np.greater_equal(w if self.pol.daz else a, np.uint32(0x7F000000 if self.pol.daz else 0x7F800000), out=m)
             n_out = np.count_nonzero(m)
             if n_out * _DENSE <= k:
                 idx = np.flatnonzero(m)
@@ -266,7 +268,8 @@ class _Narrow:
         return not want_flags
 
     def _rest(self, flat, u32, idx, rand, out, fl, generic: Generic) -> None:
-        """The elements outside the lane: signed zeros directly, tiny results by _tiny, the rest by the engine."""
+        """The elements outside the lane: signed zeros and NaNs directly, tiny results by _tiny, the rest
+        (infinities, and what daz or flags make special) by the engine."""
         ui = u32[idx]
         mag = ui & np.uint32(0x7FFFFFFF)
         zero = mag == 0
@@ -274,7 +277,12 @@ class _Narrow:
             out[idx[zero]] = ui[zero] >> np.uint32(32 - self.dst.bits)
             if fl is not None:
                 fl[idx[zero]] = 0
-        keep = ~zero
+        nan = mag > np.uint32(0x7F800000)
+        if nan.any():  # step 12: the canonical NaN; INVALID for a signalling one (quiet bit clear)
+            out[idx[nan]] = canonical_nan(self.dst)
+            if fl is not None:
+                fl[idx[nan]] = ((ui[nan] & np.uint32(0x00400000)) == 0).astype(np.uint8) * np.uint8(Flags.INVALID)
+        keep = ~(zero | nan)
         if self._tiny_lane(fl is not None):
             lo = self._lane(False)[0]
             tiny = (mag >= np.uint32(0x00800000 if self.pol.daz else 1)) & (mag < np.uint32(lo))

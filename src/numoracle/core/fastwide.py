@@ -5,13 +5,14 @@ Uniformly random FP32 bit patterns are mostly far outside that range (for E4M3FN
 them lie below its smallest normal 2^-6, and most of the rest overflow), so a chunk of them is
 rounded here instead, on whole-chunk uint32 operations, with no element-wise branch:
 
-1. With e the FP32 exponent field (1..254 here; zeros, FP32 subnormals, infinities and NaNs are
-   listed apart by the caller) and e0 = emin + 127 the field of the destination's smallest normal,
-   c = min(e, e0). The word to round is x = |code| - (c - 1) * 2^23 and the shift is
+1. With e the FP32 exponent field (0..254 here: infinities and NaNs are listed apart by the caller,
+   and FP32 subnormals too under daz) and e0 = emin + 127 the field of the destination's smallest
+   normal, c = min(max(e, 1), e0). The word to round is x = |code| - (c - 1) * 2^23 and the shift is
    sh = s + e0 - c: for a normal result (c = e0) x is the re-biased magnitude of the normal lane and
-   sh = s; for a result below 2^emin, x = the significand (mantissa | 2^23) and sh = s + e0 - e
-   puts its quantum at the destination's 2^(emin - m) (value = x * 2^(e - 150)). A carry out of the
-   kept bits lands on the next binade (or on the smallest normal), as in the normal lane.
+   sh = s; for a result below 2^emin, x = the significand (mantissa | 2^23, or the bare mantissa of
+   an FP32 subnormal or zero, whose exponent is that of e = 1) and sh = s + e0 - c puts its quantum
+   at the destination's 2^(emin - m) (value = x * 2^(c - 150)). A carry out of the kept bits lands on
+   the next binade (or on the smallest normal), as in the normal lane. A zero gives x = 0: +-0.
 2. The rounding decision of docs/semantics.md steps 5-6 on (x, sh), exact for every sh: numpy
    defines a shift by 32 or more as giving 0, which is the kept part and every truncated fraction of
    a word below 2^24 shifted that far. RNE/RNA add half - 1 + lsb / half (0x7FFFFFFF or 0x80000000
@@ -36,11 +37,13 @@ _U = np.uint32
 def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w, v, m, r) -> None:
     """t = the rounded magnitude code (before the overflow clamp) of the chunk's FP32 magnitudes ``a``.
 
-    On entry ``w`` holds a - 2^23 ((e - 1) * 2^23 + mantissa); ``a``, ``w``, ``v`` and ``m`` are
-    overwritten (temporaries of the chunk's length), ``u`` is the signed code, ``r`` the random bits.
+    ``a``, ``w``, ``v`` and ``m`` are overwritten (temporaries of the chunk's length), ``u`` is the
+    signed code, ``r`` the random bits.
     """
     K = s + e0 - 1  # sh = K - (c - 1)
-    # 1. t = c - 1 = min(e, e0) - 1
+    # 1. t = c - 1 = min(max(e, 1), e0) - 1
+    np.maximum(a, _U(0x00800000), out=w)
+    np.subtract(w, _U(0x00800000), out=w)
     np.right_shift(w, _U(23), out=t)
     np.minimum(t, _U(e0 - 1), out=t)
     if mode is Rounding.STOCHASTIC:
