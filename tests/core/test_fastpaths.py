@@ -280,7 +280,7 @@ def test_every_16_bit_pattern_in_fp32_positions_every_mode(dst, monkeypatch):
     for k, pol in enumerate(mode_policies(dst, flush=((0, 0), (1, 1)))):
         codes_only(codes, dst, pol, seed=k)
     assert (len(calls) > 0) == (dst != BF16)  # BF16's results below its smallest normal are FP32 subnormals
-    for pol in policies(dst, ["rne", "ru", "sr"])[::7]:  # with flags (the engine's chunks, _rest), a slice
+    for pol in policies(dst, ["rne", "ru", "sr"])[::7]:  # flags too: a slice of the policies and codes
         same(codes[::5], FP32, dst, pol)
 
 
@@ -307,6 +307,10 @@ def test_2_20_random_codes_every_mode_and_policy(dst, rng, monkeypatch):
         codes_only(r, dst, pol, seed=k)
     for k, pol in enumerate(mode_policies(dst, flush=((0, 1), (1, 0)))):  # ftz, daz: a slice
         codes_only(r[:1 << 17], dst, pol, seed=k)
+    assert (len(calls) > 0) == (dst != BF16)
+    calls.clear()
+    for k, pol in enumerate(policies(dst)):  # flags (the wide lane sets them too), every policy: a slice
+        same(r[k << 12:(k + 1) << 12], FP32, dst, pol, seed=k)
     assert (len(calls) > 0) == (dst != BF16)
 
 

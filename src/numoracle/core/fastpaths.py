@@ -3,13 +3,15 @@
 Each path is a few whole-chunk integer operations on uint32 words (no ``np.where``: decisions are
 arithmetic), for the *regular* elements of a chunk: finite values whose result is normal (or, for
 BF16, anything the plain bit shift rounds exactly). The other elements are listed and converted at
-the end: signed zeros directly, results below the destination's smallest normal by a variable shift
-(``_Narrow._tiny``, where no flags or ftz apply), and everything else -- NaN, infinities where the
-policy gives them flags or a saturated value, the inputs that daz/ftz/flags make special -- by the
-generic engine (``softfloat.unpack`` / ``round_pack``); a chunk mostly outside the lane goes to the
-engine whole. The lanes compute the engine's (mode, sign, guard, sticky) decision on the same bits,
-in the same steps (docs/semantics.md); ``tests/core/test_fastpaths.py`` checks codes and flags
-against the engine over every 16-bit source and the boundary set of the 32-bit ones.
+the end: signed zeros and NaNs directly, results below the destination's smallest normal by a
+variable shift (``_Narrow._tiny``, where no flags apply), and everything else -- infinities, the
+inputs that daz/flags make special -- by the generic engine (``softfloat.unpack`` / ``round_pack``).
+A chunk with many results below the smallest normal (random bit patterns) takes the wide lane of
+``fastwide.py`` instead (zeros, subnormal, normal and overflowing results in one pass); a chunk
+mostly outside both goes to the engine whole. The lanes compute the engine's (mode, sign, guard,
+sticky) decision on the same bits, in the same steps (docs/semantics.md);
+``tests/core/test_fastpaths.py`` checks codes and flags against the engine over every 16-bit
+source, every 16-bit pattern in FP32 positions and the boundary sets of the 32-bit ones.
 
 The trick (as in ml_dtypes' float -> bfloat16): an FP32 code read as an unsigned integer is
 ``exponent_field * 2^23 + mantissa``; for a normal value whose result is normal in a destination
@@ -26,7 +28,7 @@ import numpy as np
 
 from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
-from .policy import Flags, Overflow, Policy, Rounding
+from .policy import Flags, Overflow, Policy, Rounding, Tininess
 from .specialize import canonical_nan
 
 __all__ = ["FAST_CHUNK", "select_fast_path"]
@@ -139,19 +141,30 @@ class _Narrow:
             np.subtract(a, np.uint32(lo), out=w)
         np.greater_equal(w if lo else a, np.uint32(hi - lo), out=m)
         n_out = np.count_nonzero(m)
-        if n_out * _WIDE > k and self.wide and fl is None:  # many results below the smallest normal
-            if self.pol.daz:  # outside: inf, NaN, and under daz zeros and FP32 subnormals
-                np.subtract(a, np.uint32(0x00800000), out=w)
-            np.greater_equal(w if self.pol.daz else a, np.uint32(0x7F000000 if self.pol.daz else 0x7F800000), out=m)
+        if n_out * _WIDE > k and self.wide:  # many results below the smallest normal
+            self._wide_out(a, w, m, fl is not None)
             n_out = np.count_nonzero(m)
             if n_out * _DENSE <= k:
                 idx = np.flatnonzero(m)
-                round_wide(self.pol.rounding, self.pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r)
-                return idx, self._finish(u, t, w, m, None, self.pol.ftz)
+                pol = self.pol
+                round_wide(pol.rounding, pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r, fl)
+                return idx, self._finish(u, t, w, m, fl, pol.ftz)
         if n_out * _DENSE > k:
             return None, None
         idx = np.flatnonzero(m) if n_out else _NONE
         return idx, self._chunk(u, a, t, w, m, r, fl)
+
+    def _wide_out(self, a, w, m, want_flags: bool) -> None:
+        """m = the elements outside the wide lane: inf and NaN; under daz zeros and FP32 subnormals; with
+        flags and tininess after rounding, the binade under 2^emin (whose tininess the engine decides)."""
+        if self.pol.daz:
+            np.subtract(a, np.uint32(0x00800000), out=w)
+            np.greater_equal(w, np.uint32(0x7F000000), out=m)
+        else:
+            np.greater_equal(a, np.uint32(0x7F800000), out=m)
+        if want_flags and self.pol.tininess is Tininess.AFTER:
+            np.right_shift(a, np.uint32(23), out=w)
+            m |= w == np.uint32(self.e0 - 1)
 
     def _chunk(self, u, a, t, w, m, r, fl) -> np.ndarray:
         """Steps 2-6 on one chunk; returns the codes (garbage outside the lane, overwritten later)."""
@@ -179,7 +192,11 @@ class _Narrow:
             fl |= m.view(np.uint8) * _OVF_FLAGS
         if not self.direct:
             self._clamp(u, t, w)
-            if flush:
+            if flush:  # ftz: 0 < t < 2^m flushes, with UNDERFLOW | INEXACT
+                if fl is not None:
+                    np.subtract(t, np.uint32(1), out=w)
+                    np.less(w, np.uint32((1 << self.dst.man_bits) - 1), out=m)
+                    fl |= m.view(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
                 np.greater_equal(t, np.uint32(1 << self.dst.man_bits), out=m)
                 np.multiply(t, m, out=t)
             # 5. the sign (step 10); an FN format's NaN from an overflow is written positive

@@ -34,11 +34,12 @@ __all__ = ["round_wide"]
 _U = np.uint32
 
 
-def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w, v, m, r) -> None:
+def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w, v, m, r, fl=None) -> None:
     """t = the rounded magnitude code (before the overflow clamp) of the chunk's FP32 magnitudes ``a``.
 
     ``a``, ``w``, ``v`` and ``m`` are overwritten (temporaries of the chunk's length), ``u`` is the
-    signed code, ``r`` the random bits.
+    signed code, ``r`` the random bits; ``fl`` (uint8, or None) gets INEXACT and UNDERFLOW (tininess
+    before rounding; the caller lists the elements whose tininess after rounding differs).
     """
     K = s + e0 - 1  # sh = K - (c - 1)
     # 1. t = c - 1 = min(max(e, 1), e0) - 1
@@ -46,6 +47,8 @@ def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w,
     np.subtract(w, _U(0x00800000), out=w)
     np.right_shift(w, _U(23), out=t)
     np.minimum(t, _U(e0 - 1), out=t)
+    if fl is not None:
+        _flags(K, e0, a, t, w, v, m, fl)
     if mode is Rounding.STOCHASTIC:
         _stochastic(sr_bits, s, K, a, t, w, v, r)
         return
@@ -79,6 +82,22 @@ def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w,
         np.add(t, v, out=t)
         return
     np.right_shift(t, w, out=t)
+
+
+def _flags(K: int, e0: int, a, t, w, v, m, fl) -> None:
+    """INEXACT where a discarded bit of x is set (x & (2^sh - 1) != 0, the mask all ones once sh >= 32);
+    UNDERFLOW where also c < e0 (the value is below 2^emin), as the engine's E < emin."""
+    np.subtract(_U(K), t, out=v)  # sh
+    np.left_shift(_U(0xFFFFFFFF), v, out=v)
+    np.invert(v, out=v)  # the discarded bits' mask
+    np.left_shift(t, _U(23), out=w)
+    np.subtract(a, w, out=w)  # x
+    np.bitwise_and(v, w, out=v)
+    np.not_equal(v, _U(0), out=m)  # inexact
+    np.less(t, _U(e0 - 1), out=fl.view(bool))
+    np.bitwise_and(fl, m, out=fl)
+    np.left_shift(fl, np.uint8(1), out=fl)  # UNDERFLOW = 2
+    np.bitwise_or(fl, m, out=fl)  # INEXACT = 1
 
 
 def _word(a, t) -> None:
