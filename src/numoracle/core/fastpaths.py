@@ -112,7 +112,7 @@ class _Narrow:
             ri = None if r is None else r.astype(np.uint32, copy=False)
             fl_c = None if fl is None else fl[i0:i1]
             lane, out_c = self._lane_of(u32[i0:i1], ri, [x[:i1 - i0] for x in tmp], fl_c)
-            if lane is None:  # mostly irregular (e.g. NaNs, or flags asked): the engine's chunk
+            if lane is None:  # mostly irregular (e.g. NaNs): the engine's chunk
                 if rand_check is not None:
                     rand_check(r)
                 out[i0:i1], f_ = generic(flat[i0:i1], r)
