@@ -6,7 +6,8 @@ in every mode and policy combination (a slice of the grid per combination); ever
 shifted into several FP32 positions, the FP8 formats' subnormal / normal / overflow boundaries and
 ties, and 2^20 random codes, in every mode (each with its overflow policies, ftz and daz), through
 the lane each chunk takes (normal, wide, engine). ``-m slow``: the whole high x low grid and the
-16-bit patterns in every combination. ``-m exhaustive``: all 2^32 FP32 codes in RNE for each pair.
+16-bit patterns in every combination. ``-m exhaustive``: all 2^32 FP32 codes in RNE for each pair, and
+for E4M3FN/E5M2 every code of their range (with margins) in every mode.
 """
 
 from __future__ import annotations
@@ -201,6 +202,21 @@ def test_narrowing_every_fp32_code_rne(dst):
     step = 1 << 24
     for lo in range(0, 1 << 32, step):
         same(np.arange(lo, lo + step, dtype=np.uint64).astype(np.uint32), FP32, dst, pol)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("dst", [FP8_E4M3FN, FP8_E5M2], ids=lambda f: f.name)
+def test_fp8_range_every_fp32_code_every_mode(dst):
+    """Every FP32 code from 2^-14 below the smallest normal to past the overflow threshold (the normal and
+    the wide lane, the engine's chunks of the flags calls), both signs, every mode and overflow policy."""
+    e0, e_top = dst.emin + 127, dst.emax + 127
+    step = 1 << 23  # one binade of one sign
+    for sign in (0, 1 << 31):
+        for e in range(e0 - 14, e_top + 3):
+            codes = np.arange(sign | (e << 23), (sign | (e << 23)) + step, dtype=np.uint64).astype(np.uint32)
+            for k, mode in enumerate(ALL_MODES):
+                for ovf in overflows(dst):
+                    same(codes, FP32, dst, resolve_policy(dst, mode, ovf, sr_bits=16 if mode == "sr" else None), seed=k)
 
 
 @pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
