@@ -358,3 +358,12 @@ def test_random_bits_are_checked_in_every_chunk():
     r32[0] = 1 << 32
     with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
         no.cast(x, "fp8_e5m2", rounding="sr", sr_bits=32, random_bits=r32)
+
+
+def test_numpy_shifts_by_32_or_more_give_zero():
+    """The wide lane relies on it (core/fastwide.py): uint32 shifts by >= 32 bits, scalar or array, give 0."""
+    x = np.array([0xFFFFFFFF, 1, 0x00FFFFFF], np.uint32)
+    for k in (32, 33, 63, 140, 0xFFFFFFF0):
+        sh = np.full(3, k, np.uint32)
+        assert not np.right_shift(x, sh).any() and not np.left_shift(x, sh).any()
+        assert not np.right_shift(np.uint32(0x7FFFFFFF), sh).any()
