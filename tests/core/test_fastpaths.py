@@ -1,9 +1,13 @@
-"""The specialised cast paths (core/fastpaths.py) against the generic engine: bit-identical codes and flags.
+"""The specialised cast paths (core/fastpaths.py, core/fastwide.py) against the generic engine: bit-identical.
 
 Default tier: every 16-bit source (BF16/FP16 -> FP32) in every policy; FP32 sources from each pair's
 boundary set, every high half with boundary-relevant and sampled low halves, and seeded random codes,
-in every mode and policy combination (a slice of the grid per combination). ``-m slow``: the whole
-high x low grid in every combination. ``-m exhaustive``: all 2^32 FP32 codes in RNE for each pair.
+in every mode and policy combination (a slice of the grid per combination); every 16-bit pattern
+shifted into several FP32 positions, the FP8 formats' subnormal / normal / overflow boundaries and
+ties, and 2^20 random codes, in every mode (each with its overflow policies, ftz and daz), through
+the lane each chunk takes (normal, wide, engine). ``-m slow``: the whole high x low grid and the
+16-bit patterns in every combination. ``-m exhaustive``: all 2^32 FP32 codes in RNE for each pair, and
+for E4M3FN/E5M2 every code of their range (with margins) in every mode.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.core import fastpaths
 from numoracle.core.convert import cast_codes, engine_cast_codes
 from numoracle.core.fastpaths import FAST_CHUNK, select_fast_path
 from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
@@ -23,6 +28,7 @@ from policies import MODES, overflows
 NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]
 ALL_MODES = MODES + ["sr"]
 SR_BITS = [1, 5, 13, 16, 21, 30, 32]  # below, at and above each pair's discarded width (16, 13, 20, 21)
+SR_FEW = [5, 16, 21, 31, 32]  # below / at / above the widths; 31 is the widest the wide lane takes
 
 
 def policies(dst: Format, modes=ALL_MODES) -> list[Policy]:
@@ -51,6 +57,28 @@ def same(codes: np.ndarray, src: Format, dst: Format, pol: Policy, seed: int = 0
         pytest.fail(f"{src.name} -> {dst.name} [{pol}]: {bad.size} differ; code {int(codes[i]):#x}: fast "
                     f"{int(got[i]):#x} flags {int(got_fl[i])}, engine {int(want[i]):#x} flags {int(want_fl[i])}")
     assert np.array_equal(cast_codes(codes, src, dst, pol, rand), want)  # the path without flags
+
+
+def codes_only(codes: np.ndarray, dst: Format, pol: Policy, seed: int = 0) -> None:
+    """cast_codes == the engine without flags (the only calls that take the wide lane)."""
+    rand = None
+    if pol.sr_bits is not None:
+        rand = np.random.default_rng(seed).integers(0, 1 << pol.sr_bits, codes.size, dtype=np.uint64)
+        rand = rand.astype(np.uint32)
+    want = engine_cast_codes(codes, FP32, dst, pol, rand)[0]
+    got = cast_codes(codes, FP32, dst, pol, rand)
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        i = bad[0]
+        pytest.fail(f"FP32 -> {dst.name} [{pol}]: {bad.size} differ; code {int(codes[i]):#x} (rand "
+                    f"{None if rand is None else int(rand[i])}): fast {int(got[i]):#x}, engine {int(want[i]):#x}")
+
+
+def mode_policies(dst: Format, flush=((0, 0), (0, 1), (1, 0))) -> list[Policy]:
+    """Every mode (sr at SR_FEW widths) x overflow policy x the (daz, ftz) pairs given, tininess before."""
+    return [resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), srb)
+            for mode in ALL_MODES for ovf in overflows(dst) for daz, ftz in flush
+            for srb in (SR_FEW if mode == "sr" else [None])]
 
 
 def low_halves(dst: Format, rng: np.random.Generator, n_sample: int) -> np.ndarray:
@@ -176,6 +204,21 @@ def test_narrowing_every_fp32_code_rne(dst):
         same(np.arange(lo, lo + step, dtype=np.uint64).astype(np.uint32), FP32, dst, pol)
 
 
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("dst", [FP8_E4M3FN, FP8_E5M2], ids=lambda f: f.name)
+def test_fp8_range_every_fp32_code_every_mode(dst):
+    """Every FP32 code from 2^-14 below the smallest normal to past the overflow threshold (the normal and
+    the wide lane, the engine's chunks of the flags calls), both signs, every mode and overflow policy."""
+    e0, e_top = dst.emin + 127, dst.emax + 127
+    step = 1 << 23  # one binade of one sign
+    for sign in (0, 1 << 31):
+        for e in range(e0 - 14, e_top + 3):
+            codes = np.arange(sign | (e << 23), (sign | (e << 23)) + step, dtype=np.uint64).astype(np.uint32)
+            for k, mode in enumerate(ALL_MODES):
+                for ovf in overflows(dst):
+                    same(codes, FP32, dst, resolve_policy(dst, mode, ovf, sr_bits=16 if mode == "sr" else None), seed=k)
+
+
 @pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
 def test_stochastic_rounding_at_the_carry_threshold(dst, rng):
     """rand = 2^R - floor(frac * 2^R) carries and one less does not: random bits at the exact threshold
@@ -203,3 +246,124 @@ def test_stochastic_rounding_at_the_carry_threshold(dst, rng):
             rr = rr.astype(np.uint32)
             want = engine_cast_codes(codes, FP32, dst, pol, rr)[0]
             assert np.array_equal(cast_codes(codes, FP32, dst, pol, rr), want)
+
+
+# ---- the wide lane (results below the smallest normal, overflows, zeros) and the random bits' check ----
+def patterns16(shifts=(16, 13, 10, 7, 0)) -> np.ndarray:
+    """Every 16-bit pattern shifted into FP32 positions: at 16 with the low half 0, 1 and 0xFFFF (every
+    sign, exponent and top mantissa bits, sticky bits off and on), lower with every other one negative."""
+    p = np.arange(1 << 16, dtype=np.uint32)
+    out = [(p << np.uint32(16)) | np.uint32(low) for low in (0, 1, 0xFFFF)]
+    out += [(p << np.uint32(k)) | ((p & np.uint32(1)) << np.uint32(31)) for k in shifts if k != 16]
+    return np.concatenate(out)
+
+
+def fp8_boundaries(dst: Format) -> np.ndarray:
+    """FP32 codes at and around every value of dst, its midpoints (ties), half the smallest subnormal,
+    every power of two below the smallest normal, the overflow threshold and 2^(emax+1); both signs,
+    each with its FP32 neighbours (+-1, +-2 ulps)."""
+    from fractions import Fraction
+
+    m, emin = dst.man_bits, dst.emin
+    vals = [no.decode(np.array([c]), dst)[0] for c in range(dst.max_mag_code + 1)]
+    pts = [float(v) for v in vals] + [(float(a) + float(b)) / 2 for a, b in zip(vals, vals[1:])]
+    top_ulp = float(dst.top_ulp)
+    pts += [float(dst.max_finite) + top_ulp / 2, float(dst.max_finite) + top_ulp, 2.0 ** (dst.emax + 1)]
+    pts += [2.0 ** k for k in range(-149, emin + 1)] + [float(Fraction(2) ** (emin - m - 1))]
+    c = np.array(pts, np.float32).view(np.uint32)
+    c = (c[:, None].astype(np.int64) + np.arange(-2, 3)[None, :]).ravel()
+    c = c[(c >= 0) & (c < 0x7F800000)].astype(np.uint32)
+    return np.concatenate([c, c | np.uint32(0x80000000), np.array([0x7F800000, 0xFF800000, 0x7FC00000], np.uint32)])
+
+
+def wide_calls(monkeypatch) -> list[int]:
+    """Count the wide lane's chunks (a lane that is never taken would make the tests below vacuous)."""
+    calls: list[int] = []
+    real = fastpaths.round_wide
+
+    def counting(*args):
+        calls.append(args[4].size)  # the chunk's length
+        return real(*args)
+
+    monkeypatch.setattr(fastpaths, "round_wide", counting)
+    return calls
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_every_16_bit_pattern_in_fp32_positions_every_mode(dst, monkeypatch):
+    codes = patterns16()
+    calls = wide_calls(monkeypatch)
+    for k, pol in enumerate(mode_policies(dst, flush=((0, 0), (1, 1)))):
+        codes_only(codes, dst, pol, seed=k)
+    assert (len(calls) > 0) == (dst != BF16)  # BF16's results below its smallest normal are FP32 subnormals
+    for pol in policies(dst, ["rne", "ru", "sr"])[::7]:  # flags too: a slice of the policies and codes
+        same(codes[::5], FP32, dst, pol)
+
+
+@pytest.mark.parametrize("dst", [FP8_E4M3FN, FP8_E5M2], ids=lambda f: f.name)
+def test_fp8_boundaries_and_ties_dense_and_sparse(dst, rng, monkeypatch):
+    """The boundary set alone (the wide lane) and scattered among normal values (the normal lane and _tiny)."""
+    b = fp8_boundaries(dst)
+    normal = (rng.standard_normal(FAST_CHUNK) * float(dst.max_finite) / 8).astype(np.float32).view(np.uint32)
+    step = normal.size // b.size
+    sparse = normal.copy()
+    sparse[::step][:b.size] = b
+    calls = wide_calls(monkeypatch)
+    for k, pol in enumerate(policies(dst)):
+        same(b, FP32, dst, pol, seed=k)
+        codes_only(np.concatenate([b, sparse]), dst, pol, seed=k)
+    assert calls and max(calls) >= b.size
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_2_20_random_codes_every_mode_and_policy(dst, rng, monkeypatch):
+    r = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    calls = wide_calls(monkeypatch)
+    for k, pol in enumerate(mode_policies(dst, flush=((0, 0),))):
+        codes_only(r, dst, pol, seed=k)
+    for k, pol in enumerate(mode_policies(dst, flush=((0, 1), (1, 0)))):  # ftz, daz: a slice
+        codes_only(r[:1 << 17], dst, pol, seed=k)
+    assert (len(calls) > 0) == (dst != BF16)
+    calls.clear()
+    for k, pol in enumerate(policies(dst)):  # flags (the wide lane sets them too), every policy: a slice
+        same(r[k << 12:(k + 1) << 12], FP32, dst, pol, seed=k)
+    assert (len(calls) > 0) == (dst != BF16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+def test_every_16_bit_pattern_every_policy_with_flags(dst):
+    codes = patterns16()
+    for k, pol in enumerate(policies(dst)):
+        same(codes, FP32, dst, pol, seed=k)
+
+
+def test_random_bits_are_checked_in_every_chunk():
+    """cast() checks the random bits' range inside the lane (chunk by chunk) and before the engine: a bad
+    value in the last chunk, a negative one, one above 2^32 in uint64 are refused on both routes; valid
+    bits in any integer dtype give the uint32 bits' result."""
+    n = 3 * FAST_CHUNK + 5
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    good = np.random.default_rng(4).integers(0, 1 << 12, n, dtype=np.uint32)
+    for dst, src_x in (("bf16", x), ("fp8_e4m3fn", x), ("fp16", x.astype(np.float64))):  # the last: the engine
+        want = no.cast(src_x, dst, rounding="sr", sr_bits=12, random_bits=good)
+        for dt in (np.int64, np.uint64, np.int16):
+            assert np.array_equal(no.cast(src_x, dst, rounding="sr", sr_bits=12, random_bits=good.astype(dt)), want)
+        for bad_v, dt in ((1 << 12, np.uint32), (-1, np.int64), ((1 << 32) + 1, np.uint64)):
+            bad = good.astype(dt)
+            bad[-1] = bad_v
+            with pytest.raises(ValueError, match=r"random_bits must lie in \[0, 2\*\*12\)"):
+                no.cast(src_x, dst, rounding="sr", sr_bits=12, random_bits=bad)
+    r32 = np.full(n, 0xFFFFFFFF, np.uint64)
+    r32[0] = 1 << 32
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
+        no.cast(x, "fp8_e5m2", rounding="sr", sr_bits=32, random_bits=r32)
+
+
+def test_numpy_shifts_by_32_or_more_give_zero():
+    """The wide lane relies on it (core/fastwide.py): uint32 shifts by >= 32 bits, scalar or array, give 0."""
+    x = np.array([0xFFFFFFFF, 1, 0x00FFFFFF], np.uint32)
+    for k in (32, 33, 63, 140, 0xFFFFFFF0):
+        sh = np.full(3, k, np.uint32)
+        assert not np.right_shift(x, sh).any() and not np.left_shift(x, sh).any()
+        assert not np.right_shift(np.uint32(0x7FFFFFFF), sh).any()

@@ -38,7 +38,12 @@ def check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
     return a.astype(src.code_dtype, copy=False)
 
 
-def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -> np.ndarray:
+def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -> tuple[np.ndarray, Any]:
+    """The random bits' shape and dtype; their range is checked by the returned function (None: all fit).
+
+    The range check reads the whole array; ``cast_codes`` runs it chunk by chunk in a fast lane (the
+    chunk is then in cache for the rounding), else once before the engine.
+    """
     if random_bits is None:
         raise ValueError("rounding='sr' needs random_bits: an array of unsigned ints in [0, 2**sr_bits), "
                          "one per element (e.g. np.random.default_rng(0).integers(0, 2**sr_bits, x.shape))")
@@ -47,9 +52,14 @@ def _check_random_bits(random_bits: Any, shape: tuple[int, ...], sr_bits: int) -
         raise ValueError(f"random_bits has shape {r.shape}, but x has shape {shape}; give one per element")
     if r.dtype.kind not in "iu":
         raise TypeError(f"random_bits must be integers, got dtype {r.dtype}")
-    if r.size and ((r.dtype.kind == "i" and int(r.min()) < 0) or int(r.max()) >= (1 << sr_bits)):
-        raise ValueError(f"random_bits must lie in [0, 2**{sr_bits}); got {int(r.min())}..{int(r.max())}")
-    return r.astype(np.uint64 if sr_bits > 32 else np.uint32, copy=False)
+    if r.dtype.kind == "u" and r.dtype.itemsize * 8 <= sr_bits:
+        return r, None  # every value fits
+
+    def check(chunk: np.ndarray) -> None:
+        if chunk.size and ((chunk.dtype.kind == "i" and int(chunk.min()) < 0) or int(chunk.max()) >= (1 << sr_bits)):
+            raise ValueError(f"random_bits must lie in [0, 2**{sr_bits}); got {int(r.min())}..{int(r.max())}")
+
+    return r, check
 
 
 def cast(
@@ -86,19 +96,20 @@ def cast(
         codes = check_codes(x, src_fmt)
     pol = resolve_policy(dst, rounding, overflow, nan_to, ftz, daz, sr_bits, tininess)
     flags = check_bool(flags, "flags")
-    rand = None
+    rand = rand_check = None
     if pol.rounding is Rounding.STOCHASTIC:
-        rand = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
+        rand, rand_check = _check_random_bits(random_bits, codes.shape, pol.sr_bits)
     elif random_bits is not None:
         raise ValueError(f"random_bits are only used with rounding='sr', not {pol.rounding.value!r}")
-    return cast_codes(codes, src_fmt, dst, pol, rand, flags)
+    return cast_codes(codes, src_fmt, dst, pol, rand, flags, rand_check=rand_check)
 
 
 def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rand: np.ndarray | None = None,
-               flags: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+               flags: bool = False, *, rand_check: Any = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``cast`` for callers that already hold valid codes and a resolved Policy (no checks).
 
     The hottest pairs take a specialised path (``fastpaths.py``), bit-identical to the engine.
+    ``rand_check`` (from ``cast``): a function that raises where a chunk of ``rand`` is out of range.
     """
     codes = np.asarray(codes)
     shape = codes.shape
@@ -106,9 +117,11 @@ def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, r
     rflat = rand.ravel() if rand is not None else None
     fast = select_fast_path(src, dst, pol)
     if fast is None:
+        if rflat is not None and rand_check is not None:
+            rand_check(rflat)
         out, fl = _engine(flat, src, dst, pol, rflat, flags)
     else:
-        out, fl = fast(flat, rflat, flags, lambda c, r: _engine(c, src, dst, pol, r, flags))
+        out, fl = fast(flat, rflat, flags, lambda c, r: _engine(c, src, dst, pol, r, flags), rand_check)
     out = out.reshape(shape)
     if flags:
         return out, fl.reshape(shape)

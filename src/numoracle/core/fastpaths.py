@@ -3,13 +3,15 @@
 Each path is a few whole-chunk integer operations on uint32 words (no ``np.where``: decisions are
 arithmetic), for the *regular* elements of a chunk: finite values whose result is normal (or, for
 BF16, anything the plain bit shift rounds exactly). The other elements are listed and converted at
-the end: signed zeros directly, results below the destination's smallest normal by a variable shift
-(``_Narrow._tiny``, where no flags or ftz apply), and everything else -- NaN, infinities where the
-policy gives them flags or a saturated value, the inputs that daz/ftz/flags make special -- by the
-generic engine (``softfloat.unpack`` / ``round_pack``); a chunk mostly outside the lane goes to the
-engine whole. The lanes compute the engine's (mode, sign, guard, sticky) decision on the same bits,
-in the same steps (docs/semantics.md); ``tests/core/test_fastpaths.py`` checks codes and flags
-against the engine over every 16-bit source and the boundary set of the 32-bit ones.
+the end: signed zeros and NaNs directly, results below the destination's smallest normal by a
+variable shift (``_Narrow._tiny``, where no flags apply), and everything else -- infinities, the
+inputs that daz/flags make special -- by the generic engine (``softfloat.unpack`` / ``round_pack``).
+A chunk with many results below the smallest normal (random bit patterns) takes the wide lane of
+``fastwide.py`` instead (zeros, subnormal, normal and overflowing results in one pass); a chunk
+mostly outside both goes to the engine whole. The lanes compute the engine's (mode, sign, guard,
+sticky) decision on the same bits, in the same steps (docs/semantics.md);
+``tests/core/test_fastpaths.py`` checks codes and flags against the engine over every 16-bit
+source, every 16-bit pattern in FP32 positions and the boundary sets of the 32-bit ones.
 
 The trick (as in ml_dtypes' float -> bfloat16): an FP32 code read as an unsigned integer is
 ``exponent_field * 2^23 + mantissa``; for a normal value whose result is normal in a destination
@@ -24,8 +26,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
-from .policy import Flags, Overflow, Policy, Rounding
+from .policy import Flags, Overflow, Policy, Rounding, Tininess
+from .specialize import canonical_nan
 
 __all__ = ["FAST_CHUNK", "select_fast_path"]
 
@@ -33,12 +37,17 @@ FAST_CHUNK = 1 << 16  # elements per pass: the few uint32 temporaries (256 KiB e
 
 # generic(codes, rand) -> (codes, flags or None): the engine on a subset of the elements
 Generic = Callable[[np.ndarray, "np.ndarray | None"], "tuple[np.ndarray, np.ndarray | None]"]
-FastPath = Callable[[np.ndarray, "np.ndarray | None", bool, Generic], "tuple[np.ndarray, np.ndarray | None]"]
+# rand_check(chunk): raises where random bits given to cast() lie outside [0, 2^sr_bits)
+RandCheck = Callable[[np.ndarray], None]
+# run(flat codes, random bits or None, want_flags, generic, rand_check or None) -> (codes, flags or None)
+FastPath = Callable[..., "tuple[np.ndarray, np.ndarray | None]"]
 
 _NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
 _WIDEN = (BF16, FP16)
 _OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
 _DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
+_NONE = np.zeros(0, np.intp)
+_WIDE = 32  # ... or, with more than 1/_WIDE outside the normal lane, to the wide lane where it applies
 
 
 def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
@@ -64,6 +73,9 @@ class _Narrow:
         self.max_mag = dst.max_mag_code
         self.over = dst.max_mag_code + 1  # IEEE: the infinity; FN: the NaN
         self.fn_nan = dst.nan == "fn" and self._limit_kind() != "max"
+        # the wide lane (fastwide.py) for chunks with many results below the smallest normal (field e0)
+        self.e0 = dst.emin + 127
+        self.wide = self.e0 > 1 and wide_sr_ok(pol.sr_bits)
 
     def _limit_kind(self) -> str:
         """Where an overflow goes (softfloat._overflow_to_max): 'max', 'over', or per sign ('ru'/'rd')."""
@@ -85,41 +97,74 @@ class _Narrow:
             return 0, 0x7F800001
         return (self.dst.emin + 127) << 23, 0x7F800000
 
-    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
-            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool, generic: Generic,
+            rand_check: RandCheck | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         n = flat.size
         u32 = flat.astype(np.uint32, copy=False)
         out = np.empty(n, np.dtype(self.dst.code_dtype))
         fl = np.empty(n, np.uint8) if want_flags else None
-        lo, hi = self._lane(want_flags)
         c = min(FAST_CHUNK, max(n, 1))
-        a, t, w = (np.empty(c, np.uint32) for _ in range(3))
-        m = np.empty(c, bool)
+        tmp = tuple(np.empty(c, np.uint32) for _ in range(4)) + (np.empty(c, bool),)
         rest = []
         for i0 in range(0, n, c):
             i1 = min(i0 + c, n)
-            k = i1 - i0
-            u = u32[i0:i1]
-            r = None if rand is None else rand[i0:i1].astype(np.uint32, copy=False)
-            # 1. the magnitude, and the elements outside the lane (unsigned wrap: one comparison)
-            np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a[:k])
-            if lo:
-                np.subtract(a[:k], np.uint32(lo), out=w[:k])
-            np.greater_equal(w[:k] if lo else a[:k], np.uint32(hi - lo), out=m[:k])
-            n_out = np.count_nonzero(m[:k])
-            if n_out * _DENSE > k:  # mostly irregular (e.g. random bit patterns): the engine's chunk
-                c_, f_ = generic(flat[i0:i1], r)
-                out[i0:i1] = c_
-                if fl is not None:
-                    fl[i0:i1] = f_
+            r = None if rand is None else rand[i0:i1]
+            ri = None if r is None else r.astype(np.uint32, copy=False)
+            fl_c = None if fl is None else fl[i0:i1]
+            lane, out_c = self._lane_of(u32[i0:i1], ri, [x[:i1 - i0] for x in tmp], fl_c)
+            if lane is None:  # mostly irregular (e.g. NaNs): the engine's chunk
+                if rand_check is not None:
+                    rand_check(r)
+                out[i0:i1], f_ = generic(flat[i0:i1], r)
+                if fl_c is not None:
+                    fl_c[...] = f_
                 continue
-            if n_out:
-                rest.append(np.flatnonzero(m[:k]) + i0)
-            out[i0:i1] = self._chunk(u, a[:k], t[:k], w[:k], m[:k], r, None if fl is None else fl[i0:i1])
+            if rand_check is not None:  # the random bits' range, now that they are in cache
+                rand_check(r)
+            out[i0:i1] = out_c
+            if lane.size:
+                rest.append(lane + i0)
         idx = np.concatenate(rest) if rest else np.zeros(0, np.intp)
         if idx.size:
             self._rest(flat, u32, idx, rand, out, fl, generic)
         return out, fl
+
+    def _lane_of(self, u, r, tmp, fl) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """One chunk by the normal or the wide lane: (the indices of the elements left to _rest, the
+        codes, garbage there), or (None, None) where the chunk is the engine's."""
+        a, t, w, v, m = tmp
+        k = u.size
+        lo, hi = self._lane(fl is not None)
+        # 1. the magnitude, and the elements outside the normal lane (unsigned wrap: one comparison)
+        np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a)
+        if lo:
+            np.subtract(a, np.uint32(lo), out=w)
+        np.greater_equal(w if lo else a, np.uint32(hi - lo), out=m)
+        n_out = np.count_nonzero(m)
+        if n_out * _WIDE > k and self.wide:  # many results below the smallest normal
+            self._wide_out(a, w, m, fl is not None)
+            n_out = np.count_nonzero(m)
+            if n_out * _DENSE <= k:
+                idx = np.flatnonzero(m)
+                pol = self.pol
+                round_wide(pol.rounding, pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r, fl)
+                return idx, self._finish(u, t, w, m, fl, pol.ftz)
+        if n_out * _DENSE > k:
+            return None, None
+        idx = np.flatnonzero(m) if n_out else _NONE
+        return idx, self._chunk(u, a, t, w, m, r, fl)
+
+    def _wide_out(self, a, w, m, want_flags: bool) -> None:
+        """m = the elements outside the wide lane: inf and NaN; under daz zeros and FP32 subnormals; with
+        flags and tininess after rounding, the binade under 2^emin (whose tininess the engine decides)."""
+        if self.pol.daz:
+            np.subtract(a, np.uint32(0x00800000), out=w)
+            np.greater_equal(w, np.uint32(0x7F000000), out=m)
+        else:
+            np.greater_equal(a, np.uint32(0x7F800000), out=m)
+        if want_flags and self.pol.tininess is Tininess.AFTER:
+            np.right_shift(a, np.uint32(23), out=w)
+            m |= w == np.uint32(self.e0 - 1)
 
     def _chunk(self, u, a, t, w, m, r, fl) -> np.ndarray:
         """Steps 2-6 on one chunk; returns the codes (garbage outside the lane, overwritten later)."""
@@ -135,13 +180,25 @@ class _Narrow:
             fl[...] = m.view(np.uint8)
         # 3. round: the increment of docs/semantics.md steps 5-6, added below the kept bits and shifted out
         self._round(x, u, t, w, r)
-        # 4. overflow (decided after rounding, as the engine does): flags, then the clamp of step 8
+        return self._finish(u, t, w, m, fl, False)
+
+    def _finish(self, u, t, w, m, fl, flush: bool) -> np.ndarray:
+        """Steps 4-6 on the rounded magnitudes t (or, direct lane, signed codes) of one chunk."""
+        # 4. overflow (decided after rounding, as the engine does): flags, then the clamp of step 8;
+        #    ftz flushes the results that are subnormal as rounded (only the wide lane has them)
         if fl is not None:
             mag = t if not self.direct else np.bitwise_and(t, np.uint32(0x7FFF), out=w)
             np.greater(mag, np.uint32(self.max_mag), out=m)
             fl |= m.view(np.uint8) * _OVF_FLAGS
         if not self.direct:
             self._clamp(u, t, w)
+            if flush:  # ftz: 0 < t < 2^m flushes, with UNDERFLOW | INEXACT
+                if fl is not None:
+                    np.subtract(t, np.uint32(1), out=w)
+                    np.less(w, np.uint32((1 << self.dst.man_bits) - 1), out=m)
+                    fl |= m.view(np.uint8) * np.uint8(Flags.UNDERFLOW | Flags.INEXACT)
+                np.greater_equal(t, np.uint32(1 << self.dst.man_bits), out=m)
+                np.multiply(t, m, out=t)
             # 5. the sign (step 10); an FN format's NaN from an overflow is written positive
             np.right_shift(u, np.uint32(32 - self.dst.bits), out=w)
             np.bitwise_and(w, np.uint32(self.dst.sign_bit), out=w)
@@ -200,8 +257,9 @@ class _Narrow:
         """
         s, R = self.s, self.pol.sr_bits
         if R <= s:
-            np.right_shift(x, np.uint32(s - R), out=t)
-            np.add(t, r, out=t)
+            if R < s:
+                np.right_shift(x, np.uint32(s - R), out=t)
+            np.add(t if R < s else x, r, out=t)
             np.right_shift(t, np.uint32(R), out=t)
         else:
             np.right_shift(r, np.uint32(R - s), out=t)
@@ -223,11 +281,12 @@ class _Narrow:
             np.minimum(t, w, out=t)
 
     def _tiny_lane(self, want_flags: bool) -> bool:
-        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) or ftz apply."""
-        return not (want_flags or self.pol.ftz)
+        """Do results below the smallest normal take _tiny? Not where flags (UNDERFLOW, tininess) apply."""
+        return not want_flags
 
     def _rest(self, flat, u32, idx, rand, out, fl, generic: Generic) -> None:
-        """The elements outside the lane: signed zeros directly, tiny results by _tiny, the rest by the engine."""
+        """The elements outside the lane: signed zeros and NaNs directly, tiny results by _tiny, the rest
+        (infinities, and what daz or flags make special) by the engine."""
         ui = u32[idx]
         mag = ui & np.uint32(0x7FFFFFFF)
         zero = mag == 0
@@ -235,7 +294,12 @@ class _Narrow:
             out[idx[zero]] = ui[zero] >> np.uint32(32 - self.dst.bits)
             if fl is not None:
                 fl[idx[zero]] = 0
-        keep = ~zero
+        nan = mag > np.uint32(0x7F800000)
+        if nan.any():  # step 12: the canonical NaN; INVALID for a signalling one (quiet bit clear)
+            out[idx[nan]] = canonical_nan(self.dst)
+            if fl is not None:
+                fl[idx[nan]] = ((ui[nan] & np.uint32(0x00400000)) == 0).astype(np.uint8) * np.uint8(Flags.INVALID)
+        keep = ~(zero | nan)
         if self._tiny_lane(fl is not None):
             lo = self._lane(False)[0]
             tiny = (mag >= np.uint32(0x00800000 if self.pol.daz else 1)) & (mag < np.uint32(lo))
@@ -251,7 +315,7 @@ class _Narrow:
 
 
     def _tiny(self, ui: np.ndarray, r: np.ndarray | None) -> np.ndarray:
-        """Codes of nonzero FP32 values below the destination's smallest normal (no flags, no ftz).
+        """Codes of nonzero FP32 values below the destination's smallest normal (no flags).
 
         1. value = sig * 2^(e - 150) with sig = mantissa | 2^23 (e = the exponent field, 1 for FP32
            subnormals, whose sig has no implicit bit); in units of the destination's quantum
@@ -260,7 +324,8 @@ class _Narrow:
            at 25: from there on the kept part is 0, the guard bit 0 and the sticky bit 1 (sig != 0,
            sig < 2^24) whatever sh is. Stochastic rounding reads floor(frac * 2^R) exactly from the
            64-bit word (sig << 32) >> min(sh, 63) (it is 0 from sh = 56 on).
-        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code. The sign.
+        3. The kept value is the subnormal's code; a carry lands on the smallest normal's code; ftz
+           flushes the subnormal ones (as rounded) to zero. The sign.
         """
         d, mode = self.dst, self.pol.rounding
         one = np.uint32(1)
@@ -288,7 +353,10 @@ class _Narrow:
                 t = (sig + (mask & (np.uint32(0) - neg))) >> shc
             else:  # TO_ODD
                 t = (sig >> shc) | ((sig & mask) != 0).astype(np.uint32)
-        return t.astype(np.uint32) | (neg << np.uint32(d.bits - 1))
+        t = t.astype(np.uint32)
+        if self.pol.ftz:
+            t[t < np.uint32(1 << d.man_bits)] = 0
+        return t | (neg << np.uint32(d.bits - 1))
 
 
 # ---- BF16 / FP16 -> FP32 (exact widening) -------------------------------------------------------------
@@ -308,8 +376,10 @@ class _Widen:
         self.lo = 0 if sub_ok else 1 << src.man_bits
         self.hi = inf + (1 if src == BF16 and pol.overflow is Overflow.IEEE else 0)
 
-    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool,
-            generic: Generic) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, flat: np.ndarray, rand: np.ndarray | None, want_flags: bool, generic: Generic,
+            rand_check: RandCheck | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        if rand is not None and rand_check is not None:  # no mode matters here: one check of the whole array
+            rand_check(rand)
         n = flat.size
         u16 = flat.astype(np.uint16, copy=False)
         out = np.empty(n, np.uint32)
