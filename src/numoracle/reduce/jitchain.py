@@ -129,6 +129,13 @@ def _like(typingctx, proto, v):
 # ======================================================================================================
 
 @jit.njit(inline="always")
+def _first_nan(x, r):
+    """r = x op y, except that x's NaN (quieted) wins when x is NaN: the operand order numpy's loops and x86 keep
+    (both NaN: the first source's), which LLVM may swap in a commutative add or multiply."""
+    return x + x if x != x else r
+
+
+@jit.njit(inline="always")
 def _round_bits(b, mode, P):
     """Round the sign-magnitude float bits b at bit d = P[_D] (step 4). Exact for min_normal <= |x| <= max_finite:
     the format's quantum there is the float's quantum times 2^d; a carry out of the kept bits moves into the
@@ -175,13 +182,13 @@ def _row_loop(sc, sn, a, brow, mode, rterm, P):
     so that the loop has no branch left and vectorises."""
     bad = P[_ZERO]
     for j in range(sc.size):
-        y = a * brow[j]
+        y = _first_nan(a, a * brow[j])
         if rterm:                               # fma=False: the term is rounded to the accumulator first
             yb = _bits(y)
             bad = _or(bad, _outside(yb, P))
             y = _value(_round_bits(yb, mode, P))
         if mode == _HW:
-            sn[j] = sc[j] + y                   # IEEE binary32 addition, as numpy's float32 chain
+            sn[j] = _first_nan(sc[j], sc[j] + y)  # IEEE binary32 addition, as numpy's float32 chain
         else:
             r, out = _step(sc[j], y, mode, P)
             bad = _or(bad, out)
@@ -219,7 +226,7 @@ def _row(sc, sn, a, brow, mode, rterm, P):
 def _row_fix(sc, sn, a, brow, mode, rterm, P, P64, F, C):
     """``_row`` again, with the scalar route for the elements outside the normal range."""
     for j in range(sc.size):
-        y = a * brow[j]
+        y = _first_nan(a, a * brow[j])
         if rterm:
             yb = _bits(y)
             if _outside(yb, P) != P[_ZERO]:
@@ -268,7 +275,7 @@ def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
 def _exact_add(x, y, mode, P64, F, C):
     """fl(x + y) for every x, y: the float64 sum (-0 for an exact zero under DOWN unless both are +0, IEEE 754
     6.3), rounded to odd at 53 bits with its TwoSum error, then rounded once (``_round_exact``)."""
-    s = x + y
+    s = _first_nan(x, x + y)
     if mode == _DOWN and s == 0.0 and not (x == 0.0 and y == 0.0 and not np.signbit(x) and not np.signbit(y)):
         s = -0.0
     bb = s - x
