@@ -50,7 +50,7 @@ _RNE, _RNA, _RTZ, _UP, _DOWN, _ODD, _HW = range(7)
 _MODES = {Rounding.NEAREST_EVEN: _RNE, Rounding.NEAREST_AWAY: _RNA, Rounding.TOWARD_ZERO: _RTZ,
           Rounding.UP: _UP, Rounding.DOWN: _DOWN, Rounding.TO_ODD: _ODD}
 # word parameters (tuple P of uint32 or uint64): bits dropped, masks, the normal range as bit patterns
-_D, _MASK, _NMASK, _HALF1, _HALF, _LO, _SPAN, _ONE, _ZERO, _TOP, _MAG = range(11)
+_D, _MASK, _NMASK, _HALF1, _HALF, _LO, _SPAN = range(7)
 # float parameters (F) and flags (C) of the scalar route
 _FMIN, _FQ, _FINVQ, _FMAX, _FNAN = range(5)
 _CNATIVE, _CFTZ, _CNEGZ, _COVF = range(4)
@@ -79,6 +79,38 @@ def _above(typingctx, a, b):
     """1 where a > b as unsigned words, else 0 (a word of their width)."""
     if isinstance(a, types.Integer) and a == b:
         return a(a, b), lambda c, bld, sig, args: bld.zext(bld.icmp_unsigned(">", *args), args[0].type)
+    return None
+
+
+@intrinsic
+def _umax(typingctx, a, b):
+    """The larger of two unsigned words (one vector max instruction)."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned(">", *args), *args)
+    return None
+
+
+@intrinsic
+def _k(typingctx, proto, value):
+    """The integer literal ``value`` as a word of proto's type (an immediate operand, not a register)."""
+    if isinstance(proto, types.Integer) and isinstance(value, types.IntegerLiteral):
+        return proto(proto, value), lambda c, bld, sig, args: ir.Constant(args[0].type, value.literal_value)
+    return None
+
+
+@intrinsic
+def _sign(typingctx, b):
+    """The sign bit of the float bits b, as 0 or 1 (a shift by the word width - 1)."""
+    if isinstance(b, types.Integer):
+        return b(b), lambda c, bld, sig, args: bld.lshr(args[0], ir.Constant(args[0].type, b.bitwidth - 1))
+    return None
+
+
+@intrinsic
+def _magnitude(typingctx, b):
+    """The float bits b with the sign bit cleared."""
+    if isinstance(b, types.Integer):
+        return b(b), lambda c, bld, sig, args: bld.and_(args[0], ir.Constant(args[0].type, (1 << (b.bitwidth - 1)) - 1))
     return None
 
 
@@ -142,107 +174,116 @@ def _round_bits(b, mode, P):
     exponent field, which is again the right value; max_finite is on the grid, so nothing rounds past it."""
     if mode == _RNE:
         # add half - 1 plus the last kept bit: above half always carries, a tie only when that bit is odd
-        return _and(_add(_add(b, P[_HALF1]), _and(_shr(b, P[_D]), P[_ONE])), P[_NMASK])
+        return _and(_add(_add(b, P[_HALF1]), _and(_shr(b, P[_D]), _k(b, 1))), P[_NMASK])
     if mode == _RNA:
         return _and(_add(b, P[_HALF]), P[_NMASK])     # add half: a tie carries (away from zero)
     if mode == _RTZ:
         return _and(b, P[_NMASK])                      # drop the bits: the magnitude truncated
     if mode == _UP or mode == _DOWN:
         # away from zero on the mode's side: add mask (any dropped bit carries) where the sign bit says so
-        neg = _shr(b, P[_TOP])
-        away = neg if mode == _DOWN else _xor(neg, P[_ONE])
-        return _and(_add(b, _and(P[_MASK], _sub(P[_ZERO], away))), P[_NMASK])
+        neg = _sign(b)
+        away = neg if mode == _DOWN else _xor(neg, _k(b, 1))
+        return _and(_add(b, _and(P[_MASK], _sub(_k(b, 0), away))), P[_NMASK])
     # _ODD: truncate, then set the last kept bit where a dropped bit was set
-    return _or(_and(b, P[_NMASK]), _shl(_above(_and(b, P[_MASK]), P[_ZERO]), P[_D]))
+    return _or(_and(b, P[_NMASK]), _shl(_above(_and(b, P[_MASK]), _k(b, 0)), P[_D]))
 
 
 @jit.njit(inline="always")
-def _outside(b, P):
-    """1 where the float bits b lie outside [min_normal, max_finite] in magnitude (step 3; the unsigned
-    difference wraps around below min_normal), else 0."""
-    return _above(_sub(_and(b, P[_MAG]), P[_LO]), P[_SPAN])
+def _offset(b, P):
+    """|x| - min_normal on the bits of x (step 3): above P[_SPAN] exactly where x lies outside [min_normal,
+    max_finite] (the unsigned difference wraps around below min_normal; inf and NaN lie above max_finite)."""
+    return _sub(_magnitude(b), P[_LO])
 
 
 @jit.njit(inline="always")
 def _step(x, y, mode, P):
-    """Steps 1-4 of fl(x + y): (bits of the result, 1 where the scalar route must redo it)."""
+    """Steps 1-4 of fl(x + y): (bits of the result, its ``_offset``: the scalar route redoes it when above span)."""
     s = x + y                                   # 1. TwoSum: s + e == x + y exactly (NaN e: flagged below)
     bb = s - x
     e = (x - (s - bb)) + (y - bb)
     b = _bits(s)                                # 2. round to odd: one ulp toward zero where e points there
     inexact = _nonzero(e)                       #    (sign bits of s and e differ), then the last bit set
-    b = _or(_sub(b, _and(inexact, _shr(_xor(b, _bits(e)), P[_TOP]))), inexact)
-    return _round_bits(b, mode, P), _outside(b, P)
+    b = _or(_sub(b, _and(inexact, _sign(_xor(b, _bits(e))))), inexact)
+    return _round_bits(b, mode, P), _offset(b, P)
 
 
 @jit.njit(inline="always")
-def _row_loop(sc, sn, a, brow, mode, rterm, P):
-    """sn[j] = fl(sc[j] + a * brow[j]) (the term rounded first when rterm) for every j; True when some j left
-    the normal range (``_row_fix`` then redoes the row: sc is kept). Inlined with a constant mode and rterm,
-    so that the loop has no branch left and vectorises."""
-    bad = P[_ZERO]
-    for j in range(sc.size):
-        y = _first_nan(a, a * brow[j])
-        if rterm:                               # fma=False: the term is rounded to the accumulator first
-            yb = _bits(y)
-            bad = _or(bad, _outside(yb, P))
-            y = _value(_round_bits(yb, mode, P))
-        if mode == _HW:
-            sn[j] = _first_nan(sc[j], sc[j] + y)  # IEEE binary32 addition, as numpy's float32 chain
-        else:
-            r, out = _step(sc[j], y, mode, P)
-            bad = _or(bad, out)
-            sn[j] = _value(r)
-    return bad != P[_ZERO]
+def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+    """buf[1 - cur, i, j] = fl(buf[cur, i, j] + at[k, i0 + i] * brow[j]) (the term rounded first when rterm) for
+    i < ni and every j; True when some element left the normal range (``_tile_fix`` then redoes the tile:
+    buf[cur] is kept). Inlined with a constant mode and rterm: the inner loop has no branch and vectorises."""
+    worst = _k(P[_LO], 0)                       # the largest offset (one unsigned max per element)
+    for i in range(ni):
+        a = at[k, i0 + i]                       # (not NaN: _chain sends such tiles to _tile_fix)
+        sc, sn = buf[cur, i], buf[1 - cur, i]
+        for j in range(sc.size):
+            y = a * brow[j]
+            if rterm:                           # fma=False: the term is rounded to the accumulator first
+                yb = _bits(y)
+                worst = _umax(worst, _offset(yb, P))
+                y = _value(_round_bits(yb, mode, P))
+            if mode == _HW:
+                sn[j] = _first_nan(sc[j], sc[j] + y)  # IEEE binary32 addition, as numpy's float32 chain
+            else:
+                r, off = _step(sc[j], y, mode, P)
+                worst = _umax(worst, off)
+                sn[j] = _value(r)
+    return worst > P[_SPAN]
 
 
 @jit.njit
-def _row_any(sc, sn, a, brow, mode, P):
-    return _row_loop(sc, sn, a, brow, mode, True, P)
+def _tile_any(buf, cur, ni, at, k, i0, brow, mode, P):
+    return _tile_loop(buf, cur, ni, at, k, i0, brow, mode, True, P)
 
 
 @jit.njit
-def _row(sc, sn, a, brow, mode, rterm, P):
-    """``_row_loop`` with the mode as a constant (one branch-free loop per mode). fma=False (rterm) takes one
+def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+    """``_tile_loop`` with the mode as a constant (one branch-free loop per mode). fma=False (rterm) takes one
     loop for all modes: it branches on the mode per element, and compiles once instead of six times."""
     if rterm:
-        return _row_any(sc, sn, a, brow, mode, P)
+        return _tile_any(buf, cur, ni, at, k, i0, brow, mode, P)
     if mode == _RNE:
-        return _row_loop(sc, sn, a, brow, _RNE, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNE, False, P)
     if mode == _RNA:
-        return _row_loop(sc, sn, a, brow, _RNA, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNA, False, P)
     if mode == _RTZ:
-        return _row_loop(sc, sn, a, brow, _RTZ, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RTZ, False, P)
     if mode == _UP:
-        return _row_loop(sc, sn, a, brow, _UP, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _UP, False, P)
     if mode == _DOWN:
-        return _row_loop(sc, sn, a, brow, _DOWN, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _DOWN, False, P)
     if mode == _ODD:
-        return _row_loop(sc, sn, a, brow, _ODD, False, P)
-    return _row_loop(sc, sn, a, brow, _HW, False, P)
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _ODD, False, P)
+    return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
 
 
 @jit.njit
-def _row_fix(sc, sn, a, brow, mode, rterm, P, P64, F, C):
-    """``_row`` again, with the scalar route for the elements outside the normal range."""
-    for j in range(sc.size):
-        y = _first_nan(a, a * brow[j])
-        if rterm:
-            yb = _bits(y)
-            if _outside(yb, P) != P[_ZERO]:
-                y = _like(y, _round_exact(np.float64(y), mode, P64, F, C))
-            else:
-                y = _value(_round_bits(yb, mode, P))
-        r, out = _step(sc[j], y, mode, P)
-        sn[j] = _like(y, _exact_add(np.float64(sc[j]), np.float64(y), mode, P64, F, C)) if out != P[_ZERO] \
-            else _value(r)
+def _tile_fix(buf, cur, ni, at, k, i0, brow, mode, rterm, P, P64, F, C):
+    """``_tile`` again, element by element, with the scalar route for those outside the normal range."""
+    for i in range(ni):
+        a = at[k, i0 + i]
+        sc, sn = buf[cur, i], buf[1 - cur, i]
+        for j in range(sc.size):
+            y = _first_nan(a, a * brow[j])
+            if rterm:
+                yb = _bits(y)
+                if _offset(yb, P) > P[_SPAN]:
+                    y = _like(y, _round_exact(np.float64(y), mode, P64, F, C))
+                else:
+                    y = _value(_round_bits(yb, mode, P))
+            if mode == _HW:
+                sn[j] = _first_nan(sc[j], sc[j] + y)
+                continue
+            r, off = _step(sc[j], y, mode, P)
+            sn[j] = _like(y, _exact_add(np.float64(sc[j]), np.float64(y), mode, P64, F, C)) if off > P[_SPAN] \
+                else _value(r)
 
 
 @jit.njit
 def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
     """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :].
 
-    Rows of outputs are taken in blocks whose running sums (two buffers: read one, write the other) stay in
+    Rows of outputs are taken in tiles whose running sums (two buffers: read one, write the other) stay in
     cache while the terms' rows stream through."""
     W, L = ids.shape
     n = bm.shape[1]
@@ -250,20 +291,21 @@ def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
     out = np.empty((W, units * n), at.dtype)
     buf = np.empty((2, tile, n), at.dtype)
     for r in range(W):
-        for i0 in range(0, units, tile):
-            ni = min(tile, units - i0)
-            for ii in range(ni):
-                buf[0, ii] = s0[r, (i0 + ii) * n:(i0 + ii + 1) * n]
+        for t0 in range(0, units, tile):
+            ni = min(tile, units - t0)
+            for i in range(ni):
+                buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
             cur = 0
             for l in range(L):
                 k = ids[r, l]
-                for ii in range(ni):
-                    a = at[k, lo + i0 + ii]
-                    if _row(buf[cur, ii], buf[1 - cur, ii], a, bm[k], mode, rterm, P):
-                        _row_fix(buf[cur, ii], buf[1 - cur, ii], a, bm[k], mode, rterm, P, P64, F, C)
+                nan_a = False
+                for i in range(ni):
+                    nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
+                if nan_a or _tile(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P):
+                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P, P64, F, C)
                 cur = 1 - cur
-            for ii in range(ni):
-                out[r, (i0 + ii) * n:(i0 + ii + 1) * n] = buf[cur, ii]
+            for i in range(ni):
+                out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
     return out
 
 
@@ -341,8 +383,7 @@ def _word_params(fmt: Format, dtype) -> tuple:
     lo = int(np.asarray(float(fmt.min_normal), dtype).view(word))
     hi = int(np.asarray(float(fmt.max_finite), dtype).view(word))
     mask, half = (1 << d) - 1, (1 << d) >> 1     # d = 0 (FP32 on float32 words): the plain float32 add
-    vals = [d, mask, ((1 << (top + 1)) - 1) ^ mask, max(half - 1, 0), half, lo, hi - lo, 1, 0, top,
-            (1 << top) - 1]
+    vals = [d, mask, ((1 << (top + 1)) - 1) ^ mask, max(half - 1, 0), half, lo, hi - lo]
     return tuple(word(v) for v in vals)      # a tuple: numba holds it in registers (no aliasing with the buffers)
 
 
