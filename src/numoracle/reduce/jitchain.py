@@ -232,28 +232,19 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
 
 
 @jit.njit
-def _tile_any(buf, cur, ni, at, k, i0, brow, mode, P):
-    return _tile_loop(buf, cur, ni, at, k, i0, brow, mode, True, P)
+def _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+    return _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
 
 
 @jit.njit
 def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
-    """``_tile_loop`` with the mode as a constant (one branch-free loop per mode). fma=False (rterm) takes one
-    loop for all modes: it branches on the mode per element, and compiles once instead of six times."""
-    if rterm:
-        return _tile_any(buf, cur, ni, at, k, i0, brow, mode, P)
+    """``_tile_loop`` with a constant mode for RNE and the plain float32 add (branch-free loops that vectorise);
+    the other modes and fma=False (rterm) share one loop that branches on them, so that numba compiles
+    three loops instead of fourteen (the compile time is the first call's)."""
+    if rterm or (mode != _RNE and mode != _HW):
+        return _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
     if mode == _RNE:
         return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNE, False, P)
-    if mode == _RNA:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNA, False, P)
-    if mode == _RTZ:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RTZ, False, P)
-    if mode == _UP:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _UP, False, P)
-    if mode == _DOWN:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _DOWN, False, P)
-    if mode == _ODD:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _ODD, False, P)
     return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
 
 
