@@ -30,23 +30,37 @@ def _kernels_on(monkeypatch):
     monkeypatch.delenv("NUMORACLE_JIT", raising=False)
 
 
-def boundary(rng: np.random.Generator, shape, acc, factors: int, dtype) -> np.ndarray:
+THEMES = [[0.2, 0.7, 0.0, 0.0, 0.1, 0.0],      # kind probabilities: plain, tie, big, tiny, zero, special
+          [0.1, 0.3, 0.0, 0.5, 0.1, 0.0],      # subnormal results
+          [0.3, 0.2, 0.5, 0.0, 0.0, 0.0],      # near overflow
+          [0.3, 0.3, 0.15, 0.1, 0.05, 0.1]]    # everything, inf and NaN included
+
+
+def boundary(rng: np.random.Generator, shape, acc, factors: int, dtype, along: int = 0) -> np.ndarray:
     """Values whose products (``factors`` of them) land near acc's overflow, in its subnormal range, on
-    ties (small integers times powers of two), or anywhere (normal random); some +-0, inf, NaN, and
-    neighbours that cancel exactly."""
-    n = int(np.prod(shape))
-    big = float(acc.max_finite) ** (1 / factors) * rng.uniform(0.6, 1.0, n)
-    tiny = float(acc.min_normal) ** (1 / factors) * rng.uniform(0.05, 1.5, n)
-    tie = rng.integers(1, 32, n) * np.exp2(rng.integers(-6, 4, n))
-    plain = rng.standard_normal(n) * np.exp2(rng.integers(-4, 5, n))
-    kind = rng.choice(6, n, p=[0.25, 0.15, 0.3, 0.2, 0.06, 0.04])
-    v = np.choose(np.minimum(kind, 4), [plain, tie, big, tiny, np.zeros(n)])
-    v *= rng.choice([-1.0, 1.0], n)
-    special = kind == 5
-    v[special] = rng.choice([np.inf, -np.inf, np.nan, -0.0], int(special.sum()))
-    v[1::7] = -v[0:-1:7][: v[1::7].size]          # exact cancellation of neighbours
+    ties (integers of as many bits as the input holds, up to acc's precision + 1, times a power of two;
+    with two factors half are powers of two), or anywhere (normal random); +-0, inf, NaN, and neighbours
+    that cancel exactly. Each row (``along=0``) or column (1) has one theme, so that results of the
+    clean themes stay finite (a single NaN would hide every step after it)."""
+    lines, per = shape[along], shape[1 - along]
+    out = np.empty((lines, per))
+    p_in = ml_dtypes.finfo(dtype).nmant + 1
+    bits = min(p_in, acc.precision + 1)
+    for r in range(lines):
+        big = float(acc.max_finite) ** (1 / factors) * rng.uniform(0.6, 1.0, per)
+        tiny = float(acc.min_normal) ** (1 / factors) * rng.uniform(0.05, 1.5, per)
+        scale = np.exp2(rng.integers(-3, 3, per))
+        tie = rng.integers(1 << (bits - 1), 1 << bits, per) * scale
+        if factors == 2:
+            tie = np.where(rng.random(per) < 0.5, scale, tie)
+        plain = rng.standard_normal(per) * np.exp2(rng.integers(-4, 5, per))
+        kind = rng.choice(6, per, p=THEMES[r % len(THEMES)])
+        v = np.choose(np.minimum(kind, 4), [plain, tie, big, tiny, np.zeros(per)]) * rng.choice([-1.0, 1.0], per)
+        v[kind == 5] = rng.choice([np.inf, -np.inf, np.nan, -0.0], int((kind == 5).sum()))
+        v[1::7] = -v[0:-1:7][: v[1::7].size]      # exact cancellation of neighbours
+        out[r] = v
     with np.errstate(over="ignore"):              # beyond the input format: inf, as intended
-        return v.reshape(shape).astype(dtype)
+        return (out if along == 0 else out.T).astype(dtype)
 
 
 def same(op, inputs, **kw):
@@ -62,23 +76,31 @@ def same(op, inputs, **kw):
     return ran
 
 
+def boundary_runs(acc, mode, combos) -> int:
+    rng = np.random.default_rng([ACCS.index(acc), MODES.index(mode)])
+    low = LOW["fp16" if acc in (no.FP16, no.TF32) else "bf16" if acc == no.BF16 else "fp8_e4m3fn"]
+    runs = 0
+    for dtype in (low, np.float32):
+        a = boundary(rng, (5, 37), acc, 2, dtype)
+        b = boundary(rng, (37, 4), acc, 2, dtype, along=1)
+        x = boundary(rng, (6, 41), acc, 1, dtype)
+        for fma, ftz in combos:
+            kw = dict(acc=acc, rounding=mode, fma=fma, ftz=ftz)
+            runs += same("matmul", (a, b), **kw) + same("sum", (x,), **kw) + same("dot", (a[0], b[:, 0]), **kw)
+    return runs
+
+
 @pytest.mark.parametrize("acc", ACCS, ids=lambda f: f.name)
 @pytest.mark.parametrize("mode", MODES)
 def test_boundary_data_every_mode(acc, mode):
-    rng = np.random.default_rng([ACCS.index(acc), MODES.index(mode)])
-    runs = 0
-    for dtype in (LOW["fp16" if acc in (no.FP16, no.TF32) else "bf16" if acc == no.BF16 else "fp8_e4m3fn"],
-                  np.float32):
-        a = boundary(rng, (5, 37), acc, 2, dtype)
-        b = boundary(rng, (37, 4), acc, 2, dtype)
-        x = boundary(rng, (6, 41), acc, 1, dtype)
-        for fma in (True, False):
-            for ftz in (False, True):
-                kw = dict(acc=acc, rounding=mode, fma=fma, ftz=ftz)
-                runs += same("matmul", (a, b), **kw)
-                runs += same("sum", (x,), **kw)
-                runs += same("dot", (a[0], b[:, 0]), **kw)
-    assert runs == 24
+    assert boundary_runs(acc, mode, [(True, False), (False, True)]) == 12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("acc", ACCS, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", MODES)
+def test_boundary_data_every_mode_fma_ftz_pairs(acc, mode):
+    assert boundary_runs(acc, mode, [(True, True), (False, False)]) == 12
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -100,7 +122,8 @@ def test_random_matmul_vector_path(name, mode):
 def test_orders_made_of_chains(order):
     rng = np.random.default_rng(7)
     x = boundary(rng, (3, 200), no.FP16, 1, np.float16)
-    a, b = boundary(rng, (4, 70), no.BF16, 2, ml_dtypes.bfloat16), boundary(rng, (70, 5), no.BF16, 2, ml_dtypes.bfloat16)
+    a = boundary(rng, (4, 70), no.BF16, 2, ml_dtypes.bfloat16)
+    b = boundary(rng, (70, 5), no.BF16, 2, ml_dtypes.bfloat16, along=1)
     for mode in ("rne", "rd", "rto"):
         assert same("sum", (x,), acc="fp16", order=order, rounding=mode) >= 1
         assert same("matmul", (a, b), acc="bf16", order=order, rounding=mode) >= 1
@@ -110,7 +133,7 @@ def test_fp32_chains_of_plain_float32_additions():
     """FP32 accumulator, RNE, fp16 inputs: numpy adds in float32; so does the kernel (NaN signs included)."""
     rng = np.random.default_rng(3)
     x = boundary(rng, (8, 500), no.FP32, 1, np.float16)
-    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float16), boundary(rng, (90, 7), no.FP32, 2, np.float16)
+    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float16), boundary(rng, (90, 7), no.FP32, 2, np.float16, along=1)
     for fma in (True, False):
         assert same("sum", (x,), acc="fp32", fma=fma) == 1
         assert same("matmul", (a, b), acc="fp32", fma=fma) == 1
