@@ -149,3 +149,13 @@ def test_what_the_kernel_does_not_take_runs_on_numpy():
     with jit.disabled():
         simulate("sum", x, acc="fp16")
     assert jitchain.calls == before
+
+
+def test_batches_cut_into_chunks():
+    """More outputs than simulate runs at once: the kernel gets each chunk's units (lo..hi) of the source."""
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((700, 3)) * 300).astype(np.float16)
+    b = rng.standard_normal((3, 200)).astype(np.float16)
+    assert same("matmul", (a, b), acc="fp16", rounding="rtz") >= 2
+    x = (rng.standard_normal((140_000, 3)) * 1e4).astype(np.float16)
+    assert same("sum", (x,), acc="bf16", rounding="ru") >= 2

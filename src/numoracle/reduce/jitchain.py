@@ -1,7 +1,7 @@
 """simulate's chains compiled (numba): s = fl(s + t_j) along each row, bit-identical to the numpy path.
 
-Imported only when ``core.jit.enabled()``. ``covers(step, source)`` says, before anything runs, whether a
-chain step of ``simulation._prepare`` can run here; ``run`` then computes what ``simulation._run_chain``
+Imported only when ``core.jit.enabled()``. ``covers(step)`` says, before anything runs, whether a chain
+step of ``simulation._prepare`` can run here; ``run`` then computes what ``simulation._run_chain``
 does. A chain's addends must be terms (inputs, or exact products); the accumulator any format simulate
 takes except FP64. Every plan ("direct", "odd") computes the same function, the correctly rounded sum
 (accumulate.Arith), so one exact method serves them all:
@@ -19,9 +19,11 @@ takes except FP64. Every plan ("direct", "odd") computes the same function, the 
 Two word sizes: float64/uint64, and float32/uint32 (twice the SIMD lanes) for formats with p <= 22 inside
 FP32's normal range whose terms are exact in float32 (simulate's "low32" chains: FP16, BF16, FP8, TF32
 accumulators). simulate's "f32" chains (FP32 accumulator, RNE, terms exact or FP32-rounded products) are
-plain float32 additions here as in numpy (mode _HW). The loop runs i (output rows), k (terms) outside and
-j (output columns) inside: contiguous and branch-free, so LLVM vectorises it; a row whose elements all
-stay in the normal range is never revisited. ``calls`` counts runs (the tests check the kernel ran).
+plain float32 additions here as in numpy (mode _HW). The loops: tiles of output rows (their running sums
+stay in L1), then the terms k, then the rows i of the tile, then the output columns j: the innermost loop
+is contiguous and branch-free, so LLVM vectorises it; a tile whose elements all stay in the normal range
+is never revisited (``_tile_fix`` redoes the others). ``calls`` counts runs (the tests check the kernel
+ran). NaN operands: x's NaN wins over y's, as in numpy's loops (``_first_nan``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ calls = 0            # chain pieces run by the kernel (read by the tests)
 
 _TILE = 2048         # running sums held per block of output rows: two buffers of them stay in L1
 
-# mode codes (numba compiles one loop per mode: the branch on it is loop-invariant)
+# mode codes
 _RNE, _RNA, _RTZ, _UP, _DOWN, _ODD, _HW = range(7)
 _MODES = {Rounding.NEAREST_EVEN: _RNE, Rounding.NEAREST_AWAY: _RNA, Rounding.TOWARD_ZERO: _RTZ,
           Rounding.UP: _UP, Rounding.DOWN: _DOWN, Rounding.TO_ODD: _ODD}
@@ -287,8 +289,8 @@ def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
             for i in range(ni):
                 buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
             cur = 0
-            for l in range(L):
-                k = ids[r, l]
+            for step in range(L):
+                k = ids[r, step]
                 nan_a = False
                 for i in range(ni):
                     nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
@@ -398,10 +400,10 @@ def _low32(ar: Arith) -> bool:
     return f.precision <= 22 and f.emin >= -126 and f.emax <= 127
 
 
-def covers(st, sub) -> bool:
+def covers(st) -> bool:
     """Does a chain step of simulate._prepare run here? Terms as addends, an accumulator other than FP64, and
     the float environment with gradual underflow (as simulate's float32 paths need)."""
-    _, variant, _, _, ar, _, _, (kind, _) = st
+    _, _, _, _, ar, _, _, (kind, _) = st
     return kind == "t" and not ar.is64 and ar.mode in _MODES and native_fp32_ok()
 
 

@@ -272,8 +272,8 @@ def _pieces(rows: int, per_row: int, B: int) -> list[tuple[int, int]]:
 def _run_chain(st, V, sub, r0: int, r1: int) -> np.ndarray:
     """Rows r0..r1-1 of a chain step: s = a; s = fl(s + b[:, j]) for every column j."""
     if jit.enabled():
-        from . import jitchain          # numba: imported on first use
-        if jitchain.covers(st, sub):
+        from . import jitchain  # numba: imported on first use
+        if jitchain.covers(st):
             return jitchain.run(st, V, sub, r0, r1)
     _, variant, _, a, ar, rnd, plan, (kind, data) = st
     f32 = variant != "f64"
