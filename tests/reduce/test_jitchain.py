@@ -159,3 +159,20 @@ def test_batches_cut_into_chunks():
     assert same("matmul", (a, b), acc="fp16", rounding="rtz") >= 2
     x = (rng.standard_normal((140_000, 3)) * 1e4).astype(np.float16)
     assert same("sum", (x,), acc="bf16", rounding="ru") >= 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exact_zero_results(mode):
+    """Sums that are exactly zero: their sign (IEEE 754 6.3: -0 under DOWN unless both operands are +0; a
+    format without -0 gives +0) is the fast path's only rule for zeros."""
+    rng = np.random.default_rng(MODES.index(mode))
+    v = (rng.integers(1, 64, (4, 24)) * 0.25).astype(np.float16)
+    v[:, 1::2] = -v[:, 0::2]
+    v[1] = -0.0
+    v[2] = 0.0
+    v[3, ::3] = -0.0
+    for acc in ("fp16", "fp8_e4m3fnuz", "bf16"):
+        for order in (O.Sequential(), O.NumpyPairwise()):
+            assert same("sum", (v,), acc=acc, order=order, rounding=mode) >= 1
+            assert same("sum", (v[:, :5],), acc=acc, order=order, rounding=mode) >= 1   # NumpyPairwise: from -0
+            assert same("matmul", (v, v.T.copy()), acc=acc, order=order, rounding=mode) >= 1

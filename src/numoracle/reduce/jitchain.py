@@ -52,7 +52,7 @@ _RNE, _RNA, _RTZ, _UP, _DOWN, _ODD, _HW = range(7)
 _MODES = {Rounding.NEAREST_EVEN: _RNE, Rounding.NEAREST_AWAY: _RNA, Rounding.TOWARD_ZERO: _RTZ,
           Rounding.UP: _UP, Rounding.DOWN: _DOWN, Rounding.TO_ODD: _ODD}
 # word parameters (tuple P of uint32 or uint64): bits dropped, masks, the normal range as bit patterns
-_D, _MASK, _NMASK, _HALF1, _HALF, _LO, _SPAN = range(7)
+_D, _MASK, _NMASK, _HALF1, _HALF, _LO, _SPAN, _ZERO_OK = range(8)
 # float parameters (F) and flags (C) of the scalar route
 _FMIN, _FQ, _FINVQ, _FMAX, _FNAN = range(5)
 _CNATIVE, _CFTZ, _CNEGZ, _COVF = range(4)
@@ -89,6 +89,16 @@ def _umax(typingctx, a, b):
     """The larger of two unsigned words (one vector max instruction)."""
     if isinstance(a, types.Integer) and a == b:
         return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned(">", *args), *args)
+    return None
+
+
+@intrinsic
+def _zero_or(typingctx, m, when_zero, other):
+    """when_zero where the word m is 0, else other (one vector compare and blend)."""
+    if isinstance(m, types.Integer) and m == when_zero == other:
+        def codegen(c, bld, sig, args):
+            return bld.select(bld.icmp_unsigned("==", args[0], ir.Constant(args[0].type, 0)), args[1], args[2])
+        return m(m, m, m), codegen
     return None
 
 
@@ -193,8 +203,12 @@ def _round_bits(b, mode, P):
 @jit.njit(inline="always")
 def _offset(b, P):
     """|x| - min_normal on the bits of x (step 3): above P[_SPAN] exactly where x lies outside [min_normal,
-    max_finite] (the unsigned difference wraps around below min_normal; inf and NaN lie above max_finite)."""
-    return _sub(_magnitude(b), P[_LO])
+    max_finite] (the unsigned difference wraps around below min_normal; inf and NaN lie above max_finite).
+    A zero takes P[_ZERO_OK]: 0 where its bits need no change (the float sum of x and y already has the
+    IEEE sign of an exact zero sum, and rounding keeps it), all ones under DOWN (-0 unless both operands are
+    +0) and in formats without -0."""
+    m = _magnitude(b)
+    return _zero_or(m, P[_ZERO_OK], _sub(m, P[_LO]))
 
 
 @jit.njit(inline="always")
@@ -250,30 +264,42 @@ def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
     return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
 
 
+@jit.njit(inline="always")
+def _row_redo(sc, sn, offs, a, brow, mode, rterm, P):
+    """One row of ``_tile_loop`` (any a, NaN included; the mode a variable) that keeps each element's offset."""
+    for j in range(sc.size):
+        y = _first_nan(a, a * brow[j])
+        off = _k(P[_LO], 0)
+        if rterm:
+            yb = _bits(y)
+            off = _offset(yb, P)
+            y = _value(_round_bits(yb, mode, P))
+        if mode == _HW:
+            sn[j] = _first_nan(sc[j], sc[j] + y)
+        else:
+            r, o = _step(sc[j], y, mode, P)
+            sn[j] = _value(r)
+            off = _umax(off, o)
+        offs[j] = off
+
+
 @jit.njit
-def _tile_fix(buf, cur, ni, at, k, i0, brow, mode, rterm, P, P64, F, C):
-    """``_tile`` again, element by element, with the scalar route for those outside the normal range."""
+def _tile_fix(buf, cur, ni, at, k, i0, brow, offs, mode, rterm, P, P64, F, C):
+    """``_tile`` again, row by row, then the scalar route for the elements outside the normal range."""
     for i in range(ni):
         a = at[k, i0 + i]
         sc, sn = buf[cur, i], buf[1 - cur, i]
+        _row_redo(sc, sn, offs, a, brow, mode, rterm, P)
         for j in range(sc.size):
-            y = _first_nan(a, a * brow[j])
-            if rterm:
-                yb = _bits(y)
-                if _offset(yb, P) > P[_SPAN]:
-                    y = _like(y, _round_exact(np.float64(y), mode, P64, F, C))
-                else:
-                    y = _value(_round_bits(yb, mode, P))
-            if mode == _HW:
-                sn[j] = _first_nan(sc[j], sc[j] + y)
-                continue
-            r, off = _step(sc[j], y, mode, P)
-            sn[j] = _like(y, _exact_add(np.float64(sc[j]), np.float64(y), mode, P64, F, C)) if off > P[_SPAN] \
-                else _value(r)
+            if offs[j] > P[_SPAN]:
+                y = np.float64(_first_nan(a, a * brow[j]))
+                if rterm:
+                    y = _round_exact(y, mode, P64, F, C)
+                sn[j] = _like(sc[j], _exact_add(np.float64(sc[j]), y, mode, P64, F, C))
 
 
 @jit.njit
-def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
+def _chain(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, F, C):
     """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :].
 
     Rows of outputs are taken in tiles whose running sums (two buffers: read one, write the other) stay in
@@ -295,7 +321,7 @@ def _chain(at, bm, ids, s0, lo, units, mode, rterm, P, P64, F, C):
                 for i in range(ni):
                     nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
                 if nan_a or _tile(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P):
-                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P, P64, F, C)
+                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, mode, rterm, P, P64, F, C)
                 cur = 1 - cur
             for i in range(ni):
                 out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
@@ -367,7 +393,7 @@ def _round_exact(v, mode, P64, F, C):
 # Dispatch
 # ======================================================================================================
 
-def _word_params(fmt: Format, dtype) -> tuple:
+def _word_params(fmt: Format, dtype, zero_ok: bool) -> tuple:
     """P for rounding floats of ``dtype`` (float32 or float64) to ``fmt``'s grid on their bits."""
     fb = np.finfo(dtype).nmant                  # 23 or 52 fraction bits
     top = np.dtype(dtype).itemsize * 8 - 1
@@ -376,7 +402,8 @@ def _word_params(fmt: Format, dtype) -> tuple:
     lo = int(np.asarray(float(fmt.min_normal), dtype).view(word))
     hi = int(np.asarray(float(fmt.max_finite), dtype).view(word))
     mask, half = (1 << d) - 1, (1 << d) >> 1     # d = 0 (FP32 on float32 words): the plain float32 add
-    vals = [d, mask, ((1 << (top + 1)) - 1) ^ mask, max(half - 1, 0), half, lo, hi - lo]
+    vals = [d, mask, ((1 << (top + 1)) - 1) ^ mask, max(half - 1, 0), half, lo, hi - lo,
+            0 if zero_ok else (1 << (top + 1)) - 1]
     return tuple(word(v) for v in vals)      # a tuple: numba holds it in registers (no aliasing with the buffers)
 
 
@@ -389,8 +416,9 @@ def _params(ar: Arith, wide: bool) -> tuple:
     F = (float(fmt.min_normal), 2.0 ** (fmt.emin - fmt.man_bits), 2.0 ** (fmt.man_bits - fmt.emin),
          float(fmt.max_finite), nan)
     C = (int(ar.native), int(ar.ftz), int(fmt.has_negative_zero), ovf)
-    P64 = _word_params(fmt, np.float64)
-    return _MODES[ar.mode], (P64 if wide else _word_params(fmt, np.float32)), P64, F, C
+    zero_ok = fmt.has_negative_zero and ar.mode is not Rounding.DOWN
+    P64 = _word_params(fmt, np.float64, zero_ok)
+    return _MODES[ar.mode], (P64 if wide else _word_params(fmt, np.float32, zero_ok)), P64, F, C
 
 
 def _low32(ar: Arith) -> bool:
@@ -427,4 +455,5 @@ def run(st, V, sub, r0: int, r1: int) -> np.ndarray:
         at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
     rterm = rnd is not None and variant != "f32"
     calls += 1
-    return _chain(at, bm, ids, s0.reshape(r1 - r0, -1), lo, units, mode, rterm, P, P64, F, C)
+    offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
+    return _chain(at, bm, ids, s0.reshape(r1 - r0, -1), lo, units, offs, mode, rterm, P, P64, F, C)
