@@ -1,9 +1,12 @@
 """Order-controlled accumulation models: simulate() on an m x n x K matmul vs float64 numpy matmul.
 
-Run: python benches/bench_simulate.py [--m 256 --n 256 --k 4096] [--repeat 2] [--quick]
-Prints, per model, the first call (which also compiles the order for this K) and the best of
-``--repeat`` further calls, and the ratio of the warm time to float64 BLAS matmul (numpy's default
-thread count, and one thread measured in a child process with OPENBLAS_NUM_THREADS=1).
+Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_simulate.py
+     [--m 256 --n 256 --k 4096] [--repeat 2] [--quick]
+Prints, per model, the first call (which also compiles the order for this K, and the numba kernel where it
+is not cached yet), the best of ``--repeat`` further calls with the compiled kernels (numba, where
+installed) and with ``jit.disabled()`` (the numpy path), and their ratios to the float64 BLAS matmul timed
+in the same interleaved repetitions (one thread when OPENBLAS_NUM_THREADS=1, as above; the header also
+gives one-thread BLAS measured in a child process).
 Targets (one thread): sequential FP16/BF16 accumulation within 20x of the float64 matmul, tensor-core
 block FMA within 40x.
 """
@@ -20,6 +23,7 @@ import ml_dtypes
 import numpy as np
 from timing import best_time
 
+from numoracle.core import jit
 from numoracle.reduce import orders
 from numoracle.reduce.simulation import simulate
 
@@ -68,14 +72,34 @@ def main() -> None:
             ("DeepSeek-V3 FP8 (promoted every 128)", ml_dtypes.float8_e4m3fn,
              dict(order=orders.preset("deepseek", "fp8"))),
         ]
-    print(f"{'model':44s} {'first':>8s} {'warm':>8s} {'x BLAS':>8s} {'x BLAS(1t)':>10s}")
+    print(f"kernels: {'numba' if jit.enabled() else 'off (numba not installed, or NUMORACLE_JIT=0)'}")
+    print(f"{'model':44s} {'first':>7s} {'kernel':>8s} {'numpy':>8s} {'BLAS':>8s} {'kernel/BLAS':>11s} "
+          f"{'numpy/BLAS':>10s}")
     for name, dt, kw in models:
         a, b = x[dt]
         t0 = time.perf_counter()
         simulate("matmul", a, b, **kw)
         first = time.perf_counter() - t0
-        warm = best_time(lambda: simulate("matmul", a, b, **kw), args.repeat)   # noqa: B023
-        print(f"{name:44s} {first:7.2f}s {warm:7.2f}s {warm / blas:7.0f}x {warm / blas1:9.0f}x")
+
+        def numpy_path():
+            with jit.disabled():
+                simulate("matmul", a, b, **kw)   # noqa: B023
+
+        t_blas, t_jit, t_np = best_times([lambda: a64 @ b64, lambda: simulate("matmul", a, b, **kw),   # noqa: B023
+                                          numpy_path], args.repeat)
+        print(f"{name:44s} {first:6.2f}s {t_jit:7.3f}s {t_np:7.3f}s {t_blas * 1e3:6.1f}ms {t_jit / t_blas:10.1f}x "
+              f"{t_np / t_blas:9.1f}x")
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
 
 
 if __name__ == "__main__":

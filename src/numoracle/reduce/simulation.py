@@ -11,7 +11,8 @@ second rounding to nearest is innocuous, "odd" (round-to-odd at 53 bits where s 
 point) otherwise, "f64" for an FP64 accumulator. Runs of ``s = fl(s + t)`` (sequential chains, also
 the blocks of Blocked and numpy's eight accumulators) run in float32 when every operand is an FP32
 number: plain IEEE float32 addition for an FP32 accumulator with RNE, ``Arith.add32`` for formats of
-at most 23 bits. Wide waves and large batches are cut into cache-sized pieces.
+at most 23 bits. Wide waves and large batches are cut into cache-sized pieces. With numba installed,
+chains over terms run compiled instead (reduce/jitchain.py: the same bits, tested against this path).
 
 >>> import numpy as np
 >>> float(simulate("sum", np.ones(4096, np.float16), acc="fp16"))
@@ -273,6 +274,10 @@ def _pieces(rows: int, per_row: int, B: int) -> list[tuple[int, int]]:
 
 def _run_chain(st, V, sub, r0: int, r1: int) -> np.ndarray:
     """Rows r0..r1-1 of a chain step: s = a; s = fl(s + b[:, j]) for every column j."""
+    if jit.enabled():
+        from . import jitchain  # numba: imported on first use
+        if jitchain.covers(st):
+            return jitchain.run(st, V, sub, r0, r1)
     _, variant, _, a, ar, rnd, plan, (kind, data) = st
     f32 = variant != "f64"
     one = r1 - r0 == 1
