@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import jit
 from .exactsum import limbs_to_fractions, round_limbs
 
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
@@ -21,6 +22,9 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
     element); both 0 for an all-zero line. Computed in cache-sized blocks of rows.
     """
+    if jit.enabled():
+        from . import jitozaki
+        return jitozaki.bit_range(X, axis)
     n0, n1 = X.shape
     step = max(1, (1 << 16) // max(n1, 1))
     big = np.int32(1 << 30)
@@ -68,6 +72,9 @@ def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int,
     ``S`` (slices per line, see _slices): a slice that fewer than half of a block's lines need is
     computed on those lines only (the others' t is already 0, so their digits are 0).
     """
+    if jit.enabled():
+        from . import jitozaki
+        return jitozaki.digits(X, E, beta, count, axis, np.full(E.size, count) if S is None else S)
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (beta - 1 - E).reshape(shape)
     out = [np.empty(X.shape) for _ in range(count)]
@@ -115,26 +122,122 @@ def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) 
             limbs[q + k][idx] += p
 
 
+def _gemm_lines(S: np.ndarray) -> list[int]:
+    """Lines that enter each slice's GEMMs: all where at least half have the slice, else those (see _lines)."""
+    out = []
+    for s in range(int(S.max(initial=0))):
+        n = int((S > s).sum())
+        out.append(S.size if 2 * n >= S.size else n)
+    return out
+
+
+def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, int, bool]:
+    """(b_A, b_B, Karatsuba?): the digit widths with the least GEMM work.
+
+    Plain: b_A + b_B = total with K * 2^(total - 2) <= 2^53 (ties: the balanced split). Karatsuba
+    (see _karatsuba): b_A = b_B = total // 2, and every 2 x 2 block of whole slices takes 3 GEMMs
+    instead of 4 (counted as 3 1/8: the digit sums and extra limb additions); used when its work
+    is less and its middle GEMM needs at most 4 pieces along K. Only the time depends on the plan.
+    """
+    total = 55 - max(K - 1, 0).bit_length()
+
+    def work(ba: int, bb: int) -> tuple[int, int, int]:
+        ra, cb = _gemm_lines(_slices(sA, ba)), _gemm_lines(_slices(sB, bb))
+        blocks = (ra.count(M) // 2) * (cb.count(N) // 2)
+        return sum(ra) * sum(cb), blocks, len(ra) * len(cb)
+
+    w, _, ba = min((work(ba, total - ba)[0], abs(2 * ba - total), ba) for ba in range(1, total))
+    beta = total // 2
+    chunks = -(-K // (1 << max(53 - 2 * beta, 0)))  # the middle GEMM's pieces (see _karatsuba)
+    if beta >= 1 and 2 * beta <= 53 and chunks <= 4:
+        wk, blocks, _ = work(beta, beta)
+        if blocks and 8 * wk - 7 * blocks * M * N < 8 * w:
+            return beta, beta, True
+    return ba, total - ba, False
+
+
+def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray, kern) -> None:
+    """limbs[:, rows x cols] += G * 2^off; G a GEMM result of integers, |G| <= 2^53."""
+    if kern is not None:
+        kern.add_product(limbs, G, off, rows, cols)
+        return
+    whole = rows.size == limbs.shape[1] and cols.size == limbs.shape[2]
+    _add_shifted(limbs, G.astype(np.int64), off, None if whole else np.ix_(rows, cols))
+
+
+def _karatsuba(limbs: np.ndarray, A0, A1, B0, B1, beta: int, offs: tuple[int, int, int], kern) -> None:
+    """limbs += A0 B0 2^o0 + (A0 B1 + A1 B0) 2^o1 + A1 B1 2^o2 with 3 GEMMs (Karatsuba).
+
+    Digits of width b (|d| <= 2^(b - 1)) with K * 2^(2b - 2) <= 2^53: A0 B0 and A1 B1 are exact
+    GEMMs (see _ozaki); A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) - A0 B0 - A1 B1, where the sums of
+    digits are exact integers of magnitude <= 2^b, so their GEMM is exact over chunks of Kc
+    columns with Kc * 2^(2b) <= 2^53; every piece is added (or subtracted) into the limbs exactly.
+    """
+    K = A0.shape[1]
+    rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
+    for (X, Y), o in (((A0, B0), offs[0]), ((A1, B1), offs[2])):
+        G = X @ Y
+        _add(limbs, G, o, rows, cols, kern)
+        _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
+    kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
+    As, Bs = A0 + A1, B0 + B1
+    for k0 in range(0, K, kc):
+        _add(limbs, As[:, k0:k0 + kc] @ Bs[k0:k0 + kc], offs[1], rows, cols, kern)
+
+
+def _products(limbs: np.ndarray, Ad: list, Bd: list, ba: int, bb: int, kara: bool, kern) -> None:
+    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb); Ad, Bd: the
+    slices as (rows or columns they hold, digits). Karatsuba on 2 x 2 blocks of whole slices."""
+    nA, nB = len(Ad), len(Bd)
+    M, N = limbs.shape[1], limbs.shape[2]
+
+    def off(s: int, t: int) -> int:
+        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
+
+    done = set()
+    whole_a = [s for s in range(nA) if Ad[s][0].size == M]
+    whole_b = [t for t in range(nB) if Bd[t][0].size == N]
+    if kara:  # ba == bb: A_s B_{t+1} and A_{s+1} B_t have the same offset
+        for p in range(0, len(whole_a) - 1, 2):
+            s = whole_a[p:p + 2]
+            for q in range(0, len(whole_b) - 1, 2):
+                t = whole_b[q:q + 2]
+                if s[1] != s[0] + 1 or t[1] != t[0] + 1:
+                    continue
+                _karatsuba(limbs, Ad[s[0]][1], Ad[s[1]][1], Bd[t[0]][1], Bd[t[1]][1], ba,
+                           (off(s[0], t[0]), off(s[0], t[1]), off(s[1], t[1])), kern)
+                done |= {(a, b) for a in s for b in t}
+    for t, (cols, Bt) in enumerate(Bd):
+        for s, (rows, As) in enumerate(Ad):
+            if (s, t) not in done:
+                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
+                _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
+
+
+def _lines(slices: list[np.ndarray], S: np.ndarray, axis: int) -> list:
+    """[(lines, digits)]: slices beyond a line's count are 0; where fewer than half the lines have a
+    slice, only those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)."""
+    out = []
+    for s, d in enumerate(slices):
+        lines = np.flatnonzero(S > s)
+        if 2 * lines.size >= S.size:
+            out.append((np.arange(S.size), d))
+        else:
+            out.append((lines, d[lines] if axis == 1 else d[:, lines]))
+    return out
+
+
 def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
     M, K = A.shape
     N = B.shape[1]
-    total = 55 - max(K - 1, 0).bit_length()  # K * 2^(total - 2) <= 2^53
-    # b_A + b_B = total; choose b_A so that (slices of A over rows) x (slices of B over columns),
-    # the GEMM work, is least (ties: the balanced split)
-    costs = [(int(_slices(sA, ba).sum()) * int(_slices(sB, total - ba).sum()), abs(2 * ba - total), ba)
-             for ba in range(1, total)]
-    ba = min(costs)[2]
-    bb = total - ba
+    kern = None
+    if jit.enabled():
+        from . import jitozaki as kern
+    ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
     nA = int(SA.max(initial=0))
-    # slices beyond a line's count are 0; where fewer than half the lines have a slice, only
-    # those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)
-    Ad = []
-    for s, d in enumerate(_digits(A, EA, ba, nA, 1, SA)):
-        rows = np.flatnonzero(SA > s)
-        rows = rows if 2 * rows.size < M else np.arange(M)
-        Ad.append((rows, d if rows.size == M else d[rows]))
+    Ad = _lines(_digits(A, EA, ba, nA, 1, SA), SA, 1)
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
@@ -147,19 +250,12 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0, SB[j0:j1])):
-            cols = np.flatnonzero(SB[j0:j1] > t)
-            cols = cols if 2 * cols.size < j1 - j0 else np.arange(j1 - j0)
-            Bt = d if cols.size == j1 - j0 else d[:, cols]
-            for s, (rows, As) in enumerate(Ad):
-                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                G = As @ Bt
-                idx = None if (rows.size == M and cols.size == j1 - j0) else np.ix_(rows, cols)
-                _add_shifted(limbs, G.astype(np.int64), (nA - 1 - s) * ba + (nB - 1 - t) * bb, idx)
+        Bd = _lines(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0, SB[j0:j1]), SB[j0:j1], 0)
+        _products(limbs, Ad, Bd, ba, bb, kara, kern)
         limbs = limbs.reshape(nl, M * (j1 - j0))
         if exact:
             fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
-        a, b = round_limbs(limbs, base)
+        a, b = (round_limbs if kern is None else kern.round_limbs)(limbs, base)
         rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 

@@ -1,0 +1,223 @@
+"""Compiled twins of the Ozaki split's passes around the GEMMs (see ozaki.py).
+
+Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
+twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
+
+* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
+* :func:`digits` -- ``_digits``: all digit slices of a block in one pass;
+* :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
+* :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
+
+All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
+below 2^53), so the results are the same bits as numpy's; tests/reduce/test_jitozaki.py runs both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.jit import njit
+
+_BIG = 1 << 30
+_MASK52 = (1 << 52) - 1
+_ABS = (1 << 63) - 1
+# de Bruijn sequence for 64-bit trailing-zero counts: (v & -v) * _DEBRUIJN >> 58 indexes _CTZ
+_DEBRUIJN = 0x03F79D71B4CB0A89
+_CTZ = np.zeros(64, np.int64)
+for _i in range(64):
+    _CTZ[((((1 << _i) * _DEBRUIJN) & ((1 << 64) - 1)) >> 58)] = _i
+
+
+@njit
+def _ctz(v: np.uint64, table: np.ndarray) -> int:
+    """Trailing zero bits of v > 0 (uint64 products wrap, as the de Bruijn method needs)."""
+    low = v & (np.uint64(0) - v)
+    return table[np.int64((low * np.uint64(_DEBRUIJN)) >> np.uint64(58))]
+
+
+@njit
+def _bits(b: np.int64, table: np.ndarray) -> tuple[int, int]:
+    """(ex, low) of the nonzero finite float64 with bit pattern b: |x| < 2^ex (least such),
+    and its lowest set bit is 2^low."""
+    be = (b & _ABS) >> 52
+    mant = np.uint64(b & _MASK52)
+    if be == 0:  # subnormal: x = mant * 2^-1074
+        hi = 0
+        m = mant
+        while m:
+            m >>= np.uint64(1)
+            hi += 1
+        return hi - 1074, _ctz(mant, table) - 1074
+    return be - 1022, _ctz(mant | np.uint64(1 << 52), table) + be - 1075
+
+
+@njit
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n0, n1 = bits.shape
+    nl = n0 if by_rows else n1
+    lo = np.full(nl, _BIG, np.int64)
+    hi = np.full(nl, -_BIG, np.int64)
+    for i in range(n0):
+        for j in range(n1):
+            b = bits[i, j]
+            if b & _ABS == 0:
+                continue
+            ex, low = _bits(b, table)
+            line = i if by_rows else j
+            hi[line] = max(hi[line], ex)
+            lo[line] = min(lo[line], low)
+    E = np.zeros(nl, np.int64)
+    span = np.zeros(nl, np.int64)
+    for k in range(nl):
+        if lo[k] != _BIG:
+            E[k] = hi[k]
+            span[k] = hi[k] - lo[k]
+    return E, span
+
+
+def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 X, (E, span)."""
+    bits = np.ascontiguousarray(X).view(np.int64)
+    return _bit_range_kernel(bits, axis == 1, _CTZ)
+
+
+@njit
+def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense: np.ndarray,
+                   by_rows: bool) -> tuple:
+    n0, n1 = X.shape
+    count = dense.size
+    out = np.empty((count, n0, n1))
+    scale = 2.0 ** beta
+    # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
+    # magnitude and lowest bit lie between x's and t's, so it is exact too)
+    s1 = np.empty(k.size)
+    s2 = np.empty(k.size)
+    for m in range(k.size):
+        s1[m] = math.ldexp(1.0, k[m] // 2)
+        s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
+    left = False
+    for i in range(n0):
+        for j in range(n1):
+            m = i if by_rows else j
+            t = X[i, j] * s1[m] * s2[m]
+            n = S[m]
+            for s in range(n):
+                d = np.rint(t)
+                out[s, i, j] = d
+                t = (t - d) * scale
+            left |= t != 0.0
+            for s in range(n, count):  # past the line's slices its digits are 0; only slices used
+                if dense[s]:  # whole are written (the others are read on their own lines only)
+                    out[s, i, j] = 0.0
+    return out, left
+
+
+def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray) -> list[np.ndarray]:
+    """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
+
+    ``S`` the slices per line; slice s is complete where at least half the lines have it, else
+    only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
+    """
+    k = (beta - 1 - E).astype(np.int64)
+    dense = np.array([2 * int((S > s).sum()) >= S.size for s in range(count)], np.bool_)
+    out, left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), dense, axis == 1)
+    if left:
+        raise AssertionError("internal: Ozaki slices did not exhaust the input")
+    return list(out)
+
+
+@njit
+def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
+    q, r = off // 32, off % 32
+    low = (np.int64(1) << (32 - r)) - 1
+    for a in range(G.shape[0]):
+        i = rows[a]
+        for b in range(G.shape[1]):
+            j = cols[b]
+            g = np.int64(G[a, b])
+            limbs[q, i, j] += (g & low) << r
+            rest = g >> (32 - r)
+            limbs[q + 1, i, j] += rest & 0xFFFFFFFF
+            limbs[q + 2, i, j] += rest >> 32
+
+
+def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
+    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53."""
+    _add_kernel(limbs, np.ascontiguousarray(G), off, rows.astype(np.int64), cols.astype(np.int64))
+
+
+@njit
+def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
+    """(bits [c1, c1 + 54) of sum_j w_j 2^(32 j), any set bit below c1); digits w_j in [0, 2^32),
+    none above limb h; every shifted digit lies inside the window (its top is at or above the
+    leading bit), so no shift drops a set bit."""
+    win = np.int64(0)
+    sticky = False
+    for j in range(h + 1):
+        p = 32 * j
+        if p + 32 <= c1:
+            sticky |= w[j] != 0
+        elif p >= c1:
+            win |= w[j] << (p - c1)
+        else:
+            win |= w[j] >> (c1 - p)
+            sticky |= (w[j] & ((np.int64(1) << (c1 - p)) - 1)) != 0
+    return win, sticky
+
+
+@njit
+def _round_kernel(limbs: np.ndarray, base: np.ndarray) -> tuple:
+    nl, R = limbs.shape
+    rne = np.zeros(R)
+    ro = np.zeros(R)
+    w = np.empty(nl, np.int64)
+    bad = False
+    for c in range(R):
+        carry = np.int64(0)
+        for j in range(nl):  # carries: digits in [0, 2^32), the top keeps the sign
+            v = limbs[j, c] + carry
+            if j < nl - 1:
+                carry = v >> 32
+                v &= 0xFFFFFFFF
+            w[j] = v
+        neg = w[nl - 1] < 0
+        if neg:  # |value|: negate the digits and propagate again
+            carry = np.int64(0)
+            for j in range(nl):
+                v = carry - w[j]
+                if j < nl - 1:
+                    carry = v >> 32
+                    v &= 0xFFFFFFFF
+                w[j] = v
+        h = nl - 1
+        while h >= 0 and w[h] == 0:
+            h -= 1
+        if h < 0:
+            continue  # an exact zero: +0
+        bad |= w[h] >= np.int64(1) << 32
+        blen = math.frexp(np.float64(w[h]))[1]  # bit length (w[h] < 2^53: exact)
+        cut = max(32 * h + blen - 53, -1074 - base[c])  # bits below cut are rounded off
+        win, sticky = _window(w, h, cut - 1)
+        guard = (win & 1) == 1
+        kept = win >> 1
+        up = np.int64(1) if guard and (sticky or (kept & 1) == 1) else np.int64(0)
+        odd = np.int64(1) if guard or sticky else np.int64(0)
+        a = math.ldexp(np.float64(kept + up), base[c] + cut)  # overflow gives inf: RNE's rule
+        b = math.ldexp(np.float64(kept | odd), base[c] + cut)
+        if math.isinf(b):
+            b = 1.7976931348623157e308  # RO overflows to the largest finite value
+        rne[c] = -a if neg else a
+        ro[c] = -b if neg else b
+    return rne, ro, bad
+
+
+def round_limbs(limbs: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.
+
+    ``limbs`` is left unchanged (the numpy twin normalises it in place)."""
+    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64))
+    if bad:
+        raise AssertionError("internal: limb accumulator too short")
+    return rne, ro
