@@ -17,57 +17,45 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
 
 from ..core.jit import njit
 
 _BIG = 1 << 30
 _MASK52 = (1 << 52) - 1
 _ABS = (1 << 63) - 1
-# de Bruijn sequence for 64-bit trailing-zero counts: (v & -v) * _DEBRUIJN >> 58 indexes _CTZ
-_DEBRUIJN = 0x03F79D71B4CB0A89
-_CTZ = np.zeros(64, np.int64)
-for _i in range(64):
-    _CTZ[((((1 << _i) * _DEBRUIJN) & ((1 << 64) - 1)) >> 58)] = _i
 
 
 @njit
-def _ctz(v: np.uint64, table: np.ndarray) -> int:
-    """Trailing zero bits of v > 0 (uint64 products wrap, as the de Bruijn method needs)."""
-    low = v & (np.uint64(0) - v)
-    return table[np.int64((low * np.uint64(_DEBRUIJN)) >> np.uint64(58))]
-
-
-@njit
-def _bits(b: np.int64, table: np.ndarray) -> tuple[int, int]:
+def _bits(b: np.int64) -> tuple[int, int]:
     """(ex, low) of the nonzero finite float64 with bit pattern b: |x| < 2^ex (least such),
     and its lowest set bit is 2^low."""
     be = (b & _ABS) >> 52
     mant = np.uint64(b & _MASK52)
-    if be == 0:  # subnormal: x = mant * 2^-1074
-        hi = 0
-        m = mant
-        while m:
-            m >>= np.uint64(1)
-            hi += 1
-        return hi - 1074, _ctz(mant, table) - 1074
-    return be - 1022, _ctz(mant | np.uint64(1 << 52), table) + be - 1075
+    if be == 0:  # subnormal: x = mant * 2^-1074, mant < 2^52
+        return 64 - leading_zeros(mant) - 1074, trailing_zeros(mant) - 1074
+    return be - 1022, trailing_zeros(mant | np.uint64(1 << 52)) + be - 1075
 
 
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.ndarray]:
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
     lo = np.full(nl, _BIG, np.int64)
     hi = np.full(nl, -_BIG, np.int64)
     for i in range(n0):
+        rhi, rlo = -_BIG, _BIG
         for j in range(n1):
             b = bits[i, j]
             if b & _ABS == 0:
                 continue
-            ex, low = _bits(b, table)
-            line = i if by_rows else j
-            hi[line] = max(hi[line], ex)
-            lo[line] = min(lo[line], low)
+            ex, low = _bits(b)
+            if by_rows:
+                rhi, rlo = max(rhi, ex), min(rlo, low)
+            else:
+                hi[j], lo[j] = max(hi[j], ex), min(lo[j], low)
+        if by_rows:
+            hi[i], lo[i] = rhi, rlo
     E = np.zeros(nl, np.int64)
     span = np.zeros(nl, np.int64)
     for k in range(nl):
@@ -80,15 +68,14 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool, table: np.ndarray) -> tup
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 X, (E, span)."""
     bits = np.ascontiguousarray(X).view(np.int64)
-    return _bit_range_kernel(bits, axis == 1, _CTZ)
+    return _bit_range_kernel(bits, axis == 1)
 
 
 @njit
-def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense: np.ndarray,
-                   by_rows: bool) -> tuple:
+def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense: np.ndarray, pairs: int,
+                   by_rows: bool, out: np.ndarray) -> bool:
     n0, n1 = X.shape
     count = dense.size
-    out = np.empty((count, n0, n1))
     scale = 2.0 ** beta
     # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
     # magnitude and lowest bit lie between x's and t's, so it is exact too)
@@ -103,29 +90,41 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense
             m = i if by_rows else j
             t = X[i, j] * s1[m] * s2[m]
             n = S[m]
-            for s in range(n):
+            prev = 0.0
+            for s in range(count):
+                # past the line's slices t is 0 and so are its digits; only slices used whole are
+                # written there (the others are read on their own lines only)
                 d = np.rint(t)
-                out[s, i, j] = d
                 t = (t - d) * scale
+                if s < n or dense[s]:
+                    out[s, i * n1 + j] = d
+                if s < 2 * pairs:  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
+                    if s % 2 == 0:
+                        prev = d
+                    else:
+                        out[count + s // 2, i * n1 + j] = prev + d
             left |= t != 0.0
-            for s in range(n, count):  # past the line's slices its digits are 0; only slices used
-                if dense[s]:  # whole are written (the others are read on their own lines only)
-                    out[s, i, j] = 0.0
-    return out, left
+    return left
 
 
-def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray) -> list[np.ndarray]:
+def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray,
+           pairs: int = 0) -> list[np.ndarray]:
     """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
 
     ``S`` the slices per line; slice s is complete where at least half the lines have it, else
     only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
+    ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
+    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``).
     """
     k = (beta - 1 - E).astype(np.int64)
     dense = np.array([2 * int((S > s).sum()) >= S.size for s in range(count)], np.bool_)
-    out, left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), dense, axis == 1)
+    # numpy's allocator (huge pages for large arrays on Linux) makes first writes much cheaper than
+    # numba's; planes 512 bytes more than X.size apart keep the write streams off one cache set
+    out = np.empty((count + pairs, X.size + 64))
+    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), dense, pairs, axis == 1, out)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return list(out)
+    return [plane[:X.size].reshape(X.shape) for plane in out]
 
 
 @njit

@@ -72,9 +72,6 @@ def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int,
     ``S`` (slices per line, see _slices): a slice that fewer than half of a block's lines need is
     computed on those lines only (the others' t is already 0, so their digits are 0).
     """
-    if jit.enabled():
-        from . import jitozaki
-        return jitozaki.digits(X, E, beta, count, axis, np.full(E.size, count) if S is None else S)
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (beta - 1 - E).reshape(shape)
     out = [np.empty(X.shape) for _ in range(count)]
@@ -165,66 +162,75 @@ def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.
     _add_shifted(limbs, G.astype(np.int64), off, None if whole else np.ix_(rows, cols))
 
 
-def _karatsuba(limbs: np.ndarray, A0, A1, B0, B1, beta: int, offs: tuple[int, int, int], kern) -> None:
+def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int, int, int], kern) -> None:
     """limbs += A0 B0 2^o0 + (A0 B1 + A1 B0) 2^o1 + A1 B1 2^o2 with 3 GEMMs (Karatsuba).
 
-    Digits of width b (|d| <= 2^(b - 1)) with K * 2^(2b - 2) <= 2^53: A0 B0 and A1 B1 are exact
-    GEMMs (see _ozaki); A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) - A0 B0 - A1 B1, where the sums of
-    digits are exact integers of magnitude <= 2^b, so their GEMM is exact over chunks of Kc
-    columns with Kc * 2^(2b) <= 2^53; every piece is added (or subtracted) into the limbs exactly.
+    A = (A0, A1, A0 + A1), B likewise. Digits of width b (|d| <= 2^(b - 1)) with K * 2^(2b - 2)
+    <= 2^53: A0 B0 and A1 B1 are exact GEMMs (see _ozaki); A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) -
+    A0 B0 - A1 B1, where the digit sums are exact integers of magnitude <= 2^b, so their GEMM is
+    exact over chunks of Kc columns with Kc * 2^(2b) <= 2^53; every piece is added (or
+    subtracted) into the limbs exactly.
     """
-    K = A0.shape[1]
+    K = A[0].shape[1]
     rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
-    for (X, Y), o in (((A0, B0), offs[0]), ((A1, B1), offs[2])):
+    for (X, Y), o in (((A[0], B[0]), offs[0]), ((A[1], B[1]), offs[2])):
         G = X @ Y
         _add(limbs, G, o, rows, cols, kern)
         _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
     kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
-    As, Bs = A0 + A1, B0 + B1
     for k0 in range(0, K, kc):
-        _add(limbs, As[:, k0:k0 + kc] @ Bs[k0:k0 + kc], offs[1], rows, cols, kern)
+        _add(limbs, A[2][:, k0:k0 + kc] @ B[2][k0:k0 + kc], offs[1], rows, cols, kern)
 
 
-def _products(limbs: np.ndarray, Ad: list, Bd: list, ba: int, bb: int, kara: bool, kern) -> None:
-    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb); Ad, Bd: the
-    slices as (rows or columns they hold, digits). Karatsuba on 2 x 2 blocks of whole slices."""
-    nA, nB = len(Ad), len(Bd)
-    M, N = limbs.shape[1], limbs.shape[2]
+def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern) -> None:
+    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb).
+
+    Ad, Bd from _split: (slices as [(rows or columns they hold, digits)], sums of whole slice
+    pairs). Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s
+    B_{t+1} and A_{s+1} B_t have the same offset); plain GEMMs for the other pairs.
+    """
+    (sa, suma), (sb, sumb) = Ad, Bd
+    nA, nB = len(sa), len(sb)
 
     def off(s: int, t: int) -> int:
         return (nA - 1 - s) * ba + (nB - 1 - t) * bb
 
-    done = set()
-    whole_a = [s for s in range(nA) if Ad[s][0].size == M]
-    whole_b = [t for t in range(nB) if Bd[t][0].size == N]
-    if kara:  # ba == bb: A_s B_{t+1} and A_{s+1} B_t have the same offset
-        for p in range(0, len(whole_a) - 1, 2):
-            s = whole_a[p:p + 2]
-            for q in range(0, len(whole_b) - 1, 2):
-                t = whole_b[q:q + 2]
-                if s[1] != s[0] + 1 or t[1] != t[0] + 1:
-                    continue
-                _karatsuba(limbs, Ad[s[0]][1], Ad[s[1]][1], Bd[t[0]][1], Bd[t[1]][1], ba,
-                           (off(s[0], t[0]), off(s[0], t[1]), off(s[1], t[1])), kern)
-                done |= {(a, b) for a in s for b in t}
-    for t, (cols, Bt) in enumerate(Bd):
-        for s, (rows, As) in enumerate(Ad):
-            if (s, t) not in done:
+    for p, Ap in enumerate(suma):
+        for q, Bq in enumerate(sumb):
+            s, t = 2 * p, 2 * q
+            _karatsuba(limbs, (sa[s][1], sa[s + 1][1], Ap), (sb[t][1], sb[t + 1][1], Bq), ba,
+                       (off(s, t), off(s, t + 1), off(s + 1, t + 1)), kern)
+    for t, (cols, Bt) in enumerate(sb):
+        for s, (rows, As) in enumerate(sa):
+            if s >= 2 * len(suma) or t >= 2 * len(sumb):
                 # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
                 _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
 
 
-def _lines(slices: list[np.ndarray], S: np.ndarray, axis: int) -> list:
-    """[(lines, digits)]: slices beyond a line's count are 0; where fewer than half the lines have a
-    slice, only those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)."""
+def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, kara: bool, kern) -> tuple:
+    """The digit slices of X for the GEMMs: ([(lines, digits)], [sums of whole slice pairs]).
+
+    Slices beyond a line's count are 0; where fewer than half the lines have a slice, only those
+    lines enter its GEMMs (less work), otherwise the whole slice does (no gathers). With ``kara``
+    the whole slices (a prefix) are paired (0, 1), (2, 3), ... and each pair's sum comes along.
+    """
+    count = int(S.max(initial=0))
+    whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]
+    pairs = sum(whole) // 2 if kara else 0
+    if kern is not None:
+        slices = kern.digits(X, E, beta, count, axis, S, pairs)
+        sums = slices[count:]
+    else:
+        slices = _digits(X, E, beta, count, axis, S)
+        sums = [slices[2 * p] + slices[2 * p + 1] for p in range(pairs)]
     out = []
-    for s, d in enumerate(slices):
+    for s in range(count):
         lines = np.flatnonzero(S > s)
-        if 2 * lines.size >= S.size:
-            out.append((np.arange(S.size), d))
+        if whole[s]:
+            out.append((np.arange(S.size), slices[s]))
         else:
-            out.append((lines, d[lines] if axis == 1 else d[:, lines]))
-    return out
+            out.append((lines, slices[s][lines] if axis == 1 else slices[s][:, lines]))
+    return out, sums
 
 
 def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
@@ -237,7 +243,7 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
     nA = int(SA.max(initial=0))
-    Ad = _lines(_digits(A, EA, ba, nA, 1, SA), SA, 1)
+    Ad = _split(A, EA, ba, SA, 1, kara, kern)
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
@@ -250,8 +256,8 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        Bd = _lines(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0, SB[j0:j1]), SB[j0:j1], 0)
-        _products(limbs, Ad, Bd, ba, bb, kara, kern)
+        Bd = _split(B[:, j0:j1], EB[j0:j1], bb, SB[j0:j1], 0, kara, kern)
+        _products(limbs, Ad, Bd, ba, bb, kern)
         limbs = limbs.reshape(nl, M * (j1 - j0))
         if exact:
             fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
