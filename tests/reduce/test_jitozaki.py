@@ -241,3 +241,57 @@ def test_add_product_kernel():
         _kernels().add_product(a, G, off, rows, cols)
         ozaki._add_shifted(b, G.astype(np.int64), off, np.ix_(rows, cols))
         assert np.array_equal(a, b), off
+
+
+# ---- early rounding (ozakitail.py) -----------------------------------------------------------------
+def _ill(seed, M=24, K=1024, N=20):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)) * np.exp2(rng.integers(-40, 41, (M, K)))
+    b = rng.standard_normal((K, N)) * np.exp2(rng.integers(-40, 41, (K, N)))
+    a[:3, K // 2:] = -a[:3, : K // 2]  # rows 0-2 cancel against columns whose halves are equal
+    b[K // 2:, :4] = b[: K // 2, :4]
+    a[1, -1] *= 1 + 2.0**-20  # entry (1, j < 4): a small remainder, far below the row's scale
+    a[2, 0] = 2.0**-149  # entry (2, j < 4): a subnormal product left
+    b[0, :4] = np.float32(2.0**-10)
+    return a.astype(np.float32), b.astype(np.float32)
+
+
+@pytest.mark.parametrize("fallback", ["one by one", "remaining GEMMs"])
+def test_early_rounding_gives_the_full_results(monkeypatch, fallback):
+    from numoracle.reduce import ozakitail
+
+    a, b = _ill(60)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    E, sA = ozaki._bit_range(A, 1)
+    _, sB = ozaki._bit_range(B, 0)
+    ba, bb, _ = ozaki._plan(sA, sB, A.shape[1], A.shape[0], B.shape[1])
+    nA, nB = int(ozaki._slices(sA, ba).max()), int(ozaki._slices(sB, bb).max())
+    assert ozakitail.head_pairs(nA, nB, ba, bb, A.shape[1]) is not None  # the early rounding is tried
+    seen = []
+    real = ozakitail.round_bracketed
+
+    def spy(*args):
+        r = real(*args)
+        seen.append(r[2].size)
+        return r
+
+    monkeypatch.setattr(ozakitail, "round_bracketed", spy)
+    monkeypatch.setattr(ozakitail, "affordable", lambda *args: fallback == "one by one")
+    want = exact_dot(A[:, None, :], B.T[None, :, :], out=OUTS)  # the per-product path
+    for r in both_paths(lambda: exact_matmul(a, b, out=OUTS)):
+        assert all(same(x, y) for x, y in zip(r, want))
+    assert seen and min(seen) > 0  # cancelling entries were left undecided and computed exactly
+    assert exact_matmul(a, b, exact=True)[1, 0] == sum(Fraction(float(x)) * Fraction(float(y))
+                                                       for x, y in zip(A[1], B[:, 0]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_early_rounding_decides_typical_ill_conditioned_entries(seed):
+    from numoracle.reduce import ozakitail
+
+    a, b = _ill(70 + seed)
+    R = ozakitail.tail_bound([(2, 3), (3, 3)], lambda s, t: 10 * (6 - s - t), 1024, 22, 22)
+    assert R == 1024 * (2**(42 + 10) + 2**42)  # K 2^(ba + bb - 2) 2^off per skipped pair
+    want = exact_dot(a.astype(np.float64)[:, None, :], b.astype(np.float64).T[None, :, :], out=("fp64", "bf16"))
+    for r in both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16"))):
+        assert all(same(x, y) for x, y in zip(r, want))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import jit
+from . import ozakitail
 from .exactsum import limbs_to_fractions, round_limbs
 
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
@@ -182,12 +183,14 @@ def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int
         _add(limbs, A[2][:, k0:k0 + kc] @ B[2][k0:k0 + kc], offs[1], rows, cols, kern)
 
 
-def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern) -> None:
-    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb).
+def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, pairs: set | None = None) -> None:
+    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
+    (None: all of them).
 
     Ad, Bd from _split: (slices as [(rows or columns they hold, digits)], sums of whole slice
     pairs). Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s
-    B_{t+1} and A_{s+1} B_t have the same offset); plain GEMMs for the other pairs.
+    B_{t+1} and A_{s+1} B_t have the same offset) and whose pairs are all wanted; plain GEMMs for
+    the other pairs.
     """
     (sa, suma), (sb, sumb) = Ad, Bd
     nA, nB = len(sa), len(sb)
@@ -195,16 +198,47 @@ def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern) -
     def off(s: int, t: int) -> int:
         return (nA - 1 - s) * ba + (nB - 1 - t) * bb
 
+    done = set()
     for p, Ap in enumerate(suma):
         for q, Bq in enumerate(sumb):
             s, t = 2 * p, 2 * q
+            block = {(s, t), (s, t + 1), (s + 1, t), (s + 1, t + 1)}
+            if pairs is not None and not block <= pairs:
+                continue
             _karatsuba(limbs, (sa[s][1], sa[s + 1][1], Ap), (sb[t][1], sb[t + 1][1], Bq), ba,
                        (off(s, t), off(s, t + 1), off(s + 1, t + 1)), kern)
+            done |= block
     for t, (cols, Bt) in enumerate(sb):
         for s, (rows, As) in enumerate(sa):
-            if s >= 2 * len(suma) or t >= 2 * len(sumb):
+            if (s, t) not in done and (pairs is None or (s, t) in pairs):
                 # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
                 _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
+
+
+def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tuple, Bd: tuple, ba: int, bb: int,
+                 A: np.ndarray, Bj: np.ndarray, kern) -> tuple[np.ndarray, np.ndarray]:
+    """(RNE, RO) of a block's entries, raveled. ``head``: the pairs in limbs so far (None: all);
+    entries whose rounding the rest cannot change are rounded now (ozakitail.py), the others
+    exactly: one by one when few, else after the remaining pairs' GEMMs."""
+    nl, M, Nb = limbs.shape
+    rnd = round_limbs if kern is None else kern.round_limbs
+    if head is None:
+        return rnd(limbs.reshape(nl, M * Nb), base)
+    nA, nB = len(Ad[0]), len(Bd[0])
+
+    def off(s: int, t: int) -> int:
+        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
+
+    tail = [(s, t) for s in range(nA) for t in range(nB) if (s, t) not in head]
+    K = A.shape[1]
+    R = ozakitail.tail_bound(tail, off, K, ba, bb)
+    a, b, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
+    if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
+        a[und], b[und] = ozakitail.entries(A, Bj, und // Nb, und % Nb)
+    elif und.size:
+        _products(limbs, Ad, Bd, ba, bb, kern, set(tail))
+        return rnd(limbs.reshape(nl, M * Nb), base)
+    return a, b
 
 
 def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, kara: bool, kern) -> tuple:
@@ -257,11 +291,11 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
         Bd = _split(B[:, j0:j1], EB[j0:j1], bb, SB[j0:j1], 0, kara, kern)
-        _products(limbs, Ad, Bd, ba, bb, kern)
-        limbs = limbs.reshape(nl, M * (j1 - j0))
+        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K)
+        _products(limbs, Ad, Bd, ba, bb, kern, head)
         if exact:
-            fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
-        a, b = (round_limbs if kern is None else kern.round_limbs)(limbs, base)
+            fr[:, j0:j1] = limbs_to_fractions(limbs.reshape(nl, M * (j1 - j0)), base).reshape(M, j1 - j0)
+        a, b = _round_block(limbs, base, head, Ad, Bd, ba, bb, A, B[:, j0:j1], kern)
         rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 
