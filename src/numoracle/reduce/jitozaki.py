@@ -72,10 +72,9 @@ def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit
-def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense: np.ndarray, pairs: int,
-                   by_rows: bool, out: np.ndarray) -> bool:
+def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole: int, pairs: int,
+                   by_rows: bool, out: tuple) -> bool:
     n0, n1 = X.shape
-    count = dense.size
     scale = 2.0 ** beta
     # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
     # magnitude and lowest bit lie between x's and t's, so it is exact too)
@@ -84,26 +83,24 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, dense
     for m in range(k.size):
         s1[m] = math.ldexp(1.0, k[m] // 2)
         s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
+    # a line's slices past its own S are 0 (t is 0 by then); they are written only where the
+    # slice is used whole (the first ``whole`` slices): the others are read on their own lines only
+    nw = np.maximum(S, whole)
+    count = len(out) - pairs
     left = False
     for i in range(n0):
+        row = i * n1
         for j in range(n1):
             m = i if by_rows else j
             t = X[i, j] * s1[m] * s2[m]
-            n = S[m]
-            prev = 0.0
-            for s in range(count):
-                # past the line's slices t is 0 and so are its digits; only slices used whole are
-                # written there (the others are read on their own lines only)
+            for s in range(nw[m]):
                 d = np.rint(t)
+                out[s][row + j] = d
                 t = (t - d) * scale
-                if s < n or dense[s]:
-                    out[s, i * n1 + j] = d
-                if s < 2 * pairs:  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
-                    if s % 2 == 0:
-                        prev = d
-                    else:
-                        out[count + s // 2, i * n1 + j] = prev + d
             left |= t != 0.0
+        for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
+            for j in range(n1):
+                out[count + p][row + j] = out[2 * p][row + j] + out[2 * p + 1][row + j]
     return left
 
 
@@ -117,14 +114,14 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``).
     """
     k = (beta - 1 - E).astype(np.int64)
-    dense = np.array([2 * int((S > s).sum()) >= S.size for s in range(count)], np.bool_)
-    # numpy's allocator (huge pages for large arrays on Linux) makes first writes much cheaper than
-    # numba's; planes 512 bytes more than X.size apart keep the write streams off one cache set
-    out = np.empty((count + pairs, X.size + 64))
-    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), dense, pairs, axis == 1, out)
+    whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
+    # one array a plane: allocations of over 32 MiB get fresh pages from the system every time
+    # (glibc), whose first writes cost more than computing the digits
+    out = tuple(np.empty(X.size) for _ in range(count + pairs))
+    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return [plane[:X.size].reshape(X.shape) for plane in out]
+    return [plane.reshape(X.shape) for plane in out]
 
 
 @njit
