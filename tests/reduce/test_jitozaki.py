@@ -295,3 +295,14 @@ def test_early_rounding_decides_typical_ill_conditioned_entries(seed):
     want = exact_dot(a.astype(np.float64)[:, None, :], b.astype(np.float64).T[None, :, :], out=("fp64", "bf16"))
     for r in both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16"))):
         assert all(same(x, y) for x, y in zip(r, want))
+
+
+def test_reused_digit_planes_across_calls_and_shapes():
+    # the kernels reuse their digit planes call after call (per thread and operand): results of
+    # growing, shrinking and differently sliced problems in a row equal the numpy path's
+    rng = np.random.default_rng(80)
+    for M, K, N, spread in [(30, 500, 20, 40), (8, 60, 5, 0), (30, 900, 25, 90), (3, 2000, 2, 5), (30, 500, 20, 40)]:
+        a = (rng.standard_normal((M, K)) * np.exp2(rng.integers(-spread, spread + 1, (M, K)))).astype(np.float32)
+        b = (rng.standard_normal((K, N)) * np.exp2(rng.integers(-spread, spread + 1, (K, N)))).astype(np.float32)
+        r0, r1 = both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16")))  # noqa: B023
+        assert all(same(x, y) for x, y in zip(r0, r1)), (M, K, N)

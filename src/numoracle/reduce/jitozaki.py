@@ -15,6 +15,7 @@ below 2^53), so the results are the same bits as numpy's; tests/reduce/test_jito
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
@@ -22,6 +23,8 @@ from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's
 from ..core.jit import njit
 
 _BIG = 1 << 30
+_CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
+_cache = threading.local()
 _MASK52 = (1 << 52) - 1
 _ABS = (1 << 63) - 1
 
@@ -104,20 +107,39 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
     return left
 
 
+def _planes(n: int, size: int, slot: str | None) -> tuple:
+    """n float64 planes of ``size`` values: the calling thread's cached ones for ``slot`` when they fit.
+
+    Large arrays freed at the top of the heap go back to the system and their pages are faulted
+    in again on the next call's first writes, which costs more than computing the digits; reusing
+    the planes of the previous call (of this thread, for this operand) avoids that. At most
+    _CACHE_BYTES a slot are kept.
+    """
+    if slot is None or n * size * 8 > _CACHE_BYTES:
+        return tuple(np.empty(size) for _ in range(n))
+    cache = _cache.__dict__.setdefault("planes", {})
+    have = cache.get(slot, ())
+    if len(have) < n or (have and have[0].size < size):
+        have = tuple(np.empty(max(size, have[0].size if have else 0)) for _ in range(max(n, len(have))))
+        cache[slot] = have
+    return tuple(p[:size] for p in have[:n])
+
+
 def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray,
-           pairs: int = 0) -> list[np.ndarray]:
+           pairs: int = 0, slot: str | None = None) -> list[np.ndarray]:
     """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
 
     ``S`` the slices per line; slice s is complete where at least half the lines have it, else
     only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
     ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
-    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``).
+    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``). ``slot``: the planes
+    are this thread's cached ones for that name (see _planes), valid until the next call for it.
     """
+    if count + pairs == 0:  # all-zero (or empty) lines: no slices
+        return []
     k = (beta - 1 - E).astype(np.int64)
     whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
-    # one array a plane: allocations of over 32 MiB get fresh pages from the system every time
-    # (glibc), whose first writes cost more than computing the digits
-    out = tuple(np.empty(X.size) for _ in range(count + pairs))
+    out = _planes(count + pairs, X.size, slot)
     left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")

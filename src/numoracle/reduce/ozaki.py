@@ -251,8 +251,8 @@ def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, ka
     count = int(S.max(initial=0))
     whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]
     pairs = sum(whole) // 2 if kara else 0
-    if kern is not None:
-        slices = kern.digits(X, E, beta, count, axis, S, pairs)
+    if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
+        slices = kern.digits(X, E, beta, count, axis, S, pairs, "AB"[1 - axis])
         sums = slices[count:]
     else:
         slices = _digits(X, E, beta, count, axis, S)
