@@ -120,13 +120,15 @@ def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) 
             limbs[q + k][idx] += p
 
 
-def _gemm_lines(S: np.ndarray) -> list[int]:
-    """Lines that enter each slice's GEMMs: all where at least half have the slice, else those (see _lines)."""
-    out = []
-    for s in range(int(S.max(initial=0))):
-        n = int((S > s).sum())
-        out.append(S.size if 2 * n >= S.size else n)
-    return out
+def _gemm_lines(spans: list[tuple[int, int]], beta: int) -> list[int]:
+    """Lines that enter each slice's GEMMs at digit width beta: all where at least half have the
+    slice, else those (see _split). ``spans``: (span, lines with it) of the distinct spans."""
+    size = sum(c for _, c in spans)
+    have = [0] * max((-(-(u + 1) // beta) for u, _ in spans if u > 0), default=0)  # see _slices
+    for u, c in spans:
+        for s in range(-(-(u + 1) // beta) if u > 0 else 0):
+            have[s] += c
+    return [size if 2 * n >= size else n for n in have]
 
 
 def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, int, bool]:
@@ -139,8 +141,10 @@ def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, 
     """
     total = 55 - max(K - 1, 0).bit_length()
 
+    ua, ub = ([(int(u), int(c)) for u, c in zip(*np.unique(x, return_counts=True))] for x in (sA, sB))
+
     def work(ba: int, bb: int) -> tuple[int, int, int]:
-        ra, cb = _gemm_lines(_slices(sA, ba)), _gemm_lines(_slices(sB, bb))
+        ra, cb = _gemm_lines(ua, ba), _gemm_lines(ub, bb)
         blocks = (ra.count(M) // 2) * (cb.count(N) // 2)
         return sum(ra) * sum(cb), blocks, len(ra) * len(cb)
 
