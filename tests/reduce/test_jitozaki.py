@@ -172,10 +172,8 @@ def test_random_sets_both_paths_agree(seed):
 
 
 # ---- the kernels one by one ------------------------------------------------------------------------
-numba = pytest.importorskip("numba")
-
-
 def _kernels():
+    pytest.importorskip("numba")
     from numoracle.reduce import jitozaki
     return jitozaki
 
