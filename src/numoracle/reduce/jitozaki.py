@@ -88,22 +88,38 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
         s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
     # a line's slices past its own S are 0 (t is 0 by then); they are written only where the
     # slice is used whole (the first ``whole`` slices): the others are read on their own lines only
-    nw = np.maximum(S, whole)
     count = len(out) - pairs
+    deep = np.flatnonzero(S > whole)  # the lines (columns of B) with slices past the whole ones
+    t = np.empty(n1)
     left = False
     for i in range(n0):
         row = i * n1
-        for j in range(n1):
-            m = i if by_rows else j
-            t = X[i, j] * s1[m] * s2[m]
-            for s in range(nw[m]):
-                d = np.rint(t)
-                out[s][row + j] = d
-                t = (t - d) * scale
-            left |= t != 0.0
-        for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
+        if by_rows:
             for j in range(n1):
-                out[count + p][row + j] = out[2 * p][row + j] + out[2 * p + 1][row + j]
+                t[j] = X[i, j] * s1[i] * s2[i]
+            n = max(S[i], whole)
+        else:
+            for j in range(n1):
+                t[j] = X[i, j] * s1[j] * s2[j]
+            n = whole
+        for s in range(n):  # one slice of the row at a time: a loop the compiler vectorises
+            d = out[s]
+            for j in range(n1):
+                v = np.rint(t[j])
+                d[row + j] = v
+                t[j] = (t[j] - v) * scale
+        if not by_rows:
+            for j in deep:
+                for s in range(whole, S[j]):
+                    v = np.rint(t[j])
+                    out[s][row + j] = v
+                    t[j] = (t[j] - v) * scale
+        for j in range(n1):
+            left |= t[j] != 0.0
+        for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
+            a, b, c = out[2 * p], out[2 * p + 1], out[count + p]
+            for j in range(n1):
+                c[row + j] = a[row + j] + b[row + j]
     return left
 
 
