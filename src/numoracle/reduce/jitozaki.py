@@ -4,7 +4,8 @@ Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes wh
 twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
 
 * :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
-* :func:`digits` -- ``_digits``: all digit slices of a block in one pass;
+* :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
+  pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
 * :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
 * :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
 
