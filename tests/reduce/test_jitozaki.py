@@ -204,7 +204,10 @@ def test_digits_kernel_matches_numpy_on_the_lines_used():
             count = int(S.max())
             with jit.disabled():
                 want = ozaki._digits(X, E, beta, count, axis, S)
-            got = _kernels().digits(X, E, beta, count, axis, S, pairs=1)
+            got, stat = _kernels().digits(X, E, beta, count, axis, S, pairs=1)
+            # the early rounding's per-line statistics: sum |d| over rows, max |d| over columns
+            f = np.sum if axis == 1 else np.max
+            assert np.array_equal(stat, [f(np.abs(w), axis=axis) for w in want]), (axis, beta)
             for s in range(count):
                 lines = np.arange(S.size) if 2 * int((S > s).sum()) >= S.size else np.flatnonzero(S > s)
                 g, w = (got[s][lines], want[s][lines]) if axis == 1 else (got[s][:, lines], want[s][:, lines])
@@ -225,6 +228,16 @@ def test_round_limbs_kernel():
     base[:200] = -1074 - 32 * rng.integers(0, 3, 200)
     got = _kernels().round_limbs(limbs.copy(), base)
     want = exactsum.round_limbs(limbs.copy(), base)
+    assert same(got[0], want[0]) and same(got[1], want[1])
+    # with pieces added on the fly (the early rounding's m +- R)
+    at = rng.integers(0, 4, R)
+    add = rng.integers(-(2**32), 2**32, (3, R))
+    moved = limbs.copy()
+    moved[at, np.arange(R)] += add[0]
+    moved[at + 1, np.arange(R)] += add[1]
+    moved[at + 2, np.arange(R)] += add[2]
+    got = _kernels().round_limbs(limbs.copy(), base, add, at)
+    want = exactsum.round_limbs(moved, base)
     assert same(got[0], want[0]) and same(got[1], want[1])
 
 
@@ -264,7 +277,8 @@ def test_early_rounding_gives_the_full_results(monkeypatch, fallback):
     _, sB = ozaki._bit_range(B, 0)
     ba, bb, _ = ozaki._plan(sA, sB, A.shape[1], A.shape[0], B.shape[1])
     nA, nB = int(ozaki._slices(sA, ba).max()), int(ozaki._slices(sB, bb).max())
-    assert ozakitail.head_pairs(nA, nB, ba, bb, A.shape[1]) is not None  # the early rounding is tried
+    head = ozakitail.head_pairs(nA, nB, ba, bb, A.shape[1], [A.shape[0]] * nA, [B.shape[1]] * nB)
+    assert head is not None  # the early rounding is tried
     seen = []
     real = ozakitail.round_bracketed
 
@@ -283,13 +297,33 @@ def test_early_rounding_gives_the_full_results(monkeypatch, fallback):
                                                        for x, y in zip(A[1], B[:, 0]))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_early_rounding_decides_typical_ill_conditioned_entries(seed):
+def test_tail_bound_is_an_upper_bound_and_the_row_sum_column_max_formula():
     from numoracle.reduce import ozakitail
 
+    rng = np.random.default_rng(90)
+    nA, nB, M, K, N, ba, bb = 4, 3, 5, 40, 6, 9, 11
+    Ad = [rng.integers(-(2 ** (ba - 1)), 2 ** (ba - 1) + 1, (M, K)) for _ in range(nA)]
+    Bd = [rng.integers(-(2 ** (bb - 1)), 2 ** (bb - 1) + 1, (K, N)) for _ in range(nB)]
+    Ad[1][2] = 0  # a zero line
+    tail = [(s, t) for s in range(nA) for t in range(nB) if s + t >= 2]
+    sum_a = np.array([np.abs(d).sum(axis=1) for d in Ad], np.float64)
+    max_b = np.array([np.abs(d).max(axis=0) for d in Bd], np.float64)
+    R = ozakitail.tail_bound(tail, ba, bb, sum_a, max_b)
+
+    def off(s, t):
+        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
+
+    for i in range(M):
+        for j in range(N):
+            exact = abs(sum(int((Ad[s][i].astype(object) * Bd[t][:, j].astype(object)).sum()) << off(s, t)
+                            for s, t in tail))
+            formula = sum(int(sum_a[s, i]) * int(max_b[t, j]) << off(s, t) for s, t in tail)
+            assert exact <= formula <= int(R[i, j]) <= formula * (1 + 2.0**-40) + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_early_rounding_decides_typical_ill_conditioned_entries(seed):
     a, b = _ill(70 + seed)
-    R = ozakitail.tail_bound([(2, 3), (3, 3)], lambda s, t: 10 * (6 - s - t), 1024, 22, 22)
-    assert R == 1024 * (2**(42 + 10) + 2**42)  # K 2^(ba + bb - 2) 2^off per skipped pair
     want = exact_dot(a.astype(np.float64)[:, None, :], b.astype(np.float64).T[None, :, :], out=("fp64", "bf16"))
     for r in both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16"))):
         assert all(same(x, y) for x, y in zip(r, want))

@@ -77,7 +77,7 @@ def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 
 @njit
 def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole: int, pairs: int,
-                   by_rows: bool, out: tuple) -> bool:
+                   by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
     n0, n1 = X.shape
     scale = 2.0 ** beta
     # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
@@ -105,16 +105,28 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
             n = whole
         for s in range(n):  # one slice of the row at a time: a loop the compiler vectorises
             d = out[s]
-            for j in range(n1):
-                v = np.rint(t[j])
-                d[row + j] = v
-                t[j] = (t[j] - v) * scale
+            if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
+                acc = np.int64(0)
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    acc += np.int64(abs(v))  # an integer sum: the loop vectorises
+                stat[s, i] = acc
+            else:  # columns of B: max |d|
+                top = stat[s]
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    top[j] = max(top[j], abs(v))
         if not by_rows:
             for j in deep:
                 for s in range(whole, S[j]):
                     v = np.rint(t[j])
                     out[s][row + j] = v
                     t[j] = (t[j] - v) * scale
+                    stat[s, j] = max(stat[s, j], abs(v))
         for j in range(n1):
             left |= t[j] != 0.0
         for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
@@ -143,7 +155,7 @@ def _planes(n: int, size: int, slot: str | None) -> tuple:
 
 
 def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray,
-           pairs: int = 0, slot: str | None = None) -> list[np.ndarray]:
+           pairs: int = 0, slot: str | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
 
     ``S`` the slices per line; slice s is complete where at least half the lines have it, else
@@ -151,16 +163,20 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
     2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``). ``slot``: the planes
     are this thread's cached ones for that name (see _planes), valid until the next call for it.
+    Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
+    for ``ozakitail``'s bound.
     """
     if count + pairs == 0:  # all-zero (or empty) lines: no slices
-        return []
+        return [], np.zeros((0, S.size))
     k = (beta - 1 - E).astype(np.int64)
     whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
     out = _planes(count + pairs, X.size, slot)
-    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out)
+    lines = S.size
+    stat = np.zeros((count, lines))
+    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out, stat)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return [plane.reshape(X.shape) for plane in out]
+    return [plane.reshape(X.shape) for plane in out], stat
 
 
 @njit
@@ -203,16 +219,20 @@ def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
 
 
 @njit
-def _round_kernel(limbs: np.ndarray, base: np.ndarray) -> tuple:
+def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
     nl, R = limbs.shape
     rne = np.zeros(R)
     ro = np.zeros(R)
     w = np.empty(nl, np.int64)
     bad = False
     for c in range(R):
+        for j in range(nl):
+            w[j] = limbs[j, c]
+        for k in range(add.shape[0]):  # pieces added to limbs at[c], at[c] + 1, ... of this column
+            w[at[c] + k] += add[k, c]
         carry = np.int64(0)
         for j in range(nl):  # carries: digits in [0, 2^32), the top keeps the sign
-            v = limbs[j, c] + carry
+            v = w[j] + carry
             if j < nl - 1:
                 carry = v >> 32
                 v &= 0xFFFFFFFF
@@ -248,11 +268,16 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray) -> tuple:
     return rne, ro, bad
 
 
-def round_limbs(limbs: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = None,
+                at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.
 
-    ``limbs`` is left unchanged (the numpy twin normalises it in place)."""
-    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64))
+    ``limbs`` is left unchanged (the numpy twin normalises it in place). ``add`` (n, R) int64 and
+    ``at`` (R,): round as if add[k, c] had been added to limbs[at[c] + k, c] (they must fit)."""
+    if add is None:
+        add, at = np.zeros((0, limbs.shape[1]), np.int64), np.zeros(limbs.shape[1], np.int64)
+    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64),
+                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64))
     if bad:
         raise AssertionError("internal: limb accumulator too short")
     return rne, ro

@@ -196,7 +196,7 @@ def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, p
     B_{t+1} and A_{s+1} B_t have the same offset) and whose pairs are all wanted; plain GEMMs for
     the other pairs.
     """
-    (sa, suma), (sb, sumb) = Ad, Bd
+    (sa, suma, _), (sb, sumb, _) = Ad, Bd
     nA, nB = len(sa), len(sb)
 
     def off(s: int, t: int) -> int:
@@ -235,7 +235,7 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tupl
 
     tail = [(s, t) for s in range(nA) for t in range(nB) if (s, t) not in head]
     K = A.shape[1]
-    R = ozakitail.tail_bound(tail, off, K, ba, bb)
+    R = ozakitail.tail_bound(tail, ba, bb, Ad[2], Bd[2]).ravel()
     a, b, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
     if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
         a[und], b[und] = ozakitail.entries(A, Bj, und // Nb, und % Nb)
@@ -246,7 +246,8 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tupl
 
 
 def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, kara: bool, kern) -> tuple:
-    """The digit slices of X for the GEMMs: ([(lines, digits)], [sums of whole slice pairs]).
+    """The digit slices of X for the GEMMs: ([(lines, digits)], [sums of whole slice pairs], per slice
+    and line sum |d| (rows, axis=1) or max |d| (columns)).
 
     Slices beyond a line's count are 0; where fewer than half the lines have a slice, only those
     lines enter its GEMMs (less work), otherwise the whole slice does (no gathers). With ``kara``
@@ -256,11 +257,13 @@ def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, ka
     whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]
     pairs = sum(whole) // 2 if kara else 0
     if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
-        slices = kern.digits(X, E, beta, count, axis, S, pairs, "AB"[1 - axis])
+        slices, stats = kern.digits(X, E, beta, count, axis, S, pairs, "AB"[1 - axis])
         sums = slices[count:]
     else:
         slices = _digits(X, E, beta, count, axis, S)
         sums = [slices[2 * p] + slices[2 * p + 1] for p in range(pairs)]
+        f = np.sum if axis == 1 else np.max  # digits are integers: the sums are exact (<= 2^53)
+        stats = np.array([f(np.abs(d), axis=axis) for d in slices]).reshape(count, S.size)
     out = []
     for s in range(count):
         lines = np.flatnonzero(S > s)
@@ -268,7 +271,7 @@ def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, ka
             out.append((np.arange(S.size), slices[s]))
         else:
             out.append((lines, slices[s][lines] if axis == 1 else slices[s][:, lines]))
-    return out, sums
+    return out, sums, stats
 
 
 def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
@@ -295,7 +298,8 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
         Bd = _split(B[:, j0:j1], EB[j0:j1], bb, SB[j0:j1], 0, kara, kern)
-        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K)
+        lines = ([r.size for r, _ in Ad[0]], [c.size for c, _ in Bd[0]])
+        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, *lines)
         _products(limbs, Ad, Bd, ba, bb, kern, head)
         if exact:
             fr[:, j0:j1] = limbs_to_fractions(limbs.reshape(nl, M * (j1 - j0)), base).reshape(M, j1 - j0)
