@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import jit
+from . import ozakitail
 from .exactsum import limbs_to_fractions, round_limbs
 
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
@@ -21,6 +23,9 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
     element); both 0 for an all-zero line. Computed in cache-sized blocks of rows.
     """
+    if jit.enabled():
+        from . import jitozaki
+        return jitozaki.bit_range(X, axis)
     n0, n1 = X.shape
     step = max(1, (1 << 16) // max(n1, 1))
     big = np.int32(1 << 30)
@@ -115,26 +120,171 @@ def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) 
             limbs[q + k][idx] += p
 
 
+def _gemm_lines(spans: list[tuple[int, int]], beta: int) -> list[int]:
+    """Lines that enter each slice's GEMMs at digit width beta: all where at least half have the
+    slice, else those (see _split). ``spans``: (span, lines with it) of the distinct spans."""
+    size = sum(c for _, c in spans)
+    have = [0] * max((-(-(u + 1) // beta) for u, _ in spans if u > 0), default=0)  # see _slices
+    for u, c in spans:
+        for s in range(-(-(u + 1) // beta) if u > 0 else 0):
+            have[s] += c
+    return [size if 2 * n >= size else n for n in have]
+
+
+def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, int, bool]:
+    """(b_A, b_B, Karatsuba?): the digit widths with the least GEMM work.
+
+    Plain: b_A + b_B = total with K * 2^(total - 2) <= 2^53 (ties: the balanced split). Karatsuba
+    (see _karatsuba): b_A = b_B = total // 2, and every 2 x 2 block of whole slices takes 3 GEMMs
+    instead of 4 (counted as 3 1/8: the digit sums and extra limb additions); used when its work
+    is less and its middle GEMM needs at most 4 pieces along K. Only the time depends on the plan.
+    """
+    total = 55 - max(K - 1, 0).bit_length()
+
+    ua, ub = ([(int(u), int(c)) for u, c in zip(*np.unique(x, return_counts=True))] for x in (sA, sB))
+
+    def work(ba: int, bb: int) -> tuple[int, int, int]:
+        ra, cb = _gemm_lines(ua, ba), _gemm_lines(ub, bb)
+        blocks = (ra.count(M) // 2) * (cb.count(N) // 2)
+        return sum(ra) * sum(cb), blocks, len(ra) * len(cb)
+
+    w, _, ba = min((work(ba, total - ba)[0], abs(2 * ba - total), ba) for ba in range(1, total))
+    beta = total // 2
+    chunks = -(-K // (1 << max(53 - 2 * beta, 0)))  # the middle GEMM's pieces (see _karatsuba)
+    if beta >= 1 and 2 * beta <= 53 and chunks <= 4:
+        wk, blocks, _ = work(beta, beta)
+        if blocks and 8 * wk - 7 * blocks * M * N < 8 * w:
+            return beta, beta, True
+    return ba, total - ba, False
+
+
+def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray, kern) -> None:
+    """limbs[:, rows x cols] += G * 2^off; G a GEMM result of integers, |G| <= 2^53."""
+    if kern is not None:
+        kern.add_product(limbs, G, off, rows, cols)
+        return
+    whole = rows.size == limbs.shape[1] and cols.size == limbs.shape[2]
+    _add_shifted(limbs, G.astype(np.int64), off, None if whole else np.ix_(rows, cols))
+
+
+def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int, int, int], kern) -> None:
+    """limbs += A0 B0 2^o0 + (A0 B1 + A1 B0) 2^o1 + A1 B1 2^o2 with 3 GEMMs (Karatsuba).
+
+    A = (A0, A1, A0 + A1), B likewise. Digits of width b (|d| <= 2^(b - 1)) with K * 2^(2b - 2)
+    <= 2^53: A0 B0 and A1 B1 are exact GEMMs (see _ozaki); A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) -
+    A0 B0 - A1 B1, where the digit sums are exact integers of magnitude <= 2^b, so their GEMM is
+    exact over chunks of Kc columns with Kc * 2^(2b) <= 2^53; every piece is added (or
+    subtracted) into the limbs exactly.
+    """
+    K = A[0].shape[1]
+    rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
+    for (X, Y), o in (((A[0], B[0]), offs[0]), ((A[1], B[1]), offs[2])):
+        G = X @ Y
+        _add(limbs, G, o, rows, cols, kern)
+        _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
+    kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
+    for k0 in range(0, K, kc):
+        _add(limbs, A[2][:, k0:k0 + kc] @ B[2][k0:k0 + kc], offs[1], rows, cols, kern)
+
+
+def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, pairs: set | None = None) -> None:
+    """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
+    (None: all of them).
+
+    Ad, Bd from _split: (slices as [(rows or columns they hold, digits)], sums of whole slice
+    pairs). Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s
+    B_{t+1} and A_{s+1} B_t have the same offset) and whose pairs are all wanted; plain GEMMs for
+    the other pairs.
+    """
+    (sa, suma, _), (sb, sumb, _) = Ad, Bd
+    nA, nB = len(sa), len(sb)
+
+    def off(s: int, t: int) -> int:
+        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
+
+    done = set()
+    for p, Ap in enumerate(suma):
+        for q, Bq in enumerate(sumb):
+            s, t = 2 * p, 2 * q
+            block = {(s, t), (s, t + 1), (s + 1, t), (s + 1, t + 1)}
+            if pairs is not None and not block <= pairs:
+                continue
+            _karatsuba(limbs, (sa[s][1], sa[s + 1][1], Ap), (sb[t][1], sb[t + 1][1], Bq), ba,
+                       (off(s, t), off(s, t + 1), off(s + 1, t + 1)), kern)
+            done |= block
+    for t, (cols, Bt) in enumerate(sb):
+        for s, (rows, As) in enumerate(sa):
+            if (s, t) not in done and (pairs is None or (s, t) in pairs):
+                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
+                _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
+
+
+def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tuple, Bd: tuple, ba: int, bb: int,
+                 A: np.ndarray, Bj: np.ndarray, kern) -> tuple[np.ndarray, np.ndarray]:
+    """(RNE, RO) of a block's entries, raveled. ``head``: the pairs in limbs so far (None: all);
+    entries whose rounding the rest cannot change are rounded now (ozakitail.py), the others
+    exactly: one by one when few, else after the remaining pairs' GEMMs."""
+    nl, M, Nb = limbs.shape
+    rnd = round_limbs if kern is None else kern.round_limbs
+    if head is None:
+        return rnd(limbs.reshape(nl, M * Nb), base)
+    nA, nB = len(Ad[0]), len(Bd[0])
+
+    def off(s: int, t: int) -> int:
+        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
+
+    tail = [(s, t) for s in range(nA) for t in range(nB) if (s, t) not in head]
+    K = A.shape[1]
+    R = ozakitail.tail_bound(tail, ba, bb, Ad[2], Bd[2]).ravel()
+    a, b, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
+    if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
+        a[und], b[und] = ozakitail.entries(A, Bj, und // Nb, und % Nb)
+    elif und.size:
+        _products(limbs, Ad, Bd, ba, bb, kern, set(tail))
+        return rnd(limbs.reshape(nl, M * Nb), base)
+    return a, b
+
+
+def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, kara: bool, kern) -> tuple:
+    """The digit slices of X for the GEMMs: ([(lines, digits)], [sums of whole slice pairs], per slice
+    and line sum |d| (rows, axis=1) or max |d| (columns)).
+
+    Slices beyond a line's count are 0; where fewer than half the lines have a slice, only those
+    lines enter its GEMMs (less work), otherwise the whole slice does (no gathers). With ``kara``
+    the whole slices (a prefix) are paired (0, 1), (2, 3), ... and each pair's sum comes along.
+    """
+    count = int(S.max(initial=0))
+    whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]
+    pairs = sum(whole) // 2 if kara else 0
+    if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
+        slices, stats = kern.digits(X, E, beta, count, axis, S, pairs, "AB"[1 - axis])
+        sums = slices[count:]
+    else:
+        slices = _digits(X, E, beta, count, axis, S)
+        sums = [slices[2 * p] + slices[2 * p + 1] for p in range(pairs)]
+        f = np.sum if axis == 1 else np.max  # digits are integers: the sums are exact (<= 2^53)
+        stats = np.array([f(np.abs(d), axis=axis) for d in slices]).reshape(count, S.size)
+    out = []
+    for s in range(count):
+        lines = np.flatnonzero(S > s)
+        if whole[s]:
+            out.append((np.arange(S.size), slices[s]))
+        else:
+            out.append((lines, slices[s][lines] if axis == 1 else slices[s][:, lines]))
+    return out, sums, stats
+
+
 def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
     M, K = A.shape
     N = B.shape[1]
-    total = 55 - max(K - 1, 0).bit_length()  # K * 2^(total - 2) <= 2^53
-    # b_A + b_B = total; choose b_A so that (slices of A over rows) x (slices of B over columns),
-    # the GEMM work, is least (ties: the balanced split)
-    costs = [(int(_slices(sA, ba).sum()) * int(_slices(sB, total - ba).sum()), abs(2 * ba - total), ba)
-             for ba in range(1, total)]
-    ba = min(costs)[2]
-    bb = total - ba
+    kern = None
+    if jit.enabled():
+        from . import jitozaki as kern
+    ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
     nA = int(SA.max(initial=0))
-    # slices beyond a line's count are 0; where fewer than half the lines have a slice, only
-    # those lines enter its GEMMs (less work), otherwise the whole slice does (no gathers)
-    Ad = []
-    for s, d in enumerate(_digits(A, EA, ba, nA, 1, SA)):
-        rows = np.flatnonzero(SA > s)
-        rows = rows if 2 * rows.size < M else np.arange(M)
-        Ad.append((rows, d if rows.size == M else d[rows]))
+    Ad = _split(A, EA, ba, SA, 1, kara, kern)
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
@@ -147,19 +297,13 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        for t, d in enumerate(_digits(B[:, j0:j1], EB[j0:j1], bb, nB, 0, SB[j0:j1])):
-            cols = np.flatnonzero(SB[j0:j1] > t)
-            cols = cols if 2 * cols.size < j1 - j0 else np.arange(j1 - j0)
-            Bt = d if cols.size == j1 - j0 else d[:, cols]
-            for s, (rows, As) in enumerate(Ad):
-                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                G = As @ Bt
-                idx = None if (rows.size == M and cols.size == j1 - j0) else np.ix_(rows, cols)
-                _add_shifted(limbs, G.astype(np.int64), (nA - 1 - s) * ba + (nB - 1 - t) * bb, idx)
-        limbs = limbs.reshape(nl, M * (j1 - j0))
+        Bd = _split(B[:, j0:j1], EB[j0:j1], bb, SB[j0:j1], 0, kara, kern)
+        lines = ([r.size for r, _ in Ad[0]], [c.size for c, _ in Bd[0]])
+        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, *lines)
+        _products(limbs, Ad, Bd, ba, bb, kern, head)
         if exact:
-            fr[:, j0:j1] = limbs_to_fractions(limbs, base).reshape(M, j1 - j0)
-        a, b = round_limbs(limbs, base)
+            fr[:, j0:j1] = limbs_to_fractions(limbs.reshape(nl, M * (j1 - j0)), base).reshape(M, j1 - j0)
+        a, b = _round_block(limbs, base, head, Ad, Bd, ba, bb, A, B[:, j0:j1], kern)
         rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.convert import cast, decode
+from ..core.formats import format_of
 from ..core.parse import read_exact
 from .boundmath import (
     TINY,
@@ -61,9 +62,20 @@ def _inputs(b: ErrorBound, inputs: tuple[Any, ...]) -> list[np.ndarray]:
     fmt = b.inputs_rounded_from or b.dtype
     hint = ("pass the values before rounding (the reference is computed from them)" if b.inputs_rounded_from else
             "round them first, or describe the rounding with inputs_rounded_from=...")
-    for v, n in zip(vs, ("A", "B") if b.op == "matmul" else ("x", "y")):
-        check_member(v, fmt, n, hint)
+    for x, v, n in zip(inputs, vs, ("A", "B") if b.op == "matmul" else ("x", "y")):
+        if not _native(x, fmt):  # an array of fmt's own dtype holds only fmt values
+            check_member(v, fmt, n, hint)
     return vs
+
+
+def _native(x: Any, fmt: Any) -> bool:
+    """Is x a numpy array whose dtype is the format fmt itself (float32 for FP32, bfloat16 for BF16, ...)?"""
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "fiuV":
+        return False
+    try:
+        return format_of(x.dtype) == fmt
+    except (TypeError, ValueError):
+        return False
 
 
 def _contract(op: str, x: np.ndarray, y: np.ndarray | None) -> np.ndarray:

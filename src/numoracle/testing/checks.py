@@ -151,11 +151,30 @@ def _ulp_format(codes: np.ndarray, afmt: AnyFormat, out: Any, acc: Any) -> AnyFo
     return fa if bool(np.all(np.asarray(back)[fin] == codes[fin])) else None
 
 def _order_worst(j: _Judged, k: int) -> np.ndarray:
-    """Flat indices of the k worst elements: failing first, then by error/bound."""
+    """Flat indices of the k worst elements: failing first, then by error/bound (ties: by index).
+
+    Only the candidates that can be among the k (found with a partition, ties and NaN kept) are
+    sorted: the order is that of a full sort of every element.
+    """
     if k <= 0 or j.ok.size == 0:
         return np.zeros(0, np.intp)
-    key = np.where(j.ok, 0.0, 1.0)
-    return np.lexsort((-j.ratio, -key))[:k]
+    neg = -j.ratio
+    cand = np.flatnonzero(~j.ok)
+    if cand.size > k:
+        cand = cand[_smallest(neg[cand], k)]
+    elif cand.size < k:
+        rest = np.flatnonzero(j.ok)
+        cand = np.union1d(cand, rest[_smallest(neg[rest], k - cand.size)])
+    return cand[np.lexsort((neg[cand], j.ok[cand]))][:k]
+
+
+def _smallest(v: np.ndarray, k: int) -> np.ndarray:
+    """Indices (ascending) of the entries of v that a sort could put among its first k: every entry
+    at or below the k-th smallest value (NaN sorts last)."""
+    if k >= v.size:
+        return np.arange(v.size)
+    t = np.partition(v, k - 1)[k - 1]
+    return np.arange(v.size) if np.isnan(t) else np.flatnonzero(v <= t)
 
 
 def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, order: Any, kind: str, out: Any,

@@ -1,0 +1,283 @@
+"""Compiled twins of the Ozaki split's passes around the GEMMs (see ozaki.py).
+
+Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
+twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
+
+* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
+* :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
+  pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
+* :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
+* :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
+
+All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
+below 2^53), so the results are the same bits as numpy's; tests/reduce/test_jitozaki.py runs both.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
+
+from ..core.jit import njit
+
+_BIG = 1 << 30
+_CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
+_cache = threading.local()
+_MASK52 = (1 << 52) - 1
+_ABS = (1 << 63) - 1
+
+
+@njit
+def _bits(b: np.int64) -> tuple[int, int]:
+    """(ex, low) of the nonzero finite float64 with bit pattern b: |x| < 2^ex (least such),
+    and its lowest set bit is 2^low."""
+    be = (b & _ABS) >> 52
+    mant = np.uint64(b & _MASK52)
+    if be == 0:  # subnormal: x = mant * 2^-1074, mant < 2^52
+        return 64 - leading_zeros(mant) - 1074, trailing_zeros(mant) - 1074
+    return be - 1022, trailing_zeros(mant | np.uint64(1 << 52)) + be - 1075
+
+
+@njit
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+    n0, n1 = bits.shape
+    nl = n0 if by_rows else n1
+    lo = np.full(nl, _BIG, np.int64)
+    hi = np.full(nl, -_BIG, np.int64)
+    for i in range(n0):
+        rhi, rlo = -_BIG, _BIG
+        for j in range(n1):
+            b = bits[i, j]
+            if b & _ABS == 0:
+                continue
+            ex, low = _bits(b)
+            if by_rows:
+                rhi, rlo = max(rhi, ex), min(rlo, low)
+            else:
+                hi[j], lo[j] = max(hi[j], ex), min(lo[j], low)
+        if by_rows:
+            hi[i], lo[i] = rhi, rlo
+    E = np.zeros(nl, np.int64)
+    span = np.zeros(nl, np.int64)
+    for k in range(nl):
+        if lo[k] != _BIG:
+            E[k] = hi[k]
+            span[k] = hi[k] - lo[k]
+    return E, span
+
+
+def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 X, (E, span)."""
+    bits = np.ascontiguousarray(X).view(np.int64)
+    return _bit_range_kernel(bits, axis == 1)
+
+
+@njit
+def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole: int, pairs: int,
+                   by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
+    n0, n1 = X.shape
+    scale = 2.0 ** beta
+    # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
+    # magnitude and lowest bit lie between x's and t's, so it is exact too)
+    s1 = np.empty(k.size)
+    s2 = np.empty(k.size)
+    for m in range(k.size):
+        s1[m] = math.ldexp(1.0, k[m] // 2)
+        s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
+    # a line's slices past its own S are 0 (t is 0 by then); they are written only where the
+    # slice is used whole (the first ``whole`` slices): the others are read on their own lines only
+    count = len(out) - pairs
+    deep = np.flatnonzero(S > whole)  # the lines (columns of B) with slices past the whole ones
+    t = np.empty(n1)
+    left = False
+    for i in range(n0):
+        row = i * n1
+        if by_rows:
+            for j in range(n1):
+                t[j] = X[i, j] * s1[i] * s2[i]
+            n = max(S[i], whole)
+        else:
+            for j in range(n1):
+                t[j] = X[i, j] * s1[j] * s2[j]
+            n = whole
+        for s in range(n):  # one slice of the row at a time: a loop the compiler vectorises
+            d = out[s]
+            if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
+                acc = np.int64(0)
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    acc += np.int64(abs(v))  # an integer sum: the loop vectorises
+                stat[s, i] = acc
+            else:  # columns of B: max |d|
+                top = stat[s]
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    top[j] = max(top[j], abs(v))
+        if not by_rows:
+            for j in deep:
+                for s in range(whole, S[j]):
+                    v = np.rint(t[j])
+                    out[s][row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    stat[s, j] = max(stat[s, j], abs(v))
+        for j in range(n1):
+            left |= t[j] != 0.0
+        for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
+            a, b, c = out[2 * p], out[2 * p + 1], out[count + p]
+            for j in range(n1):
+                c[row + j] = a[row + j] + b[row + j]
+    return left
+
+
+def _planes(n: int, size: int, slot: str | None) -> tuple:
+    """n float64 planes of ``size`` values: the calling thread's cached ones for ``slot`` when they fit.
+
+    Large arrays freed at the top of the heap go back to the system and their pages are faulted
+    in again on the next call's first writes, which costs more than computing the digits; reusing
+    the planes of the previous call (of this thread, for this operand) avoids that. At most
+    _CACHE_BYTES a slot are kept.
+    """
+    if slot is None or n * size * 8 > _CACHE_BYTES:
+        return tuple(np.empty(size) for _ in range(n))
+    cache = _cache.__dict__.setdefault("planes", {})
+    have = cache.get(slot, ())
+    if len(have) < n or (have and have[0].size < size):
+        have = tuple(np.empty(max(size, have[0].size if have else 0)) for _ in range(max(n, len(have))))
+        cache[slot] = have
+    return tuple(p[:size] for p in have[:n])
+
+
+def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray,
+           pairs: int = 0, slot: str | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
+
+    ``S`` the slices per line; slice s is complete where at least half the lines have it, else
+    only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
+    ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
+    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``). ``slot``: the planes
+    are this thread's cached ones for that name (see _planes), valid until the next call for it.
+    Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
+    for ``ozakitail``'s bound.
+    """
+    if count + pairs == 0:  # all-zero (or empty) lines: no slices
+        return [], np.zeros((0, S.size))
+    k = (beta - 1 - E).astype(np.int64)
+    whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
+    out = _planes(count + pairs, X.size, slot)
+    lines = S.size
+    stat = np.zeros((count, lines))
+    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out, stat)
+    if left:
+        raise AssertionError("internal: Ozaki slices did not exhaust the input")
+    return [plane.reshape(X.shape) for plane in out], stat
+
+
+@njit
+def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
+    q, r = off // 32, off % 32
+    low = (np.int64(1) << (32 - r)) - 1
+    for a in range(G.shape[0]):
+        i = rows[a]
+        for b in range(G.shape[1]):
+            j = cols[b]
+            g = np.int64(G[a, b])
+            limbs[q, i, j] += (g & low) << r
+            rest = g >> (32 - r)
+            limbs[q + 1, i, j] += rest & 0xFFFFFFFF
+            limbs[q + 2, i, j] += rest >> 32
+
+
+def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
+    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53."""
+    _add_kernel(limbs, np.ascontiguousarray(G), off, rows.astype(np.int64), cols.astype(np.int64))
+
+
+@njit
+def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
+    """(bits [c1, c1 + 54) of sum_j w_j 2^(32 j), any set bit below c1); digits w_j in [0, 2^32),
+    none above limb h; every shifted digit lies inside the window (its top is at or above the
+    leading bit), so no shift drops a set bit."""
+    win = np.int64(0)
+    sticky = False
+    for j in range(h + 1):
+        p = 32 * j
+        if p + 32 <= c1:
+            sticky |= w[j] != 0
+        elif p >= c1:
+            win |= w[j] << (p - c1)
+        else:
+            win |= w[j] >> (c1 - p)
+            sticky |= (w[j] & ((np.int64(1) << (c1 - p)) - 1)) != 0
+    return win, sticky
+
+
+@njit
+def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
+    nl, R = limbs.shape
+    rne = np.zeros(R)
+    ro = np.zeros(R)
+    w = np.empty(nl, np.int64)
+    bad = False
+    for c in range(R):
+        for j in range(nl):
+            w[j] = limbs[j, c]
+        for k in range(add.shape[0]):  # pieces added to limbs at[c], at[c] + 1, ... of this column
+            w[at[c] + k] += add[k, c]
+        carry = np.int64(0)
+        for j in range(nl):  # carries: digits in [0, 2^32), the top keeps the sign
+            v = w[j] + carry
+            if j < nl - 1:
+                carry = v >> 32
+                v &= 0xFFFFFFFF
+            w[j] = v
+        neg = w[nl - 1] < 0
+        if neg:  # |value|: negate the digits and propagate again
+            carry = np.int64(0)
+            for j in range(nl):
+                v = carry - w[j]
+                if j < nl - 1:
+                    carry = v >> 32
+                    v &= 0xFFFFFFFF
+                w[j] = v
+        h = nl - 1
+        while h >= 0 and w[h] == 0:
+            h -= 1
+        if h < 0:
+            continue  # an exact zero: +0
+        bad |= w[h] >= np.int64(1) << 32
+        blen = math.frexp(np.float64(w[h]))[1]  # bit length (w[h] < 2^53: exact)
+        cut = max(32 * h + blen - 53, -1074 - base[c])  # bits below cut are rounded off
+        win, sticky = _window(w, h, cut - 1)
+        guard = (win & 1) == 1
+        kept = win >> 1
+        up = np.int64(1) if guard and (sticky or (kept & 1) == 1) else np.int64(0)
+        odd = np.int64(1) if guard or sticky else np.int64(0)
+        a = math.ldexp(np.float64(kept + up), base[c] + cut)  # overflow gives inf: RNE's rule
+        b = math.ldexp(np.float64(kept | odd), base[c] + cut)
+        if math.isinf(b):
+            b = 1.7976931348623157e308  # RO overflows to the largest finite value
+        rne[c] = -a if neg else a
+        ro[c] = -b if neg else b
+    return rne, ro, bad
+
+
+def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = None,
+                at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.
+
+    ``limbs`` is left unchanged (the numpy twin normalises it in place). ``add`` (n, R) int64 and
+    ``at`` (R,): round as if add[k, c] had been added to limbs[at[c] + k, c] (they must fit)."""
+    if add is None:
+        add, at = np.zeros((0, limbs.shape[1]), np.int64), np.zeros(limbs.shape[1], np.int64)
+    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64),
+                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64))
+    if bad:
+        raise AssertionError("internal: limb accumulator too short")
+    return rne, ro
