@@ -7,10 +7,14 @@ used when all of these hold:
 1. numba is importable (``pip install "numoracle[fast]"``); it is imported only when a kernel is
    first needed, so ``import numoracle`` stays fast;
 2. the environment variable ``NUMORACLE_JIT`` is not ``0``;
-3. no ``disabled()`` block is active in this thread.
+3. no ``disabled()`` block is active in this thread;
+4. the call has enough work to repay a kernel's first use in the process (loading it from numba's
+   disk cache takes tenths of a second, compiling it on a machine's first run several seconds):
+   ``work`` >= ``MIN_WORK`` element steps, unless ``NUMORACLE_JIT=1`` or a ``forced()`` block asks
+   for kernels at every size (the kernel tests do, on small data).
 
 Kernel modules decorate their functions with ``njit`` below and are imported lazily by the code
-that calls them (``if jit.enabled(): from . import kernels``). Compiled code is cached on disk
+that calls them (``if jit.enabled(work): from . import kernels``). Compiled code is cached on disk
 (numba's ``cache=True``), so only the first run on a machine pays the compilation.
 """
 
@@ -23,7 +27,9 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["enabled", "disabled", "njit"]
+__all__ = ["enabled", "disabled", "forced", "njit", "MIN_WORK"]
+
+MIN_WORK = 1 << 22   # element steps (e.g. m * n * K of a matmul) from which the kernels are used
 
 _state = threading.local()
 
@@ -38,9 +44,14 @@ def _numba() -> Any:
     return numba
 
 
-def enabled() -> bool:
-    """True when compiled kernels will be used for the next call in this thread."""
-    if getattr(_state, "off", 0) or os.environ.get("NUMORACLE_JIT", "1") == "0":
+def enabled(work: int | None = None) -> bool:
+    """True when compiled kernels will be used for a call of ``work`` element steps in this thread
+    (None: the caller's work is large or unknown)."""
+    env = os.environ.get("NUMORACLE_JIT", "")
+    if getattr(_state, "off", 0) or env == "0":
+        return False
+    small = work is not None and work < MIN_WORK
+    if small and not (getattr(_state, "forced", 0) or env == "1"):
         return False
     return _numba() is not None
 
@@ -53,6 +64,16 @@ def disabled() -> Iterator[None]:
         yield
     finally:
         _state.off -= 1
+
+
+@contextmanager
+def forced() -> Iterator[None]:
+    """Use the kernels (where numba is installed) at every size in this block, small calls too."""
+    _state.forced = getattr(_state, "forced", 0) + 1
+    try:
+        yield
+    finally:
+        _state.forced -= 1
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:
