@@ -257,6 +257,11 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
 # The caller's side
 # ======================================================================================================
 
+def _slots(v) -> np.ndarray:
+    """An operand's value slots (simsources._as_index gives a slice where they are consecutive)."""
+    return np.arange(v.start, v.stop) if isinstance(v, slice) else np.asarray(v)
+
+
 def _lowest(fmt) -> int:
     """An exponent below every nonzero value a register of fmt's exponent range can hold (<= 51 bits)."""
     return fmt.emin - 60
@@ -338,8 +343,7 @@ class BlockKernel:
             if (start is not None and st[0] == "bfma" and self.covers(st) and st[4] == prev[4] and st[5] == prev[5]
                     and st[3].shape[0] == prev[3].shape[0] and b32[id(st)] == b32[id(prev)]
                     and self._terms32(st) == self._terms32(prev) and st[2].t is None
-                    and np.array_equal(np.arange(st[2].width)[st[2].v] if isinstance(st[2].v, slice) else st[2].v,
-                                       prev[1]) and np.array_equal(st[1], prev[1])):
+                    and np.array_equal(_slots(st[2].v), prev[1]) and np.array_equal(st[1], prev[1])):
                 runs[start].append(st)
                 continue
             start = n if st[0] == "bfma" and self.covers(st) else None

@@ -20,7 +20,7 @@ from .jitblock import _MAG, BlockKernel, _block_kernel, _calls, _others, _overfl
 
 __all__ = ["run_chain", "run_kernel"]
 
-_JT = 128         # outputs j per tile
+_JT = 256         # outputs j per tile
 _ROWS = 16        # rows i per tile
 
 
@@ -141,7 +141,7 @@ def run_chain(kern: BlockKernel, run: list, V, sub, b32: bool) -> np.ndarray:
     f32 = b32 or kern._terms32(st0)
     a, b = kern._inputs(f32)
     out, bad = np.empty(w * B), np.zeros(w * (i1 - i0), np.uint8)
-    S = np.empty(max(128, j1 - j0), np.float32 if b32 else np.float64)
+    S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
     run_kernel(a, kern.laf, b, kern.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
                int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kern.sub_inputs, kern.finite,
                2.0**127 if f32 else np.inf, kern._rp(ar))
