@@ -30,6 +30,9 @@ of ones (label 0) with the inputs.
 
 The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
 float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
+
+Chained blocks (every BlockFMA order over K > n) run many steps per call through jitblockrun.py, which
+reuses these steps; ``BlockKernel.fusable`` finds those runs.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def run_chain(kern: BlockKernel, run: list, V, sub, b32: bool) -> np.ndarray:
     i0, i1, j0, j1 = (sub.lo, sub.hi, 0, kern.lb.shape[1]) if kern.mat else (0, 1, sub.lo, sub.hi)
     f32 = b32 or kern._terms32(st0)
     a, b = kern._inputs(f32)
-    out, bad = np.empty(w * B), np.zeros(w * (i1 - i0), np.uint8)
+    out, bad = np.full(w * B, np.nan), np.zeros(w * (i1 - i0), np.uint8)   # NaN: no output left unset
     S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
     run_kernel(a, kern.laf, b, kern.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
                int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kern.sub_inputs, kern.finite,
