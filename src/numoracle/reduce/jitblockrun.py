@@ -1,7 +1,7 @@
 """Compiled block FMA over whole runs of chained blocks: simulate's BlockFMA steps k, k+1, ... as one call.
 
 A BlockFMA order chains its blocks over K: block s + 1 takes block s's output as its c, and nothing
-else reads it (the steps share one value slot, see ``fusable``). ``run_kernel`` computes such a run
+else reads it (the steps share one value slot: ``BlockKernel.fusable``). ``run_kernel`` computes such a run
 for every output in one call, the per-output accumulator held in a small buffer across all blocks
 of the run, so that c is neither fetched nor stored between blocks. Each block's arithmetic is
 jitblock's (its steps 1-6, the same functions), so the bits are those of ``accumulate.block_fma``.
