@@ -160,3 +160,50 @@ def test_disabled_and_env(monkeypatch):
     monkeypatch.setenv("NUMORACLE_JIT", "0")
     simulate("matmul", a, b, order=O.preset("h100", "fp16"))
     assert jitblock.calls() == before
+
+
+# ---- runs of chained blocks in one call (reduce/jitblockrun.py) -------------------------------------------------
+
+def _runs(order, K: int, src_ins):
+    """The fused runs simulate's kernel finds for (order, K): lengths of each run."""
+    from numoracle.reduce import simulation as sim
+    src, _, K_, _, sub_inputs = sim._sources("matmul", src_ins)
+    steps = sim._prepare(order, K_, order.acc, no.Rounding.of("rne"), True, False, src)[0]
+    b32 = {id(st): sim._block32(st, src) for st in steps if st[0] == "bfma"}
+    src.prepare_labels()
+    return [len(r) for r in jitblock.BlockKernel(src, sub_inputs).fusable(steps, b32).values()]
+
+
+def test_fusable_runs():
+    a, b = _inputs(np.random.default_rng(8), np.float16, 3, 301, 2, False)
+    assert _runs(O.preset("v100", "fp16"), 301, (a, b)) == [76]               # ceil(301 / 4) blocks: one run
+    a, b = _inputs(np.random.default_rng(8), ml_dtypes.float8_e4m3fn, 3, 256, 2, False)
+    # promoted every 128: the two groups side by side, each step two blocks wide, four steps chained
+    assert _runs(O.preset("deepseek", "fp8"), 256, (a, b)) == [4]
+
+
+@pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "bf16"), ("h100", "fp8"), ("h100", "tf32")])
+def test_tile_edges(preset):
+    # rows and columns beyond one tile (16 rows x 256 outputs) and ragged at both ends; K a few blocks long,
+    # not a multiple of n, and shorter than one block; a sum whose batch spans several tiles
+    rng = np.random.default_rng(21)
+    order = O.preset(*preset)
+    dt = _DT[preset[1]]
+    for m, K, n in ((37, 45, 261), (17, 3, 300), (1, 70, 513)):
+        _same("matmul", _inputs(rng, dt, m, K, n, True), order=order)
+    if preset == ("h100", "fp8"):               # promoted: runs two and more blocks wide (w > 1)
+        _same("matmul", _inputs(rng, dt, 19, 300, 260, True), order=O.preset("deepseek", "fp8"))
+    _same("sum", (_values(rng, dt, 600 * 23, False).reshape(600, 23),), order=order)
+
+
+def test_overflow_rows_among_tiles():
+    # fp16 accumulator: a few rows overflow part-way (rerun block by block), the rest of the tile runs on
+    order = O.BlockFMA(4, 12, out_rounding="rne", acc=no.FP16)
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal((40, 64)) * 8).astype(np.float16)
+    a[[3, 17, 30], 20:] = 250
+    b = np.abs(rng.standard_normal((64, 270)) * 8).astype(np.float16)
+    b[:, ::7] *= -1
+    _same("matmul", (a, b), order=order)
+    got = simulate("matmul", a, b, order=order)
+    assert np.isinf(got[[3, 17, 30]]).any() and np.isfinite(got[:3]).all()

@@ -30,6 +30,9 @@ of ones (label 0) with the inputs.
 
 The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
 float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
+
+Chained blocks (every BlockFMA order over K > n) run many steps per call through jitblockrun.py, which
+reuses these steps; ``BlockKernel.fusable`` finds those runs.
 """
 
 from __future__ import annotations
@@ -257,6 +260,11 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
 # The caller's side
 # ======================================================================================================
 
+def _slots(v) -> np.ndarray:
+    """An operand's value slots (simsources._as_index gives a slice where they are consecutive)."""
+    return np.arange(v.start, v.stop) if isinstance(v, slice) else np.asarray(v)
+
+
 def _lowest(fmt) -> int:
     """An exponent below every nonzero value a register of fmt's exponent range can hold (<= 51 bits)."""
     return fmt.emin - 60
@@ -274,6 +282,7 @@ class BlockKernel:
             self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
             self.finite = bool(np.isfinite(src.xt).all())
         self.info = src.info()
+        self.laf, self.lbf = self.la.astype(np.float32), self.lb.astype(np.float32)   # jitblockrun's labels
         self._covers: dict[tuple, bool] = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}
@@ -324,6 +333,26 @@ class BlockKernel:
         if over:
             _overflow(out, ar)
         return out.reshape(w, B)
+
+    def fusable(self, steps, b32: dict) -> dict[int, list]:
+        """Runs of chained block FMA steps the kernel computes in one call (jitblockrun), by the index of
+        their first step: consecutive steps it covers, of one BlockFMA, output arithmetic, width and float32
+        choice, each later one taking its c from the previous one's value slots, which it overwrites (so
+        no other step can read the intermediate blocks)."""
+        runs: dict[int, list] = {}
+        start = None
+        for n, st in enumerate(steps):
+            prev = steps[n - 1] if n else None
+            if (start is not None and st[0] == "bfma" and self.covers(st) and st[4] == prev[4] and st[5] == prev[5]
+                    and st[3].shape[0] == prev[3].shape[0] and b32[id(st)] == b32[id(prev)]
+                    and self._terms32(st) == self._terms32(prev) and st[2].t is None
+                    and np.array_equal(_slots(st[2].v), prev[1]) and np.array_equal(st[1], prev[1])):
+                runs[start].append(st)
+                continue
+            start = n if st[0] == "bfma" and self.covers(st) else None
+            if start is not None:
+                runs[start] = [st]
+        return {k: v for k, v in runs.items() if len(v) > 1}
 
     def _terms32(self, st) -> bool:
         """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32

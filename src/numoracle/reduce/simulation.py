@@ -350,6 +350,7 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
     b32 = {id(st): _block32(st, src) for st in steps if st[0] == "bfma"}
     if any(st[0] == "chain" and st[1] != "f64" for st in steps) or any(b32.values()):
         src.prepare_f32()
+    fused = jb.fusable(steps, b32) if jb is not None else {}
     shapes = [_rows(st) for st in steps] or [(1, 1)]
     per_row = max(n for _, n in shapes)
     width = max(w for w, _ in shapes)
@@ -361,8 +362,17 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
         sub = src.view(lo, hi)
         B = (hi - lo) * src.unit
         V = np.empty((nslots, B))
-        for st in steps:
+        skip = 0
+        for n_st, st in enumerate(steps):
             kind = st[0]
+            if skip:
+                skip -= 1
+                continue
+            if n_st in fused:               # a run of chained block FMA steps, compiled in one call
+                from . import jitblockrun
+                V[st[1]] = jitblockrun.run_chain(jb, fused[n_st], V, sub, b32[id(st)])
+                skip = len(fused[n_st]) - 1
+                continue
             if kind == "add":
                 _, dst, a, b, ar, rnd, plan = st
                 pieces = _pieces(a.width, 1, B)

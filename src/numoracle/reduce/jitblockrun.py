@@ -1,0 +1,161 @@
+"""Compiled block FMA over whole runs of chained blocks: simulate's BlockFMA steps k, k+1, ... as one call.
+
+A BlockFMA order chains its blocks over K: block s + 1 takes block s's output as its c, and nothing
+else reads it (the steps share one value slot: ``BlockKernel.fusable``). ``run_kernel`` computes such a run
+for every output in one call, the per-output accumulator held in a small buffer across all blocks
+of the run, so that c is neither fetched nor stored between blocks. Each block's arithmetic is
+jitblock's (its steps 1-6, the same functions), so the bits are those of ``accumulate.block_fma``.
+
+The one thing a block may hand to the caller is an overflow (|v| > max_finite: the engine's rounding
+rule, applied in Python): the kernel then stops that output row, flags it, and the caller reruns the
+row block by block through jitblock's per-step kernel, rounding the overflows between blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import jit
+from .jitblock import _MAG, BlockKernel, _block_kernel, _calls, _others, _overflow, _pass2, _round_normal, _scales
+
+__all__ = ["run_chain", "run_kernel"]
+
+_JT = 256         # outputs j per tile
+_ROWS = 16        # rows i per tile
+
+
+@jit.njit
+def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, lo, span, rp):
+    """Steps 4-5 for one row: v = (S + trunc(c * scale)) / scale into vbuf, its normal-range rounding into
+    nxt (bits); returns how many v lie outside the normal range."""
+    for j in range(vbuf.size):
+        yc = cur[j] * scale[j]
+        tc = np.trunc(yc)
+        vbuf[j] = (np.float64(S[j]) + (tc + tc + np.sign(yc - tc) if sticky else tc)) * inv[j]
+    odd = 0
+    for j in range(vbuf.size):
+        bits = vb[j]
+        odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
+        nxtb[j] = _round_normal(bits, rp)
+    return odd
+
+
+@jit.njit
+def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
+    """Step 1 for output row i, outputs t0..t1-1: max |t| and the max raw label over the block's terms ks
+    (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN). The labels are float32 (small
+    integers: exact) and both maxima plain compare-selects, so the loop runs in float lanes; with
+    inf / NaN among the inputs every output is decided by that sum instead (``_others``), so how a
+    NaN product meets the maximum does not matter."""
+    for j in range(t1 - t0):
+        amax[j] = 0.0
+        lmax[j] = -(1 << 30)
+        fsum[j] = -0.0                       # _others reads it for every output it sees
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, lak = a[k, i], la[k, i]
+        bk, lbk = b[k, t0:t1], lb[k, t0:t1]
+        for j in range(t1 - t0):
+            m = np.abs(ak * bk[j])
+            amax[j] = m if m > amax[j] else amax[j]
+            q = lak + lbk[j]
+            lmax[j] = q if q > lmax[j] else lmax[j]
+        if not finite:
+            for j in range(t1 - t0):
+                fsum[j] += ak * bk[j]
+
+
+@jit.njit
+def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, bad, S, frac, sticky, carry, sub_inputs,
+               finite, clamp, rp):
+    """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
+    c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
+    o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel. A block with an overflowing output
+    stops its row: bad[r * (i1 - i0) + i - i0] = 1, out left unset there (the caller reruns the row).
+    la, lb: the raw labels as float32; S: the block sums' buffer (>= _JT), float32 where simulate's
+    _block32 holds.
+
+    Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
+    so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
+    tile's accumulators (two buffers: c and the block's output) stay in cache."""
+    steps, w = tids.shape[0], tids.shape[1]
+    nj = j1 - j0
+    B = (i1 - i0) * nj
+    lo, span = rp[4], rp[5]
+    amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
+    am64_f, fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
+    acc = np.empty((2, _ROWS, _JT))
+    alive = np.empty(_ROWS, np.bool_)
+    for t0 in range(j0, j1, _JT):
+        t1 = min(t0 + _JT, j1)
+        nt = t1 - t0
+        amax, scw, am64, fsum, scale, inv = amax_f[:nt], scw_f[:nt], am64_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
+        vbuf, lmax, Sb = vbuf_f[:nt], lmax_f[:nt], S[:nt]
+        amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
+        for r in range(w):
+            for g0 in range(i0, i1, _ROWS):
+                g1 = min(g0 + _ROWS, i1)
+                for g in range(g1 - g0):
+                    o = r * B + (g0 + g - i0) * nj + t0 - j0
+                    acc[0, g, :nt] = c[o:o + nt]
+                    alive[g] = bad[r * (i1 - i0) + g0 + g - i0] == 0
+                for s in range(steps):
+                    ks = tids[s, r, :cnt[s]]
+                    par = s & 1
+                    for g in range(g1 - g0):
+                        if not alive[g]:
+                            continue
+                        i = g0 + g
+                        cur, nxt = acc[par, g, :nt], acc[1 - par, g, :nt]
+                        _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
+                        for j in range(nt):
+                            am64[j] = amax[j]
+                        _scales(amax_b, lmax, cur.view(np.int64), 0, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+                        for j in range(nt):
+                            scw[j] = min(scale[j], clamp)
+                        _pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
+                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.int64), sticky, lo, span, rp)
+                        if (odd or not finite) and _others(nxt, nxt.view(np.int64), cur, fsum, vbuf, vb, 0, finite, rp):
+                            alive[g] = False
+                            bad[r * (i1 - i0) + i - i0] = 1
+                for g in range(g1 - g0):
+                    if alive[g]:
+                        o = r * B + (g0 + g - i0) * nj + t0 - j0
+                        out[o:o + nt] = acc[steps & 1, g, :nt]
+
+
+def run_chain(kern: BlockKernel, run: list, V, sub, b32: bool) -> np.ndarray:
+    """The last step's outputs (rows, batch) of a run from ``BlockKernel.fusable``, computed in one
+    kernel call; rows that overflow on the way are rerun step by step (BlockKernel.run's rounding
+    between blocks)."""
+    st0 = run[0]
+    _, _, c, _, bo, ar = st0
+    c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
+    w, B = c.shape
+    nmax = max(st[3].shape[1] for st in run)
+    tids = np.zeros((len(run), w, nmax), np.int64)
+    cnt = np.array([st[3].shape[1] for st in run], np.int64)
+    for s, st in enumerate(run):
+        tids[s, :, :cnt[s]] = st[3]
+    i0, i1, j0, j1 = (sub.lo, sub.hi, 0, kern.lb.shape[1]) if kern.mat else (0, 1, sub.lo, sub.hi)
+    f32 = b32 or kern._terms32(st0)
+    a, b = kern._inputs(f32)
+    out, bad = np.full(w * B, np.nan), np.zeros(w * (i1 - i0), np.uint8)   # NaN: no output left unset
+    S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
+    run_kernel(a, kern.laf, b, kern.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
+               int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kern.sub_inputs, kern.finite,
+               2.0**127 if f32 else np.inf, kern._rp(ar))
+    _calls[0] += len(run)
+    nj = j1 - j0
+    for row in np.flatnonzero(bad):          # overflow: this row block by block, as run does
+        r, i = divmod(int(row), i1 - i0)
+        v = c[r, i * nj:(i + 1) * nj].copy()
+        for s in range(len(run)):
+            o = np.empty(nj)
+            if _block_kernel(a, kern.la, b, kern.lb, i0 + i, i0 + i + 1, j0, j1, tids[s, r:r + 1, :cnt[s]].copy(),
+                             v, o, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
+                             kern.sub_inputs, kern.finite, 2.0**127 if f32 else np.inf, kern._rp(ar)):
+                _overflow(o, ar)
+            v = o
+        out[r * B + i * nj:r * B + (i + 1) * nj] = v
+    return out.reshape(w, B)
