@@ -17,6 +17,13 @@ from numoracle.reduce import orders as O
 from numoracle.reduce.simulation import simulate
 
 pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _kernels_at_every_size():
+    """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
+    with jit.forced():
+        yield
 from numoracle.reduce import jitblock  # noqa: E402  (needs numba only to run, not to import)
 
 _DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32, "fp8": ml_dtypes.float8_e4m3fn}

@@ -18,6 +18,13 @@ from numoracle.reduce import orders as O
 from numoracle.reduce.simulation import simulate
 
 pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _kernels_at_every_size():
+    """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
+    with jit.forced():
+        yield
 from numoracle.reduce import jitchain  # noqa: E402  (needs numba)
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
