@@ -21,7 +21,7 @@ import time
 
 import ml_dtypes
 import numpy as np
-from timing import best_time
+from timing import best_time, best_times
 
 from numoracle.core import jit
 from numoracle.reduce import orders
@@ -89,17 +89,6 @@ def main() -> None:
                                           numpy_path], args.repeat)
         print(f"{name:44s} {first:6.2f}s {t_jit:7.3f}s {t_np:7.3f}s {t_blas * 1e3:6.1f}ms {t_jit / t_blas:10.1f}x "
               f"{t_np / t_blas:9.1f}x")
-
-
-def best_times(fns, repeat: int) -> list[float]:
-    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 if __name__ == "__main__":

@@ -13,3 +13,14 @@ def best_time(fn, repeat: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
