@@ -338,3 +338,53 @@ def test_reused_digit_planes_across_calls_and_shapes():
         b = (rng.standard_normal((K, N)) * np.exp2(rng.integers(-spread, spread + 1, (K, N)))).astype(np.float32)
         r0, r1 = both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16")))  # noqa: B023
         assert all(same(x, y) for x, y in zip(r0, r1)), (M, K, N)
+
+
+# ---- sparse last slices (jitozaki.product) ---------------------------------------------------------
+def test_product_kernel_sparse_and_dense_sides():
+    rng = np.random.default_rng(54)
+    K, b = 300, 21
+    lim = 2 ** (b - 1)
+    dense_a = rng.integers(-lim, lim + 1, (40, K)).astype(np.float64)
+    dense_b = rng.integers(-lim, lim + 1, (K, 36)).astype(np.float64)
+    dense_a[0, :4] = [lim, -lim, lim, -lim]
+    sparse_a = np.zeros((3, K))
+    sparse_a[0, [5, 9]] = [lim, -lim]
+    sparse_a[2, K - 1] = 7.0
+    sparse_b = np.zeros((K, 2))
+    sparse_b[[0, 5, K - 1], [0, 1, 1]] = [-lim, lim, 3.0]
+    for X, Y in [(sparse_a, dense_b), (dense_a, sparse_b), (dense_a, dense_b), (sparse_a, sparse_b),
+                 (np.zeros((2, K)), dense_b)]:
+        got = _kernels().product(X, Y)
+        assert np.array_equal(got, X @ Y), (X.shape, Y.shape)
+
+
+def test_sparse_last_slices_of_a_few_lines():
+    # FP32 data whose few rows / columns with one tiny element need a third slice, mostly zeros:
+    # those products go over the nonzeros (asserted), the results equal the per-product path's
+    jz = _kernels()
+    rng = np.random.default_rng(55)
+    a = rng.standard_normal((40, 1500)).astype(np.float32)
+    b = rng.standard_normal((1500, 30)).astype(np.float32)
+    a[[3, 17], [7, 8]] = np.float32(-1.2345678 * 2.0**-31)
+    b[[5, 600], [2, 29]] = np.float32(1.7654321 * 2.0**-33)
+    calls = []
+    real = jz._sparse_left, jz._sparse_right
+
+    def spy(k):
+        def run(*args):
+            calls.append(k)
+            return real[k](*args)
+        return run
+
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = exact_dot(a64[:, None, :], b64.T[None, :, :], out=OUTS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jz, "_sparse_left", spy(0))
+        mp.setattr(jz, "_sparse_right", spy(1))
+        for r in both_paths(lambda: exact_matmul(a, b, out=OUTS)):
+            assert all(same(x, y) for x, y in zip(r, want))
+        ex = both_paths(lambda: exact_matmul(a, b, exact=True))
+    assert {0, 1} <= set(calls)
+    assert ex[0].tolist() == ex[1].tolist()
+    assert ex[0][3, 0] == sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a64[3], b64[:, 0]))

@@ -6,6 +6,7 @@ twin in ozaki.py / exactsum.py computes, in one pass over the data instead of se
 * :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
 * :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
   pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
+* :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
 * :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
 * :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
 
@@ -197,6 +198,46 @@ def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, co
 def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
     """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53."""
     _add_kernel(limbs, np.ascontiguousarray(G), off, rows.astype(np.int64), cols.astype(np.int64))
+
+
+@njit
+def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
+    """G = X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed)."""
+    for i in range(X.shape[0]):
+        for k in range(X.shape[1]):
+            a = X[i, k]
+            if a != 0.0:
+                for j in range(Y.shape[1]):
+                    G[i, j] += a * Y[k, j]
+
+
+@njit
+def _sparse_right(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
+    """G = X @ Y over Y's nonzeros (Y few columns)."""
+    for k in range(Y.shape[0]):
+        for j in range(Y.shape[1]):
+            b = Y[k, j]
+            if b != 0.0:
+                for i in range(X.shape[0]):
+                    G[i, j] += X[i, k] * b
+
+
+def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """X @ Y for digit slices whose GEMM is exact (``ozaki._products``): the same integers.
+
+    A slice kept on a few lines (a row's or column's last digits) is mostly zeros: its product
+    (at most a quarter of the other operand's size) goes over the nonzeros only when they are
+    under 1/16 of it (the BLAS GEMM reads the other, whole operand for a handful of lines). Every
+    product and partial sum is an integer of magnitude <= K 2^(b_A - 1) 2^(b_B - 1) <= 2^53 in any order, so G is the BLAS GEMM's, bit
+    for bit (a zero's sign aside, which the int64 limbs drop).
+    """
+    left = X.shape[0] <= Y.shape[1]
+    few, other = (X, Y) if left else (Y, X)
+    if 4 * few.size > other.size or 16 * np.count_nonzero(few) > few.size:  # counting: << the GEMM
+        return X @ Y
+    G = np.zeros((X.shape[0], Y.shape[1]))
+    (_sparse_left if left else _sparse_right)(np.ascontiguousarray(X), np.ascontiguousarray(Y), G)
+    return G
 
 
 @njit

@@ -216,7 +216,7 @@ def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, p
         for s, (rows, As) in enumerate(sa):
             if (s, t) not in done and (pairs is None or (s, t) in pairs):
                 # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
+                _add(limbs, As @ Bt if kern is None else kern.product(As, Bt), off(s, t), rows, cols, kern)
 
 
 def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tuple, Bd: tuple, ba: int, bb: int,
