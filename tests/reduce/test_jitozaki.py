@@ -388,3 +388,40 @@ def test_sparse_last_slices_of_a_few_lines():
     assert {0, 1} <= set(calls)
     assert ex[0].tolist() == ex[1].tolist()
     assert ex[0][3, 0] == sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a64[3], b64[:, 0]))
+
+
+# ---- float32 operands read as they are --------------------------------------------------------------
+def _fp32_edges(rng, shape):
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-140, 120, shape))).astype(np.float32)
+    x.flat[:8] = np.array([2.0**-149, -3 * 2.0**-149, 2.0**-126 - 2.0**-149, 2.0**-126, -0.0, 0.0,
+                           np.finfo(np.float32).max, -(2.0**-127)], np.float32)
+    return x
+
+
+def test_bit_range_kernel_float32_bit_fields():
+    rng = np.random.default_rng(56)
+    X = _fp32_edges(rng, (23, 31))
+    X[4] = 0.0
+    X[:, 9] = -0.0
+    X[6] = np.ldexp(rng.integers(1, 2**23, 31).astype(np.float64), -149).astype(np.float32)  # subnormals
+    for axis in (0, 1):
+        with jit.disabled():
+            want = ozaki._bit_range(X.astype(np.float64), axis)
+        got = _kernels().bit_range(X, axis)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), axis
+
+
+def test_float32_operands_subnormal_and_huge_against_fractions():
+    rng = np.random.default_rng(57)
+    a, b = _fp32_edges(rng, (7, 19)), _fp32_edges(rng, (19, 6))
+    ref = frac_matmul(a, b)
+    for out in OUTS:
+        r0, r1 = both_paths(lambda: exact_matmul(a, b, out=out))  # noqa: B023
+        assert same(r0, r1) and same(r0, [[rounded(x, out) for x in row] for row in ref]), out
+    for r in both_paths(lambda: exact_matmul(a, b, exact=True)):
+        assert r.tolist() == ref
+    a[1, 2], b[3, 4] = np.inf, np.nan  # specials: the float32 values' classes
+    r0, r1 = both_paths(lambda: exact_matmul(a, b, out=OUTS))
+    assert all(same(x, y) for x, y in zip(r0, r1))
+    want = exact_matmul(a.astype(np.float64), b.astype(np.float64), out=OUTS)
+    assert all(same(x, y) for x, y in zip(r0, want))

@@ -3,13 +3,14 @@
 Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
 twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
 
-* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
+* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
 * :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
   pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
 * :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
 * :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
 * :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
 
+float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
 below 2^53), so the results are the same bits as numpy's; tests/reduce/test_jitozaki.py runs both.
 """
@@ -43,7 +44,17 @@ def _bits(b: np.int64) -> tuple[int, int]:
 
 
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+def _bits32(b: np.int32) -> tuple[int, int]:
+    """``_bits`` of a nonzero finite float32 with bit pattern b (8 exponent bits, 23 fraction bits)."""
+    be = np.int64((b & 0x7FFFFFFF) >> 23)
+    mant = np.uint32(b & 0x7FFFFF)
+    if be == 0:  # subnormal: x = mant * 2^-149, mant < 2^23
+        return np.int64(32) - np.int64(leading_zeros(mant)) - 149, np.int64(trailing_zeros(mant)) - 149
+    return be - 126, np.int64(trailing_zeros(mant | np.uint32(1 << 23))) + be - 150
+
+
+@njit
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, absmask: int, bits_of) -> tuple[np.ndarray, np.ndarray]:
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
     lo = np.full(nl, _BIG, np.int64)
@@ -52,9 +63,9 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.n
         rhi, rlo = -_BIG, _BIG
         for j in range(n1):
             b = bits[i, j]
-            if b & _ABS == 0:
+            if b & absmask == 0:
                 continue
-            ex, low = _bits(b)
+            ex, low = bits_of(b)
             if by_rows:
                 rhi, rlo = max(rhi, ex), min(rlo, low)
             else:
@@ -71,9 +82,11 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.n
 
 
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 X, (E, span)."""
-    bits = np.ascontiguousarray(X).view(np.int64)
-    return _bit_range_kernel(bits, axis == 1)
+    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
+    (float32 read from its own bit fields: the same values as of the float64 widening)."""
+    if X.dtype == np.float32:
+        return _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 0x7FFFFFFF, _bits32)
+    return _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, _ABS, _bits)
 
 
 @njit
@@ -228,8 +241,9 @@ def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     A slice kept on a few lines (a row's or column's last digits) is mostly zeros: its product
     (at most a quarter of the other operand's size) goes over the nonzeros only when they are
     under 1/16 of it (the BLAS GEMM reads the other, whole operand for a handful of lines). Every
-    product and partial sum is an integer of magnitude <= K 2^(b_A - 1) 2^(b_B - 1) <= 2^53 in any order, so G is the BLAS GEMM's, bit
-    for bit (a zero's sign aside, which the int64 limbs drop).
+    product and partial sum is an integer of magnitude <= K 2^(b_A - 1) 2^(b_B - 1) <= 2^53 in
+    any order, so G is the BLAS GEMM's, bit for bit (a zero's sign aside, which the int64 limbs
+    drop).
     """
     left = X.shape[0] <= Y.shape[1]
     few, other = (X, Y) if left else (Y, X)

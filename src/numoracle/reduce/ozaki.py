@@ -309,7 +309,13 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
 
 
 def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not."""
+    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not.
+
+    float32 values stay float32 for the compiled kernels (they widen each value as they read it:
+    no float64 copy), and are widened here (exactly) for the numpy path.
+    """
+    if v.dtype == np.float32:
+        return (v if jit.enabled() else v.astype(np.float64)), np.ones(v.shape[1 - axis], bool)
     if v.dtype == np.float64:
         return v, np.ones(v.shape[1 - axis], bool)
     ok = ((v >= -(1 << 53)) & (v <= 1 << 53)).all(axis=axis)  # integers of <= 2^53: exact in float64

@@ -82,8 +82,11 @@ def _table(fmt: AnyFormat) -> np.ndarray:
     return v.astype(np.float64)  # integers of <= 16 bits are exact in float64
 
 
-def _values(x: Any, fmt: Any, name: str, what: str = "x") -> tuple[np.ndarray, AnyFormat]:
-    """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64."""
+def _values(x: Any, fmt: Any, name: str, what: str = "x", keep32: bool = False) -> tuple[np.ndarray, AnyFormat]:
+    """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64.
+
+    ``keep32``: FP32 values stay float32 (a view of the codes: no copy; exact_matmul's split reads them).
+    """
     if fmt is None:
         codes, f = to_codes(x, what)
     else:
@@ -91,10 +94,11 @@ def _values(x: Any, fmt: Any, name: str, what: str = "x") -> tuple[np.ndarray, A
         codes = check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
     codes = np.asarray(codes)
     if f == FP64:
-        return codes.astype(np.uint64).view(np.float64), f
+        return codes.astype(np.uint64, copy=False).view(np.float64), f
     if f == FP32:
         # IEEE widening float32 -> float64 is exact for every value (subnormals included)
-        return codes.astype(np.uint32).view(np.float32).astype(np.float64), f
+        v32 = codes.astype(np.uint32, copy=False).view(np.float32)
+        return (v32 if keep32 else v32.astype(np.float64)), f
     if f.bits <= 16:
         return np.take(_table(f), codes), f
     return decode(codes, f), f
@@ -118,7 +122,7 @@ class _Classes:
 
     def __init__(self, v: np.ndarray) -> None:
         self.v = v
-        self.floats = v.dtype == np.float64  # else integers: no NaN, inf or -0
+        self.floats = v.dtype.kind == "f"  # float64 (or float32: exact_matmul); else integers: no NaN, inf, -0
         self.all_finite = not self.floats or bool(np.isfinite(v).all())
         self.fin = v if self.all_finite else np.where(np.isfinite(v), v, 0.0)
 
@@ -385,11 +389,16 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     step = max(1, _BLOCK // max(K, 1))
     for p0 in range(0, ii.size, step):
         i, j = ii[p0:p0 + step], jj[p0:p0 + step]
-        a, b, c = _dot_rows(ca.fin[i], cb.fin[:, j].T, exact)
+        a, b, c = _dot_rows(_wide(ca.fin[i]), _wide(cb.fin[:, j].T), exact)
         rne[i, j], ro[i, j] = a, b
         if exact:
             fr[i, j] = c
     return (rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()) + _matmul_specials(ca, cb, ro)
+
+
+def _wide(v: np.ndarray) -> np.ndarray:
+    """float32 values widened to float64 (exact); other arrays as they are."""
+    return v.astype(np.float64) if v.dtype == np.float32 else v
 
 
 def _ind(m: np.ndarray) -> np.ndarray:
@@ -436,7 +445,7 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     1.0
     """
     dst = _check_out(out, exact)
-    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A"), _values(B, fmt_b, "fmt_b", "B")
+    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A", True), _values(B, fmt_b, "fmt_b", "B", True)
     if va.ndim == 0 or vb.ndim == 0:
         raise ValueError(f"exact_matmul takes arrays of >= 1 dimension; got shapes {va.shape} and {vb.shape}. "
                          "For a scalar multiple use exact_dot or exact_sum")
