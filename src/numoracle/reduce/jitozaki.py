@@ -28,56 +28,59 @@ from ..core.jit import njit
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
-_MASK52 = (1 << 52) - 1
-_ABS = (1 << 63) - 1
 
 
 @njit
-def _bits(b: np.int64) -> tuple[int, int]:
-    """(ex, low) of the nonzero finite float64 with bit pattern b: |x| < 2^ex (least such),
-    and its lowest set bit is 2^low."""
-    be = (b & _ABS) >> 52
-    mant = np.uint64(b & _MASK52)
-    if be == 0:  # subnormal: x = mant * 2^-1074, mant < 2^52
-        return 64 - leading_zeros(mant) - 1074, trailing_zeros(mant) - 1074
-    return be - 1022, trailing_zeros(mant | np.uint64(1 << 52)) + be - 1075
+def _low(b: np.int64, man: int, bias: int) -> int:
+    """Exponent of the lowest set bit of the finite float with |bit pattern| b (``man`` fraction bits,
+    exponent ``bias``); a large value for a zero. Branch-free, so line loops vectorise.
+
+    Normal x = (2^man + f) 2^(be - bias - man); subnormal x = f 2^(1 - bias - man) (be = 0): the
+    lowest set bit of the integer significand, at 2^(max(be, 1) - bias - man). The bit 2^(man + 1)
+    stops the count for a zero, which is then replaced."""
+    be = b >> man
+    full = np.uint64((b & ((np.int64(1) << man) - 1)) | (np.int64(be != 0) << man) | (np.int64(1) << (man + 1)))
+    low = np.int64(trailing_zeros(full)) + max(be, np.int64(1)) - (bias + man)
+    return low if b != 0 else np.int64(_BIG)
 
 
 @njit
-def _bits32(b: np.int32) -> tuple[int, int]:
-    """``_bits`` of a nonzero finite float32 with bit pattern b (8 exponent bits, 23 fraction bits)."""
-    be = np.int64((b & 0x7FFFFFFF) >> 23)
-    mant = np.uint32(b & 0x7FFFFF)
-    if be == 0:  # subnormal: x = mant * 2^-149, mant < 2^23
-        return np.int64(32) - np.int64(leading_zeros(mant)) - 149, np.int64(trailing_zeros(mant)) - 149
-    return be - 126, np.int64(trailing_zeros(mant | np.uint32(1 << 23))) + be - 150
+def _top(b: np.int64, man: int, bias: int) -> int:
+    """The least ex with |x| < 2^ex, for the finite nonzero float with |bit pattern| b."""
+    be = b >> man
+    if be == 0:  # subnormal: the significand's bit length, from 2^(1 - bias - man)
+        return 64 - np.int64(leading_zeros(np.uint64(b))) + 1 - bias - man
+    return be + 1 - bias
 
 
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool, absmask: int, bits_of) -> tuple[np.ndarray, np.ndarray]:
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
+    non-negative floats order as their values) and the lowest set bit's exponent."""
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
     lo = np.full(nl, _BIG, np.int64)
-    hi = np.full(nl, -_BIG, np.int64)
+    hi = np.zeros(nl, np.int64)
     for i in range(n0):
-        rhi, rlo = -_BIG, _BIG
-        for j in range(n1):
-            b = bits[i, j]
-            if b & absmask == 0:
-                continue
-            ex, low = bits_of(b)
-            if by_rows:
-                rhi, rlo = max(rhi, ex), min(rlo, low)
-            else:
-                hi[j], lo[j] = max(hi[j], ex), min(lo[j], low)
         if by_rows:
+            rhi, rlo = np.int64(0), np.int64(_BIG)
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                rhi = max(rhi, b)
+                rlo = min(rlo, _low(b, man, bias))
             hi[i], lo[i] = rhi, rlo
+        else:
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                hi[j] = max(hi[j], b)
+                lo[j] = min(lo[j], _low(b, man, bias))
     E = np.zeros(nl, np.int64)
     span = np.zeros(nl, np.int64)
     for k in range(nl):
-        if lo[k] != _BIG:
-            E[k] = hi[k]
-            span[k] = hi[k] - lo[k]
+        if hi[k] != 0:
+            E[k] = _top(hi[k], man, bias)
+            span[k] = E[k] - lo[k]
     return E, span
 
 
@@ -85,8 +88,8 @@ def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
     (float32 read from its own bit fields: the same values as of the float64 widening)."""
     if X.dtype == np.float32:
-        return _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 0x7FFFFFFF, _bits32)
-    return _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, _ABS, _bits)
+        return _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
+    return _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
 
 
 @njit
