@@ -120,13 +120,13 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
             for j in range(n1):
                 t[j] = X[i, j] * s1[j] * s2[j]
             n = whole
-        for s in range(n):  # one slice of the row at a time: a loop the compiler vectorises
-            d = out[s]
+        for s in range(n):  # one slice of the row at a time
+            d = out[s][row:row + n1]  # this row's digits: indices from 0, so the loop vectorises
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
                 acc = np.int64(0)
                 for j in range(n1):
                     v = np.rint(t[j])
-                    d[row + j] = v
+                    d[j] = v
                     t[j] = (t[j] - v) * scale
                     acc += np.int64(abs(v))  # an integer sum: the loop vectorises
                 stat[s, i] = acc
@@ -134,7 +134,7 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
                 top = stat[s]
                 for j in range(n1):
                     v = np.rint(t[j])
-                    d[row + j] = v
+                    d[j] = v
                     t[j] = (t[j] - v) * scale
                     top[j] = max(top[j], abs(v))
         if not by_rows:
@@ -147,9 +147,9 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
         for j in range(n1):
             left |= t[j] != 0.0
         for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
-            a, b, c = out[2 * p], out[2 * p + 1], out[count + p]
+            a, b, c = out[2 * p][row:row + n1], out[2 * p + 1][row:row + n1], out[count + p][row:row + n1]
             for j in range(n1):
-                c[row + j] = a[row + j] + b[row + j]
+                c[j] = a[j] + b[j]
     return left
 
 
