@@ -425,3 +425,19 @@ def test_float32_operands_subnormal_and_huge_against_fractions():
     assert all(same(x, y) for x, y in zip(r0, r1))
     want = exact_matmul(a.astype(np.float64), b.astype(np.float64), out=OUTS)
     assert all(same(x, y) for x, y in zip(r0, want))
+
+
+def test_all_finite_kernel():
+    jz = _kernels()
+    for dt in (np.float64, np.float32):
+        fin = np.finfo(dt)
+        base = np.array([0.0, -0.0, fin.max, -fin.max, fin.tiny, -fin.smallest_subnormal, 1.5], dt)
+        assert jz.all_finite(base) and jz.all_finite(base.reshape(7, 1)) and jz.all_finite(base[:0])
+        for bad in (np.inf, -np.inf, np.nan, -np.nan):
+            x = np.tile(base, 5)
+            x[17] = bad
+            assert jz.all_finite(x) is bool(np.isfinite(x).all()) is False, (dt, bad)
+        x = np.tile(base, 3)
+        x[4] = -x[4]  # a sign bit on a finite value (fin.tiny): still finite
+        x[5] = -x[5]
+        assert jz.all_finite(x) is bool(np.isfinite(x).all())

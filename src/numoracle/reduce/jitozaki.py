@@ -3,6 +3,7 @@
 Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
 twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
 
+* :func:`all_finite` -- ``np.isfinite(v).all()`` of float bits, one reduction;
 * :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
 * :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
   pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
@@ -28,6 +29,23 @@ from ..core.jit import njit
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
+
+
+@njit
+def _largest_pattern(bits: np.ndarray) -> int:
+    """The largest |bit pattern| of a flat array of float bits (a max reduction that vectorises)."""
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
+    top = np.int64(0)
+    for i in range(bits.size):
+        top = max(top, np.int64(bits[i]) & absmask)
+    return top
+
+
+def all_finite(v: np.ndarray) -> bool:
+    """``np.isfinite(v).all()`` for float64 / float32 v in one pass without a mask: every |bit
+    pattern| below the infinity's (NaN patterns lie above it)."""
+    ibits, inf = (np.int32, 0x7F800000) if v.dtype == np.float32 else (np.int64, 0x7FF0000000000000)
+    return bool(_largest_pattern(np.ascontiguousarray(v).view(ibits).ravel()) < inf)
 
 
 @njit

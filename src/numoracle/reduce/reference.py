@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import jit
 from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
@@ -117,13 +118,21 @@ def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
     return tiny[0] * tiny[1] >= Fraction(1, 2**1074) and huge[0] * huge[1] < 2**1024
 
 
+def _all_finite(v: np.ndarray) -> bool:
+    """No NaN or infinity in the float64 / float32 array v."""
+    if jit.enabled() and v.flags.c_contiguous:
+        from . import jitozaki
+        return jitozaki.all_finite(v)
+    return bool(np.isfinite(v).all())
+
+
 class _Classes:
     """Values with non-finite entries zeroed (``fin``); the masks are computed only when asked."""
 
     def __init__(self, v: np.ndarray) -> None:
         self.v = v
         self.floats = v.dtype.kind == "f"  # float64 (or float32: exact_matmul); else integers: no NaN, inf, -0
-        self.all_finite = not self.floats or bool(np.isfinite(v).all())
+        self.all_finite = not self.floats or _all_finite(v)
         self.fin = v if self.all_finite else np.where(np.isfinite(v), v, 0.0)
 
     def _none(self) -> np.ndarray:
