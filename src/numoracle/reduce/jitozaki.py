@@ -29,6 +29,7 @@ from ..core.jit import njit
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
+_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
 
 
 @njit
@@ -295,6 +296,14 @@ def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
 
 
 @njit
+def _pow2(e: int) -> float:
+    """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
+    of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
+    result (and m > 0 wherever e > 1023: the window holds the leading bit there)."""
+    return _POW2[e + 1074] if e <= 1023 else np.inf
+
+
+@njit
 def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
     nl, R = limbs.shape
     rne = np.zeros(R)
@@ -328,15 +337,15 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
         if h < 0:
             continue  # an exact zero: +0
         bad |= w[h] >= np.int64(1) << 32
-        blen = math.frexp(np.float64(w[h]))[1]  # bit length (w[h] < 2^53: exact)
+        blen = 64 - np.int64(leading_zeros(np.uint64(w[h])))  # bit length (w[h] > 0)
         cut = max(32 * h + blen - 53, -1074 - base[c])  # bits below cut are rounded off
         win, sticky = _window(w, h, cut - 1)
         guard = (win & 1) == 1
         kept = win >> 1
         up = np.int64(1) if guard and (sticky or (kept & 1) == 1) else np.int64(0)
         odd = np.int64(1) if guard or sticky else np.int64(0)
-        a = math.ldexp(np.float64(kept + up), base[c] + cut)  # overflow gives inf: RNE's rule
-        b = math.ldexp(np.float64(kept | odd), base[c] + cut)
+        a = np.float64(kept + up) * _pow2(base[c] + cut)  # overflow gives inf: RNE's rule
+        b = np.float64(kept | odd) * _pow2(base[c] + cut)
         if math.isinf(b):
             b = 1.7976931348623157e308  # RO overflows to the largest finite value
         rne[c] = -a if neg else a
