@@ -441,3 +441,19 @@ def test_all_finite_kernel():
         x[4] = -x[4]  # a sign bit on a finite value (fin.tiny): still finite
         x[5] = -x[5]
         assert jz.all_finite(x) is bool(np.isfinite(x).all())
+
+
+def test_bit_range_finite_flags_nan_and_inf():
+    jz = _kernels()
+    rng = np.random.default_rng(58)
+    for dt in (np.float64, np.float32):
+        X = rng.standard_normal((9, 14)).astype(dt)
+        X[2, 3] = np.finfo(dt).max
+        for axis in (0, 1):
+            E, span, fin = jz.bit_range_finite(X, axis)
+            want = ozaki._bit_range(X.astype(np.float64), axis)
+            assert fin and np.array_equal(E, want[0]) and np.array_equal(span, want[1])
+        for bad in (np.inf, -np.inf, np.nan):
+            Y = X.copy()
+            Y[5, 7] = bad
+            assert not any(jz.bit_range_finite(Y, axis)[2] for axis in (0, 1)), (dt, bad)

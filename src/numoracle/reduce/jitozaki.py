@@ -73,9 +73,10 @@ def _top(b: np.int64, man: int, bias: int) -> int:
 
 
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple[np.ndarray, np.ndarray]:
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple:
     """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
-    non-negative floats order as their values) and the lowest set bit's exponent."""
+    non-negative floats order as their values) and the lowest set bit's exponent; also the largest
+    |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity)."""
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
     absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
@@ -100,15 +101,25 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> t
         if hi[k] != 0:
             E[k] = _top(hi[k], man, bias)
             span[k] = E[k] - lo[k]
-    return E, span
+    top = np.int64(0)
+    for k in range(nl):
+        top = max(top, hi[k])
+    return E, span, top
 
 
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
     (float32 read from its own bit fields: the same values as of the float64 widening)."""
+    return bit_range_finite(X, axis)[:2]
+
+
+def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(E, span, X all finite) of float64 or float32 X in one pass; (E, span) hold only where it is."""
     if X.dtype == np.float32:
-        return _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
-    return _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
+        E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
+        return E, span, bool(top < 0x7F800000)
+    E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
+    return E, span, bool(top < 0x7FF0000000000000)
 
 
 @njit

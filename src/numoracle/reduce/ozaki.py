@@ -54,6 +54,16 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return E, span
 
 
+def _scan(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """_bit_range of float32 / float64 X as it is, where the compiled kernel finds in the same pass
+    that X is all finite; None otherwise (no numba, integers, or a NaN / infinity in X)."""
+    if not jit.enabled() or X.dtype not in (np.float32, np.float64):
+        return None
+    from . import jitozaki
+    E, span, finite = jitozaki.bit_range_finite(X, axis)
+    return (E, span) if finite else None
+
+
 def _slices(span: np.ndarray, beta: int) -> np.ndarray:
     """Slices per line: ceil((span + 1) / beta) (0 for all-zero lines); see _digits."""
     return np.where(span > 0, (span + beta) // beta, 0) if span.size else span

@@ -67,7 +67,7 @@ from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
-from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _slices
+from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _scan, _slices
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
@@ -129,10 +129,10 @@ def _all_finite(v: np.ndarray) -> bool:
 class _Classes:
     """Values with non-finite entries zeroed (``fin``); the masks are computed only when asked."""
 
-    def __init__(self, v: np.ndarray) -> None:
+    def __init__(self, v: np.ndarray, finite: bool = False) -> None:
         self.v = v
         self.floats = v.dtype.kind == "f"  # float64 (or float32: exact_matmul); else integers: no NaN, inf, -0
-        self.all_finite = not self.floats or _all_finite(v)
+        self.all_finite = not self.floats or finite or _all_finite(v)  # finite=True: the caller knows
         self.fin = v if self.all_finite else np.where(np.isfinite(v), v, 0.0)
 
     def _none(self) -> np.ndarray:
@@ -377,11 +377,12 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     """
     M, K = va.shape
     N = vb.shape[1]
-    ca, cb = _Classes(va), _Classes(vb)
+    pa, pb = _scan(va, 1), _scan(vb, 0)  # bit ranges and finiteness in one pass, where it can
+    ca, cb = _Classes(va, pa is not None), _Classes(vb, pb is not None)
     A, rows_ok = _float_lines(ca.fin, 1)
     B, cols_ok = _float_lines(cb.fin, 0)
-    EA, sA = _bit_range(A, 1)
-    EB, sB = _bit_range(B, 0)
+    EA, sA = pa or _bit_range(A, 1)
+    EB, sB = pb or _bit_range(B, 0)
     rows_ok &= sA <= _MAX_SPAN
     cols_ok &= sB <= _MAX_SPAN
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
