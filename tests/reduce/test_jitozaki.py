@@ -457,3 +457,18 @@ def test_bit_range_finite_flags_nan_and_inf():
             Y = X.copy()
             Y[5, 7] = bad
             assert not any(jz.bit_range_finite(Y, axis)[2] for axis in (0, 1)), (dt, bad)
+
+
+def test_add_product_kernel_whole_blocks_and_minus():
+    rng = np.random.default_rng(59)
+    G = rng.integers(-(2**53), 2**53 + 1, (6, 11)).astype(np.float64)
+    G[0, :4] = [2.0**53, -(2.0**53), 0.0, -0.0]
+    rows, cols = np.arange(6), np.arange(11)
+    for off, minus in [(0, None), (31, None), (64, 33), (95, 0), (40, 40)]:
+        a = rng.integers(-(2**40), 2**40, (max(off, minus or 0) // 32 + 4, 6, 11))
+        b = a.copy()
+        _kernels().add_product(a, G, off, rows, cols, minus=minus)
+        ozaki._add_shifted(b, G.astype(np.int64), off, None)
+        if minus is not None:
+            ozaki._add_shifted(b, (-G).astype(np.int64), minus, None)
+        assert np.array_equal(a, b), (off, minus)

@@ -241,9 +241,39 @@ def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, co
             limbs[q + 2, i, j] += rest >> 32
 
 
-def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
-    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53."""
-    _add_kernel(limbs, np.ascontiguousarray(G), off, rows.astype(np.int64), cols.astype(np.int64))
+@njit
+def _add_row(lq: np.ndarray, lq1: np.ndarray, lq2: np.ndarray, g: np.ndarray, r: int, sign: int) -> None:
+    """One row of ``_add_kernel`` on whole rows: the limbs' rows q, q + 1, q + 2 += pieces of sign * g << r."""
+    low = (np.int64(1) << (32 - r)) - 1
+    for b in range(g.size):
+        v = np.int64(g[b]) * sign
+        lq[b] += (v & low) << r
+        rest = v >> (32 - r)
+        lq1[b] += rest & 0xFFFFFFFF
+        lq2[b] += rest >> 32
+
+
+@njit
+def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool) -> None:
+    """limbs += G 2^off (and - G 2^off2 where ``two``) over every entry: rows indexed from 0, so the
+    loops vectorise. The same integers land in the same limbs as ``_add_kernel`` adds."""
+    q, r = off // 32, off % 32
+    q2, r2 = off2 // 32, off2 % 32
+    for a in range(G.shape[0]):
+        _add_row(limbs[q, a], limbs[q + 1, a], limbs[q + 2, a], G[a], r, 1)
+        if two:
+            _add_row(limbs[q2, a], limbs[q2 + 1, a], limbs[q2 + 2, a], G[a], r2, -1)
+
+
+def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
+                minus: int | None = None) -> None:
+    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53.
+    ``minus`` (whole blocks only): also limbs -= G * 2^minus, in the same pass."""
+    G = np.ascontiguousarray(G)
+    if rows.size == limbs.shape[1] and cols.size == limbs.shape[2]:  # every line: rows, cols = 0, 1, ...
+        _add_whole(limbs, G, off, off if minus is None else minus, minus is not None)
+        return
+    _add_kernel(limbs, G, off, rows.astype(np.int64), cols.astype(np.int64))
 
 
 @njit

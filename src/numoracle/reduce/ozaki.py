@@ -190,6 +190,9 @@ def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int
     rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
     for (X, Y), o in (((A[0], B[0]), offs[0]), ((A[1], B[1]), offs[2])):
         G = X @ Y
+        if kern is not None:  # both in one pass
+            kern.add_product(limbs, G, o, rows, cols, minus=offs[1])
+            continue
         _add(limbs, G, o, rows, cols, kern)
         _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
     kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
