@@ -338,3 +338,137 @@ def test_reused_digit_planes_across_calls_and_shapes():
         b = (rng.standard_normal((K, N)) * np.exp2(rng.integers(-spread, spread + 1, (K, N)))).astype(np.float32)
         r0, r1 = both_paths(lambda: exact_matmul(a, b, out=("fp64", "bf16")))  # noqa: B023
         assert all(same(x, y) for x, y in zip(r0, r1)), (M, K, N)
+
+
+# ---- sparse last slices (jitozaki.product) ---------------------------------------------------------
+def test_product_kernel_sparse_and_dense_sides():
+    rng = np.random.default_rng(54)
+    K, b = 300, 21
+    lim = 2 ** (b - 1)
+    dense_a = rng.integers(-lim, lim + 1, (40, K)).astype(np.float64)
+    dense_b = rng.integers(-lim, lim + 1, (K, 36)).astype(np.float64)
+    dense_a[0, :4] = [lim, -lim, lim, -lim]
+    sparse_a = np.zeros((3, K))
+    sparse_a[0, [5, 9]] = [lim, -lim]
+    sparse_a[2, K - 1] = 7.0
+    sparse_b = np.zeros((K, 2))
+    sparse_b[[0, 5, K - 1], [0, 1, 1]] = [-lim, lim, 3.0]
+    for X, Y in [(sparse_a, dense_b), (dense_a, sparse_b), (dense_a, dense_b), (sparse_a, sparse_b),
+                 (np.zeros((2, K)), dense_b)]:
+        got = _kernels().product(X, Y)
+        assert np.array_equal(got, X @ Y), (X.shape, Y.shape)
+
+
+def test_sparse_last_slices_of_a_few_lines():
+    # FP32 data whose few rows / columns with one tiny element need a third slice, mostly zeros:
+    # those products go over the nonzeros (asserted), the results equal the per-product path's
+    jz = _kernels()
+    rng = np.random.default_rng(55)
+    a = rng.standard_normal((40, 1500)).astype(np.float32)
+    b = rng.standard_normal((1500, 30)).astype(np.float32)
+    a[[3, 17], [7, 8]] = np.float32(-1.2345678 * 2.0**-31)
+    b[[5, 600], [2, 29]] = np.float32(1.7654321 * 2.0**-33)
+    calls = []
+    real = jz._sparse_left, jz._sparse_right
+
+    def spy(k):
+        def run(*args):
+            calls.append(k)
+            return real[k](*args)
+        return run
+
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = exact_dot(a64[:, None, :], b64.T[None, :, :], out=OUTS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jz, "_sparse_left", spy(0))
+        mp.setattr(jz, "_sparse_right", spy(1))
+        for r in both_paths(lambda: exact_matmul(a, b, out=OUTS)):
+            assert all(same(x, y) for x, y in zip(r, want))
+        ex = both_paths(lambda: exact_matmul(a, b, exact=True))
+    assert {0, 1} <= set(calls)
+    assert ex[0].tolist() == ex[1].tolist()
+    assert ex[0][3, 0] == sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a64[3], b64[:, 0]))
+
+
+# ---- float32 operands read as they are --------------------------------------------------------------
+def _fp32_edges(rng, shape):
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-140, 120, shape))).astype(np.float32)
+    x.flat[:8] = np.array([2.0**-149, -3 * 2.0**-149, 2.0**-126 - 2.0**-149, 2.0**-126, -0.0, 0.0,
+                           np.finfo(np.float32).max, -(2.0**-127)], np.float32)
+    return x
+
+
+def test_bit_range_kernel_float32_bit_fields():
+    rng = np.random.default_rng(56)
+    X = _fp32_edges(rng, (23, 31))
+    X[4] = 0.0
+    X[:, 9] = -0.0
+    X[6] = np.ldexp(rng.integers(1, 2**23, 31).astype(np.float64), -149).astype(np.float32)  # subnormals
+    for axis in (0, 1):
+        with jit.disabled():
+            want = ozaki._bit_range(X.astype(np.float64), axis)
+        got = _kernels().bit_range(X, axis)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), axis
+
+
+def test_float32_operands_subnormal_and_huge_against_fractions():
+    rng = np.random.default_rng(57)
+    a, b = _fp32_edges(rng, (7, 19)), _fp32_edges(rng, (19, 6))
+    ref = frac_matmul(a, b)
+    for out in OUTS:
+        r0, r1 = both_paths(lambda: exact_matmul(a, b, out=out))  # noqa: B023
+        assert same(r0, r1) and same(r0, [[rounded(x, out) for x in row] for row in ref]), out
+    for r in both_paths(lambda: exact_matmul(a, b, exact=True)):
+        assert r.tolist() == ref
+    a[1, 2], b[3, 4] = np.inf, np.nan  # specials: the float32 values' classes
+    r0, r1 = both_paths(lambda: exact_matmul(a, b, out=OUTS))
+    assert all(same(x, y) for x, y in zip(r0, r1))
+    want = exact_matmul(a.astype(np.float64), b.astype(np.float64), out=OUTS)
+    assert all(same(x, y) for x, y in zip(r0, want))
+
+
+def test_all_finite_kernel():
+    jz = _kernels()
+    for dt in (np.float64, np.float32):
+        fin = np.finfo(dt)
+        base = np.array([0.0, -0.0, fin.max, -fin.max, fin.tiny, -fin.smallest_subnormal, 1.5], dt)
+        assert jz.all_finite(base) and jz.all_finite(base.reshape(7, 1)) and jz.all_finite(base[:0])
+        for bad in (np.inf, -np.inf, np.nan, -np.nan):
+            x = np.tile(base, 5)
+            x[17] = bad
+            assert jz.all_finite(x) is bool(np.isfinite(x).all()) is False, (dt, bad)
+        x = np.tile(base, 3)
+        x[4] = -x[4]  # a sign bit on a finite value (fin.tiny): still finite
+        x[5] = -x[5]
+        assert jz.all_finite(x) is bool(np.isfinite(x).all())
+
+
+def test_bit_range_finite_flags_nan_and_inf():
+    jz = _kernels()
+    rng = np.random.default_rng(58)
+    for dt in (np.float64, np.float32):
+        X = rng.standard_normal((9, 14)).astype(dt)
+        X[2, 3] = np.finfo(dt).max
+        for axis in (0, 1):
+            E, span, fin = jz.bit_range_finite(X, axis)
+            want = ozaki._bit_range(X.astype(np.float64), axis)
+            assert fin and np.array_equal(E, want[0]) and np.array_equal(span, want[1])
+        for bad in (np.inf, -np.inf, np.nan):
+            Y = X.copy()
+            Y[5, 7] = bad
+            assert not any(jz.bit_range_finite(Y, axis)[2] for axis in (0, 1)), (dt, bad)
+
+
+def test_add_product_kernel_whole_blocks_and_minus():
+    rng = np.random.default_rng(59)
+    G = rng.integers(-(2**53), 2**53 + 1, (6, 11)).astype(np.float64)
+    G[0, :4] = [2.0**53, -(2.0**53), 0.0, -0.0]
+    rows, cols = np.arange(6), np.arange(11)
+    for off, minus in [(0, None), (31, None), (64, 33), (95, 0), (40, 40)]:
+        a = rng.integers(-(2**40), 2**40, (max(off, minus or 0) // 32 + 4, 6, 11))
+        b = a.copy()
+        _kernels().add_product(a, G, off, rows, cols, minus=minus)
+        ozaki._add_shifted(b, G.astype(np.int64), off, None)
+        if minus is not None:
+            ozaki._add_shifted(b, (-G).astype(np.int64), minus, None)
+        assert np.array_equal(a, b), (off, minus)

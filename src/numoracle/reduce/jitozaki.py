@@ -3,12 +3,15 @@
 Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
 twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
 
-* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 bit fields;
+* :func:`all_finite` -- ``np.isfinite(v).all()`` of float bits, one reduction;
+* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
 * :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
   pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
+* :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
 * :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
 * :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
 
+float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
 below 2^53), so the results are the same bits as numpy's; tests/reduce/test_jitozaki.py runs both.
 """
@@ -26,53 +29,97 @@ from ..core.jit import njit
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
-_MASK52 = (1 << 52) - 1
-_ABS = (1 << 63) - 1
+_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
 
 
 @njit
-def _bits(b: np.int64) -> tuple[int, int]:
-    """(ex, low) of the nonzero finite float64 with bit pattern b: |x| < 2^ex (least such),
-    and its lowest set bit is 2^low."""
-    be = (b & _ABS) >> 52
-    mant = np.uint64(b & _MASK52)
-    if be == 0:  # subnormal: x = mant * 2^-1074, mant < 2^52
-        return 64 - leading_zeros(mant) - 1074, trailing_zeros(mant) - 1074
-    return be - 1022, trailing_zeros(mant | np.uint64(1 << 52)) + be - 1075
+def _largest_pattern(bits: np.ndarray) -> int:
+    """The largest |bit pattern| of a flat array of float bits (a max reduction that vectorises)."""
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
+    top = np.int64(0)
+    for i in range(bits.size):
+        top = max(top, np.int64(bits[i]) & absmask)
+    return top
+
+
+def all_finite(v: np.ndarray) -> bool:
+    """``np.isfinite(v).all()`` for float64 / float32 v in one pass without a mask: every |bit
+    pattern| below the infinity's (NaN patterns lie above it)."""
+    ibits, inf = (np.int32, 0x7F800000) if v.dtype == np.float32 else (np.int64, 0x7FF0000000000000)
+    return bool(_largest_pattern(np.ascontiguousarray(v).view(ibits).ravel()) < inf)
 
 
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+def _low(b: np.int64, man: int, bias: int) -> int:
+    """Exponent of the lowest set bit of the finite float with |bit pattern| b (``man`` fraction bits,
+    exponent ``bias``); a large value for a zero. Branch-free, so line loops vectorise.
+
+    Normal x = (2^man + f) 2^(be - bias - man); subnormal x = f 2^(1 - bias - man) (be = 0): the
+    lowest set bit of the integer significand, at 2^(max(be, 1) - bias - man). The bit 2^(man + 1)
+    stops the count for a zero, which is then replaced."""
+    be = b >> man
+    full = np.uint64((b & ((np.int64(1) << man) - 1)) | (np.int64(be != 0) << man) | (np.int64(1) << (man + 1)))
+    low = np.int64(trailing_zeros(full)) + max(be, np.int64(1)) - (bias + man)
+    return low if b != 0 else np.int64(_BIG)
+
+
+@njit
+def _top(b: np.int64, man: int, bias: int) -> int:
+    """The least ex with |x| < 2^ex, for the finite nonzero float with |bit pattern| b."""
+    be = b >> man
+    if be == 0:  # subnormal: the significand's bit length, from 2^(1 - bias - man)
+        return 64 - np.int64(leading_zeros(np.uint64(b))) + 1 - bias - man
+    return be + 1 - bias
+
+
+@njit
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple:
+    """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
+    non-negative floats order as their values) and the lowest set bit's exponent; also the largest
+    |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity)."""
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
     lo = np.full(nl, _BIG, np.int64)
-    hi = np.full(nl, -_BIG, np.int64)
+    hi = np.zeros(nl, np.int64)
     for i in range(n0):
-        rhi, rlo = -_BIG, _BIG
-        for j in range(n1):
-            b = bits[i, j]
-            if b & _ABS == 0:
-                continue
-            ex, low = _bits(b)
-            if by_rows:
-                rhi, rlo = max(rhi, ex), min(rlo, low)
-            else:
-                hi[j], lo[j] = max(hi[j], ex), min(lo[j], low)
         if by_rows:
+            rhi, rlo = np.int64(0), np.int64(_BIG)
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                rhi = max(rhi, b)
+                rlo = min(rlo, _low(b, man, bias))
             hi[i], lo[i] = rhi, rlo
+        else:
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                hi[j] = max(hi[j], b)
+                lo[j] = min(lo[j], _low(b, man, bias))
     E = np.zeros(nl, np.int64)
     span = np.zeros(nl, np.int64)
     for k in range(nl):
-        if lo[k] != _BIG:
-            E[k] = hi[k]
-            span[k] = hi[k] - lo[k]
-    return E, span
+        if hi[k] != 0:
+            E[k] = _top(hi[k], man, bias)
+            span[k] = E[k] - lo[k]
+    top = np.int64(0)
+    for k in range(nl):
+        top = max(top, hi[k])
+    return E, span, top
 
 
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 X, (E, span)."""
-    bits = np.ascontiguousarray(X).view(np.int64)
-    return _bit_range_kernel(bits, axis == 1)
+    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
+    (float32 read from its own bit fields: the same values as of the float64 widening)."""
+    return bit_range_finite(X, axis)[:2]
+
+
+def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(E, span, X all finite) of float64 or float32 X in one pass; (E, span) hold only where it is."""
+    if X.dtype == np.float32:
+        E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
+        return E, span, bool(top < 0x7F800000)
+    E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
+    return E, span, bool(top < 0x7FF0000000000000)
 
 
 @njit
@@ -103,13 +150,13 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
             for j in range(n1):
                 t[j] = X[i, j] * s1[j] * s2[j]
             n = whole
-        for s in range(n):  # one slice of the row at a time: a loop the compiler vectorises
-            d = out[s]
+        for s in range(n):  # one slice of the row at a time
+            d = out[s][row:row + n1]  # this row's digits: indices from 0, so the loop vectorises
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
                 acc = np.int64(0)
                 for j in range(n1):
                     v = np.rint(t[j])
-                    d[row + j] = v
+                    d[j] = v
                     t[j] = (t[j] - v) * scale
                     acc += np.int64(abs(v))  # an integer sum: the loop vectorises
                 stat[s, i] = acc
@@ -117,7 +164,7 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
                 top = stat[s]
                 for j in range(n1):
                     v = np.rint(t[j])
-                    d[row + j] = v
+                    d[j] = v
                     t[j] = (t[j] - v) * scale
                     top[j] = max(top[j], abs(v))
         if not by_rows:
@@ -130,9 +177,9 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
         for j in range(n1):
             left |= t[j] != 0.0
         for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
-            a, b, c = out[2 * p], out[2 * p + 1], out[count + p]
+            a, b, c = out[2 * p][row:row + n1], out[2 * p + 1][row:row + n1], out[count + p][row:row + n1]
             for j in range(n1):
-                c[row + j] = a[row + j] + b[row + j]
+                c[j] = a[j] + b[j]
     return left
 
 
@@ -194,9 +241,80 @@ def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, co
             limbs[q + 2, i, j] += rest >> 32
 
 
-def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
-    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53."""
-    _add_kernel(limbs, np.ascontiguousarray(G), off, rows.astype(np.int64), cols.astype(np.int64))
+@njit
+def _add_row(lq: np.ndarray, lq1: np.ndarray, lq2: np.ndarray, g: np.ndarray, r: int, sign: int) -> None:
+    """One row of ``_add_kernel`` on whole rows: the limbs' rows q, q + 1, q + 2 += pieces of sign * g << r."""
+    low = (np.int64(1) << (32 - r)) - 1
+    for b in range(g.size):
+        v = np.int64(g[b]) * sign
+        lq[b] += (v & low) << r
+        rest = v >> (32 - r)
+        lq1[b] += rest & 0xFFFFFFFF
+        lq2[b] += rest >> 32
+
+
+@njit
+def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool) -> None:
+    """limbs += G 2^off (and - G 2^off2 where ``two``) over every entry: rows indexed from 0, so the
+    loops vectorise. The same integers land in the same limbs as ``_add_kernel`` adds."""
+    q, r = off // 32, off % 32
+    q2, r2 = off2 // 32, off2 % 32
+    for a in range(G.shape[0]):
+        _add_row(limbs[q, a], limbs[q + 1, a], limbs[q + 2, a], G[a], r, 1)
+        if two:
+            _add_row(limbs[q2, a], limbs[q2 + 1, a], limbs[q2 + 2, a], G[a], r2, -1)
+
+
+def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
+                minus: int | None = None) -> None:
+    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53.
+    ``minus`` (whole blocks only): also limbs -= G * 2^minus, in the same pass."""
+    G = np.ascontiguousarray(G)
+    if rows.size == limbs.shape[1] and cols.size == limbs.shape[2]:  # every line: rows, cols = 0, 1, ...
+        _add_whole(limbs, G, off, off if minus is None else minus, minus is not None)
+        return
+    _add_kernel(limbs, G, off, rows.astype(np.int64), cols.astype(np.int64))
+
+
+@njit
+def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
+    """G = X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed)."""
+    for i in range(X.shape[0]):
+        for k in range(X.shape[1]):
+            a = X[i, k]
+            if a != 0.0:
+                for j in range(Y.shape[1]):
+                    G[i, j] += a * Y[k, j]
+
+
+@njit
+def _sparse_right(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
+    """G = X @ Y over Y's nonzeros (Y few columns)."""
+    for k in range(Y.shape[0]):
+        for j in range(Y.shape[1]):
+            b = Y[k, j]
+            if b != 0.0:
+                for i in range(X.shape[0]):
+                    G[i, j] += X[i, k] * b
+
+
+def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """X @ Y for digit slices whose GEMM is exact (``ozaki._products``): the same integers.
+
+    A slice kept on a few lines (a row's or column's last digits) is mostly zeros: its product
+    (at most a quarter of the other operand's size) goes over the nonzeros only when they are
+    under 1/16 of it (the BLAS GEMM reads the other, whole operand for a handful of lines). Every
+    product and partial sum is an integer of magnitude <= K 2^(b_A - 1) 2^(b_B - 1) <= 2^53 in
+    any order, so G is the BLAS GEMM's, bit for bit (a zero's sign aside, which the int64 limbs
+    drop).
+    """
+    left = X.shape[0] <= Y.shape[1]
+    few, other = (X, Y) if left else (Y, X)
+    if 4 * few.size > other.size or 16 * np.count_nonzero(few) > few.size:  # counting: << the GEMM
+        return X @ Y
+    G = np.zeros((X.shape[0], Y.shape[1]))
+    (_sparse_left if left else _sparse_right)(np.ascontiguousarray(X), np.ascontiguousarray(Y), G)
+    return G
 
 
 @njit
@@ -216,6 +334,14 @@ def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
             win |= w[j] >> (c1 - p)
             sticky |= (w[j] & ((np.int64(1) << (c1 - p)) - 1)) != 0
     return win, sticky
+
+
+@njit
+def _pow2(e: int) -> float:
+    """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
+    of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
+    result (and m > 0 wherever e > 1023: the window holds the leading bit there)."""
+    return _POW2[e + 1074] if e <= 1023 else np.inf
 
 
 @njit
@@ -252,15 +378,15 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
         if h < 0:
             continue  # an exact zero: +0
         bad |= w[h] >= np.int64(1) << 32
-        blen = math.frexp(np.float64(w[h]))[1]  # bit length (w[h] < 2^53: exact)
+        blen = 64 - np.int64(leading_zeros(np.uint64(w[h])))  # bit length (w[h] > 0)
         cut = max(32 * h + blen - 53, -1074 - base[c])  # bits below cut are rounded off
         win, sticky = _window(w, h, cut - 1)
         guard = (win & 1) == 1
         kept = win >> 1
         up = np.int64(1) if guard and (sticky or (kept & 1) == 1) else np.int64(0)
         odd = np.int64(1) if guard or sticky else np.int64(0)
-        a = math.ldexp(np.float64(kept + up), base[c] + cut)  # overflow gives inf: RNE's rule
-        b = math.ldexp(np.float64(kept | odd), base[c] + cut)
+        a = np.float64(kept + up) * _pow2(base[c] + cut)  # overflow gives inf: RNE's rule
+        b = np.float64(kept | odd) * _pow2(base[c] + cut)
         if math.isinf(b):
             b = 1.7976931348623157e308  # RO overflows to the largest finite value
         rne[c] = -a if neg else a

@@ -54,6 +54,16 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return E, span
 
 
+def _scan(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """_bit_range of float32 / float64 X as it is, where the compiled kernel finds in the same pass
+    that X is all finite; None otherwise (no numba, integers, or a NaN / infinity in X)."""
+    if not jit.enabled() or X.dtype not in (np.float32, np.float64):
+        return None
+    from . import jitozaki
+    E, span, finite = jitozaki.bit_range_finite(X, axis)
+    return (E, span) if finite else None
+
+
 def _slices(span: np.ndarray, beta: int) -> np.ndarray:
     """Slices per line: ceil((span + 1) / beta) (0 for all-zero lines); see _digits."""
     return np.where(span > 0, (span + beta) // beta, 0) if span.size else span
@@ -180,6 +190,9 @@ def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int
     rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
     for (X, Y), o in (((A[0], B[0]), offs[0]), ((A[1], B[1]), offs[2])):
         G = X @ Y
+        if kern is not None:  # both in one pass
+            kern.add_product(limbs, G, o, rows, cols, minus=offs[1])
+            continue
         _add(limbs, G, o, rows, cols, kern)
         _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
     kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
@@ -216,7 +229,7 @@ def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, p
         for s, (rows, As) in enumerate(sa):
             if (s, t) not in done and (pairs is None or (s, t) in pairs):
                 # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                _add(limbs, As @ Bt, off(s, t), rows, cols, kern)
+                _add(limbs, As @ Bt if kern is None else kern.product(As, Bt), off(s, t), rows, cols, kern)
 
 
 def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tuple, Bd: tuple, ba: int, bb: int,
@@ -309,7 +322,13 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
 
 
 def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not."""
+    """(float64 values, per-line flag: exact in float64), zeroing the lines that are not.
+
+    float32 values stay float32 for the compiled kernels (they widen each value as they read it:
+    no float64 copy), and are widened here (exactly) for the numpy path.
+    """
+    if v.dtype == np.float32:
+        return (v if jit.enabled() else v.astype(np.float64)), np.ones(v.shape[1 - axis], bool)
     if v.dtype == np.float64:
         return v, np.ones(v.shape[1 - axis], bool)
     ok = ((v >= -(1 << 53)) & (v <= 1 << 53)).all(axis=axis)  # integers of <= 2^53: exact in float64

@@ -96,12 +96,13 @@ def affordable(undecided: int, K: int, tail: int, M: int, N: int) -> bool:
 
 
 def entries(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(RNE, RO) of the exact dot products A[i] . B[:, j] (finite float64), in blocks of products."""
+    """(RNE, RO) of the exact dot products A[i] . B[:, j] (finite float64 or float32), in blocks of products."""
     K = A.shape[1]
     rne, ro = np.zeros(ii.size), np.zeros(ii.size)
     step = max(1, _BLOCK // max(K, 1))
     for p in range(0, ii.size, step):
         i, j = ii[p:p + step], jj[p:p + step]
-        terms = product_terms(split_values(A[i], strip=True), split_values(B[:, j].T, strip=True))
+        a, b = A[i].astype(np.float64, copy=False), B[:, j].T.astype(np.float64, copy=False)
+        terms = product_terms(split_values(a, strip=True), split_values(b, strip=True))
         rne[p:p + step], ro[p:p + step], _ = sum_terms(terms)
     return rne, ro

@@ -62,11 +62,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core import jit
 from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
-from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _slices
+from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _scan, _slices
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
@@ -82,8 +83,11 @@ def _table(fmt: AnyFormat) -> np.ndarray:
     return v.astype(np.float64)  # integers of <= 16 bits are exact in float64
 
 
-def _values(x: Any, fmt: Any, name: str, what: str = "x") -> tuple[np.ndarray, AnyFormat]:
-    """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64."""
+def _values(x: Any, fmt: Any, name: str, what: str = "x", keep32: bool = False) -> tuple[np.ndarray, AnyFormat]:
+    """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64.
+
+    ``keep32``: FP32 values stay float32 (a view of the codes: no copy; exact_matmul's split reads them).
+    """
     if fmt is None:
         codes, f = to_codes(x, what)
     else:
@@ -91,10 +95,11 @@ def _values(x: Any, fmt: Any, name: str, what: str = "x") -> tuple[np.ndarray, A
         codes = check_codes(x, f, hint=f"pass the values themselves without {name}'s format argument, or codes")
     codes = np.asarray(codes)
     if f == FP64:
-        return codes.astype(np.uint64).view(np.float64), f
+        return codes.astype(np.uint64, copy=False).view(np.float64), f
     if f == FP32:
         # IEEE widening float32 -> float64 is exact for every value (subnormals included)
-        return codes.astype(np.uint32).view(np.float32).astype(np.float64), f
+        v32 = codes.astype(np.uint32, copy=False).view(np.float32)
+        return (v32 if keep32 else v32.astype(np.float64)), f
     if f.bits <= 16:
         return np.take(_table(f), codes), f
     return decode(codes, f), f
@@ -113,13 +118,21 @@ def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
     return tiny[0] * tiny[1] >= Fraction(1, 2**1074) and huge[0] * huge[1] < 2**1024
 
 
+def _all_finite(v: np.ndarray) -> bool:
+    """No NaN or infinity in the float64 / float32 array v."""
+    if jit.enabled() and v.flags.c_contiguous:
+        from . import jitozaki
+        return jitozaki.all_finite(v)
+    return bool(np.isfinite(v).all())
+
+
 class _Classes:
     """Values with non-finite entries zeroed (``fin``); the masks are computed only when asked."""
 
-    def __init__(self, v: np.ndarray) -> None:
+    def __init__(self, v: np.ndarray, finite: bool = False) -> None:
         self.v = v
-        self.floats = v.dtype == np.float64  # else integers: no NaN, inf or -0
-        self.all_finite = not self.floats or bool(np.isfinite(v).all())
+        self.floats = v.dtype.kind == "f"  # float64 (or float32: exact_matmul); else integers: no NaN, inf, -0
+        self.all_finite = not self.floats or finite or _all_finite(v)  # finite=True: the caller knows
         self.fin = v if self.all_finite else np.where(np.isfinite(v), v, 0.0)
 
     def _none(self) -> np.ndarray:
@@ -364,11 +377,12 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     """
     M, K = va.shape
     N = vb.shape[1]
-    ca, cb = _Classes(va), _Classes(vb)
+    pa, pb = _scan(va, 1), _scan(vb, 0)  # bit ranges and finiteness in one pass, where it can
+    ca, cb = _Classes(va, pa is not None), _Classes(vb, pb is not None)
     A, rows_ok = _float_lines(ca.fin, 1)
     B, cols_ok = _float_lines(cb.fin, 0)
-    EA, sA = _bit_range(A, 1)
-    EB, sB = _bit_range(B, 0)
+    EA, sA = pa or _bit_range(A, 1)
+    EB, sB = pb or _bit_range(B, 0)
     rows_ok &= sA <= _MAX_SPAN
     cols_ok &= sB <= _MAX_SPAN
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
@@ -385,11 +399,16 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     step = max(1, _BLOCK // max(K, 1))
     for p0 in range(0, ii.size, step):
         i, j = ii[p0:p0 + step], jj[p0:p0 + step]
-        a, b, c = _dot_rows(ca.fin[i], cb.fin[:, j].T, exact)
+        a, b, c = _dot_rows(_wide(ca.fin[i]), _wide(cb.fin[:, j].T), exact)
         rne[i, j], ro[i, j] = a, b
         if exact:
             fr[i, j] = c
     return (rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()) + _matmul_specials(ca, cb, ro)
+
+
+def _wide(v: np.ndarray) -> np.ndarray:
+    """float32 values widened to float64 (exact); other arrays as they are."""
+    return v.astype(np.float64) if v.dtype == np.float32 else v
 
 
 def _ind(m: np.ndarray) -> np.ndarray:
@@ -436,7 +455,7 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     1.0
     """
     dst = _check_out(out, exact)
-    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A"), _values(B, fmt_b, "fmt_b", "B")
+    (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A", True), _values(B, fmt_b, "fmt_b", "B", True)
     if va.ndim == 0 or vb.ndim == 0:
         raise ValueError(f"exact_matmul takes arrays of >= 1 dimension; got shapes {va.shape} and {vb.shape}. "
                          "For a scalar multiple use exact_dot or exact_sum")
