@@ -44,3 +44,21 @@ def test_small_calls_stay_on_numpy_unless_forced(monkeypatch):
     assert not jit.enabled(1)
     monkeypatch.setenv("NUMORACLE_JIT", "1")
     assert jit.enabled(1)
+
+
+def test_small_calls_never_load_numba():
+    """A kernel's first use costs its load (or compilation): small calls, such as a hypothesis
+    example's, stay on numpy and do not even import numba."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, numoracle as no\n"
+            "a = np.ones((4, 8), np.float16); b = np.ones((8, 3), np.float16)\n"
+            "no.simulate('matmul', a, b, acc='fp16')\n"
+            "no.simulate('matmul', a, b, order=no.orders.preset('h100', 'fp16'))\n"
+            "no.exact_matmul(a.astype(np.float32), b)\n"
+            "no.assert_matmul_close(a.astype(np.float32) @ b.astype(np.float32), a, b)\n"
+            "print('numba' in sys.modules)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMORACLE_JIT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"

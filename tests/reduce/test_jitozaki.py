@@ -24,6 +24,13 @@ from numoracle.reduce.reference import exact_dot, exact_matmul
 OUTS = ("fp64", "fp32", "bf16", "fp16", "fp8_e4m3fn")
 
 
+@pytest.fixture(autouse=True)
+def _kernels_at_every_size():
+    """These tests' data are small, and exact_matmul keeps small calls on numpy: use the kernels anyway."""
+    with jit.forced():
+        yield
+
+
 def same(a, b) -> bool:
     """Bitwise equality of float64 arrays (NaN == NaN, -0 != +0)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)

@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["enabled", "disabled", "forced", "njit", "MIN_WORK"]
+__all__ = ["enabled", "disabled", "forced", "for_work", "njit", "MIN_WORK"]
 
 MIN_WORK = 1 << 22   # element steps (e.g. m * n * K of a matmul) from which the kernels are used
 
@@ -74,6 +74,13 @@ def forced() -> Iterator[None]:
         yield
     finally:
         _state.forced -= 1
+
+
+def for_work(work: int):
+    """A block doing ``work`` element steps: the kernels stay as they are when the work repays them
+    (or they are forced), else the block runs on numpy (one decision for the whole call)."""
+    large = work >= MIN_WORK or getattr(_state, "forced", 0) or os.environ.get("NUMORACLE_JIT", "") == "1"
+    return nullcontext() if large else disabled()   # (decided without importing numba)
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:

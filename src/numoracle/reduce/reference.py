@@ -454,6 +454,12 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     >>> float(exact_matmul(a, b)[0, 0])
     1.0
     """
+    sa, sb = np.shape(A), np.shape(B)   # compiled kernels only where the work repays them (core/jit.py)
+    with jit.for_work(int(np.prod(sa, dtype=np.int64)) * (sb[-1] if len(sb) > 1 else 1)):
+        return _exact_matmul(A, B, fmt_a, fmt_b, out, exact)
+
+
+def _exact_matmul(A: Any, B: Any, fmt_a: Any, fmt_b: Any, out: Any, exact: bool) -> Any:
     dst = _check_out(out, exact)
     (va, _), (vb, _) = _values(A, fmt_a, "fmt_a", "A", True), _values(B, fmt_b, "fmt_b", "B", True)
     if va.ndim == 0 or vb.ndim == 0:

@@ -21,7 +21,6 @@ chains over terms run compiled instead (reduce/jitchain.py: the same bits, teste
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from functools import lru_cache
 from typing import Any
 
@@ -466,8 +465,7 @@ def simulate(op: str, *inputs: Any, acc: Any = None, order: Order | None = None,
     if mode is Rounding.STOCHASTIC:
         raise ValueError("rounding='sr' is not modelled (each step would need its own random bits)")
     steps, res_slot, nslots, res_fmt = _prepare(order, K, acc, mode, bool(fma), bool(ftz), src)
-    small = not jit.enabled(int(np.prod(shape, dtype=np.int64)) * max(K, 1))  # kernels repay only large calls
-    with np.errstate(all="ignore"), (jit.disabled() if small else nullcontext()):
+    with np.errstate(all="ignore"), jit.for_work(int(np.prod(shape, dtype=np.int64)) * max(K, 1)):
         vals = _run(steps, res_slot, nslots, src, sub_inputs).reshape(shape)
     if out is not None:
         out = format_of(out)
