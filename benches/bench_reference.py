@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import ml_dtypes
 import numpy as np
+from timing import best_times
 
 from numoracle.reduce.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
-
-
-def best_times(fns, repeat: int) -> list[float]:
-    """Best wall time of each function, the runs interleaved (so load on the machine hits all alike)."""
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
