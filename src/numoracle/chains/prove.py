@@ -55,8 +55,25 @@ __all__ = ["classify_cast_chain", "ChainSpec", "chain_spec", "K_PERIOD"]
 
 K_PERIOD = 12
 _EXHAUSTIVE_CHUNK = 1 << 22
+_TABLE_BITS = 16         # hops out of formats this narrow are table lookups (_hop)
 _ENUMERATE_BITS = 8      # method='auto' enumerates sources this narrow: 256 codes, three engine calls, are
                          # cheaper than the cell search's binary searches (and as complete)
+
+
+def _hop(codes: np.ndarray, a: AnyFormat, b: AnyFormat, pol: Policy) -> np.ndarray:
+    """``cast_codes`` of one hop; out of a format of at most _TABLE_BITS bits, a lookup in the table of
+    every code's result (made once by the engine: a proof and a chain table ask such a hop many times)."""
+    if a.bits > _TABLE_BITS:
+        return cast_codes(codes, a, b, pol)
+    idx = np.asarray(codes).astype(np.intp) & ((1 << a.bits) - 1)
+    return _hop_table(a, b, pol)[idx]
+
+
+@functools.lru_cache(maxsize=1024)   # at most 65,536 codes each: tens of MB when a chain table fills it
+def _hop_table(a: AnyFormat, b: AnyFormat, pol: Policy) -> np.ndarray:
+    t = cast_codes(np.arange(1 << a.bits, dtype=np.uint64).astype(a.code_dtype), a, b, pol)
+    t.flags.writeable = False
+    return t
 
 
 class ChainSpec:
@@ -77,14 +94,14 @@ class ChainSpec:
         """Codes after the first ``upto`` hops (0: the source codes themselves)."""
         c = codes
         for j in range(upto):
-            c = cast_codes(c, self.formats[j], self.formats[j + 1], self.policies[j])
+            c = _hop(c, self.formats[j], self.formats[j + 1], self.policies[j])
         return c
 
     def hops(self, codes: np.ndarray) -> list[np.ndarray]:
         """Codes after each hop, in order."""
         out, c = [], codes
         for j in range(len(self.policies)):
-            c = cast_codes(c, self.formats[j], self.formats[j + 1], self.policies[j])
+            c = _hop(c, self.formats[j], self.formats[j + 1], self.policies[j])
             out.append(c)
         return out
 
@@ -92,7 +109,7 @@ class ChainSpec:
         return self.prefix(codes, len(self.policies))
 
     def direct_cast(self, codes: np.ndarray) -> np.ndarray:
-        return cast_codes(codes, self.src, self.dst, self.direct)
+        return _hop(codes, self.src, self.dst, self.direct)
 
     def label(self) -> str:
         parts = [self.formats[0].name]
