@@ -375,8 +375,11 @@ def _falsifying(strategy) -> str:
 
     with pytest.raises(AssertionError) as e:
         t()
-    note = next(n for n in getattr(e.value, "__notes__", []) if n.startswith("Falsifying example"))
-    return note.split("x=", 1)[1].split(",  #")[0].strip()
+    # hypothesis' note: "Falsifying example: t(x=...)" (older releases) or "Failing test case: t(x=...)"
+    note = next(n for n in getattr(e.value, "__notes__", []) if n.startswith(("Falsifying example",
+                                                                                "Failing test case")))
+    line = note.split("x=", 1)[1].split("\n", 1)[0]
+    return line.split(",  #")[0].rstrip(",").strip()
 
 
 @pytest.mark.parametrize("strategy, dtype", [
