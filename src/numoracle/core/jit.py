@@ -44,14 +44,19 @@ def _numba() -> Any:
     return numba
 
 
+def _repays(work: int | None) -> bool:
+    """Does a call of ``work`` element steps (None: large or unknown) take the kernels? Decided without
+    importing numba: NUMORACLE_JIT=1 or forced() say yes at every size."""
+    if work is None or work >= MIN_WORK or getattr(_state, "forced", 0):
+        return True
+    return os.environ.get("NUMORACLE_JIT", "") == "1"
+
+
 def enabled(work: int | None = None) -> bool:
     """True when compiled kernels will be used for a call of ``work`` element steps in this thread
-    (None: the caller's work is large or unknown)."""
-    env = os.environ.get("NUMORACLE_JIT", "")
-    if getattr(_state, "off", 0) or env == "0":
-        return False
-    small = work is not None and work < MIN_WORK
-    if small and not (getattr(_state, "forced", 0) or env == "1"):
+    (None: the caller's work is large or unknown). NUMORACLE_JIT: 0 off, 1 at every size, unset
+    (or anything else) by work."""
+    if getattr(_state, "off", 0) or os.environ.get("NUMORACLE_JIT", "") == "0" or not _repays(work):
         return False
     return _numba() is not None
 
@@ -79,8 +84,7 @@ def forced() -> Iterator[None]:
 def for_work(work: int):
     """A block doing ``work`` element steps: the kernels stay as they are when the work repays them
     (or they are forced), else the block runs on numpy (one decision for the whole call)."""
-    large = work >= MIN_WORK or getattr(_state, "forced", 0) or os.environ.get("NUMORACLE_JIT", "") == "1"
-    return nullcontext() if large else disabled()   # (decided without importing numba)
+    return nullcontext() if _repays(work) else disabled()
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:
