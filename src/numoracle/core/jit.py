@@ -27,9 +27,18 @@ from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["enabled", "disabled", "forced", "for_work", "njit", "MIN_WORK"]
+from .policy import Rounding
+
+__all__ = ["enabled", "disabled", "forced", "for_work", "njit", "MIN_WORK", "MODE_CODES",
+           "RNE", "RNA", "RTZ", "UP", "DOWN", "ODD"]
 
 MIN_WORK = 1 << 22   # element steps (e.g. m * n * K of a matmul) from which the kernels are used
+
+# the rounding modes as the integers kernels branch on (numba cannot take an Enum); stochastic
+# rounding has none: no kernel takes it
+RNE, RNA, RTZ, UP, DOWN, ODD = range(6)
+MODE_CODES = {Rounding.NEAREST_EVEN: RNE, Rounding.NEAREST_AWAY: RNA, Rounding.TOWARD_ZERO: RTZ,
+              Rounding.UP: UP, Rounding.DOWN: DOWN, Rounding.TO_ODD: ODD}
 
 _state = threading.local()
 

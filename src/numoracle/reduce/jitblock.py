@@ -40,14 +40,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import jit
-from ..core.policy import Rounding
 from .accumulate import Arith, native_fp32_ok
 from .simsources import _FP32, _fits
 
 __all__ = ["BlockKernel", "calls"]
 
-_MODES = {Rounding.NEAREST_EVEN: 0, Rounding.NEAREST_AWAY: 1, Rounding.TOWARD_ZERO: 2, Rounding.UP: 3,
-          Rounding.DOWN: 4, Rounding.TO_ODD: 5}
+_MODES = jit.MODE_CODES
 _MAG = 0x7FFF_FFFF_FFFF_FFFF
 _EXP_LIMIT = 1000        # every scale, scaled term and v stays a normal float64 within 2^+-1000
 _calls = [0]             # kernel calls (tests read it through calls(): the kernel did run)

@@ -48,9 +48,9 @@ calls = 0            # chain pieces run by the kernel (read by the tests)
 _TILE = 2048         # running sums held per block of output rows: two buffers of them stay in L1
 
 # mode codes
-_RNE, _RNA, _RTZ, _UP, _DOWN, _ODD, _HW = range(7)
-_MODES = {Rounding.NEAREST_EVEN: _RNE, Rounding.NEAREST_AWAY: _RNA, Rounding.TOWARD_ZERO: _RTZ,
-          Rounding.UP: _UP, Rounding.DOWN: _DOWN, Rounding.TO_ODD: _ODD}
+_RNE, _RNA, _RTZ, _UP, _DOWN, _ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
+_HW = max(jit.MODE_CODES.values()) + 1   # this kernel's own: plain float32 addition (FP32 accumulator, RNE)
+_MODES = jit.MODE_CODES
 # word parameters (tuple P of uint32 or uint64): bits dropped, masks, the normal range as bit patterns
 _D, _MASK, _NMASK, _HALF1, _HALF, _LO, _SPAN, _ZERO_OK = range(8)
 # float parameters (F) and flags (C) of the scalar route
