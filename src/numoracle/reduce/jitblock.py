@@ -40,8 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import jit
-from .accumulate import Arith, native_fp32_ok
-from .simsources import _FP32, _fits
+from .accumulate import Arith
 
 __all__ = ["BlockKernel", "calls"]
 
@@ -362,7 +361,7 @@ class BlockKernel:
             _, qt, ht = self.info
             hi_e = max(ht, ar.fmt.emax + 1) + 2
             F = bo.frac_bits
-            self._covers[key] = (self.src.inputs_fit_fp32 and native_fp32_ok() and _fits(self.info, _FP32)
+            self._covers[key] = (self.src.terms_fp32()
                                  and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126)
         return self._covers[key]
 

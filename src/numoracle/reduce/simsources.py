@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.formats import FP32, Format
 from ..core.inputs import exact_float64
-from .accumulate import triple
+from .accumulate import native_fp32_ok, triple
 
 _OPS = ("sum", "dot", "matmul")
 _ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
@@ -56,6 +56,11 @@ class _Source:
 
     def info(self) -> tuple[int, int, int]:
         return self.p, self.q, self.h
+
+    def terms_fp32(self) -> bool:
+        """The inputs and every term (input or exact product) are FP32 numbers, and float32 arithmetic
+        has gradual underflow here: float32 multiplication then gives the terms exactly."""
+        return native_fp32_ok() and self.inputs_fit_fp32 and _fits(self.info(), _FP32)
 
     def view(self, lo, hi):
         s = object.__new__(type(self))

@@ -226,7 +226,7 @@ def _prepare(order, K, acc, mode, fma, ftz, src):
     term_src, memo, out = src.info(), {}, []
     # Terms as float32 are exact when the inputs are FP32 numbers and their products fit FP32; with
     # fma=False, float32 multiplication also gives the FP32-rounded product (IEEE binary32, RNE).
-    t32_exact = native and src.inputs_fit_fp32 and _fits(term_src, _FP32)
+    t32_exact = native and src.terms_fp32()
     t32_fp32_rounded = native and src.inputs_fit_fp32 and not fma
     for st in steps:
         if st[0] not in ("add", "chain"):
@@ -331,7 +331,7 @@ def _block32(st, src) -> bool:
     terms' quantum exponent, E >= q): every step of block_fma is then as exact in float32 as in float64."""
     bo = st[4]
     info = src.info()
-    return (native_fp32_ok() and src.inputs_fit_fp32 and _fits(info, _FP32)
+    return (src.terms_fp32()
             and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - info[1] <= 127)
 
 
