@@ -339,6 +339,7 @@ def test_early_rounding_decides_typical_ill_conditioned_entries(seed):
 def test_reused_digit_planes_across_calls_and_shapes():
     # the kernels reuse their digit planes call after call (per thread and operand): results of
     # growing, shrinking and differently sliced problems in a row equal the numpy path's
+    pytest.importorskip("numba")  # (without the kernels both sides are the numpy path)
     rng = np.random.default_rng(80)
     for M, K, N, spread in [(30, 500, 20, 40), (8, 60, 5, 0), (30, 900, 25, 90), (3, 2000, 2, 5), (30, 500, 20, 40)]:
         a = (rng.standard_normal((M, K)) * np.exp2(rng.integers(-spread, spread + 1, (M, K)))).astype(np.float32)
