@@ -69,7 +69,9 @@ def _hop(codes: np.ndarray, a: AnyFormat, b: AnyFormat, pol: Policy) -> np.ndarr
     return _hop_table(a, b, pol)[idx]
 
 
-@functools.lru_cache(maxsize=1024)   # at most 65,536 codes each: tens of MB when a chain table fills it
+# at most 65,536 codes each (1-4 bytes a code): at most 256 MB if every entry were a 16-bit source with a
+# 32-bit destination; `numoracle tables` fills it with a process peak of about 150 MB
+@functools.lru_cache(maxsize=1024)
 def _hop_table(a: AnyFormat, b: AnyFormat, pol: Policy) -> np.ndarray:
     t = cast_codes(np.arange(1 << a.bits, dtype=np.uint64).astype(a.code_dtype), a, b, pol)
     t.flags.writeable = False
