@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--all", action="store_true", help="also the A100, V100 and TF32 presets")
     args = ap.parse_args()
-    if not jit.enabled():
+    if not jit.enabled(jit.MIN_WORK):
         raise SystemExit("numba is not installed (or NUMORACLE_JIT=0): nothing to compare")
     rng = np.random.default_rng(0)
     a64, b64 = rng.standard_normal((args.m, args.k)), rng.standard_normal((args.k, args.n))

@@ -72,7 +72,7 @@ def main() -> None:
             ("DeepSeek-V3 FP8 (promoted every 128)", ml_dtypes.float8_e4m3fn,
              dict(order=orders.preset("deepseek", "fp8"))),
         ]
-    print(f"kernels: {'numba' if jit.enabled() else 'off (numba not installed, or NUMORACLE_JIT=0)'}")
+    print(f"kernels: {'numba' if jit.enabled(jit.MIN_WORK) else 'off (numba not installed, or NUMORACLE_JIT=0)'}")
     print(f"{'model':44s} {'first':>7s} {'kernel':>8s} {'numpy':>8s} {'BLAS':>8s} {'kernel/BLAS':>11s} "
           f"{'numpy/BLAS':>10s}")
     for name, dt, kw in models:

@@ -7,13 +7,13 @@ from numoracle.core import jit
 
 def test_disabled_switches_kernels_off_and_nests(monkeypatch):
     monkeypatch.delenv("NUMORACLE_JIT", raising=False)
-    before = jit.enabled()
+    before = jit.enabled(jit.MIN_WORK)
     with jit.disabled():
-        assert not jit.enabled()
+        assert not jit.enabled(jit.MIN_WORK)
         with jit.disabled():
-            assert not jit.enabled()
-        assert not jit.enabled()
-    assert jit.enabled() == before
+            assert not jit.enabled(jit.MIN_WORK)
+        assert not jit.enabled(jit.MIN_WORK)
+    assert jit.enabled(jit.MIN_WORK) == before
 
 
 def test_environment_variable_turns_kernels_off(monkeypatch):
@@ -35,8 +35,14 @@ def test_njit_compiles_when_numba_is_installed():
 def test_small_calls_stay_on_numpy_unless_forced(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.delenv("NUMORACLE_JIT", raising=False)
-    assert jit.enabled(jit.MIN_WORK) and jit.enabled(None)
-    assert not jit.enabled(jit.MIN_WORK - 1)
+    assert jit.enabled(jit.MIN_WORK) and not jit.enabled(jit.MIN_WORK - 1)
+    assert not jit.enabled()                 # a step outside an entry point's block: numpy
+    with jit.for_work(jit.MIN_WORK):
+        assert jit.enabled()                 # the steps of a large call follow its decision
+        with jit.for_work(1):
+            assert not jit.enabled()         # a small call nested in it decides for itself
+    with jit.for_work(1):
+        assert not jit.enabled()
     with jit.forced():
         assert jit.enabled(1)
         with jit.disabled():
@@ -58,6 +64,9 @@ def test_small_calls_never_load_numba():
             "no.simulate('matmul', a, b, order=no.orders.preset('h100', 'fp16'))\n"
             "no.exact_matmul(a.astype(np.float32), b)\n"
             "no.assert_matmul_close(a.astype(np.float32) @ b.astype(np.float32), a, b)\n"
+            "x = np.ones(8, np.float32); no.exact_sum(x); no.exact_dot(x, x)\n"
+            "no.assert_sum_close(np.float32(8), x); no.assert_dot_close(np.float32(8), x, x)\n"
+            "no.quantize(x, 'int8')\n"
             "print('numba' in sys.modules)\n")
     env = {k: v for k, v in __import__("os").environ.items() if k != "NUMORACLE_JIT"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

@@ -11,11 +11,14 @@ used when all of these hold:
 4. the call has enough work to repay a kernel's first use in the process (loading it from numba's
    disk cache takes tenths of a second, compiling it on a machine's first run several seconds):
    ``work`` >= ``MIN_WORK`` element steps, unless ``NUMORACLE_JIT=1`` or a ``forced()`` block asks
-   for kernels at every size (the kernel tests do, on small data).
+   for kernels at every size (the kernel tests do, on small data). An entry point (``simulate``,
+   ``exact_matmul``) decides once for the whole call with ``for_work``; the steps inside ask
+   ``enabled()`` and follow that decision, so a step outside such a block stays on numpy.
 
 Kernel modules decorate their functions with ``njit`` below and are imported lazily by the code
-that calls them (``if jit.enabled(work): from . import kernels``). Compiled code is cached on disk
-(numba's ``cache=True``), so only the first run on a machine pays the compilation.
+that calls them (``if jit.enabled(): from . import kernels``, inside the entry point's ``for_work``).
+Compiled code is cached on disk (numba's ``cache=True``), so only the first run on a machine pays
+the compilation.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -54,17 +57,20 @@ def _numba() -> Any:
 
 
 def _repays(work: int | None) -> bool:
-    """Does a call of ``work`` element steps (None: large or unknown) take the kernels? Decided without
-    importing numba: NUMORACLE_JIT=1 or forced() say yes at every size."""
-    if work is None or work >= MIN_WORK or getattr(_state, "forced", 0):
+    """Does a call of ``work`` element steps take the kernels? ``None``: a step inside a call, which
+    follows the decision of the entry point around it (``for_work``). Decided without importing
+    numba; NUMORACLE_JIT=1 or forced() say yes at every size."""
+    if getattr(_state, "forced", 0) or os.environ.get("NUMORACLE_JIT", "") == "1":
         return True
-    return os.environ.get("NUMORACLE_JIT", "") == "1"
+    if work is None:
+        return getattr(_state, "large", 0) > 0
+    return work >= MIN_WORK
 
 
 def enabled(work: int | None = None) -> bool:
     """True when compiled kernels will be used for a call of ``work`` element steps in this thread
-    (None: the caller's work is large or unknown). NUMORACLE_JIT: 0 off, 1 at every size, unset
-    (or anything else) by work."""
+    (None: a step inside an entry point's ``for_work`` block, which decided for it). NUMORACLE_JIT:
+    0 off, 1 at every size, unset (or anything else) by work."""
     if getattr(_state, "off", 0) or os.environ.get("NUMORACLE_JIT", "") == "0" or not _repays(work):
         return False
     return _numba() is not None
@@ -91,9 +97,18 @@ def forced() -> Iterator[None]:
 
 
 def for_work(work: int):
-    """A block doing ``work`` element steps: the kernels stay as they are when the work repays them
-    (or they are forced), else the block runs on numpy (one decision for the whole call)."""
-    return nullcontext() if _repays(work) else disabled()
+    """The block of an entry point doing ``work`` element steps: its steps use the kernels when the
+    work repays them (or they are forced), else the numpy path (one decision for the whole call)."""
+    return _large() if _repays(work) else disabled()
+
+
+@contextmanager
+def _large() -> Iterator[None]:
+    _state.large = getattr(_state, "large", 0) + 1
+    try:
+        yield
+    finally:
+        _state.large -= 1
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:

@@ -120,7 +120,7 @@ def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
 
 def _all_finite(v: np.ndarray) -> bool:
     """No NaN or infinity in the float64 / float32 array v."""
-    if jit.enabled() and v.flags.c_contiguous:
+    if jit.enabled(v.size) and v.flags.c_contiguous:  # a large array: one compiled max reduction
         from . import jitozaki
         return jitozaki.all_finite(v)
     return bool(np.isfinite(v).all())
@@ -294,7 +294,8 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
         n = int(np.prod([v.shape[d] for d in axes], dtype=np.int64))
         v2 = np.transpose(v, keep + list(axes)).reshape(int(np.prod(shape, dtype=np.int64)), n)
     c = _Classes(v2)
-    rne, ro, fr = _sum_rows(c.fin, exact)
+    with jit.for_work(v2.size):  # compiled passes only for large sums (core/jit.py)
+        rne, ro, fr = _sum_rows(c.fin, exact)
     R, n = v2.shape
     negzero = np.zeros(R, bool)
     rows = np.flatnonzero(ro == 0) if n else np.zeros(0, np.intp)  # exact zeros: is every term -0?
