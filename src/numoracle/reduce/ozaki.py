@@ -6,6 +6,8 @@ are exact integer matrix products accumulated in int64 limbs, so the sum of all 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..core import jit
@@ -14,6 +16,8 @@ from .exactsum import limbs_to_fractions, round_limbs
 
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
+_CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
+_MIN_CHUNK = 256  # fewer columns per chunk cost more in GEMM calls than the cache saves
 
 
 # ---- exact_matmul: the Ozaki split ------------------------------------------------------------
@@ -130,15 +134,25 @@ def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) 
             limbs[q + k][idx] += p
 
 
-def _gemm_lines(spans: list[tuple[int, int]], beta: int) -> list[int]:
-    """Lines that enter each slice's GEMMs at digit width beta: all where at least half have the
-    slice, else those (see _split). ``spans``: (span, lines with it) of the distinct spans."""
-    size = sum(c for _, c in spans)
-    have = [0] * max((-(-(u + 1) // beta) for u, _ in spans if u > 0), default=0)  # see _slices
-    for u, c in spans:
-        for s in range(-(-(u + 1) // beta) if u > 0 else 0):
-            have[s] += c
-    return [size if 2 * n >= size else n for n in have]
+def _gemm_lines(spans: np.ndarray, betas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each digit width in ``betas``: (lines entering all slices' GEMMs, slices that enter whole).
+
+    A slice enters whole where at least half the lines have it, else on those lines only (see
+    _split); line i has ceil((span_i + 1) / beta) slices (see _slices). One histogram of slice
+    counts per width, summed from the top, gives the lines having each slice.
+    """
+    size, nb = spans.size, betas.size
+    if not size:
+        return np.zeros(nb, np.int64), np.zeros(nb, np.int64)
+    u, c = np.unique(spans, return_counts=True)  # the distinct spans, and lines with each
+    n = np.where(u > 0, (u + betas[:, None]) // betas[:, None], 0)  # slices per distinct span and width
+    top = int(n.max()) + 1
+    cells = (np.arange(nb)[:, None] * top + n).ravel()
+    hist = np.bincount(cells, np.broadcast_to(c, n.shape).ravel(), nb * top).astype(np.int64).reshape(nb, top)
+    have = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1][:, 1:]  # have[w, s]: lines with more than s slices
+    lines = np.where(2 * have >= size, size, have)
+    lines[have == 0] = 0
+    return lines.sum(axis=1), (lines == size).sum(axis=1)
 
 
 def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, int, bool]:
@@ -150,90 +164,163 @@ def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, 
     is less and its middle GEMM needs at most 4 pieces along K. Only the time depends on the plan.
     """
     total = 55 - max(K - 1, 0).bit_length()
-
-    ua, ub = ([(int(u), int(c)) for u, c in zip(*np.unique(x, return_counts=True))] for x in (sA, sB))
-
-    def work(ba: int, bb: int) -> tuple[int, int, int]:
-        ra, cb = _gemm_lines(ua, ba), _gemm_lines(ub, bb)
-        blocks = (ra.count(M) // 2) * (cb.count(N) // 2)
-        return sum(ra) * sum(cb), blocks, len(ra) * len(cb)
-
-    w, _, ba = min((work(ba, total - ba)[0], abs(2 * ba - total), ba) for ba in range(1, total))
+    widths = np.arange(1, total)
+    ra, wa = (x.tolist() for x in _gemm_lines(sA.astype(np.int64), widths))  # A at width b, B at total - b
+    cb, wb = (x.tolist() for x in _gemm_lines(sB.astype(np.int64), total - widths))
+    w, _, ba = min((ra[i] * cb[i], abs(2 * b - total), b) for i, b in enumerate(range(1, total)))
     beta = total // 2
     chunks = -(-K // (1 << max(53 - 2 * beta, 0)))  # the middle GEMM's pieces (see _karatsuba)
     if beta >= 1 and 2 * beta <= 53 and chunks <= 4:
-        wk, blocks, _ = work(beta, beta)
+        j = total - beta - 1  # B at width beta
+        blocks, wk = (wa[beta - 1] // 2) * (wb[j] // 2), ra[beta - 1] * cb[j]
         if blocks and 8 * wk - 7 * blocks * M * N < 8 * w:
             return beta, beta, True
     return ba, total - ba, False
 
 
-def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray, kern) -> None:
-    """limbs[:, rows x cols] += G * 2^off; G a GEMM result of integers, |G| <= 2^53."""
+def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray, kern,
+         minus: int | None = None) -> None:
+    """limbs[:, rows x cols] += G * 2^off (and -= G * 2^minus); G a GEMM result of integers, |G| <= 2^53."""
     if kern is not None:
-        kern.add_product(limbs, G, off, rows, cols)
+        kern.add_product(limbs, G, off, rows, cols, minus=minus)
         return
     whole = rows.size == limbs.shape[1] and cols.size == limbs.shape[2]
-    _add_shifted(limbs, G.astype(np.int64), off, None if whole else np.ix_(rows, cols))
+    g = G.astype(np.int64)
+    _add_shifted(limbs, g, off, None if whole else np.ix_(rows, cols))
+    if minus is not None:
+        _add_shifted(limbs, np.negative(g, out=g), minus, None if whole else np.ix_(rows, cols))
 
 
-def _karatsuba(limbs: np.ndarray, A: tuple, B: tuple, beta: int, offs: tuple[int, int, int], kern) -> None:
-    """limbs += A0 B0 2^o0 + (A0 B1 + A1 B0) 2^o1 + A1 B1 2^o2 with 3 GEMMs (Karatsuba).
+class _Side(NamedTuple):
+    """One operand's split, the same for every K-chunk: A (rows, axis=1) or a block of B's columns
+    (axis=0), the line scales E, slices per line S at digit width ``beta``, each slice's lines in
+    its GEMMs (all of them where at least half the lines have it, else those: see _split), and
+    the Karatsuba pairs of whole slices (0, 1), (2, 3), ... taken (0 without Karatsuba)."""
 
-    A = (A0, A1, A0 + A1), B likewise. Digits of width b (|d| <= 2^(b - 1)) with K * 2^(2b - 2)
-    <= 2^53: A0 B0 and A1 B1 are exact GEMMs (see _ozaki); A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) -
-    A0 B0 - A1 B1, where the digit sums are exact integers of magnitude <= 2^b, so their GEMM is
-    exact over chunks of Kc columns with Kc * 2^(2b) <= 2^53; every piece is added (or
-    subtracted) into the limbs exactly.
-    """
-    K = A[0].shape[1]
-    rows, cols = np.arange(limbs.shape[1]), np.arange(limbs.shape[2])
-    for (X, Y), o in (((A[0], B[0]), offs[0]), ((A[1], B[1]), offs[2])):
-        G = X @ Y
-        if kern is not None:  # both in one pass
-            kern.add_product(limbs, G, o, rows, cols, minus=offs[1])
-            continue
-        _add(limbs, G, o, rows, cols, kern)
-        _add(limbs, np.negative(G, out=G), offs[1], rows, cols, kern)
-    kc = 1 << (53 - 2 * beta)  # Kc * 2^(2 beta) <= 2^53 (_plan: 2 beta <= 53)
-    for k0 in range(0, K, kc):
-        _add(limbs, A[2][:, k0:k0 + kc] @ B[2][k0:k0 + kc], offs[1], rows, cols, kern)
+    X: np.ndarray
+    E: np.ndarray
+    S: np.ndarray
+    beta: int
+    axis: int
+    lines: list[np.ndarray]
+    pairs: int
+    slot: str
 
 
-def _products(limbs: np.ndarray, Ad: tuple, Bd: tuple, ba: int, bb: int, kern, pairs: set | None = None) -> None:
+def _side(X: np.ndarray, E: np.ndarray, S: np.ndarray, beta: int, axis: int, kara: bool) -> _Side:
+    count = int(S.max(initial=0))
+    whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]  # a prefix of the slices
+    lines = [np.arange(S.size) if whole[s] else np.flatnonzero(S > s) for s in range(count)]
+    return _Side(X, E, S, beta, axis, lines, sum(whole) // 2 if kara else 0, "AB"[1 - axis])
+
+
+def _split(side: _Side, k0: int, k1: int, kern) -> tuple:
+    """The digit slices of the side's columns (A) or rows (B) k0:k1: ([digits of each slice on its
+    lines], [sums of the Karatsuba pairs' slices], per slice and line sum |d| (rows of A) or
+    max |d| (columns of B)). Slices beyond a line's count are 0 there (see _digits)."""
+    X, E, S, beta, axis = side.X, side.E, side.S, side.beta, side.axis
+    X = X[:, k0:k1] if axis == 1 else X[k0:k1]
+    count = len(side.lines)
+    if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
+        slices, stats = kern.digits(X, E, beta, count, axis, S, side.pairs, side.slot)
+        sums = slices[count:]
+    else:
+        slices = _digits(X, E, beta, count, axis, S)
+        sums = [slices[2 * p] + slices[2 * p + 1] for p in range(side.pairs)]
+        f = np.sum if axis == 1 else np.max  # digits are integers: the sums are exact (<= 2^53)
+        stats = np.array([f(np.abs(d), axis=axis) for d in slices]).reshape(count, S.size)
+    out = []
+    for s, lines in enumerate(side.lines):
+        whole = lines.size == S.size
+        out.append(slices[s] if whole else slices[s][lines] if axis == 1 else slices[s][:, lines])
+    return out, sums, stats
+
+
+def _chunk(a: _Side, b: _Side, K: int, middle: int) -> int:
+    """Columns of A (rows of B) per K-chunk: a power of two whose digit planes of both sides take
+    about _CHUNK_BYTES (they stay in cache between the digit pass and the GEMMs that read them),
+    at least _MIN_CHUNK and dividing ``middle`` (the Karatsuba middle product's exact span)."""
+    planes = (len(a.lines) + a.pairs) * a.S.size + (len(b.lines) + b.pairs) * b.S.size
+    kc = 1 << max(_MIN_CHUNK.bit_length() - 1, (_CHUNK_BYTES // (8 * max(planes, 1))).bit_length() - 1)
+    return max(1, min(kc, middle, K))
+
+
+def _use_chunks(acc: int, nl: int, entries: int) -> bool:
+    """K in chunks (see _products) where the ``acc`` accumulators per entry and its ``nl`` limbs
+    fit in _LIMBS, or the accumulators take no more memory than the limbs; else K goes in as few
+    pieces as exactness allows (large, wide-spread products: the GEMMs' work dominates)."""
+    return (nl + acc) * entries <= _LIMBS or acc <= nl
+
+
+def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, chunked: bool) -> tuple:
     """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
-    (None: all of them).
+    (None: all of them); returns the digits' (sum |d| per slice and row of A, max |d| per slice and
+    column of B) over all of K. ``chunked``: K goes in chunks (else in pieces of ``middle``, each added
+    into the limbs as it comes: no accumulators).
 
-    Ad, Bd from _split: (slices as [(rows or columns they hold, digits)], sums of whole slice
-    pairs). Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s
-    B_{t+1} and A_{s+1} B_t have the same offset) and whose pairs are all wanted; plain GEMMs for
-    the other pairs.
+    Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s B_{t+1} and
+    A_{s+1} B_t have the same offset) and whose pairs are all wanted: A0 B0 2^o0 + (A0 B1 + A1 B0)
+    2^o1 + A1 B1 2^o2 with A0 B1 + A1 B0 = (A0 + A1)(B0 + B1) - A0 B0 - A1 B1. Plain GEMMs for the
+    other pairs. K goes in chunks (_chunk); each chunk's digits are computed and multiplied at once,
+    and the products summed over chunks in float64, exactly: every slice product's partial sums
+    are integers of magnitude <= K 2^(ba - 1) 2^(bb - 1) <= 2^53 (see _plan), and the middle
+    product's, whose digit sums are <= 2^b, over ``middle`` columns with middle 2^(2b) <= 2^53,
+    is added to the limbs at least that often.
     """
-    (sa, suma, _), (sb, sumb, _) = Ad, Bd
-    nA, nB = len(sa), len(sb)
+    nA, nB, ba, bb = len(a.lines), len(b.lines), a.beta, b.beta
+    K = a.X.shape[1]
 
     def off(s: int, t: int) -> int:
         return (nA - 1 - s) * ba + (nB - 1 - t) * bb
 
-    done = set()
-    for p, Ap in enumerate(suma):
-        for q, Bq in enumerate(sumb):
+    blocks, done = [], set()
+    for p in range(a.pairs):
+        for q in range(b.pairs):
             s, t = 2 * p, 2 * q
             block = {(s, t), (s, t + 1), (s + 1, t), (s + 1, t + 1)}
-            if pairs is not None and not block <= pairs:
-                continue
-            _karatsuba(limbs, (sa[s][1], sa[s + 1][1], Ap), (sb[t][1], sb[t + 1][1], Bq), ba,
-                       (off(s, t), off(s, t + 1), off(s + 1, t + 1)), kern)
-            done |= block
-    for t, (cols, Bt) in enumerate(sb):
-        for s, (rows, As) in enumerate(sa):
-            if (s, t) not in done and (pairs is None or (s, t) in pairs):
-                # exact: integer entries, every partial sum <= K * 2^(ba-1) * 2^(bb-1) <= 2^53
-                _add(limbs, As @ Bt if kern is None else kern.product(As, Bt), off(s, t), rows, cols, kern)
+            if pairs is None or block <= pairs:
+                blocks.append((p, q))
+                done |= block
+    plain = [(s, t) for t in range(nB) for s in range(nA) if (s, t) not in done and (pairs is None or (s, t) in pairs)]
+    middle = 1 << (53 - 2 * ba) if blocks else K  # _plan: 2 ba <= 53 with Karatsuba
+    kc = _chunk(a, b, K, middle) if chunked else max(1, min(middle, K))
+    G: dict = {}
+
+    def acc(key: tuple, g: np.ndarray, last: bool, o: int, rows: np.ndarray, cols: np.ndarray,
+            minus: int | None = None) -> None:
+        """Sum the chunk's product g into the accumulator ``key``; with ``last``, add the total
+        into the limbs (times 2^o, and minus it times 2^minus) and start again from 0."""
+        if key in G:
+            G[key] += g
+            if not last:
+                return
+            g = G.pop(key)
+        elif not last:
+            G[key] = g
+            return
+        _add(limbs, g, o, rows, cols, kern, minus)
+
+    stats_a, stats_b = np.zeros((nA, a.S.size)), np.zeros((nB, b.S.size))
+    for k0 in range(0, K, kc):
+        k1 = min(K, k0 + kc)
+        (sa, suma, st_a), (sb, sumb, st_b) = _split(a, k0, k1, kern), _split(b, k0, k1, kern)
+        stats_a += st_a
+        np.maximum(stats_b, st_b, out=stats_b)
+        last = k1 == K or not chunked  # unchunked: each piece into the limbs at once (no accumulators)
+        for p, q in blocks:
+            s, t = 2 * p, 2 * q
+            rows, cols, o1 = a.lines[s], b.lines[t], off(s, t + 1)
+            acc((p, q, 0), sa[s] @ sb[t], last, off(s, t), rows, cols, o1)
+            acc((p, q, 2), sa[s + 1] @ sb[t + 1], last, off(s + 1, t + 1), rows, cols, o1)
+            acc((p, q, 1), suma[p] @ sumb[q], last or k1 % middle == 0, o1, rows, cols)
+        for s, t in plain:
+            X, Y = sa[s], sb[t]
+            acc((s, t), X @ Y if kern is None else kern.product(X, Y), last, off(s, t), a.lines[s], b.lines[t])
+    return stats_a, stats_b
 
 
-def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tuple, Bd: tuple, ba: int, bb: int,
-                 A: np.ndarray, Bj: np.ndarray, kern) -> tuple[np.ndarray, np.ndarray]:
+def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side, b: _Side, stats: tuple,
+                 kern, chunked: bool) -> tuple[np.ndarray, np.ndarray]:
     """(RNE, RO) of a block's entries, raveled. ``head``: the pairs in limbs so far (None: all);
     entries whose rounding the rest cannot change are rounded now (ozakitail.py), the others
     exactly: one by one when few, else after the remaining pairs' GEMMs."""
@@ -241,50 +328,17 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, Ad: tupl
     rnd = round_limbs if kern is None else kern.round_limbs
     if head is None:
         return rnd(limbs.reshape(nl, M * Nb), base)
-    nA, nB = len(Ad[0]), len(Bd[0])
-
-    def off(s: int, t: int) -> int:
-        return (nA - 1 - s) * ba + (nB - 1 - t) * bb
-
+    nA, nB = len(a.lines), len(b.lines)
     tail = [(s, t) for s in range(nA) for t in range(nB) if (s, t) not in head]
-    K = A.shape[1]
-    R = ozakitail.tail_bound(tail, ba, bb, Ad[2], Bd[2]).ravel()
-    a, b, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
+    K = a.X.shape[1]
+    R = ozakitail.tail_bound(tail, a.beta, b.beta, *stats).ravel()
+    rr, cc, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
     if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
-        a[und], b[und] = ozakitail.entries(A, Bj, und // Nb, und % Nb)
+        rr[und], cc[und] = ozakitail.entries(a.X, b.X, und // Nb, und % Nb)
     elif und.size:
-        _products(limbs, Ad, Bd, ba, bb, kern, set(tail))
+        _products(limbs, a, b, kern, set(tail), chunked)
         return rnd(limbs.reshape(nl, M * Nb), base)
-    return a, b
-
-
-def _split(X: np.ndarray, E: np.ndarray, beta: int, S: np.ndarray, axis: int, kara: bool, kern) -> tuple:
-    """The digit slices of X for the GEMMs: ([(lines, digits)], [sums of whole slice pairs], per slice
-    and line sum |d| (rows, axis=1) or max |d| (columns)).
-
-    Slices beyond a line's count are 0; where fewer than half the lines have a slice, only those
-    lines enter its GEMMs (less work), otherwise the whole slice does (no gathers). With ``kara``
-    the whole slices (a prefix) are paired (0, 1), (2, 3), ... and each pair's sum comes along.
-    """
-    count = int(S.max(initial=0))
-    whole = [2 * int((S > s).sum()) >= S.size for s in range(count)]
-    pairs = sum(whole) // 2 if kara else 0
-    if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
-        slices, stats = kern.digits(X, E, beta, count, axis, S, pairs, "AB"[1 - axis])
-        sums = slices[count:]
-    else:
-        slices = _digits(X, E, beta, count, axis, S)
-        sums = [slices[2 * p] + slices[2 * p + 1] for p in range(pairs)]
-        f = np.sum if axis == 1 else np.max  # digits are integers: the sums are exact (<= 2^53)
-        stats = np.array([f(np.abs(d), axis=axis) for d in slices]).reshape(count, S.size)
-    out = []
-    for s in range(count):
-        lines = np.flatnonzero(S > s)
-        if whole[s]:
-            out.append((np.arange(S.size), slices[s]))
-        else:
-            out.append((lines, slices[s][lines] if axis == 1 else slices[s][:, lines]))
-    return out, sums, stats
+    return rr, cc
 
 
 def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
@@ -296,28 +350,29 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         from . import jitozaki as kern
     ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
-    nA = int(SA.max(initial=0))
-    Ad = _split(A, EA, ba, SA, 1, kara, kern)
+    a = _side(A, EA, SA, ba, 1, kara)
+    nA, nB_max = len(a.lines), int(SB.max(initial=0))
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
-    nl_max = (max(nA - 1, 0) * ba + (int(SB.max(initial=1)) - 1) * bb + 54 + 64) // 32 + 4
-    step = max(1, _LIMBS // (nl_max * max(M, 1)))  # columns of B per block: limbs stay within _LIMBS
+    nl_max = (max(nA - 1, 0) * ba + max(nB_max - 1, 0) * bb + 54 + 64) // 32 + 4
+    acc = nA * nB_max  # the chunked products' accumulators: one per slice pair at most (_products)
+    chunked = _use_chunks(acc, nl_max, M * N)
+    step = max(1, _LIMBS // ((nl_max + (acc if chunked else 0)) * max(M, 1)))  # limbs within _LIMBS
     for j0 in range(0, N, step):
         j1 = min(N, j0 + step)
-        nB = int(SB[j0:j1].max(initial=0))
+        b = _side(B[:, j0:j1], EB[j0:j1], SB[j0:j1], bb, 0, kara)
+        nB = len(b.lines)
         # entry (i, j) = 2^base_ij * sum_{s,t} G_st[i, j] * 2^off_st with off_st >= 0 (see _digits)
         base = ((EA - ba + 1 - (nA - 1) * ba)[:, None] + (EB[j0:j1] - bb + 1 - (nB - 1) * bb)[None, :]).ravel()
         maxoff = max(nA - 1, 0) * ba + max(nB - 1, 0) * bb
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
-        Bd = _split(B[:, j0:j1], EB[j0:j1], bb, SB[j0:j1], 0, kara, kern)
-        lines = ([r.size for r, _ in Ad[0]], [c.size for c, _ in Bd[0]])
-        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, *lines)
-        _products(limbs, Ad, Bd, ba, bb, kern, head)
+        head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, *([x.size for x in s.lines] for s in (a, b)))
+        stats = _products(limbs, a, b, kern, head, chunked)
         if exact:
             fr[:, j0:j1] = limbs_to_fractions(limbs.reshape(nl, M * (j1 - j0)), base).reshape(M, j1 - j0)
-        a, b = _round_block(limbs, base, head, Ad, Bd, ba, bb, A, B[:, j0:j1], kern)
-        rne[:, j0:j1], ro[:, j0:j1] = a.reshape(M, j1 - j0), b.reshape(M, j1 - j0)
+        r, c = _round_block(limbs, base, head, a, b, stats, kern, chunked)
+        rne[:, j0:j1], ro[:, j0:j1] = r.reshape(M, j1 - j0), c.reshape(M, j1 - j0)
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 
 
