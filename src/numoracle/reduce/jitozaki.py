@@ -6,7 +6,7 @@ twin in ozaki.py / exactsum.py computes, in one pass over the data instead of se
 * :func:`all_finite` -- ``np.isfinite(v).all()`` of float bits, one reduction;
 * :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
 * :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
-  pairs that Karatsuba multiplies (``ozaki._karatsuba``), in planes reused call after call;
+  pairs that Karatsuba multiplies (``ozaki._products``), in planes reused call after call;
 * :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
 * :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
 * :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
@@ -29,6 +29,7 @@ from ..core.jit import njit
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
+_ROUND_BLOCK = 256  # columns rounded together (see _round_kernel)
 _POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
 
 
@@ -123,9 +124,12 @@ def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 @njit
-def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole: int, pairs: int,
-                   by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
-    n0, n1 = X.shape
+def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S: np.ndarray, whole: int,
+                   pairs: int, by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
+    """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
+    scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``."""
+    n0 = X.shape[0] if by_rows else k1 - k0
+    n1 = k1 - k0 if by_rows else X.shape[1]
     scale = 2.0 ** beta
     # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
     # magnitude and lowest bit lie between x's and t's, so it is exact too)
@@ -143,15 +147,17 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
     for i in range(n0):
         row = i * n1
         if by_rows:
+            x = X[i, k0:k1]  # a view: the loops below index from 0, so they vectorise
             for j in range(n1):
-                t[j] = X[i, j] * s1[i] * s2[i]
+                t[j] = x[j] * s1[i] * s2[i]
             n = max(S[i], whole)
         else:
+            x = X[k0 + i]
             for j in range(n1):
-                t[j] = X[i, j] * s1[j] * s2[j]
+                t[j] = x[j] * s1[j] * s2[j]
             n = whole
         for s in range(n):  # one slice of the row at a time
-            d = out[s][row:row + n1]  # this row's digits: indices from 0, so the loop vectorises
+            d = out[s][row:row + n1]  # this row's digits
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
                 acc = np.int64(0)
                 for j in range(n1):
@@ -159,7 +165,7 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
                     d[j] = v
                     t[j] = (t[j] - v) * scale
                     acc += np.int64(abs(v))  # an integer sum: the loop vectorises
-                stat[s, i] = acc
+                stat[s, i] += acc
             else:  # columns of B: max |d|
                 top = stat[s]
                 for j in range(n1):
@@ -167,6 +173,10 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
                     d[j] = v
                     t[j] = (t[j] - v) * scale
                     top[j] = max(top[j], abs(v))
+            if s % 2 == 1 and s // 2 < pairs:  # a pair's second slice: the pair's sum (exact integers)
+                c, e = out[count + s // 2][row:row + n1], out[s - 1][row:row + n1]
+                for j in range(n1):
+                    c[j] = e[j] + d[j]
         if not by_rows:
             for j in deep:
                 for s in range(whole, S[j]):
@@ -176,10 +186,6 @@ def _digits_kernel(X: np.ndarray, k: np.ndarray, beta: int, S: np.ndarray, whole
                     stat[s, j] = max(stat[s, j], abs(v))
         for j in range(n1):
             left |= t[j] != 0.0
-        for p in range(pairs):  # sums of digit pairs (2p, 2p + 1) for Karatsuba: exact integers
-            a, b, c = out[2 * p][row:row + n1], out[2 * p + 1][row:row + n1], out[count + p][row:row + n1]
-            for j in range(n1):
-                c[j] = a[j] + b[j]
     return left
 
 
@@ -201,29 +207,33 @@ def _planes(n: int, size: int, slot: str | None) -> tuple:
     return tuple(p[:size] for p in have[:n])
 
 
-def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray,
-           pairs: int = 0, slot: str | None = None) -> tuple[list[np.ndarray], np.ndarray]:
-    """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1).
+def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray, pairs: int = 0,
+           slot: str | None = None, k0: int = 0, k1: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1), of its
+    columns (axis=1) or rows (axis=0) k0:k1 (all of them: k1 None), read in place.
 
     ``S`` the slices per line; slice s is complete where at least half the lines have it, else
     only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
     ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
-    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._karatsuba``). ``slot``: the planes
+    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._products``). ``slot``: the planes
     are this thread's cached ones for that name (see _planes), valid until the next call for it.
     Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
     for ``ozakitail``'s bound.
     """
+    k1 = X.shape[axis] if k1 is None else k1  # K: columns of A (axis=1), rows of B
+    shape = (X.shape[0], k1 - k0) if axis == 1 else (k1 - k0, X.shape[1])
     if count + pairs == 0:  # all-zero (or empty) lines: no slices
         return [], np.zeros((0, S.size))
     k = (beta - 1 - E).astype(np.int64)
     whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
-    out = _planes(count + pairs, X.size, slot)
+    out = _planes(count + pairs, shape[0] * shape[1], slot)
     lines = S.size
     stat = np.zeros((count, lines))
-    left = _digits_kernel(np.ascontiguousarray(X), k, beta, S.astype(np.int64), whole, pairs, axis == 1, out, stat)
+    left = _digits_kernel(np.ascontiguousarray(X), k0, k1, k, beta, S.astype(np.int64), whole, pairs, axis == 1,
+                          out, stat)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return [plane.reshape(X.shape) for plane in out], stat
+    return [plane.reshape(shape) for plane in out], stat
 
 
 @njit
@@ -318,25 +328,6 @@ def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 
 @njit
-def _window(w: np.ndarray, h: int, c1: int) -> tuple[int, bool]:
-    """(bits [c1, c1 + 54) of sum_j w_j 2^(32 j), any set bit below c1); digits w_j in [0, 2^32),
-    none above limb h; every shifted digit lies inside the window (its top is at or above the
-    leading bit), so no shift drops a set bit."""
-    win = np.int64(0)
-    sticky = False
-    for j in range(h + 1):
-        p = 32 * j
-        if p + 32 <= c1:
-            sticky |= w[j] != 0
-        elif p >= c1:
-            win |= w[j] << (p - c1)
-        else:
-            win |= w[j] >> (c1 - p)
-            sticky |= (w[j] & ((np.int64(1) << (c1 - p)) - 1)) != 0
-    return win, sticky
-
-
-@njit
 def _pow2(e: int) -> float:
     """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
     of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
@@ -346,51 +337,91 @@ def _pow2(e: int) -> float:
 
 @njit
 def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
+    """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
+
+    Columns go in blocks of _ROUND_BLOCK; the carry, sign and leading-limb steps run limb by limb
+    over a block's columns (loops that vectorise), the window and rounding column by column. A
+    block's limbs are copied between two zero limbs below and three above: positions count from
+    64 bits below limb 0, so the window's lowest bit is at or above 0 and its limbs exist."""
     nl, R = limbs.shape
+    n = nl + 5
+    cb = _ROUND_BLOCK
     rne = np.zeros(R)
     ro = np.zeros(R)
-    w = np.empty(nl, np.int64)
+    W = np.zeros((n, cb), np.int64)  # W[2 + j] = limb j; rows 0, 1, nl + 2 .. stay 0
+    carry = np.zeros(cb, np.int64)
+    sgn = np.zeros(cb, np.int64)
+    h = np.zeros(cb, np.int64)
+    lo = np.zeros(cb, np.int64)
+    mask = np.int64(0xFFFFFFFF)
     bad = False
-    for c in range(R):
+    for c0 in range(0, R, cb):
+        m = min(cb, R - c0)
+        # 1. the limbs, with the pieces added on the fly (the early rounding's m +- R)
         for j in range(nl):
-            w[j] = limbs[j, c]
-        for k in range(add.shape[0]):  # pieces added to limbs at[c], at[c] + 1, ... of this column
-            w[at[c] + k] += add[k, c]
-        carry = np.int64(0)
-        for j in range(nl):  # carries: digits in [0, 2^32), the top keeps the sign
-            v = w[j] + carry
-            if j < nl - 1:
-                carry = v >> 32
-                v &= 0xFFFFFFFF
-            w[j] = v
-        neg = w[nl - 1] < 0
-        if neg:  # |value|: negate the digits and propagate again
-            carry = np.int64(0)
-            for j in range(nl):
-                v = carry - w[j]
-                if j < nl - 1:
-                    carry = v >> 32
-                    v &= 0xFFFFFFFF
-                w[j] = v
-        h = nl - 1
-        while h >= 0 and w[h] == 0:
-            h -= 1
-        if h < 0:
-            continue  # an exact zero: +0
-        bad |= w[h] >= np.int64(1) << 32
-        blen = 64 - np.int64(leading_zeros(np.uint64(w[h])))  # bit length (w[h] > 0)
-        cut = max(32 * h + blen - 53, -1074 - base[c])  # bits below cut are rounded off
-        win, sticky = _window(w, h, cut - 1)
-        guard = (win & 1) == 1
-        kept = win >> 1
-        up = np.int64(1) if guard and (sticky or (kept & 1) == 1) else np.int64(0)
-        odd = np.int64(1) if guard or sticky else np.int64(0)
-        a = np.float64(kept + up) * _pow2(base[c] + cut)  # overflow gives inf: RNE's rule
-        b = np.float64(kept | odd) * _pow2(base[c] + cut)
-        if math.isinf(b):
-            b = 1.7976931348623157e308  # RO overflows to the largest finite value
-        rne[c] = -a if neg else a
-        ro[c] = -b if neg else b
+            W[2 + j, :m] = limbs[j, c0:c0 + m]
+        for k in range(add.shape[0]):
+            for c in range(m):
+                W[2 + at[c0 + c] + k, c] += add[k, c0 + c]
+        # 2. carries: digits in [0, 2^32) below the top limb, which keeps the sign
+        carry[:m] = 0
+        for j in range(2, nl + 1):
+            for c in range(m):
+                v = W[j, c] + carry[c]
+                carry[c] = v >> 32
+                W[j, c] = v & mask
+        for c in range(m):
+            W[nl + 1, c] += carry[c]
+            sgn[c] = np.int64(1) - 2 * np.int64(W[nl + 1, c] < 0)
+            carry[c] = 0
+        # 3. |value|: negating every digit (sign -1) and propagating again gives digits in
+        # [0, 2^32) and a top >= 0; with sign 1 the digits are unchanged (no carries)
+        for j in range(2, nl + 1):
+            for c in range(m):
+                v = carry[c] + sgn[c] * W[j, c]
+                carry[c] = v >> 32
+                W[j, c] = v & mask
+        for c in range(m):
+            W[nl + 1, c] = carry[c] + sgn[c] * W[nl + 1, c]
+            h[c] = -1
+            lo[c] = nl + 2
+        # 4. the highest and the lowest nonzero limb (h = -1: the value is 0)
+        for j in range(2, nl + 2):
+            for c in range(m):
+                h[c] = j if W[j, c] != 0 else h[c]
+        for j in range(nl + 1, 1, -1):
+            for c in range(m):
+                lo[c] = j if W[j, c] != 0 else lo[c]
+        for c in range(m):
+            if h[c] < 0:
+                continue  # an exact zero: +0
+            top = W[h[c], c]
+            bad |= top >= np.int64(1) << 32
+            blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
+            b64 = base[c0 + c] - 64  # positions from 64 bits below limb 0
+            # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
+            cut = max(32 * h[c] + blen - 53, -1074 - b64)
+            c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
+            j0 = c1 >> 5
+            sh = c1 & 31
+            # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit
+            # or above), so their shifted values are below 2^54 and no shift drops a set bit; a
+            # window above every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
+            l0 = W[min(j0, n - 1), c]
+            win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
+            sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo[c] < j0)
+            # 6. round: RNE (ties to even) and RO (the sticky bit ORed into the last kept bit)
+            guard = (win & 1) == 1
+            kept = win >> 1
+            up = np.int64(guard & (sticky | ((kept & 1) == 1)))
+            odd = np.int64(guard | sticky)
+            a = np.float64(kept + up) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
+            b = np.float64(kept | odd) * _pow2(b64 + cut)
+            if math.isinf(b):
+                b = 1.7976931348623157e308  # RO overflows to the largest finite value
+            neg = sgn[c] < 0
+            rne[c0 + c] = -a if neg else a
+            ro[c0 + c] = -b if neg else b
     return rne, ro, bad
 
 

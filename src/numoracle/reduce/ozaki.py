@@ -159,7 +159,7 @@ def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, 
     """(b_A, b_B, Karatsuba?): the digit widths with the least GEMM work.
 
     Plain: b_A + b_B = total with K * 2^(total - 2) <= 2^53 (ties: the balanced split). Karatsuba
-    (see _karatsuba): b_A = b_B = total // 2, and every 2 x 2 block of whole slices takes 3 GEMMs
+    (see _products): b_A = b_B = total // 2, and every 2 x 2 block of whole slices takes 3 GEMMs
     instead of 4 (counted as 3 1/8: the digit sums and extra limb additions); used when its work
     is less and its middle GEMM needs at most 4 pieces along K. Only the time depends on the plan.
     """
@@ -169,7 +169,7 @@ def _plan(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int) -> tuple[int, 
     cb, wb = (x.tolist() for x in _gemm_lines(sB.astype(np.int64), total - widths))
     w, _, ba = min((ra[i] * cb[i], abs(2 * b - total), b) for i, b in enumerate(range(1, total)))
     beta = total // 2
-    chunks = -(-K // (1 << max(53 - 2 * beta, 0)))  # the middle GEMM's pieces (see _karatsuba)
+    chunks = -(-K // (1 << max(53 - 2 * beta, 0)))  # the middle GEMM's pieces (see _products)
     if beta >= 1 and 2 * beta <= 53 and chunks <= 4:
         j = total - beta - 1  # B at width beta
         blocks, wk = (wa[beta - 1] // 2) * (wb[j] // 2), ra[beta - 1] * cb[j]
@@ -219,13 +219,12 @@ def _split(side: _Side, k0: int, k1: int, kern) -> tuple:
     lines], [sums of the Karatsuba pairs' slices], per slice and line sum |d| (rows of A) or
     max |d| (columns of B)). Slices beyond a line's count are 0 there (see _digits)."""
     X, E, S, beta, axis = side.X, side.E, side.S, side.beta, side.axis
-    X = X[:, k0:k1] if axis == 1 else X[k0:k1]
     count = len(side.lines)
     if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
-        slices, stats = kern.digits(X, E, beta, count, axis, S, side.pairs, side.slot)
+        slices, stats = kern.digits(X, E, beta, count, axis, S, side.pairs, side.slot, k0, k1)
         sums = slices[count:]
     else:
-        slices = _digits(X, E, beta, count, axis, S)
+        slices = _digits(X[:, k0:k1] if axis == 1 else X[k0:k1], E, beta, count, axis, S)
         sums = [slices[2 * p] + slices[2 * p + 1] for p in range(side.pairs)]
         f = np.sum if axis == 1 else np.max  # digits are integers: the sums are exact (<= 2^53)
         stats = np.array([f(np.abs(d), axis=axis) for d in slices]).reshape(count, S.size)
