@@ -124,6 +124,37 @@ def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 @njit
+def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, scale: float, stat: np.ndarray,
+               i: int, by_rows: bool) -> None:
+    """Slices 0 and 1 of one row and their sum (Karatsuba's operand), in one pass over t: the same
+    steps as two passes of ``_digits_kernel``'s slice loop and its pair sum, the same values."""
+    if by_rows:  # rows of A: sum |d| per slice
+        acc0, acc1 = np.int64(0), np.int64(0)
+        for j in range(t.size):
+            x = t[j]
+            v0 = np.rint(x)
+            x = (x - v0) * scale
+            v1 = np.rint(x)
+            t[j] = (x - v1) * scale
+            d0[j], d1[j], c[j] = v0, v1, v0 + v1
+            acc0 += np.int64(abs(v0))
+            acc1 += np.int64(abs(v1))
+        stat[0, i] += acc0
+        stat[1, i] += acc1
+    else:  # columns of B: max |d| per slice
+        top0, top1 = stat[0], stat[1]
+        for j in range(t.size):
+            x = t[j]
+            v0 = np.rint(x)
+            x = (x - v0) * scale
+            v1 = np.rint(x)
+            t[j] = (x - v1) * scale
+            d0[j], d1[j], c[j] = v0, v1, v0 + v1
+            top0[j] = max(top0[j], abs(v0))
+            top1[j] = max(top1[j], abs(v1))
+
+
+@njit
 def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S: np.ndarray, whole: int,
                    pairs: int, by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
     """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
@@ -156,6 +187,11 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
             for j in range(n1):
                 t[j] = x[j] * s1[j] * s2[j]
             n = whole
+        if n == 2 and pairs >= 1:  # the common case (FP32 data): both slices and their sum in one pass
+            p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
+            _pair_pass(t, out[0][row:row + n1], out[p1][row:row + n1], out[count][row:row + n1], scale,
+                       stat, i, by_rows)
+            n = 0
         for s in range(n):  # one slice of the row at a time
             d = out[s][row:row + n1]  # this row's digits
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
