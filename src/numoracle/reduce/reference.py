@@ -392,11 +392,16 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     if ri.size and ci.size:
         whole = ri.size == M and ci.size == N
         a, b, c = _ozaki(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci], sB[ci], exact)
-        idx = np.ix_(ri, ci)
-        rne[idx], ro[idx] = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
-        if exact:
-            fr[idx] = c.reshape(ri.size, ci.size)
-    ii, jj = np.nonzero(~(rows_ok[:, None] & cols_ok[None, :]))  # the rest: per-entry exact dot products
+        a, b = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
+        if whole:  # every entry from the split: its arrays as they are
+            rne, ro, fr = a, b, None if c is None else c.reshape(M, N)
+        else:
+            idx = np.ix_(ri, ci)
+            rne[idx], ro[idx] = a, b
+            if exact:
+                fr[idx] = c.reshape(ri.size, ci.size)
+    rest = ~(rows_ok[:, None] & cols_ok[None, :]) if ri.size < M or ci.size < N else np.zeros((0, 0), bool)
+    ii, jj = np.nonzero(rest)  # the rest: per-entry exact dot products
     step = max(1, _BLOCK // max(K, 1))
     for p0 in range(0, ii.size, step):
         i, j = ii[p0:p0 + step], jj[p0:p0 + step]
