@@ -372,92 +372,104 @@ def _pow2(e: int) -> float:
 
 
 @njit
+def _block_digits(limbs: np.ndarray, c0: int, m: int, add: np.ndarray, at: np.ndarray, W: np.ndarray,
+                  carry: np.ndarray, sgn: np.ndarray, h: np.ndarray, lo: np.ndarray) -> None:
+    """Columns c0 .. c0 + m of the limbs into W (W[2 + j] = limb j, as digits of |value| in [0, 2^32)),
+    their signs into sgn, and their highest and lowest nonzero limbs (rows of W; h = -1: value 0)."""
+    nl = limbs.shape[0]
+    mask = np.int64(0xFFFFFFFF)
+    # 1. the limbs, with the pieces added on the fly (the early rounding's m +- R)
+    for j in range(nl):
+        W[2 + j, :m] = limbs[j, c0:c0 + m]
+    for k in range(add.shape[0]):
+        for c in range(m):
+            W[2 + at[c0 + c] + k, c] += add[k, c0 + c]
+    # 2. carries: digits in [0, 2^32) below the top limb, which keeps the sign
+    carry[:m] = 0
+    for j in range(2, nl + 1):
+        for c in range(m):
+            v = W[j, c] + carry[c]
+            carry[c] = v >> 32
+            W[j, c] = v & mask
+    for c in range(m):
+        W[nl + 1, c] += carry[c]
+        sgn[c] = np.int64(1) - 2 * np.int64(W[nl + 1, c] < 0)
+        carry[c] = 0
+    # 3. |value|: negating every digit (sign -1) and propagating again gives digits in
+    # [0, 2^32) and a top >= 0; with sign 1 the digits are unchanged (no carries)
+    for j in range(2, nl + 1):
+        for c in range(m):
+            v = carry[c] + sgn[c] * W[j, c]
+            carry[c] = v >> 32
+            W[j, c] = v & mask
+    for c in range(m):
+        W[nl + 1, c] = carry[c] + sgn[c] * W[nl + 1, c]
+        h[c] = -1
+        lo[c] = nl + 2
+    # 4. the highest and the lowest nonzero limb
+    for j in range(2, nl + 2):
+        for c in range(m):
+            h[c] = j if W[j, c] != 0 else h[c]
+    for j in range(nl + 1, 1, -1):
+        for c in range(m):
+            lo[c] = j if W[j, c] != 0 else lo[c]
+
+
+@njit
+def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int) -> tuple:
+    """(RNE, RO, limbs too short) of |value| = sum_j W[j, c] 2^(32 j + b64), nonzero, h and lo its
+    highest and lowest nonzero limbs (positions count from 64 bits below limb 0: W[0], W[1] = 0)."""
+    n = W.shape[0]
+    top = W[h, c]
+    blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
+    # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
+    cut = max(32 * h + blen - 53, -1074 - b64)
+    c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
+    j0 = c1 >> 5
+    sh = c1 & 31
+    # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit or
+    # above), so their shifted values are below 2^54 and no shift drops a set bit; a window above
+    # every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
+    l0 = W[min(j0, n - 1), c]
+    win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
+    sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo < j0)
+    # 6. round: RNE (ties to even) and RO (the sticky bit ORed into the last kept bit)
+    guard = (win & 1) == 1
+    kept = win >> 1
+    up = np.int64(guard & (sticky | ((kept & 1) == 1)))
+    odd = np.int64(guard | sticky)
+    a = np.float64(kept + up) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
+    b = np.float64(kept | odd) * _pow2(b64 + cut)
+    if math.isinf(b):
+        b = 1.7976931348623157e308  # RO overflows to the largest finite value
+    return a, b, top >= np.int64(1) << 32
+
+
+@njit
 def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
     """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
 
-    Columns go in blocks of _ROUND_BLOCK; the carry, sign and leading-limb steps run limb by limb
-    over a block's columns (loops that vectorise), the window and rounding column by column. A
+    Columns go in blocks of _ROUND_BLOCK: the carry, sign and leading-limb steps run limb by limb
+    over a block's columns (loops that vectorise), the window and the rounding column by column. A
     block's limbs are copied between two zero limbs below and three above: positions count from
     64 bits below limb 0, so the window's lowest bit is at or above 0 and its limbs exist."""
     nl, R = limbs.shape
-    n = nl + 5
     cb = _ROUND_BLOCK
     rne = np.zeros(R)
     ro = np.zeros(R)
-    W = np.zeros((n, cb), np.int64)  # W[2 + j] = limb j; rows 0, 1, nl + 2 .. stay 0
-    carry = np.zeros(cb, np.int64)
-    sgn = np.zeros(cb, np.int64)
-    h = np.zeros(cb, np.int64)
-    lo = np.zeros(cb, np.int64)
-    mask = np.int64(0xFFFFFFFF)
+    W = np.zeros((nl + 5, cb), np.int64)  # rows 0, 1, nl + 2 .. stay 0
+    carry, sgn, h, lo = np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64)
     bad = False
     for c0 in range(0, R, cb):
         m = min(cb, R - c0)
-        # 1. the limbs, with the pieces added on the fly (the early rounding's m +- R)
-        for j in range(nl):
-            W[2 + j, :m] = limbs[j, c0:c0 + m]
-        for k in range(add.shape[0]):
-            for c in range(m):
-                W[2 + at[c0 + c] + k, c] += add[k, c0 + c]
-        # 2. carries: digits in [0, 2^32) below the top limb, which keeps the sign
-        carry[:m] = 0
-        for j in range(2, nl + 1):
-            for c in range(m):
-                v = W[j, c] + carry[c]
-                carry[c] = v >> 32
-                W[j, c] = v & mask
-        for c in range(m):
-            W[nl + 1, c] += carry[c]
-            sgn[c] = np.int64(1) - 2 * np.int64(W[nl + 1, c] < 0)
-            carry[c] = 0
-        # 3. |value|: negating every digit (sign -1) and propagating again gives digits in
-        # [0, 2^32) and a top >= 0; with sign 1 the digits are unchanged (no carries)
-        for j in range(2, nl + 1):
-            for c in range(m):
-                v = carry[c] + sgn[c] * W[j, c]
-                carry[c] = v >> 32
-                W[j, c] = v & mask
-        for c in range(m):
-            W[nl + 1, c] = carry[c] + sgn[c] * W[nl + 1, c]
-            h[c] = -1
-            lo[c] = nl + 2
-        # 4. the highest and the lowest nonzero limb (h = -1: the value is 0)
-        for j in range(2, nl + 2):
-            for c in range(m):
-                h[c] = j if W[j, c] != 0 else h[c]
-        for j in range(nl + 1, 1, -1):
-            for c in range(m):
-                lo[c] = j if W[j, c] != 0 else lo[c]
+        _block_digits(limbs, c0, m, add, at, W, carry, sgn, h, lo)
         for c in range(m):
             if h[c] < 0:
                 continue  # an exact zero: +0
-            top = W[h[c], c]
-            bad |= top >= np.int64(1) << 32
-            blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
-            b64 = base[c0 + c] - 64  # positions from 64 bits below limb 0
-            # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
-            cut = max(32 * h[c] + blen - 53, -1074 - b64)
-            c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
-            j0 = c1 >> 5
-            sh = c1 & 31
-            # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit
-            # or above), so their shifted values are below 2^54 and no shift drops a set bit; a
-            # window above every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
-            l0 = W[min(j0, n - 1), c]
-            win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
-            sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo[c] < j0)
-            # 6. round: RNE (ties to even) and RO (the sticky bit ORed into the last kept bit)
-            guard = (win & 1) == 1
-            kept = win >> 1
-            up = np.int64(guard & (sticky | ((kept & 1) == 1)))
-            odd = np.int64(guard | sticky)
-            a = np.float64(kept + up) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
-            b = np.float64(kept | odd) * _pow2(b64 + cut)
-            if math.isinf(b):
-                b = 1.7976931348623157e308  # RO overflows to the largest finite value
-            neg = sgn[c] < 0
-            rne[c0 + c] = -a if neg else a
-            ro[c0 + c] = -b if neg else b
+            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64)
+            bad |= short
+            rne[c0 + c] = -a if sgn[c] < 0 else a
+            ro[c0 + c] = -b if sgn[c] < 0 else b
     return rne, ro, bad
 
 

@@ -28,7 +28,8 @@ Algorithms (the integer machinery is in ``exactsum.py``):
   integer limbs and rounded once. The slice counts follow the data (each row needs
   ceil((span + 1) / b) slices, span = bits from its largest to its lowest set bit; slices are
   multiplied only for the rows/columns that have them; b_A is chosen to minimise the work).
-  With b_A = b_B, 2 x 2 blocks of slices take 3 GEMMs (Karatsuba, ``ozaki._products``). A
+  With b_A = b_B, 2 x 2 blocks of slices take 3 GEMMs (Karatsuba, ``ozaki._products``). K goes in
+  cache-sized chunks, whose slice products are summed in float64 exactly (the bound covers all K). A
   rounded result (not ``exact=True``) is rounded from the leading slice pairs wherever a
   rigorous bound on the others cannot change it (``ozakitail.py``); the other entries are
   computed in full. The compiled twins of the non-GEMM passes are in ``jitozaki.py``.
