@@ -315,6 +315,20 @@ def test_fp8_boundaries_and_ties_dense_and_sparse(dst, rng, monkeypatch):
     assert calls and max(calls) >= b.size
 
 
+@pytest.mark.parametrize("dst", [FP16, FP8_E4M3FN, FP8_E5M2], ids=lambda f: f.name)
+def test_wide_stochastic_rounding_at_the_short_forms_limit(dst, rng, monkeypatch):
+    """The wide lane's shorter stochastic rounding (sr_bits above the discarded width, while
+    (max_mag + 2) 2^R fits 32 bits: core/fastwide.py) at its largest R, and the general form one
+    above, on random bit patterns (overflows, normal, subnormal and zero results), every overflow policy."""
+    limit = max(R for R in range(1, 32) if (dst.max_mag_code + 2) << R <= 1 << 32)
+    codes = rng.integers(0, 1 << 32, 1 << 17, dtype=np.uint64).astype(np.uint32)
+    calls = wide_calls(monkeypatch)
+    for R in (limit, limit + 1):
+        for k, ovf in enumerate(overflows(dst)):
+            codes_only(codes, dst, resolve_policy(dst, "sr", ovf, sr_bits=R), seed=R + k)
+    assert calls
+
+
 @pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
 def test_2_20_random_codes_every_mode_and_policy(dst, rng, monkeypatch):
     r = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)

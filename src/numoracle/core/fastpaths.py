@@ -147,7 +147,7 @@ class _Narrow:
             if n_out * _DENSE <= k:
                 idx = np.flatnonzero(m)
                 pol = self.pol
-                round_wide(pol.rounding, pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r, fl)
+                round_wide(pol.rounding, pol.sr_bits, self.s, self.e0, a, u, t, w, v, m, r, fl, self.max_mag)
                 return idx, self._finish(u, t, w, m, fl, pol.ftz)
         if n_out * _DENSE > k:
             return None, None

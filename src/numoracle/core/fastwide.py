@@ -34,12 +34,14 @@ __all__ = ["round_wide"]
 _U = np.uint32
 
 
-def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w, v, m, r, fl=None) -> None:
+def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w, v, m, r, fl=None,
+               max_mag: int = 0xFFFFFFFF) -> None:
     """t = the rounded magnitude code (before the overflow clamp) of the chunk's FP32 magnitudes ``a``.
 
     ``a``, ``w``, ``v`` and ``m`` are overwritten (temporaries of the chunk's length), ``u`` is the
     signed code, ``r`` the random bits; ``fl`` (uint8, or None) gets INEXACT and UNDERFLOW (tininess
     before rounding; the caller lists the elements whose tininess after rounding differs).
+    ``max_mag``: the destination's largest finite magnitude code (a shorter stochastic rounding).
     """
     K = s + e0 - 1  # sh = K - (c - 1)
     # 1. t = c - 1 = min(max(e, 1), e0) - 1
@@ -50,7 +52,7 @@ def round_wide(mode: Rounding, sr_bits: int | None, s: int, e0: int, a, u, t, w,
     if fl is not None:
         _flags(K, e0, a, t, w, v, m, fl)
     if mode is Rounding.STOCHASTIC:
-        _stochastic(sr_bits, s, K, a, t, w, v, r)
+        _stochastic(sr_bits, s, K, a, t, w, v, r, max_mag)
         return
     np.subtract(_U(K), t, out=w)  # sh
     if mode in (Rounding.NEAREST_EVEN, Rounding.NEAREST_AWAY):
@@ -106,7 +108,7 @@ def _word(a, t) -> None:
     np.subtract(a, t, out=a)
 
 
-def _stochastic(R: int, s: int, K: int, a, t, w, v, r) -> None:
+def _stochastic(R: int, s: int, K: int, a, t, w, v, r, max_mag: int) -> None:
     """t = kept + ((floor(frac * 2^R) + rand) >> R), frac = (x mod 2^sh) / 2^sh, exactly.
 
     With k1 = max(R - sh, 0), k2 = max(sh - R, 0) and q = min(sh, R) = sh - k2 = R - k1:
@@ -117,10 +119,26 @@ def _stochastic(R: int, s: int, K: int, a, t, w, v, r) -> None:
     The sum stays below 2^32 except for R = 32 with sh >= 32 (the caller keeps that case out:
     ``wide_sr_ok``); a shift by 32 or more gives 0, the exact floor for x < 2^24.
     K > R always here (K = s + e0 - 1 >= 125), so the sh = K - t comparisons below stay unsigned.
+
+    R > s, shorter, where (max_mag + 2) 2^R <= 2^32: x / 2^sh = x' / 2^sh' with x' = x 2^(R - s) and
+    sh' = sh + R - s >= R (sh >= s), so the first formula applies to (x', sh'): t = ((x' >> (sh - s))
+    + rand) >> R. First x = min(x, (max_mag + 1) 2^s): only words of results that overflow whatever
+    the rounding change (x >= 2^24 is a normal result's word, sh = s, and its code x >> s > max_mag),
+    and they still give t = max_mag + 1, an overflow for the caller's clamp and flags; then
+    x' + rand <= (max_mag + 1) 2^R + 2^R - 1 < 2^32.
     """
     if R <= s:  # sh >= s >= R: k1 = 0, q = R
         np.subtract(_U(K - R), t, out=w)  # k2 = sh - R
         _word(a, t)
+        np.right_shift(a, w, out=t)
+        np.add(t, r, out=t)
+        np.right_shift(t, _U(R), out=t)
+        return
+    if (max_mag + 2) << R <= 1 << 32:
+        np.subtract(_U(K - s), t, out=w)  # sh - s = sh' - R
+        _word(a, t)
+        np.minimum(a, _U((max_mag + 1) << s), out=a)
+        np.left_shift(a, _U(R - s), out=a)  # x'
         np.right_shift(a, w, out=t)
         np.add(t, r, out=t)
         np.right_shift(t, _U(R), out=t)
