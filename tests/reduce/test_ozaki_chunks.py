@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from test_jitozaki import same  # bitwise equality of float64 arrays
 
 from numoracle.core import jit
 from numoracle.reduce import ozaki, ozakitail
@@ -27,11 +28,6 @@ OUTS = ("fp64", "fp32", "bf16", "fp8_e4m3fn")
 def _kernels_at_every_size():
     with jit.forced():
         yield
-
-
-def same(a, b) -> bool:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return a.shape == b.shape and bool(np.all((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))))
 
 
 def cases():

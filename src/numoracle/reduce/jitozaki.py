@@ -124,6 +124,15 @@ def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 @njit
+def _two_digits(x: float, scale: float) -> tuple:
+    """Two digit steps of ``_digits_kernel`` on one value: (d0, d1, what is left of x)."""
+    v0 = np.rint(x)
+    x = (x - v0) * scale
+    v1 = np.rint(x)
+    return v0, v1, (x - v1) * scale
+
+
+@njit
 def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, scale: float, stat: np.ndarray,
                i: int, by_rows: bool) -> None:
     """Slices 0 and 1 of one row and their sum (Karatsuba's operand), in one pass over t: the same
@@ -131,11 +140,7 @@ def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, sca
     if by_rows:  # rows of A: sum |d| per slice
         acc0, acc1 = np.int64(0), np.int64(0)
         for j in range(t.size):
-            x = t[j]
-            v0 = np.rint(x)
-            x = (x - v0) * scale
-            v1 = np.rint(x)
-            t[j] = (x - v1) * scale
+            v0, v1, t[j] = _two_digits(t[j], scale)
             d0[j], d1[j], c[j] = v0, v1, v0 + v1
             acc0 += np.int64(abs(v0))
             acc1 += np.int64(abs(v1))
@@ -144,11 +149,7 @@ def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, sca
     else:  # columns of B: max |d| per slice
         top0, top1 = stat[0], stat[1]
         for j in range(t.size):
-            x = t[j]
-            v0 = np.rint(x)
-            x = (x - v0) * scale
-            v1 = np.rint(x)
-            t[j] = (x - v1) * scale
+            v0, v1, t[j] = _two_digits(t[j], scale)
             d0[j], d1[j], c[j] = v0, v1, v0 + v1
             top0[j] = max(top0[j], abs(v0))
             top1[j] = max(top1[j], abs(v1))
