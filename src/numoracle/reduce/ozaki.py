@@ -17,7 +17,7 @@ from .exactsum import limbs_to_fractions, round_limbs
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
-_MIN_CHUNK = 256  # fewer columns per chunk cost more in GEMM calls than the cache saves
+_MIN_CHUNK = 1024  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
 
 
 # ---- exact_matmul: the Ozaki split ------------------------------------------------------------
@@ -235,27 +235,38 @@ def _split(side: _Side, k0: int, k1: int, kern) -> tuple:
     return out, sums, stats
 
 
-def _chunk(a: _Side, b: _Side, K: int, middle: int) -> int:
+def _chunk(a: _Side, b: _Side, K: int, middle: int, gemms: int) -> int:
     """Columns of A (rows of B) per K-chunk: a power of two whose digit planes of both sides take
     about _CHUNK_BYTES (they stay in cache between the digit pass and the GEMMs that read them),
-    at least _MIN_CHUNK and dividing ``middle`` (the Karatsuba middle product's exact span)."""
-    planes = (len(a.lines) + a.pairs) * a.S.size + (len(b.lines) + b.pairs) * b.S.size
+    at least _MIN_CHUNK and dividing ``middle`` (the Karatsuba middle product's exact span).
+
+    K goes in one chunk where chunks do not pay (_chunks_pay)."""
+    M, N = a.S.size, b.S.size
+    planes = (len(a.lines) + a.pairs) * M + (len(b.lines) + b.pairs) * N
     kc = 1 << max(_MIN_CHUNK.bit_length() - 1, (_CHUNK_BYTES // (8 * max(planes, 1))).bit_length() - 1)
+    if not _chunks_pay(gemms, M * N, planes, kc):
+        return max(K, 1)
     return max(1, min(kc, middle, K))
 
 
+def _chunks_pay(gemms: int, entries: int, planes: int, kc: int) -> bool:
+    """Chunks of kc columns cost the sums of the ``gemms`` products' results (about 3 passes over
+    their ``entries`` a chunk) and save the traffic of ``planes`` digits per column (2 passes): for
+    large M and N the sums cost more. Only the time depends on it."""
+    return 3 * gemms * entries < 2 * planes * kc
+
+
 def _use_chunks(acc: int, nl: int, entries: int) -> bool:
-    """K in chunks (see _products) where the ``acc`` accumulators per entry and its ``nl`` limbs
-    fit in _LIMBS, or the accumulators take no more memory than the limbs; else K goes in as few
-    pieces as exactness allows (large, wide-spread products: the GEMMs' work dominates)."""
+    """K may go in chunks (see _chunk) where the ``acc`` accumulators per entry and its ``nl`` limbs
+    fit in _LIMBS, or the accumulators take no more memory than the limbs; else K goes in one
+    chunk (large, wide-spread products: the GEMMs' work dominates)."""
     return (nl + acc) * entries <= _LIMBS or acc <= nl
 
 
-def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, chunked: bool) -> tuple:
+def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc: int) -> tuple:
     """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
     (None: all of them); returns the digits' (sum |d| per slice and row of A, max |d| per slice and
-    column of B) over all of K. ``chunked``: K goes in chunks (else in pieces of ``middle``, each added
-    into the limbs as it comes: no accumulators).
+    column of B) over all of K. ``kc``: columns of A per K-chunk (see _chunk; K: one chunk).
 
     Karatsuba on the 2 x 2 blocks of whole slices whose sums are there (ba == bb: A_s B_{t+1} and
     A_{s+1} B_t have the same offset) and whose pairs are all wanted: A0 B0 2^o0 + (A0 B1 + A1 B0)
@@ -264,7 +275,7 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, ch
     and the products summed over chunks in float64, exactly: every slice product's partial sums
     are integers of magnitude <= K 2^(ba - 1) 2^(bb - 1) <= 2^53 (see _plan), and the middle
     product's, whose digit sums are <= 2^b, over ``middle`` columns with middle 2^(2b) <= 2^53,
-    is added to the limbs at least that often.
+    goes in pieces of at most ``middle`` columns, added to the limbs at least that often.
     """
     nA, nB, ba, bb = len(a.lines), len(b.lines), a.beta, b.beta
     K = a.X.shape[1]
@@ -282,7 +293,6 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, ch
                 done |= block
     plain = [(s, t) for t in range(nB) for s in range(nA) if (s, t) not in done and (pairs is None or (s, t) in pairs)]
     middle = 1 << (53 - 2 * ba) if blocks else K  # _plan: 2 ba <= 53 with Karatsuba
-    kc = _chunk(a, b, K, middle) if chunked else max(1, min(middle, K))
     G: dict = {}
 
     def acc(key: tuple, g: np.ndarray, last: bool, o: int, rows: np.ndarray, cols: np.ndarray,
@@ -305,13 +315,16 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, ch
         (sa, suma, st_a), (sb, sumb, st_b) = _split(a, k0, k1, kern), _split(b, k0, k1, kern)
         stats_a += st_a
         np.maximum(stats_b, st_b, out=stats_b)
-        last = k1 == K or not chunked  # unchunked: each piece into the limbs at once (no accumulators)
+        last = k1 == K
         for p, q in blocks:
             s, t = 2 * p, 2 * q
             rows, cols, o1 = a.lines[s], b.lines[t], off(s, t + 1)
             acc((p, q, 0), sa[s] @ sb[t], last, off(s, t), rows, cols, o1)
             acc((p, q, 2), sa[s + 1] @ sb[t + 1], last, off(s + 1, t + 1), rows, cols, o1)
-            acc((p, q, 1), suma[p] @ sumb[q], last or k1 % middle == 0, o1, rows, cols)
+            for j0 in range(k0, k1, middle):  # one piece where the chunk is shorter than middle
+                j1 = min(k1, j0 + middle)
+                acc((p, q, 1), suma[p][:, j0 - k0:j1 - k0] @ sumb[q][j0 - k0:j1 - k0], j1 == K or j1 % middle == 0,
+                    o1, rows, cols)
         for s, t in plain:
             X, Y = sa[s], sb[t]
             acc((s, t), X @ Y if kern is None else kern.product(X, Y), last, off(s, t), a.lines[s], b.lines[t])
@@ -319,7 +332,7 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, ch
 
 
 def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side, b: _Side, stats: tuple,
-                 kern, chunked: bool) -> tuple[np.ndarray, np.ndarray]:
+                 kern, kc: int) -> tuple[np.ndarray, np.ndarray]:
     """(RNE, RO) of a block's entries, raveled. ``head``: the pairs in limbs so far (None: all);
     entries whose rounding the rest cannot change are rounded now (ozakitail.py), the others
     exactly: one by one when few, else after the remaining pairs' GEMMs."""
@@ -335,7 +348,7 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side
     if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
         rr[und], cc[und] = ozakitail.entries(a.X, b.X, und // Nb, und % Nb)
     elif und.size:
-        _products(limbs, a, b, kern, set(tail), chunked)
+        _products(limbs, a, b, kern, set(tail), kc)
         return rnd(limbs.reshape(nl, M * Nb), base)
     return rr, cc
 
@@ -349,14 +362,14 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         from . import jitozaki as kern
     ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
-    a = _side(A, EA, SA, ba, 1, kara)
-    nA, nB_max = len(a.lines), int(SB.max(initial=0))
+    a, b_all = _side(A, EA, SA, ba, 1, kara), _side(B, EB, SB, bb, 0, kara)
+    nA, nB_max = len(a.lines), len(b_all.lines)
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     nl_max = (max(nA - 1, 0) * ba + max(nB_max - 1, 0) * bb + 54 + 64) // 32 + 4
-    acc = nA * nB_max  # the chunked products' accumulators: one per slice pair at most (_products)
-    chunked = _use_chunks(acc, nl_max, M * N)
-    step = max(1, _LIMBS // ((nl_max + (acc if chunked else 0)) * max(M, 1)))  # limbs within _LIMBS
+    acc = nA * nB_max  # a chunked pass's accumulators: one per slice pair at most (_products)
+    kc = _chunk(a, b_all, K, 1 << (53 - 2 * ba) if kara else K, acc) if _use_chunks(acc, nl_max, M * N) else max(K, 1)
+    step = max(1, _LIMBS // ((nl_max + (acc if kc < K else 0)) * max(M, 1)))  # limbs within _LIMBS
     for j0 in range(0, N, step):
         j1 = min(N, j0 + step)
         b = _side(B[:, j0:j1], EB[j0:j1], SB[j0:j1], bb, 0, kara)
@@ -367,10 +380,10 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
         nl = (maxoff + 54 + (nA * nB).bit_length() + 32) // 32 + 2  # |entry| < nA nB 2^53 2^maxoff
         limbs = np.zeros((nl, M, j1 - j0), np.int64)
         head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, *([x.size for x in s.lines] for s in (a, b)))
-        stats = _products(limbs, a, b, kern, head, chunked)
+        stats = _products(limbs, a, b, kern, head, kc)
         if exact:
             fr[:, j0:j1] = limbs_to_fractions(limbs.reshape(nl, M * (j1 - j0)), base).reshape(M, j1 - j0)
-        r, c = _round_block(limbs, base, head, a, b, stats, kern, chunked)
+        r, c = _round_block(limbs, base, head, a, b, stats, kern, kc)
         rne[:, j0:j1], ro[:, j0:j1] = r.reshape(M, j1 - j0), c.reshape(M, j1 - j0)
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 
