@@ -17,7 +17,7 @@ from .exactsum import limbs_to_fractions, round_limbs
 _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
-_MIN_CHUNK = 1024  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
+_MIN_CHUNK = 512  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
 
 
 # ---- exact_matmul: the Ozaki split ------------------------------------------------------------
@@ -263,6 +263,22 @@ def _use_chunks(acc: int, nl: int, entries: int) -> bool:
     return (nl + acc) * entries <= _LIMBS or acc <= nl
 
 
+def _gemms(a: _Side, b: _Side, pairs: set | None) -> tuple[list, list]:
+    """The products that compute the slice pairs ``pairs`` (None: all): Karatsuba blocks (p, q) of
+    whole slices (2p, 2p + 1) x (2q, 2q + 1) all of whose pairs are wanted, and plain pairs (s, t)."""
+    blocks, done = [], set()
+    for p in range(a.pairs):
+        for q in range(b.pairs):
+            s, t = 2 * p, 2 * q
+            block = {(s, t), (s, t + 1), (s + 1, t), (s + 1, t + 1)}
+            if pairs is None or block <= pairs:
+                blocks.append((p, q))
+                done |= block
+    plain = [(s, t) for t in range(len(b.lines)) for s in range(len(a.lines))
+             if (s, t) not in done and (pairs is None or (s, t) in pairs)]
+    return blocks, plain
+
+
 def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc: int) -> tuple:
     """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
     (None: all of them); returns the digits' (sum |d| per slice and row of A, max |d| per slice and
@@ -283,15 +299,7 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc
     def off(s: int, t: int) -> int:
         return (nA - 1 - s) * ba + (nB - 1 - t) * bb
 
-    blocks, done = [], set()
-    for p in range(a.pairs):
-        for q in range(b.pairs):
-            s, t = 2 * p, 2 * q
-            block = {(s, t), (s, t + 1), (s + 1, t), (s + 1, t + 1)}
-            if pairs is None or block <= pairs:
-                blocks.append((p, q))
-                done |= block
-    plain = [(s, t) for t in range(nB) for s in range(nA) if (s, t) not in done and (pairs is None or (s, t) in pairs)]
+    blocks, plain = _gemms(a, b, pairs)
     middle = 1 << (53 - 2 * ba) if blocks else K  # _plan: 2 ba <= 53 with Karatsuba
     G: dict = {}
 
@@ -368,7 +376,11 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     fr = np.empty((M, N), object) if exact else None
     nl_max = (max(nA - 1, 0) * ba + max(nB_max - 1, 0) * bb + 54 + 64) // 32 + 4
     acc = nA * nB_max  # a chunked pass's accumulators: one per slice pair at most (_products)
-    kc = _chunk(a, b_all, K, 1 << (53 - 2 * ba) if kara else K, acc) if _use_chunks(acc, nl_max, M * N) else max(K, 1)
+    kc = max(K, 1)
+    if _use_chunks(acc, nl_max, M * N):  # the chunk size, from the products of the first pass
+        lines = ([x.size for x in s.lines] for s in (a, b_all))
+        blocks, plain = _gemms(a, b_all, None if exact else ozakitail.head_pairs(nA, nB_max, ba, bb, K, *lines))
+        kc = _chunk(a, b_all, K, 1 << (53 - 2 * ba) if kara else K, 3 * len(blocks) + len(plain))
     step = max(1, _LIMBS // ((nl_max + (acc if kc < K else 0)) * max(M, 1)))  # limbs within _LIMBS
     for j0 in range(0, N, step):
         j1 = min(N, j0 + step)
