@@ -127,25 +127,20 @@ def _magnitude(typingctx, b):
 
 
 _WORD = {types.float32: (types.uint32, ir.IntType(32)), types.float64: (types.uint64, ir.IntType(64))}
-_FLOAT = {types.uint32: (types.float32, ir.FloatType()), types.uint64: (types.float64, ir.DoubleType())}
+_RECAST = {**_WORD, types.uint32: (types.float32, ir.FloatType()), types.uint64: (types.float64, ir.DoubleType())}
 
 
 @intrinsic
-def _bits(typingctx, x):
-    """The bit pattern of a float32 (float64) as a uint32 (uint64)."""
-    if x in _WORD:
-        w, lt = _WORD[x]
-        return w(x), lambda c, bld, sig, args: bld.bitcast(args[0], lt)
+def _recast(typingctx, x):
+    """The same bits as the other type: float32 <-> uint32, float64 <-> uint64."""
+    if x in _RECAST:
+        t, lt = _RECAST[x]
+        return t(x), lambda c, bld, sig, args: bld.bitcast(args[0], lt)
     return None
 
 
-@intrinsic
-def _value(typingctx, b):
-    """The float32 (float64) whose bit pattern is the uint32 (uint64) b."""
-    if b in _FLOAT:
-        f, lt = _FLOAT[b]
-        return f(b), lambda c, bld, sig, args: bld.bitcast(args[0], lt)
-    return None
+_bits = _recast  # a float's bit pattern
+_value = _recast  # the float with a bit pattern
 
 
 @intrinsic

@@ -325,24 +325,14 @@ def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, co
 
 @njit
 def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
-    """G = X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed)."""
+    """G += X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed). A few columns of Y
+    go through the transposes (G^T += Y^T X^T, views: the same memory order as a loop of its own)."""
     for i in range(X.shape[0]):
         for k in range(X.shape[1]):
             a = X[i, k]
             if a != 0.0:
                 for j in range(Y.shape[1]):
                     G[i, j] += a * Y[k, j]
-
-
-@njit
-def _sparse_right(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
-    """G = X @ Y over Y's nonzeros (Y few columns)."""
-    for k in range(Y.shape[0]):
-        for j in range(Y.shape[1]):
-            b = Y[k, j]
-            if b != 0.0:
-                for i in range(X.shape[0]):
-                    G[i, j] += X[i, k] * b
 
 
 def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -360,7 +350,10 @@ def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     if 4 * few.size > other.size or 16 * np.count_nonzero(few) > few.size:  # counting: << the GEMM
         return X @ Y
     G = np.zeros((X.shape[0], Y.shape[1]))
-    (_sparse_left if left else _sparse_right)(np.ascontiguousarray(X), np.ascontiguousarray(Y), G)
+    if left:
+        _sparse_left(np.ascontiguousarray(X), np.ascontiguousarray(Y), G)
+    else:
+        _sparse_left(np.ascontiguousarray(Y).T, np.ascontiguousarray(X).T, G.T)
     return G
 
 
