@@ -77,38 +77,29 @@ def enabled(work: int | None = None) -> bool:
 
 
 @contextmanager
-def disabled() -> Iterator[None]:
+def _inside(flag: str) -> Iterator[None]:
+    """The block counts as inside ``flag`` (off, forced, large) for this thread; blocks nest."""
+    setattr(_state, flag, getattr(_state, flag, 0) + 1)
+    try:
+        yield
+    finally:
+        setattr(_state, flag, getattr(_state, flag) - 1)
+
+
+def disabled():
     """Run the block on the numpy reference path (kernels off in this thread)."""
-    _state.off = getattr(_state, "off", 0) + 1
-    try:
-        yield
-    finally:
-        _state.off -= 1
+    return _inside("off")
 
 
-@contextmanager
-def forced() -> Iterator[None]:
+def forced():
     """Use the kernels (where numba is installed) at every size in this block, small calls too."""
-    _state.forced = getattr(_state, "forced", 0) + 1
-    try:
-        yield
-    finally:
-        _state.forced -= 1
+    return _inside("forced")
 
 
 def for_work(work: int):
     """The block of an entry point doing ``work`` element steps: its steps use the kernels when the
     work repays them (or they are forced), else the numpy path (one decision for the whole call)."""
-    return _large() if _repays(work) else disabled()
-
-
-@contextmanager
-def _large() -> Iterator[None]:
-    _state.large = getattr(_state, "large", 0) + 1
-    try:
-        yield
-    finally:
-        _state.large -= 1
+    return _inside("large") if _repays(work) else disabled()
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:
