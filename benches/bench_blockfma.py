@@ -10,12 +10,11 @@ afterwards) is not timed. Target: the kernel within 40x of one-thread BLAS.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import ml_dtypes
 import numpy as np
-from timing import best_times
+from timing import best_times, shape_parser
 
 from numoracle.core import jit
 from numoracle.reduce import orders
@@ -28,11 +27,7 @@ def numpy_path(*args, **kw):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--m", type=int, default=256)
-    ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--k", type=int, default=4096)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = shape_parser(3)
     ap.add_argument("--all", action="store_true", help="also the A100, V100 and TF32 presets")
     args = ap.parse_args()
     if not jit.enabled(jit.MIN_WORK):

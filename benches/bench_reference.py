@@ -11,12 +11,11 @@ check within 10x). The BLAS time is float64 ``A @ B`` on the same values.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import ml_dtypes
 import numpy as np
-from timing import best_times
+from timing import best_times, shape_parser
 
 from numoracle.reduce.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
@@ -38,11 +37,7 @@ def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--m", type=int, default=256)
-    ap.add_argument("--k", type=int, default=4096)
-    ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap = shape_parser(5)
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if "BLAS" in k or "OMP" in k or "MKL" in k}
     print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; BLAS/OMP environment: {env or 'none set'}")

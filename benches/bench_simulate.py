@@ -13,7 +13,6 @@ block FMA within 40x.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import time
 
 import ml_dtypes
 import numpy as np
-from timing import best_time, best_times
+from timing import best_time, best_times, shape_parser
 
 from numoracle.core import jit
 from numoracle.reduce import orders
@@ -41,11 +40,7 @@ def blas_one_thread(m: int, n: int, k: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--m", type=int, default=256)
-    ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--k", type=int, default=4096)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap = shape_parser(2)
     ap.add_argument("--quick", action="store_true", help="only the three headline models")
     args = ap.parse_args()
     m, n, k = args.m, args.n, args.k

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 
 
@@ -24,3 +25,13 @@ def best_times(fns, repeat: int) -> list[float]:
             fn()
             best[i] = min(best[i], time.perf_counter() - t0)
     return best
+
+
+def shape_parser(repeat: int) -> argparse.ArgumentParser:
+    """The matmul benches' arguments: A is m x k, B is k x n (256 x 4096 @ 4096 x 256 by default)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, default=256)
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=repeat)
+    return ap
