@@ -297,17 +297,50 @@ def _round_int(t: np.ndarray, rounding: Rounding, rb: np.ndarray | None, sr_bits
     return np.clip(codes.view(np.int64), -(2 ** 62), 2 ** 62)
 
 
+def _inner_bounds(lo: int, hi: int, dt: np.dtype) -> tuple[np.floating, np.floating]:
+    """The smallest value of the float dtype ``dt`` at or above ``lo`` and the largest at or below ``hi``.
+
+    ``dt(hi)`` rounds to nearest and may land above ``hi`` (float32(2^31 - 1) = 2^31); it then steps one
+    value down. For an integral float v: ``v > hi_f`` exactly when ``v > hi`` (no value of ``dt`` lies in
+    ``(hi_f, hi]``), so comparing with these bounds is comparing with the exact integers.
+    """
+    dt = np.dtype(dt)
+    lo_f, hi_f = dt.type(lo), dt.type(hi)
+    if int(hi_f) > hi:
+        hi_f = np.nextafter(hi_f, dt.type(-np.inf))
+    if int(lo_f) < lo:
+        lo_f = np.nextafter(lo_f, dt.type(np.inf))
+    return lo_f, hi_f
+
+
+def _saturate_integral(v: np.ndarray, lo: int, hi: int, fmt: IntFormat) -> np.ndarray:
+    """Codes of ``fmt`` (two's complement) for the integral floats ``v`` saturated to ``[lo, hi]``; NaN -> 0.
+
+    Exact for every integer format up to INT64 / UINT64 and any float dtype of ``v``: the comparison is
+    with the bounds' exact float neighbours (:func:`_inner_bounds`), and the saturated elements get the
+    codes of ``lo`` / ``hi`` computed from the Python integers, never from a float rounding of them.
+    """
+    v = np.asarray(v)
+    mask = (1 << fmt.bits) - 1
+    lo_f, hi_f = _inner_bounds(lo, hi, v.dtype)
+    over, under = v > hi_f, v < lo_f
+    inside = np.where(over | under | np.isnan(v), 0, v)  # |inside| <= max(|lo_f|, hi_f): fits the integer dtype
+    iv = inside.astype(np.int64).view(np.uint64) if lo < 0 else inside.astype(np.uint64)
+    iv = np.where(over, np.uint64(hi & mask), np.where(under, np.uint64(lo & mask), iv))
+    return (iv & np.uint64(mask)).astype(fmt.code_dtype)
+
+
 def _int_codes(t: np.ndarray, zp: np.ndarray | None, fmt: IntFormat, p: QuantParams,
                rb: np.ndarray | None) -> np.ndarray:
-    """Step 4 for integers: saturate(round(t) + zp) (or wrap), as two's complement codes."""
+    """Step 4 for integers: saturate(round(t) + zp) (or wrap), as two's complement codes.
+
+    Saturation is decided against the exact integer bounds: ``np.clip`` in float32 would round
+    INT32's 2^31 - 1 up to 2^31, which the code mask then wraps to -2^31.
+    """
     mask = (1 << fmt.bits) - 1
     if p.rounding is Rounding.NEAREST_EVEN and p.overflow == "saturate" and zp is None:
-        v = np.clip(np.rint(t), p.qmin, p.qmax)  # exact in t's own dtype: integers below 2^24 and the clamp
-        nan = np.isnan(v)
-        if nan.any():  # NaN -> 0, the integer cast's nan_to='zero'
-            v[nan] = 0
-        return (v.astype(np.int64) & mask).astype(fmt.code_dtype)
-    v = _round_int(t, p.rounding, rb, p.sr_bits)
+        return _saturate_integral(np.rint(t), int(p.qmin), int(p.qmax), fmt)  # rint is exact in t's own dtype
+    v = _round_int(t, p.rounding, rb, p.sr_bits)  # int64, within +-2^62: the int64 clamp below is exact
     if zp is not None:
         v = v + zp.astype(np.int64)
     if p.overflow == "wrap":
