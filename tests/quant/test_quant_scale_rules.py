@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.core.twins.exact import round_value
 from numoracle.quant.arith import div_round, div_values
 from numoracle.quant.quantizer import quantize
 
@@ -141,3 +143,91 @@ def test_compute_rounding_is_modelled():
         direct = div_values(x.astype(np.float64), s, q.params.compute, "ru")
         if not q.params.reciprocal:
             assert np.array_equal(direct, t)
+
+
+# ---- absmax never clips, however fine the scale format is next to the compute spacing ----------------
+_IROUND = {"rne": round, "ru": math.ceil, "rd": math.floor, "rtz": math.trunc}
+
+
+def _t_exact(a: float, s: float, compute: str, mode: str = "rne", reciprocal: bool = False) -> Fraction:
+    """Step 3 with Fractions and the exact twin (independent of quant/arith.py)."""
+    def rnd(v: Fraction) -> Fraction:
+        return Fraction(float(no.decode(np.array(round_value(v, compute, rounding=mode), np.uint64), compute)))
+    if reciprocal:
+        return rnd(Fraction(a) * rnd(1 / Fraction(s)))
+    return rnd(Fraction(a) / Fraction(s))
+
+
+def _amax_code_unclipped(q, a: float, s: float, kw: dict) -> tuple[bool, int]:
+    """(whether +-amax stays inside the range with scale s, the unclipped rounding of amax / s)."""
+    p = q.params
+    r = _IROUND[kw.get("rounding", "rne")](_t_exact(a, s, p.compute.name, reciprocal=p.reciprocal))
+    rn = _IROUND[kw.get("rounding", "rne")](_t_exact(-a, s, p.compute.name, reciprocal=p.reciprocal))
+    return (r <= p.qmax and rn >= p.qmin), r
+
+
+FINE_SCALES = [
+    ("int16", dict(compute="fp16")),
+    ("int16", dict(compute="bf16")),
+    ("int32", dict(scale_fmt="fp64", rounding="ru")),
+    ("int32", dict(scale_fmt="fp64")),
+    ("int8", dict(compute="fp8_e4m3fn")),
+    ("int8", dict(compute="fp8_e5m2")),
+    ("int8", dict(compute="fp8_e4m3fn", reciprocal=True)),
+    ("int16", dict(compute="bf16", rounding="ru", reciprocal=True)),
+]
+
+
+@pytest.mark.parametrize("elem,kw", FINE_SCALES)
+def test_absmax_never_clips_with_a_coarse_compute(elem, kw):
+    """The scale format (FP32, FP64) is much finer than the compute spacing at qmax: the fit needs
+    hundreds to billions of one-value steps; the search still lands on the smallest non-clipping scale."""
+    rng = np.random.default_rng(11)
+    amaxes = [1.0, 3.0, float(np.float32(rng.uniform(0.5, 2.0))), float(np.float32(rng.uniform(1e-3, 1e3)))]
+    sfmt = no.format_of(kw.get("scale_fmt", "fp32"))
+    M = 2 ** (no.format_of(elem).bits - 1) - 1
+    moved = 0
+    for a in amaxes:
+        x = np.float32([a, -a, a / 3])
+        q = quantize(x, elem, **kw)
+        s = float(q.scales.item())
+        ok, r = _amax_code_unclipped(q, a, s, kw)
+        assert ok and not q.clipped.any() and not _beyond_range(q).any(), (a, s)
+        assert int(q.values()[0]) == r and int(q.values()[1]) == -r  # strictly the rounded t, not saturated
+        s0 = float(no.decode(np.array(round_value(Fraction(a) / M, sfmt), np.uint64), sfmt))  # fl(amax / M)
+        assert s >= s0
+        if s > s0:  # moved: to the smallest value of scale_fmt that does not clip (the one below does)
+            moved += 1
+            c = int(q.scale_codes.item())
+            below = float(no.decode(np.array([c - 1], np.uint64).astype(sfmt.code_dtype), sfmt)[0])
+            assert not _amax_code_unclipped(q, a, below, kw)[0], (a, s, below)
+        else:
+            assert _amax_code_unclipped(q, a, s0, kw)[0]
+    assert moved  # fl(amax / M) clips for some of these amaxes: the test bites
+
+
+def test_absmax_fine_scales_per_block():
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((4, 16)) * np.exp2(rng.integers(-4, 4, (4, 1)))).astype(np.float32)
+    q = quantize(x, "int16", granularity=("group", 8), compute="fp16")
+    assert not q.clipped.any()
+    amax = np.abs(x).reshape(4, 2, 8).max(axis=2)
+    for a, s in zip(amax.ravel(), q.scales.ravel()):
+        assert _amax_code_unclipped(q, float(a), float(s), {})[0]
+        below = float(np.nextafter(np.float32(s), np.float32(0)))
+        assert not _amax_code_unclipped(q, float(a), below, {})[0]
+    assert (np.abs(q.values()) == 32752).sum() == 8  # the largest FP16 value below 32767.5, one per block
+
+
+def test_absmax_no_scale_fits_raises():
+    """amax = 125 * 448: E4M3's largest scale 448 gives t = 125, which E4M3 compute rounds to 128 > 127."""
+    x = np.float32([56000.0, 1.0])
+    kw = dict(compute="fp8_e4m3fn", scale_fmt="fp8_e4m3fn")
+    with pytest.raises(ValueError, match=r"no scale of scale_fmt=fp8_e4m3fn keeps amax 56000.0 .* largest value "
+                                         r"448 gives t = amax / s = 128.0.*cannot hold 127.*compute='fp32'.*"
+                                         r"scale_range='clamp'"):
+        quantize(x, "int8", **kw)
+    c = quantize(x, "int8", scale_range="clamp", **kw)  # asked for: the largest scale, and the block clips
+    assert c.scales.item() == 448 and c.clipped[0]
+    q = quantize(x, "int8", scale_fmt="fp8_e4m3fn")  # FP32 compute holds 127: t = 125 fits
+    assert q.scales.item() == 448 and not q.clipped.any() and int(q.values()[0]) == 125

@@ -9,9 +9,11 @@ A kernel quantises in four steps, each rounding on its own; ``quantize`` reprodu
      b-bit integer, ``2^b - 1`` unsigned) or the element format's max finite (448 for E4M3).
      The promise that amax maps inside the range is kept after every rounding: where that scale
      would make ``+-amax`` clip (after step 3's compute rounding and step 4's element rounding) it
-     moves up to the next value of ``scale_fmt`` (``numoracle.scalefit``): with E8M0 the power of
-     two above (RCEIL), with FP8 the next value toward +inf; FP32 scales are never moved in the
-     default modes (``fl32(amax / M)``, as numpy / PyTorch / ONNX compute it). Symmetric only: the
+     moves up to the smallest value of ``scale_fmt`` at which neither clips, found by a binary
+     search over ``scale_fmt``'s codes (``quant/scalefit.py``): with E8M0 the power of two above
+     (RCEIL), with FP8 the next value toward +inf; FP32 scales stay ``fl32(amax / M)`` (as numpy /
+     PyTorch / ONNX compute it) in the default modes for elements of up to 16 bits. Where even
+     ``scale_fmt``'s largest value clips, ``scale_range='raise'`` raises ValueError. Symmetric only: the
      asymmetric scale below stays ONNX's, whose zero-point rounding may clip an end element by one code.
      Asymmetric integers (``symmetric=False``, ONNX DynamicQuantizeLinear): ``s =
      scale_fmt((rmax - rmin) / (qmax - qmin))``, ``zp = saturate(round_half_even(qmin - t_min))``
