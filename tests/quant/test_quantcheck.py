@@ -210,3 +210,53 @@ def test_zero_points_that_differ_fail_and_say_so():
     r = check_quantized_close(dataclasses.replace(q, zero_points=q.zero_points + 1), x, fmt="uint8", symmetric=False)
     assert not r.passed and r.zero_points_differ and r.scales_mismatch == 0
     assert r.summary().startswith("Quantized mismatch (zero points differ)")
+
+
+def test_nan_where_finite_expected_is_reported_not_a_ratio_of_one():
+    """NaN elements used to be skipped by the error ratio, which then read like a pass ("bound 1")."""
+    x = _x(7, (4, 32))
+    kw = dict(fmt="fp8_e4m3fn", granularity=("block", 32))
+    q = quantize(x, **kw)
+    c = q.codes.copy()
+    c[0, 3] = c[1, 5] = c[2, 7] = 0x7F  # NaN codes where finite ones are expected
+    c[3, 1] = _shift(q.codes, kw["fmt"], [3 * 32 + 1], 1).ravel()[3 * 32 + 1]  # a plain one-code mismatch
+    with pytest.raises(QuantizedMismatch) as ei:
+        assert_quantized_close(c, x, **kw)
+    r, msg = ei.value.report, str(ei.value)
+    assert r.nan_where_finite == 3 and r.inf_where_finite == 0 and r.finite_where_nan == 0
+    assert r.max_error_ratio == math.inf
+    head = msg.splitlines()[0]
+    assert "3 NaN where finite expected" in head and "bound inf (NaN where finite expected)" in head
+    assert "bound 1" not in msg
+    assert "3 NaN where finite expected: first at (0, 3), (1, 5), (2, 7)" in msg
+    lines = msg.splitlines()
+    table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("worst")) + 2:]  # after the header row
+    assert [" ".join(ln.split()[:2]) for ln in table] == ["(0, 3)", "(1, 5)", "(2, 7)", "(3, 1)"]  # NaN first
+    # dequantized values: NaN and inf where finite values are expected
+    v = q.dequantize().astype(np.float32)
+    v[1, 2], v[2, 9] = np.nan, -np.inf
+    r = check_quantized_close(v, x, **kw)
+    assert not r.passed and r.nan_where_finite == 1 and r.inf_where_finite == 1 and r.max_error_ratio == math.inf
+    assert "1 NaN where finite expected; 1 inf where finite expected: first at (1, 2), (2, 9)" in str(r)
+
+
+def test_finite_where_nan_expected_is_reported():
+    """The other way round: the reference is NaN (a NaN input under nan='ignore', or a NaN-scaled block)
+    and the actual holds a number there."""
+    y = np.array([[np.nan] + [0.5] * 31, [0.25] * 32], np.float32)
+    kw = dict(fmt="fp8_e4m3fn", granularity=("block", 32), nan="ignore")
+    q = quantize(y, **kw)
+    c = q.codes.copy()
+    assert c[0, 0] == 0x7F
+    c[0, 0] = 0x30
+    r = check_quantized_close(c, y, **kw)
+    assert not r.passed and r.finite_where_nan == 1 and r.nan_where_finite == 0
+    assert "1 non-NaN where NaN expected" in r.summary() and "first at (0, 0)" in str(r)
+    assert math.isfinite(r.max_error_ratio)  # no finite reference went non-finite: x there is NaN (no bound)
+    kw = dict(fmt="int8", granularity=("block", 32))  # nan="propagate": the whole block dequantizes to NaN
+    q = quantize(y, **kw)
+    v = q.dequantize()
+    assert np.isnan(v[0]).all()
+    v[0, 4] = 0.5
+    r = check_quantized_close(v, y, **kw)
+    assert not r.passed and r.finite_where_nan == 1 and "first at (0, 4)" in str(r)

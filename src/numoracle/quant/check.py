@@ -19,13 +19,16 @@
 The check passes when there is no mismatch and at most ``allow_outliers`` outliers. The report
 (:class:`QuantCheckReport`) has a summary line (counts by class, the budget), then the worst elements
 (index, x, actual code in hex and its value, expected code and value, t, scale, code distance,
-class), and the margin of the actual values against the quantisation error bound.
+class), and the margin of the actual values against the quantisation error bound. Actual NaN or inf
+values where the reference is finite, and numbers where it is NaN, are counted in the summary and
+listed first, and make the check fail; NaN / inf where the reference is finite make the error ratio inf.
 ``assert_quantized_close`` raises :class:`QuantizedMismatch` (an AssertionError whose message is the
 report; ``.report`` holds the object) or returns the report.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -87,6 +90,10 @@ class QuantCheckReport:
     out_format: AnyFormat | None = None  # values mode: the format of the actual values
     notes: list[str] = field(default_factory=list)
     zero_points_differ: bool = False
+    nan_where_finite: int = 0  # actual NaN where the reference value is finite
+    inf_where_finite: int = 0  # actual +-inf where the reference value is finite
+    finite_where_nan: int = 0  # actual not NaN where the reference value is NaN
+    nonfinite_witness: list[tuple[int, ...]] = field(default_factory=list)  # first such elements
 
     @property
     def n_outliers(self) -> int:
@@ -119,12 +126,30 @@ class QuantCheckReport:
                 bits.append(f"{self.scales_mismatch} scale(s) off by more than one ULP")
             if self.zero_points_differ:
                 bits.append("zero points differ")
+            bits += self._nonfinite_bits()
             why = " (" + "; ".join(bits) + ")"
+        ratio = f"{self.max_error_ratio:.4g}"
+        if self.nan_where_finite or self.inf_where_finite:  # the ratio is inf: say why
+            ratio += f" ({'NaN' if self.nan_where_finite else 'inf'} where finite expected)"
         return (f"{head}{why}: {self.n_checked} {self.fmt.name} {what}: {by}; {budget}{sc}; max |x - actual| / "
-                f"bound {self.max_error_ratio:.4g}")
+                f"bound {ratio}")
+
+    def _nonfinite_bits(self) -> list[str]:
+        """Counts of actual NaN / inf where the reference is finite, then of actual values where it is NaN."""
+        bits = []
+        if self.nan_where_finite:
+            bits.append(f"{self.nan_where_finite} NaN where finite expected")
+        if self.inf_where_finite:
+            bits.append(f"{self.inf_where_finite} inf where finite expected")
+        if self.finite_where_nan:
+            bits.append(f"{self.finite_where_nan} non-NaN where NaN expected")
+        return bits
 
     def __str__(self) -> str:
         lines = [self.summary()]
+        if self.nonfinite_witness:
+            lines.append(f"{'; '.join(self._nonfinite_bits())}: first at {', '.join(map(str, self.nonfinite_witness))} "
+                         "(listed first below)")
         if self.signed_zeros:
             lines.append(f"{self.signed_zeros} element(s) hold the other signed zero (equal values; accepted)")
         lines += self.notes
@@ -351,12 +376,25 @@ def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: 
     fin = ~rep.nonfinite & np.isfinite(a_vals) & ~rep.void
     r = rep.ratio(np.where(fin, a_vals, xv))
     mr = float(np.nanmax(np.where(fin, r, 0.0))) if xv.size else 0.0
+    # NaN / inf in the actual values where the reference is finite (and the reverse): the ratio above skips
+    # them, so it would read like a pass (about 1); they make it inf and are reported by count, first
+    with np.errstate(invalid="ignore"):
+        e_vals = np.where(ke_nan, np.nan, (ev - zp) * S_exp)
+    nan_fin = np.isnan(a_vals) & np.isfinite(e_vals)
+    inf_fin = np.isinf(a_vals) & np.isfinite(e_vals)
+    fin_nan = ~np.isnan(a_vals) & np.isnan(e_vals)
+    nonfinite = nan_fin | inf_fin | fin_nan
+    if (nan_fin | inf_fin).any():
+        mr = math.inf
     n_out = counts["tie"] + counts["scale off by one ULP"]
-    passed = counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any() and not zp_differ
-    rows = _worst_rows(cls, known, dist, q, xv, a_code, a_vals, ec, ev, zp, S_exp, show)
+    passed = (counts["mismatch"] == 0 and n_out <= allow_outliers and not offm.any() and not zp_differ
+              and not nonfinite.any())
+    rows = _worst_rows(cls, known, dist, q, xv, a_code, a_vals, ec, ev, zp, S_exp, show, nonfinite)
+    first = [tuple(int(v) for v in np.unravel_index(i, xv.shape)) for i in np.flatnonzero(nonfinite.ravel())[:3]]
     return QuantCheckReport(passed, mode, fmt, int(xv.size), counts, int(allow_outliers), rows, sfmt,
                             int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
-                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ)
+                            witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ,
+                            int(nan_fin.sum()), int(inf_fin.sum()), int(fin_nan.sum()), first)
 
 
 def _compare_scales(q: Any, actual_scales: Any, sfmt: Any, S_exp: np.ndarray, show: int) -> tuple:
@@ -407,12 +445,13 @@ def _codes_mode(acodes: np.ndarray, fmt: AnyFormat, ec: np.ndarray, ev: np.ndarr
 
 def _worst_rows(cls: np.ndarray, known: np.ndarray, dist: np.ndarray, q: Any, xv: np.ndarray, a_code: Any,
                 a_vals: np.ndarray, ec: np.ndarray, ev: np.ndarray, zp: np.ndarray, S_exp: np.ndarray,
-                show: int) -> list:
-    """Step 4: the ``show`` worst elements, mismatches first, then by code distance."""
-    bad = np.flatnonzero((cls != "exact").ravel())
+                show: int, nonfinite: np.ndarray) -> list:
+    """Step 4: the ``show`` worst elements: mismatches first, among them NaN / inf where the reference is
+    finite (or the reverse: ``nonfinite``), then by code distance."""
+    bad = np.flatnonzero((cls != "exact").ravel() | nonfinite.ravel())
     rank = np.array([_RANK[c] for c in cls.ravel()[bad]])
     mag = np.where(known.ravel()[bad], -np.abs(dist.ravel()[bad]), -np.iinfo(np.int64).max)
-    order = bad[np.lexsort((mag, rank))][:show]
+    order = bad[np.lexsort((mag, ~nonfinite.ravel()[bad], rank))][:show]
     t = np.asarray(q.scaled, np.float64)
     rows = []
     for i in order:
