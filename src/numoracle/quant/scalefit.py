@@ -72,7 +72,7 @@ def _clips_at(c: np.ndarray, a: np.ndarray, fmt: AnyFormat, p: QuantParams) -> n
     """Whether ``+a`` or ``-a`` clips with the scale of code ``c`` (both arrays of one length)."""
     s = decode(c.astype(np.dtype(p.scale_fmt.code_dtype)), p.scale_fmt).astype(np.float64)
     both = amax_t(np.concatenate([a, -a]), np.concatenate([s, s]), p)
-    return clips(both, fmt, p).reshape(2, -1).any(axis=0)
+    return np.asarray(clips(both, fmt, p).reshape(2, -1).any(axis=0))
 
 
 def _no_scale_error(i: int, a: float, amax: np.ndarray, fmt: AnyFormat, p: QuantParams) -> ValueError:
