@@ -123,8 +123,34 @@ def test_random_bits_without_sr():
 # ---- policies that cannot apply to the destination ------------------------------------------------
 def test_wrap_to_a_float_format():
     with pytest.raises(ValueError, match="overflow='wrap' applies to integer destinations only, not fp16; "
-                                         "use 'saturate' or the default"):
+                                         "use 'ieee' or 'saturate'$"):
         cast(X, "fp16", overflow="wrap")
+
+
+@pytest.mark.parametrize("dst", ["int8", "uint4", "int64"])
+def test_ieee_overflow_to_an_integer_names_wrap(dst):
+    with pytest.raises(ValueError, match=f"overflow='ieee' needs infinities, which {dst} lacks; "
+                                         "use 'saturate' or 'wrap'$"):
+        cast(X, dst, overflow="ieee")
+
+
+def test_a_refused_overflow_policy_suggests_exactly_the_ones_the_destination_takes():
+    """For every registry format: the policies a refusal suggests are exactly those that cast takes."""
+    import re
+
+    from numoracle import Overflow, registry
+
+    for fmt in registry():
+        taken, refused = set(), {}
+        for o in Overflow:
+            try:
+                cast(X, fmt, overflow=o.value)
+                taken.add(o.value)
+            except ValueError as e:
+                refused[o.value] = str(e)
+        assert refused, fmt.name
+        for o, msg in refused.items():
+            assert set(re.findall(r"'(\w+)'", msg.split(" use ", 1)[1])) == taken, (fmt.name, o, msg)
 
 
 def test_nan_overflow_to_a_format_without_nan():

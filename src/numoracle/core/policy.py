@@ -9,14 +9,25 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .args import check_bool
 
-if TYPE_CHECKING:
-    from .formats import AnyFormat
+__all__ = ["Rounding", "Overflow", "NanTo", "Tininess", "Flags", "Policy", "resolve_policy", "Destination"]
 
-__all__ = ["Rounding", "Overflow", "NanTo", "Tininess", "Flags", "Policy", "resolve_policy"]
+
+class Destination(Protocol):
+    """What a policy reads of its destination format (Format and IntFormat both have it): formats.py builds on
+    this module, so the policy names the properties it needs instead of importing the format classes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_integer(self) -> bool: ...
+    @property
+    def has_nan(self) -> bool: ...
+    @property
+    def has_inf(self) -> bool: ...
 
 
 class _Choice(str, enum.Enum):
@@ -180,15 +191,50 @@ class Policy:
         return ", ".join(parts)
 
 
-def default_overflow(dst: AnyFormat) -> Overflow:
+def default_overflow(dst: Destination) -> Overflow:
     """IEEE formats: ieee; FN/FNUZ (and E8M0): nan; formats without NaN (FP6/FP4) and integers: saturate."""
     if dst.is_integer or not dst.has_nan:
         return Overflow.SATURATE
     return Overflow.IEEE if dst.has_inf else Overflow.NAN
 
 
+def _overflow_choices(dst: Destination) -> list[Overflow]:
+    """The overflow policies ``dst`` takes, its default first: saturate always; ieee with infinities; nan with a
+    NaN and no infinities; wrap for integers."""
+    ok = [Overflow.SATURATE]
+    if dst.is_integer:
+        ok.append(Overflow.WRAP)
+    elif dst.has_inf:
+        ok.append(Overflow.IEEE)
+    elif dst.has_nan:
+        ok.append(Overflow.NAN)
+    d = default_overflow(dst)
+    return [d] + [o for o in ok if o is not d]
+
+
+def _use(choices: list[Overflow]) -> str:
+    """``'a'``, ``'a' or 'b'``: the policies to suggest."""
+    names = [repr(o.value) for o in choices]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _check_overflow(o: Overflow, dst: Destination) -> None:
+    """Refuse an overflow policy ``dst`` cannot apply, naming the ones it can."""
+    if o is Overflow.WRAP and not dst.is_integer:
+        why = f"applies to integer destinations only, not {dst.name};"
+    elif o is Overflow.IEEE and not dst.has_inf:
+        why = f"needs infinities, which {dst.name} lacks;"
+    elif o is Overflow.NAN and not dst.has_nan:
+        why = f"needs a NaN, which {dst.name} lacks;"
+    elif o is Overflow.NAN and dst.has_inf:
+        why = f"is for formats without infinities; {dst.name} has them:"
+    else:
+        return
+    raise ValueError(f"overflow={o.value!r} {why} use {_use(_overflow_choices(dst))}")
+
+
 def resolve_policy(
-    dst: AnyFormat,
+    dst: Destination,
     rounding: object = "rne",
     overflow: object = None,
     nan_to: object = None,
@@ -201,16 +247,8 @@ def resolve_policy(
     ftz, daz = check_bool(ftz, "ftz"), check_bool(daz, "daz")
     r = Rounding.of(rounding)
     o = default_overflow(dst) if overflow is None else Overflow.of(overflow)
-    if o is Overflow.WRAP and not dst.is_integer:
-        raise ValueError(f"overflow='wrap' applies to integer destinations only, not {dst.name}; "
-                         "use 'saturate' or the default")
-    if o is Overflow.IEEE and not dst.has_inf:
-        raise ValueError(f"overflow='ieee' needs infinities, which {dst.name} lacks; use "
-                         f"{'nan' if dst.has_nan else 'saturate'!r} or 'saturate'")
-    if o is Overflow.NAN and not dst.has_nan:
-        raise ValueError(f"overflow='nan' needs a NaN, which {dst.name} lacks; use 'saturate'")
-    if o is Overflow.NAN and dst.has_inf:
-        raise ValueError(f"overflow='nan' is for formats without infinities; {dst.name} has them: use 'ieee'")
+    if o is not default_overflow(dst):
+        _check_overflow(o, dst)
     n = None
     if dst.is_integer or not dst.has_nan:
         n = NanTo.of(nan_to) if nan_to is not None else (NanTo.ZERO if dst.is_integer else NanTo.MAX)
