@@ -1,4 +1,4 @@
-"""Tensor-core block FMA in simulate(): the compiled kernel (reduce/jitblock.py) vs the numpy path vs BLAS.
+"""Tensor-core block FMA in simulate(): the compiled kernel (models/jitblock.py) vs the numpy path vs BLAS.
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_blockfma.py
      [--m 256 --n 256 --k 4096] [--repeat 3] [--all]
@@ -17,8 +17,8 @@ import numpy as np
 from timing import best_times, shape_parser
 
 from numoracle.core import jit
-from numoracle.reduce import orders
-from numoracle.reduce.simulation import simulate
+from numoracle.models import orders
+from numoracle.models.simulation import simulate
 
 
 def numpy_path(*args, **kw):

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import numoracle as no
-from numoracle.chains.prove import chain_spec
+from numoracle.chains.spec import chain_spec
 
 CHAINS_32 = [("int32", "fp32", "fp16"), ("int32", "fp32", "bf16"), ("fp32", "fp16", "fp8_e4m3fn"),
              ("fp32", "bf16", "fp8_e4m3fn"), ("int32", "bf16", "fp8_e4m3fn")]

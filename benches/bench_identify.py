@@ -18,8 +18,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from numoracle.reduce.identify import identify_order
-from numoracle.reduce.identifyreport import order_name
+from numoracle.identify.search import identify_order
+from numoracle.identify.report import order_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 from timing import best_times, shape_parser
 
-from numoracle.reduce.reference import exact_matmul
+from numoracle.exact.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
 
 

@@ -23,8 +23,8 @@ import numpy as np
 from timing import best_time, best_times, shape_parser
 
 from numoracle.core import jit
-from numoracle.reduce import orders
-from numoracle.reduce.simulation import simulate
+from numoracle.models import orders
+from numoracle.models.simulation import simulate
 
 
 def blas_one_thread(m: int, n: int, k: int) -> float:

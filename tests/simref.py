@@ -1,6 +1,6 @@
 """Slow step-by-step Fraction emulation of the accumulation orders (the reference of test_simulate.py).
 
-Independent of numoracle.reduce.simulation / accumulate / orders' schedules: every value is an exact
+Independent of numoracle.models.simulation / accumulate / orders' schedules: every value is an exact
 ``exact.Value`` (Fraction, or a Special for -0, +-inf, NaN), every step is the exact sum rounded by
 ``exact.round_value``, and the association of each order is written out as plain recursion from
 its documented definition (orders are read only for their parameters).
@@ -13,9 +13,9 @@ from fractions import Fraction
 import numpy as np
 
 import numoracle as no
+from numoracle import orders as O
 from numoracle.core.formats import Format
 from numoracle.core.twins import exact
-from numoracle.reduce import orders as O
 
 # ======================================================================================================
 # Reference: exact values and one rounded step at a time

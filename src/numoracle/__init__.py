@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the same names, for type checkers, editors and the API reference
     from . import golden as golden  # the public module numoracle.golden
     from . import orders as orders  # the public module numoracle.orders
+    from .bounds.errorbound import Tolerance
+    from .bounds.expected import ErrorBound, expected_error_bound, recommended_tolerance
     from .chains.prove import classify_cast_chain
     from .chains.search import assert_chain_equivalent, find_equivalent_chains
     from .chains.verdict import ChainVerdict
@@ -59,15 +61,13 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     )
     from .core.interop import as_native
     from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
+    from .exact.reference import exact_dot, exact_matmul, exact_sum
+    from .identify.search import IdentifyReport, identify_order
+    from .models.simulation import simulate
     from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
     from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
     from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
     from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
-    from .reduce.bounds import ErrorBound, expected_error_bound, recommended_tolerance
-    from .reduce.identify import IdentifyReport, identify_order
-    from .reduce.reference import exact_dot, exact_matmul, exact_sum
-    from .reduce.simulation import simulate
-    from .reduce.tolerance import Tolerance
     from .testing.checks import (
         CloseReport,
         NumoracleAssertionError,
@@ -186,16 +186,16 @@ _WHERE = {
     "QuantParams": ".quant.quantizer",
     "dequantize": ".quant.quantizer",
     "quantize": ".quant.quantizer",
-    "ErrorBound": ".reduce.bounds",
-    "expected_error_bound": ".reduce.bounds",
-    "recommended_tolerance": ".reduce.bounds",
-    "IdentifyReport": ".reduce.identify",
-    "identify_order": ".reduce.identify",
-    "exact_dot": ".reduce.reference",
-    "exact_matmul": ".reduce.reference",
-    "exact_sum": ".reduce.reference",
-    "simulate": ".reduce.simulation",
-    "Tolerance": ".reduce.tolerance",
+    "ErrorBound": ".bounds.expected",
+    "expected_error_bound": ".bounds.expected",
+    "recommended_tolerance": ".bounds.expected",
+    "IdentifyReport": ".identify.search",
+    "identify_order": ".identify.search",
+    "exact_dot": ".exact.reference",
+    "exact_matmul": ".exact.reference",
+    "exact_sum": ".exact.reference",
+    "simulate": ".models.simulation",
+    "Tolerance": ".bounds.errorbound",
     "CloseReport": ".testing.checks",
     "NumoracleAssertionError": ".testing.checks",
     "RunComparison": ".testing.checks",

@@ -1,6 +1,10 @@
-"""Accumulation orders for :func:`numoracle.simulate` and the bounds (public path ``numoracle.orders``)."""
+"""Accumulation orders for :func:`numoracle.simulate` and the bounds (public path ``numoracle.orders``).
 
-from .reduce.gpuorders import (  # noqa: F401  GPU kernels' orders (identified on recorded H200 runs)
+The order classes, the GPU kernels' orders, the presets with their table (``GPU_PRESETS``), and the one order
+vocabulary: ``parse(str(o)) == o``; every function that takes an order takes an Order or its text.
+"""
+
+from .models.gpuorders import (  # noqa: F401  GPU kernels' orders (identified on recorded H200 runs)
     ChunkedScan,
     GpuReduce,
     TiledSplitK,
@@ -8,8 +12,11 @@ from .reduce.gpuorders import (  # noqa: F401  GPU kernels' orders (identified o
     torch_cumsum_order,
     torch_sum_order,
 )
-from .reduce.orders import *  # noqa: F401,F403
-from .reduce.orders import __all__ as _base_all
+from .models.orders import *  # noqa: F401,F403
+from .models.orders import __all__ as _base_all
+from .models.ordertext import as_order, order_text, parse  # noqa: F401
+from .models.presets import GPU_ALIASES, GPU_PRESETS, PRESETS, GpuPreset, preset, preset_name  # noqa: F401
 
 __all__ = [*_base_all, "TiledSplitK", "GpuReduce", "ChunkedScan", "cutlass_slices", "torch_sum_order",
-           "torch_cumsum_order"]
+           "torch_cumsum_order", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name",
+           "parse", "as_order", "order_text"]

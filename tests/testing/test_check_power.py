@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.reduce import orders
+from numoracle import orders
 from numoracle.testing.checks import check_dot_close, check_matmul_close, check_sum_close
 
 K = 4096

@@ -1,6 +1,6 @@
 """numoracle.testing.checks: assert_*_close reports, poison fills and compare_runs verdicts.
 
-Kernels are modelled with ``numoracle.reduce.simulation`` (bit-exact accumulation orders); bugs are
+Kernels are modelled with ``numoracle.models.simulation`` (bit-exact accumulation orders); bugs are
 injected by hand. All randomness is seeded.
 """
 

@@ -54,7 +54,7 @@ from ..core.formats import AnyFormat
 from ..core.policy import Flags, Policy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .prove import ChainSpec
+    from .spec import ChainSpec
 
 __all__ = ["Piece", "chain_pieces", "hop_rank", "rank_table", "half_binades", "CONSTANT_RANKS", "first_true",
            "midpoint"]

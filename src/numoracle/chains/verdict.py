@@ -16,7 +16,7 @@ from ..core.twins.exact import Special, value_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.policy import Policy
-    from .prove import ChainSpec
+    from .spec import ChainSpec
 
 __all__ = ["ChainVerdict", "Witness", "Region", "Proof", "REASONS", "values_subset"]
 

@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from ..reduce.bounds import KINDS, OPS, ErrorBound, expected_error_bound
+from ..bounds.expected import KINDS, OPS, ErrorBound, expected_error_bound
 
 __all__ = ["add_bound_parsers"]
 

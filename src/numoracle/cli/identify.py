@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.formats import format_of
 from ..core.interop import as_native
-from ..reduce.identify import identify_order
+from ..identify.search import identify_order
 from .argtypes import positive
 
 __all__ = ["add_identify_parsers", "load_array"]

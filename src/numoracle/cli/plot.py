@@ -60,7 +60,7 @@ def parse_Ks(text: str) -> list[int]:
 
 
 def _cmd_plot_bound(args: argparse.Namespace) -> str:
-    from ..reduce import plot
+    from ..plot import curves as plot
 
     if args.out is not None:
         out = Path(args.out)

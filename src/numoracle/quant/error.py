@@ -16,7 +16,7 @@ the kernel casts (t* rounded in ``compute``, once for a division, twice with ``r
 * where the compute rounding could put t on either side of a range end, the larger of the two.
 
 Every number is computed in float64 rounded upward (``nextafter`` after each operation on
-non-negative operands, as :mod:`numoracle.reduce.tolerance` does), so the bound is never below the exact
+non-negative operands, as :mod:`numoracle.bounds.errorbound` does), so the bound is never below the exact
 one. ``sqnr(x, y)`` and ``cosine(x, y)`` use exact dot products (``numoracle.exact_dot``) of
 power-of-two-scaled data; ``sqnr_bound`` / ``cosine_bound`` give the values an elementwise bound
 guarantees: measured SQNR >= sqnr_bound and measured cosine >= cosine_bound.
@@ -35,7 +35,7 @@ import numpy as np
 from ..core.eft import two_sum
 from ..core.formats import AnyFormat, Format
 from ..core.policy import Rounding
-from ..reduce.boundmath import add_up, fup, mul_up, pow2_text, up
+from ..bounds.boundmath import add_up, fup, mul_up, pow2_text, up
 from .metrics import _as_values, _dn, cosine, cosine_bound, sqnr, sqnr_bound
 
 __all__ = ["quantization_error_bound", "QuantErrorReport", "sqnr", "cosine", "sqnr_bound", "cosine_bound",

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from ..bounds.boundmath import Component, add_up, check_member, fup, margin, mul_up, nested, pow2_text, prod_pow, sci
+from ..bounds.expected import ErrorBound, expected_error_bound, register_bound_op
 from ..core.formats import FP32, AnyFormat, IntFormat, format_of
 from ..core.interop import to_codes
 from ..core.policy import Rounding
-from ..reduce.boundmath import add_up, check_member, fup, margin, mul_up, nested, pow2_text, prod_pow, sci
-from ..reduce.bounds import Component, ErrorBound, expected_error_bound, register_bound_op
 
 __all__ = ["QuantMatmulBound", "quantized_matmul_error_bound", "quantized_matmul_bound"]
 

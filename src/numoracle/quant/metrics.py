@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.eft import two_sum
 from ..core.inputs import exact_float64
-from ..reduce.reference import exact_dot
+from ..exact.reference import exact_dot
 
 # ---- float64 helpers ---------------------------------------------------------------------------
 _INF = np.float64(np.inf)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..reduce.boundmath import sci
-from ..reduce.bounds import expected_error_bound
+from ..bounds.boundmath import sci
+from ..bounds.expected import expected_error_bound
 
 __all__ = ["bounds_table", "DTYPES", "ORDERS", "FP8_ORDERS", "KS", "KINDS_TABLE"]
 
@@ -54,6 +54,6 @@ def _row(d: str, a: str, o: str, K: int, kind: str, confidence: float) -> dict[s
 def bounds_table(dtypes: tuple[str, ...] = DTYPES, ks: tuple[int, ...] = KS,
                  kinds: tuple[str, ...] = KINDS_TABLE, confidence: float = 0.999) -> list[dict[str, Any]]:
     """The rows of tables/bounds.csv (accumulators: fp32 and the input format; round to nearest; order
-    strings as in ``numoracle.reduce.bounds``; probabilistic rows: union bound over the K error products of
+    strings as in ``numoracle.bounds.expected``; probabilistic rows: union bound over the K error products of
     one element, no output shape)."""
     return [_row(d, a, o, K, kind, confidence) for d, a, o in _combos(tuple(dtypes)) for K in ks for kind in kinds]

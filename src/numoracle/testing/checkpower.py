@@ -21,8 +21,8 @@ import numpy as np
 
 from ..core.convert import cast, decode
 from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format, format_of
-from ..reduce.boundmath import sci
-from ..reduce.bounds import expected_error_bound
+from ..bounds.boundmath import sci
+from ..bounds.expected import expected_error_bound
 
 __all__ = ["DetectionPower", "AccuracyRow", "detection_power", "NARROWER"]
 
@@ -88,7 +88,7 @@ class DetectionPower:
 
 def _orders(order: Any) -> dict[str, Any]:
     """The orders to simulate: objects as given; "any" -> sequential and pairwise; other strings by name."""
-    from ..reduce.orders import Order, Pairwise, Sequential
+    from ..models.orders import Order, Pairwise, Sequential
 
     if isinstance(order, Order):
         return {type(order).__name__.lower(): order}
@@ -116,7 +116,7 @@ def _sampled_vectors(op: str, inputs: tuple, work_shape: tuple, K: int, flat: np
 
 
 def _simulate(op: str, vecs: tuple, acc: AnyFormat, order: Any, fma: bool, rounding: Any) -> np.ndarray:
-    from ..reduce.simulation import simulate
+    from ..models.simulation import simulate
 
     if op == "sum":
         return np.asarray(simulate("sum", vecs[0], acc=acc, order=order, rounding=rounding), np.float64)

@@ -26,7 +26,7 @@ from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import FP32, FP64, AnyFormat, Format, format_of
-from ..reduce.bounds import ErrorBound, expected_error_bound
+from ..bounds.expected import ErrorBound, expected_error_bound
 from .checkpower import detection_power
 from .closeproblem import Problem as _Problem
 from .closeproblem import exact_value as _exact_value
@@ -421,7 +421,7 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
         bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
     bad.sort(key=lambda t: -t[0])
     verdict = "UNEXPLAINED" if n_bad else "REORDERING"
-    from ..reduce.identify import identify_runs
+    from ..identify.search import identify_runs
 
     found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,

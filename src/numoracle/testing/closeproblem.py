@@ -9,8 +9,8 @@ import numpy as np
 
 from ..core.formats import AnyFormat
 from ..core.interop import as_native, to_codes
-from ..reduce.boundmath import nested
-from ..reduce.reference import exact_dot, exact_matmul, exact_sum
+from ..bounds.boundmath import nested
+from ..exact.reference import exact_dot, exact_matmul, exact_sum
 
 __all__ = ["Problem", "exact_value"]
 

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from ..core.errors import failure_message
 from ..core.formats import AnyFormat
-from ..reduce.boundmath import sci
-from ..reduce.bounds import ErrorBound
+from ..bounds.boundmath import sci
+from ..bounds.expected import ErrorBound
 
 __all__ = ["Element", "CloseReport", "element_table", "vacuous_text", "bound_line", "failure_message"]
 

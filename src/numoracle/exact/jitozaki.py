@@ -1,0 +1,482 @@
+"""Compiled twins of the Ozaki split's passes around the GEMMs (see ozaki.py).
+
+Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
+twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
+
+* :func:`all_finite` -- ``np.isfinite(v).all()`` of float bits, one reduction;
+* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
+* :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
+  pairs that Karatsuba multiplies (``ozaki._products``), in planes reused call after call;
+* :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
+* :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
+* :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
+
+float32 operands are read as they are and widened value by value (exact), not copied to float64.
+All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
+below 2^53), so the results are the same bits as numpy's; tests/exact/test_jitozaki.py runs both.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
+
+from ..core.jit import njit
+
+_BIG = 1 << 30
+_CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
+_cache = threading.local()
+_ROUND_BLOCK = 256  # columns rounded together (see _round_kernel)
+_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
+
+
+@njit
+def _largest_pattern(bits: np.ndarray) -> int:
+    """The largest |bit pattern| of a flat array of float bits (a max reduction that vectorises)."""
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
+    top = np.int64(0)
+    for i in range(bits.size):
+        top = max(top, np.int64(bits[i]) & absmask)
+    return top
+
+
+def all_finite(v: np.ndarray) -> bool:
+    """``np.isfinite(v).all()`` for float64 / float32 v in one pass without a mask: every |bit
+    pattern| below the infinity's (NaN patterns lie above it)."""
+    ibits, inf = (np.int32, 0x7F800000) if v.dtype == np.float32 else (np.int64, 0x7FF0000000000000)
+    return bool(_largest_pattern(np.ascontiguousarray(v).view(ibits).ravel()) < inf)
+
+
+@njit
+def _low(b: np.int64, man: int, bias: int) -> int:
+    """Exponent of the lowest set bit of the finite float with |bit pattern| b (``man`` fraction bits,
+    exponent ``bias``); a large value for a zero. Branch-free, so line loops vectorise.
+
+    Normal x = (2^man + f) 2^(be - bias - man); subnormal x = f 2^(1 - bias - man) (be = 0): the
+    lowest set bit of the integer significand, at 2^(max(be, 1) - bias - man). The bit 2^(man + 1)
+    stops the count for a zero, which is then replaced."""
+    be = b >> man
+    full = np.uint64((b & ((np.int64(1) << man) - 1)) | (np.int64(be != 0) << man) | (np.int64(1) << (man + 1)))
+    low = np.int64(trailing_zeros(full)) + max(be, np.int64(1)) - (bias + man)
+    return low if b != 0 else np.int64(_BIG)
+
+
+@njit
+def _top(b: np.int64, man: int, bias: int) -> int:
+    """The least ex with |x| < 2^ex, for the finite nonzero float with |bit pattern| b."""
+    be = b >> man
+    if be == 0:  # subnormal: the significand's bit length, from 2^(1 - bias - man)
+        return 64 - np.int64(leading_zeros(np.uint64(b))) + 1 - bias - man
+    return be + 1 - bias
+
+
+@njit
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple:
+    """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
+    non-negative floats order as their values) and the lowest set bit's exponent; also the largest
+    |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity)."""
+    n0, n1 = bits.shape
+    nl = n0 if by_rows else n1
+    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
+    lo = np.full(nl, _BIG, np.int64)
+    hi = np.zeros(nl, np.int64)
+    for i in range(n0):
+        if by_rows:
+            rhi, rlo = np.int64(0), np.int64(_BIG)
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                rhi = max(rhi, b)
+                rlo = min(rlo, _low(b, man, bias))
+            hi[i], lo[i] = rhi, rlo
+        else:
+            for j in range(n1):
+                b = np.int64(bits[i, j]) & absmask
+                hi[j] = max(hi[j], b)
+                lo[j] = min(lo[j], _low(b, man, bias))
+    E = np.zeros(nl, np.int64)
+    span = np.zeros(nl, np.int64)
+    for k in range(nl):
+        if hi[k] != 0:
+            E[k] = _top(hi[k], man, bias)
+            span[k] = E[k] - lo[k]
+    top = np.int64(0)
+    for k in range(nl):
+        top = max(top, hi[k])
+    return E, span, top
+
+
+def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
+    (float32 read from its own bit fields: the same values as of the float64 widening)."""
+    return bit_range_finite(X, axis)[:2]
+
+
+def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(E, span, X all finite) of float64 or float32 X in one pass; (E, span) hold only where it is."""
+    if X.dtype == np.float32:
+        E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
+        return E, span, bool(top < 0x7F800000)
+    E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
+    return E, span, bool(top < 0x7FF0000000000000)
+
+
+@njit
+def _two_digits(x: float, scale: float) -> tuple:
+    """Two digit steps of ``_digits_kernel`` on one value: (d0, d1, what is left of x)."""
+    v0 = np.rint(x)
+    x = (x - v0) * scale
+    v1 = np.rint(x)
+    return v0, v1, (x - v1) * scale
+
+
+@njit
+def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, scale: float, stat: np.ndarray,
+               i: int, by_rows: bool) -> None:
+    """Slices 0 and 1 of one row and their sum (Karatsuba's operand), in one pass over t: the same
+    steps as two passes of ``_digits_kernel``'s slice loop and its pair sum, the same values."""
+    if by_rows:  # rows of A: sum |d| per slice
+        acc0, acc1 = np.int64(0), np.int64(0)
+        for j in range(t.size):
+            v0, v1, t[j] = _two_digits(t[j], scale)
+            d0[j], d1[j], c[j] = v0, v1, v0 + v1
+            acc0 += np.int64(abs(v0))
+            acc1 += np.int64(abs(v1))
+        stat[0, i] += acc0
+        stat[1, i] += acc1
+    else:  # columns of B: max |d| per slice
+        top0, top1 = stat[0], stat[1]
+        for j in range(t.size):
+            v0, v1, t[j] = _two_digits(t[j], scale)
+            d0[j], d1[j], c[j] = v0, v1, v0 + v1
+            top0[j] = max(top0[j], abs(v0))
+            top1[j] = max(top1[j], abs(v1))
+
+
+@njit
+def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S: np.ndarray, whole: int,
+                   pairs: int, by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
+    """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
+    scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``."""
+    n0 = X.shape[0] if by_rows else k1 - k0
+    n1 = k1 - k0 if by_rows else X.shape[1]
+    scale = 2.0 ** beta
+    # t = x * 2^k as two exact multiplications by normal powers of two (the intermediate's
+    # magnitude and lowest bit lie between x's and t's, so it is exact too)
+    s1 = np.empty(k.size)
+    s2 = np.empty(k.size)
+    for m in range(k.size):
+        s1[m] = math.ldexp(1.0, k[m] // 2)
+        s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
+    # a line's slices past its own S are 0 (t is 0 by then); they are written only where the
+    # slice is used whole (the first ``whole`` slices): the others are read on their own lines only
+    count = len(out) - pairs
+    deep = np.flatnonzero(S > whole)  # the lines (columns of B) with slices past the whole ones
+    t = np.empty(n1)
+    left = False
+    for i in range(n0):
+        row = i * n1
+        if by_rows:
+            x = X[i, k0:k1]  # a view: the loops below index from 0, so they vectorise
+            for j in range(n1):
+                t[j] = x[j] * s1[i] * s2[i]
+            n = max(S[i], whole)
+        else:
+            x = X[k0 + i]
+            for j in range(n1):
+                t[j] = x[j] * s1[j] * s2[j]
+            n = whole
+        if n == 2 and pairs >= 1:  # the common case (FP32 data): both slices and their sum in one pass
+            p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
+            _pair_pass(t, out[0][row:row + n1], out[p1][row:row + n1], out[count][row:row + n1], scale,
+                       stat, i, by_rows)
+            n = 0
+        for s in range(n):  # one slice of the row at a time
+            d = out[s][row:row + n1]  # this row's digits
+            if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
+                acc = np.int64(0)
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[j] = v
+                    t[j] = (t[j] - v) * scale
+                    acc += np.int64(abs(v))  # an integer sum: the loop vectorises
+                stat[s, i] += acc
+            else:  # columns of B: max |d|
+                top = stat[s]
+                for j in range(n1):
+                    v = np.rint(t[j])
+                    d[j] = v
+                    t[j] = (t[j] - v) * scale
+                    top[j] = max(top[j], abs(v))
+            if s % 2 == 1 and s // 2 < pairs:  # a pair's second slice: the pair's sum (exact integers)
+                c, e = out[count + s // 2][row:row + n1], out[s - 1][row:row + n1]
+                for j in range(n1):
+                    c[j] = e[j] + d[j]
+        if not by_rows:
+            for j in deep:
+                for s in range(whole, S[j]):
+                    v = np.rint(t[j])
+                    out[s][row + j] = v
+                    t[j] = (t[j] - v) * scale
+                    stat[s, j] = max(stat[s, j], abs(v))
+        for j in range(n1):
+            left |= t[j] != 0.0
+    return left
+
+
+def _planes(n: int, size: int, slot: str | None) -> tuple:
+    """n float64 planes of ``size`` values: the calling thread's cached ones for ``slot`` when they fit.
+
+    Large arrays freed at the top of the heap go back to the system and their pages are faulted
+    in again on the next call's first writes, which costs more than computing the digits; reusing
+    the planes of the previous call (of this thread, for this operand) avoids that. At most
+    _CACHE_BYTES a slot are kept.
+    """
+    if slot is None or n * size * 8 > _CACHE_BYTES:
+        return tuple(np.empty(size) for _ in range(n))
+    cache = _cache.__dict__.setdefault("planes", {})
+    have = cache.get(slot, ())
+    if len(have) < n or (have and have[0].size < size):
+        have = tuple(np.empty(max(size, have[0].size if have else 0)) for _ in range(max(n, len(have))))
+        cache[slot] = have
+    return tuple(p[:size] for p in have[:n])
+
+
+def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray, pairs: int = 0,
+           slot: str | None = None, k0: int = 0, k1: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1), of its
+    columns (axis=1) or rows (axis=0) k0:k1 (all of them: k1 None), read in place.
+
+    ``S`` the slices per line; slice s is complete where at least half the lines have it, else
+    only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
+    ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
+    2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._products``). ``slot``: the planes
+    are this thread's cached ones for that name (see _planes), valid until the next call for it.
+    Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
+    for ``ozakitail``'s bound.
+    """
+    k1 = X.shape[axis] if k1 is None else k1  # K: columns of A (axis=1), rows of B
+    shape = (X.shape[0], k1 - k0) if axis == 1 else (k1 - k0, X.shape[1])
+    if count + pairs == 0:  # all-zero (or empty) lines: no slices
+        return [], np.zeros((0, S.size))
+    k = (beta - 1 - E).astype(np.int64)
+    whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
+    out = _planes(count + pairs, shape[0] * shape[1], slot)
+    lines = S.size
+    stat = np.zeros((count, lines))
+    left = _digits_kernel(np.ascontiguousarray(X), k0, k1, k, beta, S.astype(np.int64), whole, pairs, axis == 1,
+                          out, stat)
+    if left:
+        raise AssertionError("internal: Ozaki slices did not exhaust the input")
+    return [plane.reshape(shape) for plane in out], stat
+
+
+@njit
+def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
+    q, r = off // 32, off % 32
+    low = (np.int64(1) << (32 - r)) - 1
+    for a in range(G.shape[0]):
+        i = rows[a]
+        for b in range(G.shape[1]):
+            j = cols[b]
+            g = np.int64(G[a, b])
+            limbs[q, i, j] += (g & low) << r
+            rest = g >> (32 - r)
+            limbs[q + 1, i, j] += rest & 0xFFFFFFFF
+            limbs[q + 2, i, j] += rest >> 32
+
+
+@njit
+def _add_row(lq: np.ndarray, lq1: np.ndarray, lq2: np.ndarray, g: np.ndarray, r: int, sign: int) -> None:
+    """One row of ``_add_kernel`` on whole rows: the limbs' rows q, q + 1, q + 2 += pieces of sign * g << r."""
+    low = (np.int64(1) << (32 - r)) - 1
+    for b in range(g.size):
+        v = np.int64(g[b]) * sign
+        lq[b] += (v & low) << r
+        rest = v >> (32 - r)
+        lq1[b] += rest & 0xFFFFFFFF
+        lq2[b] += rest >> 32
+
+
+@njit
+def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool) -> None:
+    """limbs += G 2^off (and - G 2^off2 where ``two``) over every entry: rows indexed from 0, so the
+    loops vectorise. The same integers land in the same limbs as ``_add_kernel`` adds."""
+    q, r = off // 32, off % 32
+    q2, r2 = off2 // 32, off2 % 32
+    for a in range(G.shape[0]):
+        _add_row(limbs[q, a], limbs[q + 1, a], limbs[q + 2, a], G[a], r, 1)
+        if two:
+            _add_row(limbs[q2, a], limbs[q2 + 1, a], limbs[q2 + 2, a], G[a], r2, -1)
+
+
+def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
+                minus: int | None = None) -> None:
+    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53.
+    ``minus`` (whole blocks only): also limbs -= G * 2^minus, in the same pass."""
+    G = np.ascontiguousarray(G)
+    if rows.size == limbs.shape[1] and cols.size == limbs.shape[2]:  # every line: rows, cols = 0, 1, ...
+        _add_whole(limbs, G, off, off if minus is None else minus, minus is not None)
+        return
+    _add_kernel(limbs, G, off, rows.astype(np.int64), cols.astype(np.int64))
+
+
+@njit
+def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
+    """G += X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed). A few columns of Y
+    go through the transposes (G^T += Y^T X^T, views: the same memory order as a loop of its own)."""
+    for i in range(X.shape[0]):
+        for k in range(X.shape[1]):
+            a = X[i, k]
+            if a != 0.0:
+                for j in range(Y.shape[1]):
+                    G[i, j] += a * Y[k, j]
+
+
+def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """X @ Y for digit slices whose GEMM is exact (``ozaki._products``): the same integers.
+
+    A slice kept on a few lines (a row's or column's last digits) is mostly zeros: its product
+    (at most a quarter of the other operand's size) goes over the nonzeros only when they are
+    under 1/16 of it (the BLAS GEMM reads the other, whole operand for a handful of lines). Every
+    product and partial sum is an integer of magnitude <= K 2^(b_A - 1) 2^(b_B - 1) <= 2^53 in
+    any order, so G is the BLAS GEMM's, bit for bit (a zero's sign aside, which the int64 limbs
+    drop).
+    """
+    left = X.shape[0] <= Y.shape[1]
+    few, other = (X, Y) if left else (Y, X)
+    if 4 * few.size > other.size or 16 * np.count_nonzero(few) > few.size:  # counting: << the GEMM
+        return X @ Y
+    G = np.zeros((X.shape[0], Y.shape[1]))
+    if left:
+        _sparse_left(np.ascontiguousarray(X), np.ascontiguousarray(Y), G)
+    else:
+        _sparse_left(np.ascontiguousarray(Y).T, np.ascontiguousarray(X).T, G.T)
+    return G
+
+
+@njit
+def _pow2(e: int) -> float:
+    """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
+    of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
+    result (and m > 0 wherever e > 1023: the window holds the leading bit there)."""
+    return _POW2[e + 1074] if e <= 1023 else np.inf
+
+
+@njit
+def _block_digits(limbs: np.ndarray, c0: int, m: int, add: np.ndarray, at: np.ndarray, W: np.ndarray,
+                  carry: np.ndarray, sgn: np.ndarray, h: np.ndarray, lo: np.ndarray) -> None:
+    """Columns c0 .. c0 + m of the limbs into W (W[2 + j] = limb j, as digits of |value| in [0, 2^32)),
+    their signs into sgn, and their highest and lowest nonzero limbs (rows of W; h = -1: value 0)."""
+    nl = limbs.shape[0]
+    mask = np.int64(0xFFFFFFFF)
+    # 1. the limbs, with the pieces added on the fly (the early rounding's m +- R)
+    for j in range(nl):
+        W[2 + j, :m] = limbs[j, c0:c0 + m]
+    for k in range(add.shape[0]):
+        for c in range(m):
+            W[2 + at[c0 + c] + k, c] += add[k, c0 + c]
+    # 2. carries: digits in [0, 2^32) below the top limb, which keeps the sign
+    carry[:m] = 0
+    for j in range(2, nl + 1):
+        for c in range(m):
+            v = W[j, c] + carry[c]
+            carry[c] = v >> 32
+            W[j, c] = v & mask
+    for c in range(m):
+        W[nl + 1, c] += carry[c]
+        sgn[c] = np.int64(1) - 2 * np.int64(W[nl + 1, c] < 0)
+        carry[c] = 0
+    # 3. |value|: negating every digit (sign -1) and propagating again gives digits in
+    # [0, 2^32) and a top >= 0; with sign 1 the digits are unchanged (no carries)
+    for j in range(2, nl + 1):
+        for c in range(m):
+            v = carry[c] + sgn[c] * W[j, c]
+            carry[c] = v >> 32
+            W[j, c] = v & mask
+    for c in range(m):
+        W[nl + 1, c] = carry[c] + sgn[c] * W[nl + 1, c]
+        h[c] = -1
+        lo[c] = nl + 2
+    # 4. the highest and the lowest nonzero limb
+    for j in range(2, nl + 2):
+        for c in range(m):
+            h[c] = j if W[j, c] != 0 else h[c]
+    for j in range(nl + 1, 1, -1):
+        for c in range(m):
+            lo[c] = j if W[j, c] != 0 else lo[c]
+
+
+@njit
+def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int) -> tuple:
+    """(RNE, RO, limbs too short) of |value| = sum_j W[j, c] 2^(32 j + b64), nonzero, h and lo its
+    highest and lowest nonzero limbs (positions count from 64 bits below limb 0: W[0], W[1] = 0)."""
+    n = W.shape[0]
+    top = W[h, c]
+    blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
+    # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
+    cut = max(32 * h + blen - 53, -1074 - b64)
+    c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
+    j0 = c1 >> 5
+    sh = c1 & 31
+    # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit or
+    # above), so their shifted values are below 2^54 and no shift drops a set bit; a window above
+    # every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
+    l0 = W[min(j0, n - 1), c]
+    win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
+    sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo < j0)
+    # 6. round: RNE (ties to even) and RO (the sticky bit ORed into the last kept bit)
+    guard = (win & 1) == 1
+    kept = win >> 1
+    up = np.int64(guard & (sticky | ((kept & 1) == 1)))
+    odd = np.int64(guard | sticky)
+    a = np.float64(kept + up) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
+    b = np.float64(kept | odd) * _pow2(b64 + cut)
+    if math.isinf(b):
+        b = 1.7976931348623157e308  # RO overflows to the largest finite value
+    return a, b, top >= np.int64(1) << 32
+
+
+@njit
+def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
+    """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
+
+    Columns go in blocks of _ROUND_BLOCK: the carry, sign and leading-limb steps run limb by limb
+    over a block's columns (loops that vectorise), the window and the rounding column by column. A
+    block's limbs are copied between two zero limbs below and three above: positions count from
+    64 bits below limb 0, so the window's lowest bit is at or above 0 and its limbs exist."""
+    nl, R = limbs.shape
+    cb = _ROUND_BLOCK
+    rne = np.zeros(R)
+    ro = np.zeros(R)
+    W = np.zeros((nl + 5, cb), np.int64)  # rows 0, 1, nl + 2 .. stay 0
+    carry, sgn, h, lo = np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64)
+    bad = False
+    for c0 in range(0, R, cb):
+        m = min(cb, R - c0)
+        _block_digits(limbs, c0, m, add, at, W, carry, sgn, h, lo)
+        for c in range(m):
+            if h[c] < 0:
+                continue  # an exact zero: +0
+            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64)
+            bad |= short
+            rne[c0 + c] = -a if sgn[c] < 0 else a
+            ro[c0 + c] = -b if sgn[c] < 0 else b
+    return rne, ro, bad
+
+
+def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = None,
+                at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.
+
+    ``limbs`` is left unchanged (the numpy twin normalises it in place). ``add`` (n, R) int64 and
+    ``at`` (R,): round as if add[k, c] had been added to limbs[at[c] + k, c] (they must fit)."""
+    if add is None:
+        add, at = np.zeros((0, limbs.shape[1]), np.int64), np.zeros(limbs.shape[1], np.int64)
+    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64),
+                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64))
+    if bad:
+        raise AssertionError("internal: limb accumulator too short")
+    return rne, ro

@@ -1,0 +1,1 @@
+"""Plots: bound curves against emulated errors (matplotlib, optional). Above exact, models and bounds."""

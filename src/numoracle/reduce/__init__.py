@@ -1,1 +1,0 @@
-"""Reductions: exact references, bit-exact accumulation models (orders), error bounds and tolerances."""

@@ -1,0 +1,270 @@
+"""identify_order on recorded H200 results (tests/data/h200/) and on simulated kernels of known order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle import orders as O
+from numoracle.identify.search import identify_order
+from numoracle.models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
+DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3fn": ml_dtypes.float8_e4m3fn,
+      "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def _mm(tag):
+    d = np.load(DATA / "mm_2_subset.npz")
+    fmt = tag.split("_1")[0].split("_5")[0]
+    return d, d[f"{tag}__A"].view(DT[fmt]), d[f"{tag}__B"].view(DT[fmt]), fmt
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8_e4m3fn"])
+@pytest.mark.parametrize("shape", ["128x4096x128", "512x1024x512"])
+def test_triton_runs_are_the_h200_preset(fmt, shape):
+    d, a, b, _ = _mm(f"{fmt}_{shape}_cancel")
+    kernel = "triton_bk128" if fmt.startswith("fp8") else "triton_bk64"
+    rep = identify_order(d[f"{fmt}_{shape}_cancel__{kernel}"], "matmul", a, b)
+    assert rep.order == O.preset("h200", "fp8" if fmt.startswith("fp8") else fmt), str(rep)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def test_cublas_k1024_is_the_preset_and_k4096_is_tiled_splitk(fmt):
+    d, a, b, _ = _mm(f"{fmt}_512x1024x512_cancel")
+    assert identify_order(d[f"{fmt}_512x1024x512_cancel__torch_mm_out_fp32"], "matmul", a, b).order == \
+        O.preset("h200", fmt)
+    d, a, b, _ = _mm(f"{fmt}_128x4096x128_cancel")
+    rep = identify_order(d[f"{fmt}_128x4096x128_cancel__torch_mm_out_fp32"], "matmul", a, b)
+    assert rep.order == TiledSplitK(3, 64, O.preset("h200", fmt)), str(rep)
+    assert rep.candidates[0] is rep.winner and rep.winner.fraction == 1.0
+    assert rep.headline().startswith('REPRODUCED: TiledSplitK(s=3, tile=64, inner=preset("h100", "fp16"), '
+                                     'combine=Sequential()')     # a name that parses back to the order
+    assert O.parse(rep.winner.to_dict()["name"]) == rep.order
+    assert 'preset("h100", "fp16") is the arithmetic of h100, b200, h200, h800 with fp16 or bf16 inputs' in str(rep)
+    # the same kernel's output in the input format: rounded once more, same order
+    native = no.as_native(d[f"{fmt}_128x4096x128_cancel__torch_mm_native"], fmt)
+    assert identify_order(native, "matmul", a, b, candidates=[rep.order]).order == rep.order
+
+
+@pytest.mark.parametrize("shape", ["128x4096x128", "512x1024x512"])
+def test_scaled_mm_fast0_is_deepseek(shape):
+    d, a, b, _ = _mm(f"fp8_e4m3fn_{shape}_cancel")
+    rep = identify_order(d[f"fp8_e4m3fn_{shape}_cancel__scaled_mm_fast0"], "matmul", a, b)
+    assert rep.order == O.preset("deepseek", "fp8"), str(rep)
+    assert rep.to_dict()["name"] == 'preset("deepseek", "fp8")'
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_torch_sums(dt):
+    d = np.load(DATA / f"red_3_{dt}_subset.npz")
+    for tag, rows in (("256x1000", 256), ("64x16384", 64)):
+        x = d[f"{tag}__X"].view({4: np.float32, 2: np.uint16}[d[f"{tag}__X"].dtype.itemsize]).view(DT[dt])
+        rep = identify_order(d[f"{tag}__sum_rows_fp32"], "sum", x, outputs=rows)
+        assert isinstance(rep.order, GpuReduce) and rep.order.layout == "vector", str(rep)
+        rep = identify_order(d[f"{tag}__sum_cols_fp32"], "sum", x, outputs=rows)
+        assert isinstance(rep.order, GpuReduce) and rep.order.layout == "unroll", str(rep)
+        rep = identify_order(d[f"{tag}__sum_native"], "sum", x, outputs=rows, out=dt)
+        assert rep.order is not None and rep.out_format == no.format_of(dt)
+
+
+def test_not_reproduced_is_said_plainly():
+    """Outputs no model reproduces (recorded sums with the last bit of some flipped): said plainly, ranked honestly."""
+    d = np.load(DATA / "red_3_float32_subset.npz")
+    x = d["256x1000__X"].view(np.float32)
+    y = d["256x1000__sum_rows_fp32"].copy()
+    y.view(np.uint32)[::2] ^= np.uint32(1)
+    rep = identify_order(y, "sum", x, outputs=256)
+    assert rep.order is None and rep.winner is None
+    s = str(rep)
+    assert s.startswith("NOT REPRODUCED") and "not among the models tried" in s
+    best = rep.best
+    assert best.confirmed and best.total == 8 and 4 <= best.matched < 8
+    assert sum(best.ulps.values()) == best.total - best.matched
+    true = next(c for c in rep.candidates if c.order == GpuReduce(4, 32))     # torch's: off by the flipped bit
+    assert (true.matched, true.ulps["1"], sum(true.ulps.values())) == (4, 4, 4)
+    fr = [c.fraction for c in rep.candidates if c.confirmed]
+    assert fr == sorted(fr, reverse=True)
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_torch_cumsum(dt):
+    d = np.load(DATA / f"red_3_{dt}_subset.npz")
+    x = d["64x16384__X"].view({"float32": np.float32, "bfloat16": np.uint16}[dt]).view(DT[dt])
+    rep = identify_order(d["64x16384__cumsum_last"], "sum", x, outputs=64, out=dt)
+    assert rep.order == ChunkedScan(512, dt), str(rep)
+
+
+def test_simulated_kernel_of_known_order_and_report_formats():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 600)).astype(np.float16)
+    b = rng.standard_normal((600, 12)).astype(np.float16)
+    truth = TiledSplitK(4, 64, O.preset("a100", "fp16"), O.Pairwise())     # slices 192, 192, 192, 24
+    y = no.simulate("matmul", a, b, order=truth).astype(np.float32)
+    rep = identify_order(y, "matmul", a, b, prune_rows=4)
+    assert rep.order == truth, str(rep)
+    assert rep.prune_rows == 4 and rep.winner.confirmed and rep.winner.total == y.size
+    d = json.loads(rep.to_json())
+    assert d["reproduced"] and d["order"] == repr(truth) and d["candidates"][0]["fraction"] == 1.0
+    assert rep.to_dict()["shape"] == [16, 12]
+    md = rep.to_markdown()
+    assert md.startswith("**REPRODUCED") and "| order |" in md
+    assert str(rep).startswith("REPRODUCED:")
+
+
+def test_given_candidates_rows_and_errors():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((10, 300)).astype(np.float32)
+    y = no.simulate("sum", x, acc="fp32", order=O.Pairwise()).astype(np.float32)
+    rep = identify_order(y, "sum", x, candidates=[O.Sequential(), O.Pairwise()], rows=[1, 3, 5])
+    assert rep.order == O.Pairwise() and rep.n_rows == 3 and rep.winner.total == 3
+    assert rep.candidates[-1].order == O.Sequential()
+    with pytest.raises(ValueError, match="shape"):
+        identify_order(y[:5], "sum", x)
+    with pytest.raises(ValueError, match="op"):
+        identify_order(y, "conv", x)
+    with pytest.raises(TypeError, match="candidates"):
+        identify_order(y, "sum", x, candidates=["pairwise"])
+    with pytest.raises(TypeError, match="input array"):
+        identify_order(y, "matmul", x)
+    with pytest.raises(ValueError, match="out=fp16: .* not fp16 values"):
+        identify_order(y, "sum", x, out="fp16")
+
+
+# ---- command line ------------------------------------------------------------------------------------------
+
+def test_cli_identify(capsys, tmp_path):
+    from numoracle.cli import main
+
+    f, tag = DATA / "mm_2_subset.npz", "bf16_128x4096x128_cancel"
+    ab = [f"{f}:{tag}__A", f"{f}:{tag}__B", "--format", "bf16"]
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_out_fp32", *ab, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["reproduced"] and d["order"].startswith("TiledSplitK(s=3, tile=64") and d["out_format"] == "fp32"
+    # bf16 outputs hide the last 16 bits: the plain preset reproduces these 32 too, and the report says so
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_native", *ab, "--out", "bf16", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["reproduced"] and d["out_format"] == "bf16" and "other orders may reproduce them" in d["notes"][-1]
+    r = DATA / "red_3_float32_subset.npz"
+    x = np.load(r)["256x1000__X"].view(np.float32)
+    bad = np.load(r)["256x1000__sum_rows_fp32"] * np.float32(1.001)       # no order gives these
+    np.save(tmp_path / "bad.npy", bad)
+    assert main(["identify", "sum", str(tmp_path / "bad.npy"), f"{r}:256x1000__X", "--format", "fp32",
+                 "--outputs", "256"]) == 1
+    assert capsys.readouterr().out.startswith("NOT REPRODUCED")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.load(r)["256x1000__sum_rows_fp32"])
+    assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), "--outputs", "256",
+                 "--markdown"]) == 0
+    assert capsys.readouterr().out.startswith("**REPRODUCED: GpuReduce(vec=4, lanes=32")
+    assert main(["identify", "matmul", f"{f}:{tag}__torch_mm_native", *ab]) == 2            # codes need --out
+    assert "--out" in capsys.readouterr().err
+    assert main(["identify", "matmul", f"{f}:nokey", *ab]) == 2
+    assert "no key 'nokey'" in capsys.readouterr().err
+    assert main(["identify", "sum", str(tmp_path / "y.npy"), str(tmp_path / "x.npy"), str(tmp_path / "x.npy")]) == 2
+
+
+# ---- the recorder (CPU smoke test: the layout, not a GPU's numbers) ------------------------------------------
+
+def test_recorder_layout_on_cpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    from numoracle.testing import record
+
+    rec = record.record_matmul({"mm_fp32": lambda a, b: a.float() @ b.float(), "mm_native": torch.mm},
+                               shapes=[(4, 64, 3)], fmts=("bf16",), kinds=("cancel",), device="cpu")
+    tag = "bf16_4x64x3_cancel"
+    assert rec[f"{tag}__A"].dtype == np.uint16 and rec[f"{tag}__A"].shape == (4, 64)
+    assert rec[f"{tag}__mm_fp32"].dtype == np.float32 and rec[f"{tag}__mm_native"].dtype == np.uint16
+    assert bool(rec[f"{tag}__rerun_identical"])
+    a, b = rec[f"{tag}__A"].view(ml_dtypes.bfloat16), rec[f"{tag}__B"].view(ml_dtypes.bfloat16)
+    assert (np.abs(a.astype(np.float32)[:, ::16]) > 100).all()        # the cancel kind's scaled terms
+    exact = no.exact_matmul(a, b)
+    assert np.allclose(rec[f"{tag}__mm_fp32"], exact, rtol=1e-5, atol=1e-2)
+    path = record.save(rec, str(tmp_path / "cpu.npz"))
+    rep = identify_order(np.load(path)[f"{tag}__mm_fp32"], "matmul", a, b)
+    assert rep.best is not None and rep.best.total == 12            # whatever the CPU did, it is scored
+
+    rec = record.record_sum(shapes=[(3, 300)], dtypes=("float16",), device="cpu", seed=1)
+    assert rec["float16_3x300__X"].dtype == np.uint16 and rec["float16_3x300__sum_rows_fp32"].shape == (3,)
+    assert rec["float16_3x300__sum_native"].dtype == np.uint16 and "cpu" in str(rec["__meta__"])
+    assert record.main([str(tmp_path / "s.npz"), "--what", "sum", "--device", "cpu"]) == 0
+    assert "float32_64x16384__sum_cols_fp32" in np.load(tmp_path / "s.npz").files
+    with pytest.raises(ValueError, match="kind"):
+        record.make_inputs("uniform", 2, 2, 2, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kind", ["randn", "spread"])
+def test_tf32_runs(kind):
+    """FP32 inputs on TF32 tensor cores (K = 1024): triton cuts the inputs to TF32 toward zero and chains the
+    H200 block FMA; cuBLAS rounds them to nearest and promotes the block FMA's partial to FP32 every 64 terms."""
+    d = np.load(DATA / "mm_tf32_6_subset.npz")
+    tag = f"fp32_128x1024x128_{kind}"
+    a, b = d[f"{tag}__A"], d[f"{tag}__B"]
+
+    def tf32(x, rounding):
+        return no.as_native(no.cast(x, "tf32", rounding=rounding), "tf32")
+
+    rep = identify_order(d[f"{tag}__triton_tf32_bk32"], "matmul", tf32(a, "rtz"), tf32(b, "rtz"))
+    assert rep.order == O.preset("h200", "tf32"), str(rep)
+    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", tf32(a, "rne"), tf32(b, "rne"))
+    assert rep.order == O.preset("h200", "tf32", promote=64), str(rep)
+
+
+@pytest.mark.slow
+def test_tf32_cublas_k4096_splits_in_24():
+    """cuBLAS TF32 at K = 4096: 24 slices of 192 terms (the last 64), each chained by the block FMA from zero."""
+    d = np.load(DATA / "mm_tf32_6_subset.npz")
+    tag = "fp32_128x4096x128_randn"
+    a, b = (no.as_native(no.cast(d[f"{tag}__{w}"], "tf32"), "tf32") for w in ("A", "B"))
+    # 32 outputs make the error-direction guide noisy: let the 24..64-slice splits try every unit (keep=9);
+    # on the whole recording (16384 outputs) the default keep=3 finds it
+    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b, keep=9)
+    assert isinstance(rep.order, TiledSplitK) and rep.order.inner == O.preset("h200", "tf32"), str(rep)
+    assert cutlass_slices(4096, rep.order.s, rep.order.tile) == [192] * 21 + [64]
+    same = O.Promoted(192, O.preset("h200", "tf32"), no.FP32)                     # the same arithmetic
+    assert identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b, candidates=[same]).order == same
+
+
+def test_unit_from_a_small_k_slice_then_the_split():
+    """A kernel with a block FMA no preset has: a K = 64 recording fixes the unit, which the K = 1024 search splits."""
+    rng = np.random.default_rng(9)
+    unit = O.BlockFMA(8, 24, truncate=False, carry_bit=False, acc=no.FP32)
+    a = (rng.standard_normal((8, 1024)) * np.exp2(rng.integers(-6, 7, (8, 1024)))).astype(np.float16)
+    b = rng.standard_normal((1024, 8)).astype(np.float16)
+    small = no.simulate("matmul", a[:, :64], b[:64], order=unit).astype(np.float32)
+    rep = identify_order(small, "matmul", a[:, :64], b[:64])
+    assert rep.order == unit and rep.winner.stage == "unit", str(rep)
+    y = no.simulate("matmul", a, b, order=TiledSplitK(3, 128, unit)).astype(np.float32)    # slices 384, 384, 256
+    found = identify_order(y, "matmul", a, b, units=[rep.order]).order
+    assert isinstance(found, TiledSplitK) and found.inner == unit                  # (3, 64) cuts the same slices
+    assert cutlass_slices(1024, found.s, found.tile) == [384, 384, 256]
+    with pytest.raises(TypeError, match="units"):
+        identify_order(y, "matmul", a, b, units=["blockfma"])
+
+
+def test_compare_runs_names_sum_orders_along_an_axis():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 50, 200)).astype(np.float32)         # reduced along axis 2 ...
+    ra = no.simulate("sum", x, acc="fp32", order=O.Pairwise()).astype(np.float32)
+    rb = no.simulate("sum", x, acc="fp32", order=O.Sequential()).astype(np.float32)
+    xt = np.ascontiguousarray(np.moveaxis(x, 2, 1))                     # ... or stored with it as axis 1
+    for inp, axis in ((x, -1), (xt, 1)):
+        c = no.compare_runs(ra, rb, "sum", inp, axis=axis)
+        assert c.verdict == "REORDERING" and c.identified == {"run_a": O.Pairwise(), "run_b": O.Sequential()}
+    assert no.compare_runs(ra, rb, "sum", x, identify=False).identified == {}
+
+
+def test_partials_added_in_the_output_format():
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((8, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 8)).astype(np.float16)
+    kernel = O.SplitK(6, O.preset("h100", "fp16"), combine_acc=no.FP16)     # partials rounded to fp16, added there
+    y = no.simulate("matmul", a, b, order=kernel, out="fp16")
+    rep = identify_order(y.astype(np.float16), "matmul", a, b)
+    assert rep.order == kernel and rep.winner.stage == "split", str(rep)
+    assert "other orders may reproduce them" not in str(rep)              # the order's last rounding is fp16's

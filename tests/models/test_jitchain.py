@@ -1,0 +1,185 @@
+"""simulate's compiled chains (models/jitchain.py) against the numpy path: the same bits on the same data.
+
+Every test runs simulate twice, with the kernel and under ``jit.disabled()``, and compares the float64 bit
+patterns (NaN payloads and signs of zeros included). ``jitchain.calls`` shows the kernel really ran.
+The data are boundary-weighted: results near the accumulator's overflow threshold and in its subnormal
+range, ties, exact cancellation, +-0, inf and NaN, mixed with plain random values.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle import orders as O
+from numoracle.core import jit
+from numoracle.models.simulation import simulate
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _kernels_at_every_size():
+    """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
+    with jit.forced():
+        yield
+from numoracle.reduce import jitchain  # noqa: E402  (needs numba)
+
+MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
+ACCS = [no.FP16, no.BF16, no.FP32, no.TF32, no.FP8_E4M3FN, no.FP8_E5M2, no.FP8_E4M3FNUZ, no.FP4_E2M1FN]
+LOW = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3fn": ml_dtypes.float8_e4m3fn}
+
+
+@pytest.fixture(autouse=True)
+def _kernels_on(monkeypatch):
+    monkeypatch.delenv("NUMORACLE_JIT", raising=False)
+
+
+THEMES = [[0.2, 0.7, 0.0, 0.0, 0.1, 0.0],      # kind probabilities: plain, tie, big, tiny, zero, special
+          [0.1, 0.3, 0.0, 0.5, 0.1, 0.0],      # subnormal results
+          [0.3, 0.2, 0.5, 0.0, 0.0, 0.0],      # near overflow
+          [0.3, 0.3, 0.15, 0.1, 0.05, 0.1]]    # everything, inf and NaN included
+
+
+def boundary(rng: np.random.Generator, shape, acc, factors: int, dtype, along: int = 0) -> np.ndarray:
+    """Values whose products (``factors`` of them) land near acc's overflow, in its subnormal range, on
+    ties (integers of as many bits as the input holds, up to acc's precision + 1, times a power of two;
+    with two factors half are powers of two), or anywhere (normal random); +-0, inf, NaN, and neighbours
+    that cancel exactly. Each row (``along=0``) or column (1) has one theme, so that results of the
+    clean themes stay finite (a single NaN would hide every step after it)."""
+    lines, per = shape[along], shape[1 - along]
+    out = np.empty((lines, per))
+    p_in = ml_dtypes.finfo(dtype).nmant + 1
+    bits = min(p_in, acc.precision + 1)
+    for r in range(lines):
+        big = float(acc.max_finite) ** (1 / factors) * rng.uniform(0.6, 1.0, per)
+        tiny = float(acc.min_normal) ** (1 / factors) * rng.uniform(0.05, 1.5, per)
+        scale = np.exp2(rng.integers(-3, 3, per))
+        tie = rng.integers(1 << (bits - 1), 1 << bits, per) * scale
+        if factors == 2:
+            tie = np.where(rng.random(per) < 0.5, scale, tie)
+        plain = rng.standard_normal(per) * np.exp2(rng.integers(-4, 5, per))
+        kind = rng.choice(6, per, p=THEMES[r % len(THEMES)])
+        v = np.choose(np.minimum(kind, 4), [plain, tie, big, tiny, np.zeros(per)]) * rng.choice([-1.0, 1.0], per)
+        v[kind == 5] = rng.choice([np.inf, -np.inf, np.nan, -0.0], int((kind == 5).sum()))
+        v[1::7] = -v[0:-1:7][: v[1::7].size]      # exact cancellation of neighbours
+        out[r] = v
+    with np.errstate(over="ignore"):              # beyond the input format: inf, as intended
+        return (out if along == 0 else out.T).astype(dtype)
+
+
+def same(op, inputs, **kw):
+    """simulate with the kernel and without; both results' bits equal, and the kernel ran."""
+    before = jitchain.calls
+    got = simulate(op, *inputs, **kw)
+    ran = jitchain.calls - before
+    with jit.disabled():
+        want = simulate(op, *inputs, **kw)
+    assert jitchain.calls - before == ran
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64),
+                                  err_msg=f"{op} {kw}")
+    return ran
+
+
+def boundary_runs(acc, mode, combos) -> int:
+    rng = np.random.default_rng([ACCS.index(acc), MODES.index(mode)])
+    low = LOW["fp16" if acc in (no.FP16, no.TF32) else "bf16" if acc == no.BF16 else "fp8_e4m3fn"]
+    runs = 0
+    for dtype in (low, np.float32):
+        a = boundary(rng, (5, 37), acc, 2, dtype)
+        b = boundary(rng, (37, 4), acc, 2, dtype, along=1)
+        x = boundary(rng, (6, 41), acc, 1, dtype)
+        for fma, ftz in combos:
+            kw = dict(acc=acc, rounding=mode, fma=fma, ftz=ftz)
+            runs += same("matmul", (a, b), **kw) + same("sum", (x,), **kw) + same("dot", (a[0], b[:, 0]), **kw)
+    return runs
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", MODES)
+def test_boundary_data_every_mode(acc, mode):
+    assert boundary_runs(acc, mode, [(True, False), (False, True)]) == 12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("acc", ACCS, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", MODES)
+def test_boundary_data_every_mode_fma_ftz_pairs(acc, mode):
+    assert boundary_runs(acc, mode, [(True, True), (False, False)]) == 12
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["fp16", "bf16"])
+def test_random_matmul_vector_path(name, mode):
+    """Wide rows (the vectorised loop, with rows that leave the normal range now and then), and an
+    output width that is not a multiple of the vector length."""
+    rng = np.random.default_rng(MODES.index(mode))
+    dt = LOW[name]
+    a = (rng.standard_normal((9, 300)) * 4).astype(dt)
+    b = rng.standard_normal((300, 43)).astype(dt)
+    b[:, 5] = 0
+    for acc, fma in ((name, True), (name, False), ("fp32", True)):
+        assert same("matmul", (a, b), acc=acc, rounding=mode, fma=fma) == 1
+
+
+@pytest.mark.parametrize("order", [O.Blocked(7, O.Sequential(), O.Pairwise()), O.SplitK(3), O.NumpyPairwise(),
+                                   O.Blocked(4, O.Sequential(), O.Sequential(), no.FP32)], ids=repr)
+def test_orders_made_of_chains(order):
+    rng = np.random.default_rng(7)
+    x = boundary(rng, (3, 200), no.FP16, 1, np.float16)
+    a = boundary(rng, (4, 70), no.BF16, 2, ml_dtypes.bfloat16)
+    b = boundary(rng, (70, 5), no.BF16, 2, ml_dtypes.bfloat16, along=1)
+    for mode in ("rne", "rd", "rto"):
+        assert same("sum", (x,), acc="fp16", order=order, rounding=mode) >= 1
+        assert same("matmul", (a, b), acc="bf16", order=order, rounding=mode) >= 1
+
+
+def test_fp32_chains_of_plain_float32_additions():
+    """FP32 accumulator, RNE, fp16 inputs: numpy adds in float32; so does the kernel (NaN signs included)."""
+    rng = np.random.default_rng(3)
+    x = boundary(rng, (8, 500), no.FP32, 1, np.float16)
+    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float16), boundary(rng, (90, 7), no.FP32, 2, np.float16, along=1)
+    for fma in (True, False):
+        assert same("sum", (x,), acc="fp32", fma=fma) == 1
+        assert same("matmul", (a, b), acc="fp32", fma=fma) == 1
+
+
+def test_what_the_kernel_does_not_take_runs_on_numpy():
+    """FP64 accumulators, chains over partial results (the outer Sequential of Blocked), and jit disabled."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    assert same("sum", (x,), acc="fp64") == 0
+    assert same("sum", (x,), acc="fp16", order=O.Blocked(8, O.Pairwise(), O.Sequential())) == 0
+    before = jitchain.calls
+    with jit.disabled():
+        simulate("sum", x, acc="fp16")
+    assert jitchain.calls == before
+
+
+def test_batches_cut_into_chunks():
+    """More outputs than simulate runs at once: the kernel gets each chunk's units (lo..hi) of the source."""
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((700, 3)) * 300).astype(np.float16)
+    b = rng.standard_normal((3, 200)).astype(np.float16)
+    assert same("matmul", (a, b), acc="fp16", rounding="rtz") >= 2
+    x = (rng.standard_normal((140_000, 3)) * 1e4).astype(np.float16)
+    assert same("sum", (x,), acc="bf16", rounding="ru") >= 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exact_zero_results(mode):
+    """Sums that are exactly zero: their sign (IEEE 754 6.3: -0 under DOWN unless both operands are +0; a
+    format without -0 gives +0) is the fast path's only rule for zeros."""
+    rng = np.random.default_rng(MODES.index(mode))
+    v = (rng.integers(1, 64, (4, 24)) * 0.25).astype(np.float16)
+    v[:, 1::2] = -v[:, 0::2]
+    v[1] = -0.0
+    v[2] = 0.0
+    v[3, ::3] = -0.0
+    for acc in ("fp16", "fp8_e4m3fnuz", "bf16"):
+        for order in (O.Sequential(), O.NumpyPairwise()):
+            assert same("sum", (v,), acc=acc, order=order, rounding=mode) >= 1
+            assert same("sum", (v[:, :5],), acc=acc, order=order, rounding=mode) >= 1   # NumpyPairwise: from -0
+            assert same("matmul", (v, v.T.copy()), acc=acc, order=order, rounding=mode) >= 1

@@ -1,0 +1,83 @@
+"""The one order vocabulary: parse(str(o)) == o for every order class and preset, and the same order text in
+simulate, expected_error_bound and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle import orders as O
+from numoracle.cli.app import main
+
+EVERY_ORDER = [
+    O.Sequential(), O.Pairwise(), O.Blocked(64), O.Blocked(16, O.Pairwise(), O.Sequential(), no.FP32),
+    O.SplitK(4), O.SplitK(3, O.Pairwise(), O.Sequential(), (2, 0, 1), combine_acc=no.FP16),
+    O.BlockFMA(8, 24), O.BlockFMA(32, 13, truncate=False, out_rounding="rne", out_frac_bits=13, carry_bit=False,
+                                  acc=no.FP16),
+    O.Promoted(), O.Promoted(64, O.preset("h100", "bf16"), no.FP32),
+    O.NumpyPairwise(), O.NumpyPairwise(8192, no.FP32, no.FP16),
+    O.TiledSplitK(3, 64), O.TiledSplitK(2, 8, O.preset("h100", "fp16"), O.Pairwise(), no.FP32),
+    O.GpuReduce(), O.GpuReduce(4, 32, 2, 2, "vector"), O.ChunkedScan(64), O.ChunkedScan(32, no.FP64),
+]
+PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
+    O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),
+                                                 O.preset("h100", "fp8", promote=64)]
+
+
+def test_every_order_class_is_covered():
+    from numoracle.models.ordertext import ORDER_CLASSES
+
+    covered = {type(o) for o in EVERY_ORDER}
+    assert covered == set(ORDER_CLASSES.values()), "add the new order class to EVERY_ORDER"
+
+
+@pytest.mark.parametrize("o", EVERY_ORDER + PRESET_ORDERS, ids=str)
+def test_parse_inverts_str_and_order_text(o):
+    assert O.parse(str(o)) == o
+    assert O.parse(O.order_text(o)) == o
+
+
+def test_presets_are_named_by_their_call():
+    assert O.order_text(O.preset("h200", "fp8")) == 'preset("h100", "fp8")'
+    assert O.order_text(O.Promoted(64, O.preset("h100", "fp8"), no.FP32)) == \
+        'Promoted(every=64, inner=preset("h100", "fp8"), outer_acc=Format(fp32))'
+    assert O.parse("preset:h200/bf16") == O.parse('preset("h100", "bf16")') == O.preset("h100", "bf16")
+
+
+@pytest.mark.parametrize(("text", "msg"), [
+    ("__import__('os').system('true')", "neither a literal nor an order"),
+    ("Blocked(b=64, inner=open('x'))", "not an order class"),
+    ("Blocked(b=64", "not a constructor call"),
+    ("Blocked(bee=64)", "unexpected keyword"),
+    ("Format(fp32)", "not an order"),
+    ("pairwise:4", "no single evaluation"),
+    ("preset:h100", "input format"),
+    ("blokced:4", "did you mean 'blocked'"),
+])
+def test_bad_texts_say_what_to_write(text, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        O.parse(text)
+
+
+def test_the_same_text_in_simulate_and_the_bounds():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 300)).astype(ml_dtypes.bfloat16)
+    cases = [("blocked:64", O.Blocked(64)), ("Blocked(b=64)", O.Blocked(64)), ("pairwise", O.Pairwise()),
+             ("preset:h100/bf16", O.preset("h100", "bf16")), ("preset:h100", O.preset("h100", "bf16")),
+             ('Promoted(every=128, inner=preset("h100", "bf16"))', O.Promoted(128, O.preset("h100", "bf16")))]
+    for text, obj in cases:
+        np.testing.assert_array_equal(no.simulate("sum", x, order=text), no.simulate("sum", x, order=obj))
+        assert no.expected_error_bound("sum", "bf16", 300, order=text) == \
+            no.expected_error_bound("sum", "bf16", 300, order=obj), text
+
+
+@pytest.mark.parametrize("text", ["blocked:64", "Blocked(b=64)", "preset:h100/bf16"])
+def test_the_same_text_in_the_cli(capsys, text):
+    assert main(["bound", "sum", "--dtype", "bf16", "-K", "300", "--order", text, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = no.expected_error_bound("sum", "bf16", 300, order=O.parse(text))
+    assert float(got["coefficient"]) == float(want.coefficient) and got["depth"] == want.depth
