@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import numoracle as no
 from numoracle.core.twins.exact import round_value, value_of
 from numoracle.quant.arith import div_round, div_values, mul_round, mul_values
+from numoracle.quant.layout import Layout
 from numoracle.quant.quantizer import dequantize, quantize
-from numoracle.quant.scale import Layout
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 INT8, UINT8, E4M3 = no.INT8, no.UINT8, no.FP8_E4M3FN

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from ..bounds.boundmath import add_up, fup, mul_up, pow2_text, up
 from ..core.eft import two_sum
 from ..core.formats import AnyFormat, Format
 from ..core.policy import Rounding
-from ..bounds.boundmath import add_up, fup, mul_up, pow2_text, up
 from .metrics import _as_values, _dn, cosine, cosine_bound, sqnr, sqnr_bound
 
 __all__ = ["quantization_error_bound", "QuantErrorReport", "sqnr", "cosine", "sqnr_bound", "cosine_bound",

@@ -78,15 +78,13 @@ from ..core.convert import cast, decode
 from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, FP64, INT64, AnyFormat, IntFormat, format_of
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.policy import Flags, Rounding, resolve_policy
+from .layout import Layout, QuantParams, parse_granularity
 from .scale import (
-    Layout,
-    QuantParams,
     Scales,
     compute_scales,
     div_round,
     div_values,
     mul_round,
-    parse_granularity,
 )
 
 __all__ = ["quantize", "dequantize", "Quantized", "QuantParams", "Layout", "RULES", "NAN_POLICIES"]

@@ -40,7 +40,7 @@ from ..core.policy import Flags, Rounding
 from .arith import div_values, mul_values
 
 if TYPE_CHECKING:
-    from .scale import QuantParams
+    from .layout import QuantParams
 
 __all__ = ["amax_t", "clips", "fit_absmax_scales"]
 
