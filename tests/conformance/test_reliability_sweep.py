@@ -144,7 +144,12 @@ def test_ctrl_c_stops_at_once_with_one_line(tmp_path, conv):
             p.kill()
 
 
-def test_a_chunk_past_the_timeout_is_a_converter_fault(conv):
+def test_a_chunk_past_the_timeout_is_a_converter_fault(conv, tmp_path, monkeypatch):
+    # workers that take longer than the timeout to start, as on a loaded machine (spawn, imports): a chunk is
+    # timed from when a worker starts it, so only the hanging chunk is a fault, however slow the start
+    (tmp_path / "slowstart").mkdir()
+    (tmp_path / "slowstart" / "sitecustomize.py").write_text("import time\ntime.sleep(4)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "slowstart"))  # read by the spawned workers as they start
     t = time.monotonic()
     r = sweep(conv.hang_on_zero, "fp16", "fp8_e4m3fn", inputs=range(0, 4 * 4096), chunk=4096, workers=2,
               timeout=3, progress=False)

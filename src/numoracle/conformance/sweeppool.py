@@ -4,7 +4,10 @@
   flight, so the number of inputs only costs time, never memory.
 * A per-chunk timeout: a chunk that runs longer is reported as a converter fault (kind
   ``"timeout"``); a worker stuck in native code cannot be stopped alone, so the pool's workers
-  are killed and the other chunks in flight run again in a new pool.
+  are killed and the other chunks in flight run again in a new pool. In our pool a chunk is timed
+  from when a worker starts it (the worker says so on a pipe before it unpickles the converter), not
+  from when the executor queues it: starting the workers (seconds on a loaded machine) and waiting
+  in the call queue are not the converter's time.
 * Ctrl-C: workers ignore SIGINT; the parent kills them at once and re-raises KeyboardInterrupt
   (the command line prints one line).
 * Workers die with their parent, also when it is killed (SIGTERM, SIGKILL): on Linux through
@@ -18,6 +21,7 @@ import ctypes
 import itertools
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -30,6 +34,7 @@ __all__ = ["Chunks", "init_worker", "run_parts", "kill_pool", "new_pool", "WATCH
 
 WATCHDOG_S = 0.5  # how often a worker checks that its parent lives
 _PR_SET_PDEATHSIG = 1
+_STARTED: Any = None  # in a worker of new_pool's pool: the pipe on which it says that it starts a chunk
 
 
 class Chunks:
@@ -48,8 +53,13 @@ class Chunks:
 
 
 # ---- workers -------------------------------------------------------------------------------------
-def init_worker(parent_pid: int) -> None:
-    """Pool initializer: one thread each for torch/OpenMP/BLAS; ignore Ctrl-C; die with the parent."""
+def init_worker(parent_pid: int, started: Any = None) -> None:
+    """Pool initializer: one thread each for torch/OpenMP/BLAS; ignore Ctrl-C; die with the parent.
+
+    ``started``: new_pool's queue, on which the worker puts each chunk's key as it starts the chunk.
+    """
+    global _STARTED
+    _STARTED = started
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
     if "torch" in sys.modules:
@@ -77,10 +87,26 @@ def _watchdog(parent_pid: int) -> None:
             os._exit(1)
 
 
+class _Pool(ProcessPoolExecutor):
+    """new_pool's pool: ``started`` receives the key of each chunk a worker starts (see _marked)."""
+
+    started: Any
+
+
 def new_pool(workers: int) -> ProcessPoolExecutor:
     """A spawn-context pool (the parent may hold torch/OpenMP threads, which do not survive a fork)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=init_worker, initargs=(os.getpid(),))
+    ctx = multiprocessing.get_context("spawn")
+    started = ctx.SimpleQueue()  # put() writes at once (no feeder thread a stuck converter could starve)
+    pool = _Pool(max_workers=workers, mp_context=ctx, initializer=init_worker, initargs=(os.getpid(), started))
+    pool.started = started
+    return pool
+
+
+def _marked(key: int, run: bytes, part: Any) -> Any:
+    """In a worker: say that chunk ``key`` starts, then unpickle the converter's job and run it."""
+    if _STARTED is not None:
+        _STARTED.put(key)
+    return pickle.loads(run)(part)
 
 
 def kill_pool(pool: Executor) -> None:
@@ -112,12 +138,16 @@ def run_parts(parts: Iterable[Any], run: Callable[[Any], Any], *, executor: Exec
             add(run(p))
         return
     pool = executor if executor is not None else make_pool()
-    it = iter(parts)
-    pending: dict[Future, list] = {}  # future -> [part, time it was first seen running]
+    # timed chunks in our pool say when they start (the keys are read at every poll, so the pipe never fills)
+    blob = pickle.dumps(run) if executor is None and timeout is not None else None
+    it, keys = iter(parts), itertools.count()
+    pending: dict[Future, list] = {}  # future -> [part, time it started (None: not yet), its key]
     try:
         while True:
             for p in itertools.islice(it, max(0, window - len(pending))):
-                pending[pool.submit(run, p)] = [p, None]
+                k = next(keys)
+                f = pool.submit(run, p) if blob is None else pool.submit(_marked, k, blob, p)
+                pending[f] = [p, None, k]
             if not pending:
                 break
             done, _ = wait(pending, timeout=_poll(timeout), return_when=FIRST_COMPLETED)
@@ -127,7 +157,7 @@ def run_parts(parts: Iterable[Any], run: Callable[[Any], Any], *, executor: Exec
                     add(f.result())
                 except Exception as e:  # noqa: BLE001 - a broken pool, a pickling failure, a killed worker
                     fault(p, "executor", f"{type(e).__name__}: {e}")
-            late = _late(pending, timeout)
+            late = _late(pending, timeout, None if blob is None else getattr(pool, "started", None))
             if late:
                 for f in late:
                     fault(pending.pop(f)[0], "timeout", f"the converter did not finish a chunk within {timeout:g} s "
@@ -152,13 +182,21 @@ def _poll(timeout: float | None) -> float:
     return 0.5 if timeout is None else min(0.5, max(0.01, timeout / 4))
 
 
-def _late(pending: dict[Future, list], timeout: float | None) -> list[Future]:
-    """Futures that have run longer than ``timeout`` (timed from when they were first seen running)."""
+def _late(pending: dict[Future, list], timeout: float | None, started: Any = None) -> list[Future]:
+    """Futures that have run longer than ``timeout``: timed from the worker's word that it started the chunk
+    (``started``, new_pool's queue), else (a caller's executor) from when the future was first seen running."""
     if timeout is None:
         return []
     now, late = time.monotonic(), []
+    if started is not None:
+        begun = set()
+        while not started.empty():
+            begun.add(started.get())
+        for v in pending.values():
+            if v[1] is None and v[2] in begun:
+                v[1] = now
     for f, v in pending.items():
-        if v[1] is None and f.running():
+        if started is None and v[1] is None and f.running():
             v[1] = now
         if v[1] is not None and now - v[1] > timeout:
             late.append(f)
