@@ -204,6 +204,27 @@ def test_explain_agrees_with_the_engine_over_every_16_bit_code(src, dst):
     assert check_explain_agrees(src, dst, codes) == 1 << 16
 
 
+@pytest.mark.parametrize("x", [1.0, np.float32(1.0), np.float16(1.0), np.array([1.0]), 1.5, "1"])
+def test_explain_with_src_refuses_what_is_not_an_integer_code_as_cast_does(x):
+    """explain(np.float32(1.0), src="fp16") read the float as code 1 (1/16777216); cast refuses it."""
+    msg = r"with src=fp16, {} must hold integer codes \(bit patterns\) of fp16, but it has dtype"
+    with pytest.raises(TypeError, match=msg.format("x")):
+        cast(x, "fp32", src="fp16")
+    with pytest.raises(TypeError, match=msg.format("value")):
+        explain(x, "fp32", src="fp16")
+
+
+def test_explain_with_src_takes_integer_codes_of_any_integer_type():
+    for code in (0x3C00, np.uint16(0x3C00), np.int64(0x3C00), np.array([0x3C00], np.uint16), np.array(0x3C00)):
+        e = explain(code, "fp32", src="fp16")
+        assert e.value == 1 and e.code == 0x3F800000
+    assert explain(0xBFF0000000000000, "fp32", src="fp64").value == -1  # codes past 2^63
+    with pytest.raises(ValueError, match="explain takes one code, got an array of 2"):
+        explain(np.array([1, 2], np.uint16), "fp32", src="fp16")
+    with pytest.raises(ValueError, match="out of range for fp16"):
+        explain(0x10000, "fp32", src="fp16")
+
+
 # ---- bounded work ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("K", [10**12, 10**16, 10**18, 10**100])
 @pytest.mark.parametrize("kind", ["worst", "probabilistic"])

@@ -18,12 +18,14 @@ __all__ = ["cast", "cast_codes", "engine_cast_codes", "decode", "encode", "CHUNK
 CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
-def check_codes(x: Any, src: AnyFormat, hint: str | None = None) -> np.ndarray:
+def check_codes(x: Any, src: AnyFormat, hint: str | None = None, what: str = "x") -> np.ndarray:
+    """``x`` as an array of valid codes of ``src``; refuses floats and other non-integers, negatives, codes
+    out of range. ``what`` names the argument in messages, ``hint`` replaces the advice on what to pass."""
     a = as_array(x, "codes")
     if a.dtype.kind in "fcVOUS":
         fix = hint or "pass the values without src= (their dtype names the format), or view them as unsigned integers"
         raise TypeError(
-            f"with src={src.name}, x must hold integer codes (bit patterns) of {src.name}, but it has "
+            f"with src={src.name}, {what} must hold integer codes (bit patterns) of {src.name}, but it has "
             f"dtype {a.dtype}; {fix}"
         )
     if a.dtype.kind not in "iub":

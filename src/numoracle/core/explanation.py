@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .convert import cast_codes
+from .convert import cast_codes, check_codes
 from .formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
 from .interop import to_codes
 from .policy import Flags, Policy, Rounding, resolve_policy
@@ -80,8 +80,12 @@ def _exact_input(value: Any, src: Any) -> tuple[Any, np.ndarray, AnyFormat]:
     """(exact value, its code, its format) of what the user passed."""
     if src is not None:
         fmt = format_of(src)
-        code = int(value)
-        return exact.value_of(code, fmt), np.array([code], np.uint64).astype(fmt.code_dtype), fmt
+        codes = check_codes(value, fmt, what="value", hint="pass the value without src= (its dtype names the "
+                            "format), or its code as an int")
+        if codes.size != 1:
+            raise ValueError(f"explain takes one code, got an array of {codes.size}; index it first")
+        codes = codes.reshape(1)
+        return exact.value_of(int(codes[0]), fmt), codes, fmt
     if isinstance(value, (str, Fraction)) or (isinstance(value, int) and not -(1 << 63) <= value < (1 << 64)):
         raise TypeError("explain takes a number with a dtype (Python float/int, numpy scalar, 1-element array) "
                         "or a code with src=FORMAT; for exact decimals use the CLI: numoracle cast VALUE --to FMT")
