@@ -268,3 +268,26 @@ def test_partials_added_in_the_output_format():
     rep = identify_order(y.astype(np.float16), "matmul", a, b)
     assert rep.order == kernel and rep.winner.stage == "split", str(rep)
     assert "other orders may reproduce them" not in str(rep)              # the order's last rounding is fp16's
+
+
+def test_a_named_order_is_confirmed_by_simulate_itself():
+    """A 6-term FP32 dot with an FP64 unit: the split stage's shortcut rounds each FP64 partial to float32
+    before the combine, which SplitK does not; with no more rows than prune_rows that shortcut's score was
+    taken as the confirmation and an order that does not reproduce y was named. Every named order must
+    reproduce the outputs through simulate."""
+    unit = O.preset("numpy", "fp64")
+    named = 0
+    for seed in range(200, 212):
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal(6).astype(np.float32)
+        b = (rng.standard_normal(6) * np.exp2(rng.integers(-20, 20, 6))).astype(np.float32)
+        p = a.astype(np.float64) * b
+        y = np.float32(0)
+        for lo, hi in ((0, 1), (1, 3), (3, 4), (4, 6)):   # FP64 partials rounded to FP32, added in FP32
+            y = np.float32(y + np.float32(p[lo:hi].sum()))
+        rep = identify_order(y, "dot", a, b, units=[unit])
+        if rep.order is not None:
+            named += 1
+            got = no.simulate("dot", a, b, order=rep.order, acc=rep.order.acc or "fp32", out="fp32")
+            assert np.float32(got) == y, (seed, str(rep))
+    assert named

@@ -67,6 +67,7 @@ class Candidate:
     median_ulps: float          # over all compared elements (0 when at least half match)
     confirmed: bool             # scored on every row (not only the pruning subset)
     bias: float = 0.0           # mean error direction vs the float64 result: -1 toward zero, +1 away
+    simulated: bool = True      # scored on simulate's own output (False: a shortcut, never a confirmation)
 
     @property
     def fraction(self) -> float:

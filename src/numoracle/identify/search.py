@@ -128,8 +128,10 @@ class _Problem:
         self.evaluated += 1
         return self.compare(order, got, rows, stage)
 
-    def compare(self, order: Order, got: np.ndarray, rows: np.ndarray | None, stage: str) -> Candidate:
-        """Score a model's output codes (of the given rows) against the kernel's."""
+    def compare(self, order: Order, got: np.ndarray, rows: np.ndarray | None, stage: str,
+                simulated: bool = True) -> Candidate:
+        """Score a model's output codes (of the given rows) against the kernel's; simulated=False marks codes
+        computed by a shortcut (a guide for the search: such a score never confirms an order)."""
         ref = self.codes if rows is None or self.op == "dot" else self.codes[rows]
         bias = self.bias(got, rows)
         got, ref = np.asarray(got).ravel(), np.asarray(ref).ravel()
@@ -139,7 +141,8 @@ class _Problem:
         d = _ulps(to_key(np.where(known, got, 0), self.out), to_key(np.where(known, ref, 0), self.out), self.out)
         return Candidate(order, stage, int(same.sum()), int(same.size), ulp_histogram(d[~same & known],
                                                                                        int((~same & ~known).sum())),
-                         float(np.median(np.abs(d[known]))) if known.any() else float("nan"), rows is None, bias)
+                         float(np.median(np.abs(d[known]))) if known.any() else float("nan"),
+                         rows is None and simulated, bias, simulated)
 
     def bias(self, codes: np.ndarray, rows: np.ndarray | None) -> float:
         """Mean direction of the outputs' errors: -1 all toward zero (truncation), 0 unbiased, +1 away.
@@ -266,7 +269,8 @@ def _split_stage(search: _Search, unit: Order, many: bool) -> Candidate | None:
     it whole on every row. Other accumulators, and partials added in the output format, score each
     combined order by simulation."""
     p, sub = search.p, search.sub
-    fast = p.acc == FP32 and p.op != "sum"
+    unit_acc = p.acc if unit.acc is None else unit.acc   # partials are FP32 numbers only in an FP32 accumulator
+    fast = p.acc == FP32 and unit_acc == FP32 and p.op != "sum"
     known = {c.order for c in search.scored}
     for split in _splits(unit, p.K, many):
         combos = [(how, o) for how, o in _combines(split, p.K, p.out, p.acc) if o not in known]
@@ -284,7 +288,7 @@ def _split_stage(search: _Search, unit: Order, many: bool) -> Candidate | None:
             if fast and how != "out":
                 y = _meet(parts, how)
                 got = y.view(np.uint32) if p.out == FP32 else cast(y, p.out)
-                c = p.compare(o, got, sub, "split")
+                c = p.compare(o, got, sub, "split", simulated=False)
             else:
                 c = p.score(o, sub, "split")
             win = search.add(c)
@@ -334,9 +338,10 @@ class _Search:
         return self.confirm(c) if c.matched == c.total else None
 
     def confirm(self, c: Candidate) -> Candidate | None:
-        """c scored on every row (cached); returned when it reproduces them all."""
+        """c scored on every row through simulate (cached); returned when it reproduces them all. A score
+        taken on a row subset or by a shortcut is never the confirmation: the order is simulated whole."""
         if c.order not in self.confirmed:
-            self.confirmed[c.order] = c if self.sub is None else self.p.score(c.order, None, c.stage)
+            self.confirmed[c.order] = c if c.confirmed else self.p.score(c.order, None, c.stage)
         full = self.confirmed[c.order]
         return full if full.matched == full.total else None
 
