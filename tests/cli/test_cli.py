@@ -132,6 +132,30 @@ def test_cast_ftz_and_daz(capsys):
     assert d["code"] == "0x00000000"
 
 
+@pytest.mark.parametrize("mode", ["rd", "ru", "rne"])
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_cast_daz_flushes_a_subnormal_source_on_the_exact_path_as_on_the_code_path(capsys, mode, sign):
+    """0x1p-1023 (an FP64 code) and 0x1.00000000000001p-1023 (exact, no FP64 code stands for it into fp64)
+    are both subnormal sources: with --daz both read as a zero of their sign, as numoracle.cast does."""
+    zero = (1 << 63) if sign else 0
+    code, fl = cast(np.array([-(2.0**-1023) if sign else 2.0**-1023]), "fp64", rounding=mode, daz=True, flags=True)
+    assert (int(code.view(np.uint64)[0]), int(fl[0])) == (zero, 0)  # the Python API
+    want = {"code": f"0x{zero:016x}", "result": f"{sign}0", "flags": [], "exact": False,
+            "below": {"code": f"0x{zero:016x}", "value": f"{sign}0"}, "above": {"code": f"0x{zero:016x}",
+                                                                               "value": f"{sign}0"}}
+    for text, how in ((f"{sign}0x1p-1023", "exact"), (f"{sign}0x1.00000000000001p-1023", "exact reference"),
+                      (f"{sign}1e-400", "exact reference")):
+        d = cast_json(capsys, text, "--to", "fp64", "--rounding", mode, "--daz")
+        assert d["source"]["how"] == how and d["policy"]["daz"] is True
+        assert {k: d[k] for k in want} == want, text
+        assert d["notes"][-1] == f"--daz: {text} lies below fp64's smallest normal (2^-1022): a subnormal input, " \
+                                 f"read as {sign}0"
+    d = cast_json(capsys, f"{sign}0x1.00000000000001p-1023", "--to", "fp64", "--rounding", mode)  # without --daz
+    assert d["flags"] == ["INEXACT", "UNDERFLOW"] and d["result"] != f"{sign}0" and not d["notes"][-1].startswith("--daz")
+    d = cast_json(capsys, f"{sign}0x1.00000000000001p-1022", "--to", "fp64", "--rounding", mode, "--daz")
+    assert d["flags"] == ["INEXACT"] and "e-308" in d["result"]  # normal: daz leaves it alone
+
+
 def test_cast_from_a_code_and_from_a_value(capsys):
     d = cast_json(capsys, "0x7bff", "--from", "fp16", "--to", "fp8_e5m2")
     assert d["value"] == "65504" and d["code"] == "0x7c"  # 65504 > 61440: rounds to inf

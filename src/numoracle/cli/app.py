@@ -26,7 +26,7 @@ from ..core.errors import ParseError
 from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
 from ..core.parse import RANGE_EXP, STAND_IN_EXP, Number, parse_number
 from ..core.policy import Flags, Policy, Rounding, resolve_policy
-from ..core.twins.exact import round_value
+from ..core.twins.exact import NEG_ZERO, is_subnormal_code, round_value
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
@@ -167,11 +167,31 @@ def _source(args: argparse.Namespace, dst: AnyFormat) -> _Input:
     return _Input(None, None, v, shown=shown, notes=[note])
 
 
+def _daz_read(inp: _Input, daz: bool) -> tuple[Any, bool]:
+    """(the input as the conversion reads it, whether daz flushed it).
+
+    With daz a subnormal source value reads as a zero of its sign, before anything else. The source is the
+    format of ``inp.code``: --from's, else FP64, which holds VALUE exactly or, where VALUE needs more bits,
+    stands for it (round-to-odd); a VALUE no FP64 code stands for is read exactly, as a value of FP64's
+    range with unbounded precision, so it is subnormal where FP64's are: 0 < |VALUE| < 2^-1022.
+    """
+    v = inp.value
+    if not daz or isinstance(v, float):  # inf / nan
+        return v, False
+    if inp.code is not None:
+        sub = is_subnormal_code(inp.code, inp.src)
+    else:
+        sub = 0 < abs(v) < FP64.min_normal
+    if not sub:
+        return v, False
+    return (NEG_ZERO if v < 0 else Fraction(0)), True
+
+
 def _round_input(inp: _Input, dst: AnyFormat, pol: Policy) -> tuple[int, int]:
     """(code, flags) of the input rounded to ``dst`` under ``pol``."""
     if inp.code is None:
-        c, f = round_value(inp.value, dst, rounding=pol.rounding, overflow=pol.overflow, nan_to=pol.nan_to,
-                           ftz=pol.ftz, tininess=pol.tininess, flags=True)
+        c, f = round_value(_daz_read(inp, pol.daz)[0], dst, rounding=pol.rounding, overflow=pol.overflow,
+                           nan_to=pol.nan_to, ftz=pol.ftz, tininess=pol.tininess, flags=True)
         return int(c), int(f)
     out, fl = cast(np.array([inp.code], np.uint64), dst, src=inp.src, rounding=pol.rounding,
                    overflow=pol.overflow, nan_to=pol.nan_to, ftz=pol.ftz, daz=pol.daz, tininess=pol.tininess,
@@ -184,7 +204,9 @@ def _neighbour(inp: _Input, dst: AnyFormat, mode: str, daz: bool) -> dict[str, s
     """The representable value next to the input on one side (``rd``: below, ``ru``: above), or None."""
     c, _ = _round_input(inp, dst, resolve_policy(dst, mode, daz=daz))
     v = _value_of(c, dst)
-    x = inp.value
+    x, flushed = _daz_read(inp, daz)
+    if flushed:
+        x = Fraction(0)  # daz read it as a zero: its neighbours are the zeros, not those of the value typed
     if isinstance(v, float) and math.isnan(v) or (mode == "rd" and v > x) or (mode == "ru" and v < x):
         return None  # nothing on that side: beyond max finite (saturated or NaN), or below E8M0's least
     return {"code": _hex(c, dst), "value": _show_value(v, dst, c)}
@@ -203,6 +225,12 @@ def _cmd_cast(args: argparse.Namespace) -> str:
     below = None if xnan else _neighbour(inp, dst, "rd", pol.daz)
     above = None if xnan else _neighbour(inp, dst, "ru", pol.daz)
     how = "round-to-odd stand-in" if inp.proxy else "exact reference" if inp.code is None else "exact"
+    notes = list(inp.notes)
+    if _daz_read(inp, pol.daz)[1]:
+        sign = "-" if inp.value < 0 else ""
+        src_fmt = inp.src or FP64
+        notes.append(f"--daz: {args.value.strip()} lies below {src_fmt.name}'s smallest normal (2^{src_fmt.emin}): "
+                     f"a subnormal input, read as {sign}0")
     src = None if inp.src is None else {"format": inp.src.name, "code": _hex(inp.code, inp.src)}
     info: dict[str, Any] = {
         "input": args.value.strip(),
@@ -218,7 +246,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         "exact": not xnan and inp.shown is None and res == inp.value,
         "below": below,
         "above": above,
-        "notes": inp.notes,
+        "notes": notes,
     }
     if args.json:
         return json.dumps(info, indent=2)
@@ -233,7 +261,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
         ["input", f"{info['value']}  {where}"],
     ]
     head = f"{info['input']} -> {dst.name}  ({pol})" + ("  [exactly representable]" if info["exact"] else "")
-    return "\n".join([head, table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in inp.notes]])
+    return "\n".join([head, table([["  " + k, v] for k, v in rows]), *[f"note: {n}" for n in notes]])
 
 
 def _cmd_tables(args: argparse.Namespace) -> str:
