@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
     from .exact.reference import exact_dot, exact_matmul, exact_sum
     from .identify.search import IdentifyReport, identify_order
+    from .models.arithmetic import Arithmetic
     from .models.simulation import simulate
     from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
     from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
@@ -97,7 +98,7 @@ __all__ = [
     "cast", "decode", "encode", "as_native", "explain", "Explanation",
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
-    "exact_sum", "exact_dot", "exact_matmul", "simulate",
+    "exact_sum", "exact_dot", "exact_matmul", "simulate", "Arithmetic",
     "identify_order", "IdentifyReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
@@ -195,6 +196,7 @@ _WHERE = {
     "exact_matmul": ".exact.reference",
     "exact_sum": ".exact.reference",
     "simulate": ".models.simulation",
+    "Arithmetic": ".models.arithmetic",
     "Tolerance": ".bounds.errorbound",
     "CloseReport": ".testing.checks",
     "NumoracleAssertionError": ".testing.checks",

@@ -52,6 +52,7 @@ from typing import Any
 from ..core.errors import ArgumentTypeError
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
+from ..models.arithmetic import Arithmetic, takes_arithmetic
 from ..models.orderspec import OrderSpec
 from ..models.ordertext import parse_order
 from .boundmath import (
@@ -104,13 +105,16 @@ def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, 
     return op.lower(), K, kind.lower(), c
 
 
-def expected_error_bound(op: str, dtype: Any, K: int, *, acc: Any = None, order: Any = None, fma: bool = True,
-                         kind: str = "worst", confidence: float = 0.999, out: Any = None,
-                         inputs_rounded_from: Any = None, shape: Any = None, rounding: Any = "rne",
+@takes_arithmetic
+def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None = None, *, acc: Any = None,
+                         order: Any = None, fma: bool = True, kind: str = "worst", confidence: float = 0.999,
+                         out: Any = None, inputs_rounded_from: Any = None, shape: Any = None, rounding: Any = "rne",
                          out_rounding: Any = None, tight_rn: bool = False, ftz: bool = False,
                          **quant: Any) -> ErrorBound:
     """The error bound of ``op`` ("sum", "dot", "matmul") over K terms of ``dtype`` accumulated in ``acc``.
 
+    arith: a numoracle.Arithmetic in place of the keywords acc, order, rounding, fma, ftz, out, out_rounding; its
+    operands (e.g. TF32) become dtype, with inputs_rounded_from the dtype given.
     dtype: the format of the values the kernel reads (for matmul: of A and B). acc: the accumulator
     (default dtype); rounding: its rounding mode (default "rne"). order: see the module docstring
     (default None = any order, depth K-1). out: the output storage format, rounded once at the end

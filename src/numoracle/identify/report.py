@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.formats import AnyFormat
+from ..models.arithmetic import Arithmetic
 from ..models.ordertext import order_text
 from ..models.presets import preset_name, preset_systems
 
@@ -106,6 +107,17 @@ class IdentifyReport:
     def order(self) -> Any:
         """The order that reproduces every element, or None."""
         return None if self.winner is None else self.winner.order
+
+    @property
+    def arithmetic(self) -> Arithmetic | None:
+        """The identified arithmetic as one value (None when nothing reproduced the outputs): hand it to simulate,
+        the bounds or the checks, e.g. ``assert_matmul_close(out, A, B, rep.arithmetic)``."""
+        if self.winner is None:
+            return None
+        order = self.winner.order
+        acc = None if order.acc is not None else self.acc
+        a = Arithmetic(acc=acc, order=order)
+        return a if self.out_format == a.accumulator else a.replace(out=self.out_format)
 
     @property
     def best(self) -> Candidate | None:

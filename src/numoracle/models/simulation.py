@@ -31,6 +31,7 @@ from ..core.convert import cast, decode
 from ..core.formats import FP32, FP64, Format, format_of
 from ..core.policy import Rounding
 from .accumulate import ZERO_SOURCE, Arith, block_fma, block_format, native_fp32_ok
+from .arithmetic import Arithmetic, takes_arithmetic
 from .orders import BlockFMA, Order, Sequential, build
 from .ordertext import as_order
 from .simsources import _FP32, _as_index, _fits, _sources
@@ -419,13 +420,16 @@ def _run(steps, res_slot, nslots, src, sub_inputs) -> np.ndarray:
 # Public entry point
 # ======================================================================================================
 
-def simulate(op: str, *inputs: Any, acc: Any = None, order: Order | str | None = None, rounding: Any = "rne",
-             fma: bool = True, out: Any = None, out_rounding: Any = None, ftz: bool = False,
-             codes: bool = False) -> np.ndarray:
+@takes_arithmetic
+def simulate(op: str, *inputs: Any, arith: Arithmetic | None = None, acc: Any = None,
+             order: Order | str | None = None, rounding: Any = "rne", fma: bool = True, out: Any = None,
+             out_rounding: Any = None, ftz: bool = False, codes: bool = False) -> np.ndarray:
     """Bit-exact result of a reduction under an accumulation model.
 
     op: "sum" (one array, reduce its last axis), "dot" (two 1-D arrays), "matmul" (A (m, K) @ B (K, n)).
     inputs: numpy float16/32/64, ml_dtypes (bfloat16, float8_*, ...) or torch arrays; values are exact.
+    arith: a numoracle.Arithmetic (e.g. an identify_order report's ``.arithmetic``) in place of the keywords
+      acc, order, rounding, fma, out, out_rounding, ftz (and its operands: inputs rounded as the kernel reads them).
     acc: accumulator format (FP32 default, or the order's own, e.g. a preset's); any float format with
       p <= 51 (FP32, TF32, FP16, BF16, FP8 ...) or FP64.
     order: numoracle.orders Order or its text (numoracle.orders.parse: 'pairwise', 'blocked:64',

@@ -21,12 +21,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..bounds.expected import ErrorBound, expected_error_bound
 from ..core.args import check_int
 from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast, decode
 from ..core.errors import NumoracleAssertionError
 from ..core.formats import FP32, FP64, AnyFormat, Format, format_of
-from ..bounds.expected import ErrorBound, expected_error_bound
+from ..models.arithmetic import Arithmetic, takes_arithmetic
 from .checkpower import detection_power
 from .closeproblem import Problem as _Problem
 from .closeproblem import exact_value as _exact_value
@@ -213,7 +214,9 @@ def _check(op: str, actual: Any, inputs: tuple, *, axis: int = -1, acc: Any, ord
                        ulp_format=ufmt or st.ofmt)
 
 
-def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+@takes_arithmetic
+def check_sum_close(actual: Any, x: Any, arith: Arithmetic | None = None,
+                    *, axis: int = -1, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                     rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = the sum of ``x`` over ``axis`` against the exact sum and its error bound.
@@ -230,7 +233,9 @@ def check_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, ord
                   ftz=ftz, daz=daz)
 
 
-def check_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+@takes_arithmetic
+def check_dot_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
+                    *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                     rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = the dot products of ``a`` and ``b`` over their last axis (see :func:`check_sum_close`)."""
@@ -238,7 +243,9 @@ def check_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any 
                   confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
 
 
-def check_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+@takes_arithmetic
+def check_matmul_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
+                       *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                        out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                        rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
     """Check ``actual`` = ``a @ b`` (numpy matmul shapes) (see :func:`check_sum_close`)."""
@@ -253,7 +260,9 @@ def _raise(r: CloseReport, msg: str | Callable[[str], str] | None, verbose: bool
     return r
 
 
-def assert_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, order: Any = "any",
+@takes_arithmetic
+def assert_sum_close(actual: Any, x: Any, arith: Arithmetic | None = None,
+                     *, axis: int = -1, acc: Any = FP32, order: Any = "any",
                      kind: str = "worst", out: Any = None, allow_outliers: int = 0, confidence: float = 0.999,
                      fma: bool = True, rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
                      msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
@@ -271,7 +280,9 @@ def assert_sum_close(actual: Any, x: Any, *, axis: int = -1, acc: Any = FP32, or
     return _raise(r, msg, verbose)
 
 
-def assert_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+@takes_arithmetic
+def assert_dot_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
+                     *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                      out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                      rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
                      msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
@@ -282,7 +293,9 @@ def assert_dot_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any
     return _raise(r, msg, verbose)
 
 
-def assert_matmul_close(actual: Any, a: Any, b: Any, *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+@takes_arithmetic
+def assert_matmul_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
+                        *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
                         out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
                         rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
                         msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
@@ -311,12 +324,28 @@ class RunComparison:
     max_ratio: float
     out_format: AnyFormat
     identified: dict[str, Any] = field(default_factory=dict)  # run name -> the order reproducing it, or None
+    ulp_format: AnyFormat | None = None  # the format max_run_ulps counts in (the output format when it holds them)
+
+    def _diff_text(self) -> str:
+        ufmt = self.ulp_format or self.out_format
+        return f"{self.n_differ} of {self.n_elements} elements differ" + (
+            f" (at most {self.max_run_ulps} ULPs of {ufmt.name} apart)" if self.max_run_ulps is not None else "")
+
+    def summary(self) -> str:
+        """One line: what was compared and the verdict (every numoracle report has summary())."""
+        v = self.verdict
+        if v == "IDENTICAL":
+            return f"IDENTICAL: the two runs of {self.op} are bit-identical ({self.n_elements} elements)"
+        if v == "UNWRITTEN":
+            return ("UNWRITTEN: " + "; ".join(f"{r}: {c} element(s)" for r, c in self.n_unwritten.items() if c)
+                    + f" of {self.n_elements} still hold the poison pattern")
+        if v == "REORDERING":
+            return f"REORDERING: {self._diff_text()}, every element within a reordering's bound"
+        return f"UNEXPLAINED: {self._diff_text()}; {self.n_unexplained} element(s) outside every order's bound"
 
     def __str__(self) -> str:
         v, n = self.verdict, self.n_elements
-        diff = f"{self.n_differ} of {n} elements differ" + (
-            f" (at most {self.max_run_ulps} ULPs of {self.out_format.name} apart)" if self.max_run_ulps is not None
-            else "")
+        diff = self._diff_text()
         if v == "IDENTICAL":
             lines = [f"IDENTICAL: the two runs are bit-identical ({n} elements)"]
         elif v == "UNWRITTEN":
@@ -351,7 +380,26 @@ class RunComparison:
         return "\n".join(lines)
 
 
-def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32, orders: Any = None,
+def _run_ulp_codes(ca: np.ndarray, cb: np.ndarray, fa: AnyFormat, ofmt: AnyFormat,
+                   acc: Any) -> tuple[AnyFormat, np.ndarray, np.ndarray]:
+    """The format to count the runs' ULP distances in, and both runs' codes in it: the output format when both
+    runs hold only its values (fp16 results stored as float32 or float64), else the accumulator's when no output
+    format is given and it holds them (simulate's float64 holding FP32 sums), else the stored format."""
+    for f in (ofmt, None if acc is None else _ulp_format(np.concatenate([ca, cb]), fa, None, acc)):
+        if f is None or f == fa or not isinstance(f, Format) or not isinstance(fa, Format):
+            continue
+        with np.errstate(all="ignore"):
+            na, nb = (np.asarray(cast(c, f, src=fa)).reshape(-1) for c in (ca, cb))
+            back = [np.asarray(cast(x, fa, src=f)).reshape(-1) for x in (na, nb)]
+        fin = [~is_nan(c, fa) for c in (ca, cb)]
+        if all(np.array_equal(b[m].astype(np.uint64), c[m].astype(np.uint64)) for b, c, m in zip(back, (ca, cb), fin)):
+            return f, na, nb
+    return fa, ca, cb
+
+
+@takes_arithmetic
+def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmetic | None = None,
+                 acc: Any = FP32, orders: Any = None,
                  kind: str = "worst", out: Any = None, axis: int = -1, confidence: float = 0.999, fma: bool = True,
                  rounding: Any = "rne", pattern: int | None = None, show: int = 10,
                  identify: Any = True) -> RunComparison:
@@ -396,11 +444,13 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, acc: Any = FP32,
     differ = ca.astype(np.uint64) != cb.astype(np.uint64)
     ka_nan, kb_nan = is_nan(ca, fa), is_nan(cb, fa)
     known = ~ka_nan & ~kb_nan
-    d = _ulps(to_key(np.where(known, ca, 0), fa), to_key(np.where(known, cb, 0), fa), fa)
+    ufmt, ua, ub = _run_ulp_codes(ca, cb, fa, ofmt, acc if out is None else None)
+    d = _ulps(to_key(np.where(known, ua, 0), ufmt), to_key(np.where(known, ub, 0), ufmt), ufmt)
     max_ulps: int | None = 0
     if differ.any():
         max_ulps = int(np.abs(d[differ]).max()) if known[differ].all() else None
     base: dict[str, Any] = dict(op=op, n_elements=int(ca.size), n_differ=int(differ.sum()), max_run_ulps=max_ulps,
+                                ulp_format=ufmt,
                                 unwritten={k: ranges_text(m) for k, m in masks.items()},
                                 n_unwritten={k: int(m.sum()) for k, m in masks.items()}, out_format=ofmt)
     if any(m.any() for m in masks.values()):
