@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
-from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format, format_of
 from ..bounds.boundmath import sci
 from ..bounds.expected import expected_error_bound
+from ..core.convert import cast, decode
+from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format, format_of
 
 __all__ = ["DetectionPower", "AccuracyRow", "detection_power", "NARROWER"]
 

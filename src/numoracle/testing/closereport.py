@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..core.errors import failure_message
-from ..core.formats import AnyFormat
 from ..bounds.boundmath import sci
 from ..bounds.expected import ErrorBound
+from ..core.errors import failure_message
+from ..core.formats import AnyFormat
 
 __all__ = ["Element", "CloseReport", "element_table", "vacuous_text", "bound_line", "failure_message"]
 
