@@ -78,3 +78,34 @@ def test_user_errors_exit_2_with_one_line(capsys, argv, message):
 def test_unknown_library_is_refused(capsys):
     rc, _, err = run(capsys, "fp32", "fp16", "--against", "jax")
     assert rc == 2 and "--against takes numpy, ml_dtypes, torch or module:function" in err and "'jax'" in err
+
+
+_CONVERTER = '''
+import ml_dtypes
+import numoracle
+
+
+def to_e4m3(x):
+    return numoracle.cast(x, "fp8_e4m3fn").view(ml_dtypes.float8_e4m3fn)
+'''
+
+
+def test_against_a_module_in_the_current_directory_through_the_console_script(tmp_path):
+    """``numoracle sweep --against mod:fn`` imports mod from the current directory, as ``python -m numoracle``
+    does (the console script's sys.path[0] is its own folder), here and in the spawned workers."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = shutil.which("numoracle", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the numoracle console script is not installed next to this Python")
+    (tmp_path / "cwdconv_8a.py").write_text(_CONVERTER)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([script, "sweep", "fp16", "fp8_e4m3fn", "--against", "cwdconv_8a:to_e4m3", "--workers", "2",
+                        "--chunk", "16384", "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[1].startswith("CLEAN") and "compared 65536 of 65536 inputs" in p.stdout
+    assert "4 chunk(s) on 2 worker(s) (ProcessPoolExecutor)" in p.stdout  # the workers imported it too

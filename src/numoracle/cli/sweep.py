@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
+import sys
 from typing import Any
 
 from ..conformance.deviations import LIBRARIES
@@ -48,6 +50,7 @@ def _against(text: str) -> Any:
     mod, sep, name = text.partition(":")
     if not sep or not mod or not name:
         raise ValueError(f"--against takes {', '.join(LIBRARIES)} or module:function (a converter), got {text!r}")
+    _cwd_importable()
     try:
         fn = getattr(importlib.import_module(mod), name)
     except ImportError as e:
@@ -57,6 +60,14 @@ def _against(text: str) -> Any:
     if not callable(fn):
         raise ValueError(f"--against {text}: {name} is not callable")
     return fn
+
+
+def _cwd_importable() -> None:
+    """Put the current directory first on sys.path, as ``python -m`` does (the ``numoracle`` script has its own
+    folder there instead), so MODULE may be a file here; the sweep's spawned workers inherit sys.path."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> tuple[str, int]:
