@@ -183,6 +183,36 @@ def test_progress_only_on_a_terminal(monkeypatch):
     assert bar.n == 2
 
 
+def test_progress_shows_no_rate_or_time_left_until_eta_after_units_are_done(monkeypatch):
+    import re
+
+    monkeypatch.setattr(sys, "stderr", _Tty())
+    eta = re.compile(r"<\d\d:\d\d")  # the time left: [elapsed<left, rate]
+    with prog.progress(total=256, desc="sweep", unit="chunk", eta_after=2) as bar:
+        assert "<?, ?chunk/s" in str(bar)
+        bar.update(1)  # one of two workers' first chunks: a rate from it would count one worker and the start-up
+        assert "1/256" in str(bar) and "<?, ?chunk/s" in str(bar) and not eta.search(str(bar))
+        bar.update(1)
+        assert "2/256" in str(bar) and eta.search(str(bar)) and "?chunk/s" not in str(bar)
+    with prog.progress(total=4, unit="chunk") as bar:  # the default: after the first unit
+        bar.update(1)
+        assert eta.search(str(bar))
+
+
+def test_a_sweep_shows_no_time_left_until_each_worker_finished_a_chunk(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from numoracle.conformance import sweeper
+
+    seen = []
+    real = sweeper.progress_bar
+    monkeypatch.setattr(sweeper, "progress_bar", lambda *a, **k: seen.append(k) or real(*a, **k))
+    with ThreadPoolExecutor(3) as ex:
+        sweeper.sweep("ml_dtypes", "fp8_e5m2", "fp16", executor=ex, chunk=64, progress=False)
+    sweeper.sweep("ml_dtypes", "fp8_e5m2", "fp16", progress=False)  # one chunk, in this process
+    assert [k["eta_after"] for k in seen] == [3, 1]
+
+
 def test_tables_show_progress_on_a_terminal(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(prog.ENV, "1")
     rc = main(["tables", "--out", str(tmp_path), "--only", "formats"])

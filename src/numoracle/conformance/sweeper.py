@@ -247,7 +247,7 @@ def _execute(job: Job, parts: Any, executor: Executor | None, workers: int | Non
         _check_picklable(work)
     elif executor is not None:
         n_workers = _executor_workers(executor)
-    bar = progress_bar(total=n_parts, desc=label, unit="chunk", enable=progress)
+    bar = progress_bar(total=n_parts, desc=label, unit="chunk", enable=progress, eta_after=n_workers)
 
     def add(r: Result) -> None:
         merged.add(r, job.witnesses)

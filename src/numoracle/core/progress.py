@@ -13,6 +13,7 @@ same methods, so callers never test for it. Bars are left off the screen when th
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -69,12 +70,32 @@ class _Silent:
         self.close()
 
 
+@functools.lru_cache(maxsize=None)
+def _bar_type(tqdm: type) -> type:
+    """tqdm whose rate and time left show as ``?`` until ``eta_after`` units are done."""
+
+    class Bar(tqdm):  # type: ignore[misc, valid-type]
+        eta_after = 1
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            d = super().format_dict
+            if self.n < self.eta_after:
+                d["rate"] = 0  # tqdm shows '?' for a rate of 0, and for the time left
+            return d
+
+    return Bar
+
+
 def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str | None = None,
-             unit: str = "it", enable: bool | None = None) -> Any:
+             unit: str = "it", enable: bool | None = None, eta_after: int = 1) -> Any:
     """A progress bar over ``iterable`` (or, without one, a bar advanced by ``.update(n)`` up to ``total``).
 
     ``enable``: True / False force the bar on / off; None (default) follows ``NUMORACLE_PROGRESS`` and
-    whether stderr is a terminal. Use it as an iterator, or as a context manager with ``update``::
+    whether stderr is a terminal. ``eta_after``: the rate and the time left show only once this many units
+    are done (``?`` before): a pool of N workers finishes its first N chunks at about the same time, so a
+    rate from fewer counts the pool's start-up and not its N workers (a time left N times too long). Use it as an
+    iterator, or as a context manager with ``update``::
 
         for item in progress(items, desc="chains", unit="chain"): ...
         with progress(total=len(parts), desc="sweep", unit="chunk") as bar:
@@ -88,5 +109,7 @@ def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None,
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency; a stripped environment still works, silently
         return _Silent(iterable, total)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True,
-                mininterval=0.5)
+    bar = _bar_type(tqdm)(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
+                          dynamic_ncols=True, mininterval=0.5)
+    bar.eta_after = max(1, int(eta_after))
+    return bar
