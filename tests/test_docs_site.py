@@ -42,5 +42,4 @@ def test_every_guide_is_in_the_site():
     guides = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert guides == listed, f"pages missing from mkdocs.yml's nav: {sorted(guides - listed)}; " \
                              f"listed but missing: {sorted(listed - guides)}"
-    subpackages = {p.name for p in (ROOT / "src" / "numoracle").iterdir() if (p / "__init__.py").exists()}
-    assert {f"api/{s}.md" for s in subpackages} <= listed  # one API page per subpackage
+    # the API pages are the public API's (tests/test_api_page.py keeps them and the nav in step with it)

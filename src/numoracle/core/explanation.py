@@ -47,6 +47,9 @@ def _show(v: Any) -> str:
 
 @dataclass(frozen=True)
 class Explanation:
+    """What :func:`explain` returns: the value, its two neighbours in ``dst`` with their distances, the decision,
+    the resulting code and the flags (``str()`` gives the text)."""
+
     value: Any  # Fraction, int or exact.Special
     dst: AnyFormat
     policy: Policy

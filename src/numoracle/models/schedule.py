@@ -23,6 +23,8 @@ import numpy as np
 
 @dataclass(eq=False)
 class Wave:
+    """One step of a schedule: independent roundings of one kind over value slots (the kinds are listed above)."""
+
     kind: str
     key: tuple
     dst: np.ndarray
@@ -37,6 +39,8 @@ class Wave:
 
 @dataclass(eq=False)
 class Schedule:
+    """What an order compiles to over n terms: waves of roundings over value slots, and the slot of the result."""
+
     n_terms: int
     n_vals: int
     waves: list = field(default_factory=list)
