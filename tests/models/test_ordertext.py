@@ -22,6 +22,10 @@ EVERY_ORDER = [
     O.NumpyPairwise(), O.NumpyPairwise(8192, no.FP32, no.FP16),
     O.TiledSplitK(3, 64), O.TiledSplitK(2, 8, O.preset("h100", "fp16"), O.Pairwise(), no.FP32),
     O.GpuReduce(), O.GpuReduce(4, 32, 2, 2, "vector"), O.ChunkedScan(64), O.ChunkedScan(32, no.FP64),
+    O.TreeOrder.from_text("((0+1)+(2+3))"),
+    O.TreeOrder(9, ((0, 1, 2, 3), (9, 4, 5, 6, 7), (10, 8)), (1, 1, 0),
+                ((no.FP32, "rtz"), O.preset("h100", "fp16")), leaf=no.FP32, out=no.FP16),
+    O.PerPosition((O.TreeOrder.from_text("((0+1)+2)"), O.TreeOrder.from_text("(0+(1+2))")), ((0, 1), (1, 1))),
 ]
 PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
     O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),
@@ -81,3 +85,19 @@ def test_the_same_text_in_the_cli(capsys, text):
     got = json.loads(capsys.readouterr().out)
     want = no.expected_error_bound("sum", "bf16", 300, order=O.parse(text))
     assert float(got["coefficient"]) == float(want.coefficient) and got["depth"] == want.depth
+
+
+def test_the_same_text_in_the_checks_compare_runs_and_identify():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((8, 256)).astype(np.float16)
+    text, obj = "Blocked(b=64, inner=Pairwise())", O.Blocked(64, O.Pairwise())
+    y = no.simulate("sum", x, order=obj, acc="fp32").astype(np.float32)
+    r_text, r_obj = no.check_sum_close(y, x, order=text), no.check_sum_close(y, x, order=obj)
+    assert r_text.passed and r_text.bound == r_obj.bound
+    assert str(r_text.power()) == str(r_obj.power())      # the detection power simulates the same order
+    assert "Blocked(b=64, inner=Pairwise()" in str(r_text.power()) or "blocked" in str(r_text.power()).lower()
+    rep = no.identify_order(y, "sum", x, candidates=[text, "sequential", "pairwise"])
+    assert rep.order == obj
+    cmp_text = no.compare_runs(y, y, "sum", x, orders=[text])
+    cmp_obj = no.compare_runs(y, y, "sum", x, orders=[obj])
+    assert cmp_text.verdict == cmp_obj.verdict == "IDENTICAL"

@@ -70,7 +70,7 @@ def leaf_path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") 
              f"pairwise with leaf blocks of <= B = {o.n} terms in any order: h = (B-1) + ceil(log2 ceil(n/B)) = {h}")
         return [Component("accumulation" + where, u, h, f + f" in {acc.name} ({mode})", src, unb)], []
     step = {"numpy": _path_numpy, "blockfma": _path_blockfma, "blocked": _path_nested, "splitk": _path_nested,
-            "promoted": _path_promoted, "gpureduce": _path_gpureduce}[o.kind]
+            "promoted": _path_promoted, "gpureduce": _path_gpureduce, "tree": _path_tree}[o.kind]
     return step(o, n, acc, mode, where)
 
 
@@ -81,6 +81,28 @@ def _path_gpureduce(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str)
                       f"GPU tree {o} of n = {n} terms in {acc.name} ({mode}): the deepest leaf passes h <= {h} "
                       "roundings", "numoracle.orders.GpuReduce (depth of the tree); Higham 2002 §4.2",
                       Rounding.of(mode).is_unbiased)], []
+
+
+def _path_tree(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[Site]]:
+    """An explicit tree (numoracle.orders.TreeOrder): per kind of node, the most such nodes on one leaf's path."""
+    comps: list[Component] = []
+    sites: list[Site] = []
+    src = "numoracle.orders.TreeOrder (per-step path counts); Higham 2002 §4.2"
+    for part in o.params:
+        if part[0] == "bfma":
+            c, s = _path_blockfma(part[1], part[1].n * part[2], o.acc or acc, mode, where)
+            comps += c
+            sites += s
+            continue
+        what, fmt, m, count = part
+        fmt, m = fmt or o.acc or acc, m or mode
+        label = {"add": "accumulation", "leaf": "term rounding", "out": "output rounding"}[what]
+        comps.append(Component(label + where, unit_roundoff(fmt, m), count,
+                               f"tree {o}: at most {count} {'additions' if what == 'add' else 'roundings'} in "
+                               f"{fmt.name} ({m}) on one leaf's path", src, Rounding.of(m).is_unbiased))
+        if what != "add":
+            sites.append(Site(f"{label}s in {fmt.name}", n if what == "leaf" else 1, underflow_eta(fmt, m)))
+    return comps, sites
 
 
 def _path_numpy(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[Site]]:

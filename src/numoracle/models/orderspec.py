@@ -60,6 +60,8 @@ class OrderSpec:
                     + ("" if self.truncate else ":round"))
         if k == "blocked" and self.inner == seq and self.outer == seq and plain:
             return f"blocked:{self.n}"
+        if k == "tree":
+            return f"tree(depth={self.n})"
         if k == "gpureduce" and len(self.params) == 1:
             return f"chunkedscan(width={self.params[0]}" + (f", acc={self.acc.name})" if self.acc else ")")
         if k == "gpureduce":

@@ -458,6 +458,9 @@ def simulate(op: str, *inputs: Any, arith: Arithmetic | None = None, acc: Any = 
         raise TypeError(f"op must be 'sum', 'dot' or 'matmul', got {type(op).__name__}")
     src, shape, K, fmts, sub_inputs = _sources(op, inputs)
     order = as_order(order, fmts[0] if fmts else None, default=Sequential())
+    if getattr(order, "per_position", False):   # a PerPosition order: one simulate per distinct order
+        return order.simulate_positions(simulate, op, inputs, acc=acc, rounding=rounding, fma=fma, out=out,
+                                        out_rounding=out_rounding, ftz=ftz, codes=codes)
     if acc is not None:
         acc = format_of(acc)
         if not isinstance(acc, Format):
