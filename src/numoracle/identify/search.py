@@ -39,6 +39,7 @@ from ..core.interop import to_codes
 from ..core.progress import progress
 from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
+from ..models.ordertext import as_order
 from ..models.presets import GPU_PRESETS, preset
 from ..models.simulation import simulate
 from .report import Candidate, IdentifyReport, ulp_histogram
@@ -406,15 +407,11 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     search = _Search(p, sub)
     if isinstance(candidates, str) and candidates == "auto":
         units = list(units) if isinstance(units, (list, tuple)) else [units]
-        if not all(isinstance(u, Order) for u in units):
-            raise TypeError(f"units must be numoracle orders, got {units!r}")
+        units = [as_order(u, p.in_fmt) for u in units]          # Orders or their texts, as everywhere
         win = search.auto(outputs, units, int(keep))
     else:
         orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
-        for o in orders:
-            if not isinstance(o, Order):
-                raise TypeError(f"candidates must be 'auto' or numoracle orders, got {o!r}")
-        win = search.run("given", orders)
+        win = search.run("given", [as_order(o, p.in_fmt) for o in orders])
     search.bar.close()
     if win is None:
         for c in search.best(tuple({c.stage for c in search.scored}), keep):

@@ -27,7 +27,7 @@ from . import gpuorders, orders, treeorder
 from .orderspec import FORMS, OrderSpec, spec_from_text
 from .presets import preset, preset_name
 
-__all__ = ["parse", "as_order", "parse_order", "order_text", "ORDER_CLASSES"]
+__all__ = ["parse", "as_order", "parse_order", "order_text", "order_label", "ORDER_CLASSES"]
 
 ORDER_CLASSES: dict[str, type] = {c.__name__: c for c in (
     orders.Sequential, orders.Pairwise, orders.Blocked, orders.SplitK, orders.BlockFMA, orders.Promoted,
@@ -168,3 +168,15 @@ def order_text(order: Any) -> str:
         args = ", ".join(f"{f.name}={order_text(getattr(order, f.name))}" for f in fields)
         return f"{type(order).__name__}({args})"
     return repr(order)
+
+
+def order_label(order: orders.Order) -> str:
+    """The shortest text that names the order: the bounds' short form (``"blocked:64"``) where that parses back
+    to this very order, else :func:`order_text`."""
+    short = str(order.spec())
+    try:
+        if "(" not in short and parse(short) == order:
+            return short
+    except ValueError:
+        pass
+    return order_text(order)

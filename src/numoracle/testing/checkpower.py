@@ -86,18 +86,20 @@ class DetectionPower:
         return "\n".join(lines)
 
 
-def _orders(order: Any) -> dict[str, Any]:
-    """The orders to simulate: objects as given; "any" -> sequential and pairwise; other strings by name."""
-    from ..models.orders import Order, Pairwise, Sequential
+def _orders(order: Any, dtype: Any = None) -> dict[str, Any]:
+    """The orders to simulate: an Order or the text of one as it names it; "any" and the bound-only forms
+    ("pairwise:<base>") -> sequential and pairwise as stand-ins."""
+    from ..models.orders import Pairwise, Sequential
+    from ..models.ordertext import as_order, order_label
 
-    if isinstance(order, Order):
-        return {type(order).__name__.lower(): order}
     if order is None or order == "any":
         return {"sequential": Sequential(), "pairwise": Pairwise()}
-    name = str(order).strip().lower()
-    if name in ("sequential", "pairwise"):
-        return {name: Sequential() if name == "sequential" else Pairwise()}
-    return {f"sequential (stand-in for {name})": Sequential(), f"pairwise (stand-in for {name})": Pairwise()}
+    try:
+        o = as_order(order, dtype)
+    except ValueError:   # a bound over many orders: no single evaluation to run
+        name = str(order).strip().lower()
+        return {f"sequential (stand-in for {name})": Sequential(), f"pairwise (stand-in for {name})": Pairwise()}
+    return {order_label(o): o}
 
 
 def _sampled_vectors(op: str, inputs: tuple, work_shape: tuple, K: int, flat: np.ndarray) -> tuple:
@@ -141,7 +143,7 @@ def detection_power(op: str, inputs: tuple, work_shape: tuple, K: int, exact: np
     rows, sims = [], {}
     for f in cands:
         rel, ratio, note = {}, {}, ""
-        for label, o in _orders(order).items():
+        for label, o in _orders(order, dtype).items():
             try:
                 v = _simulate(op, vecs, f, o, fma, rounding if f == acc else "rne")
             except (ValueError, TypeError) as e:  # an order with its own accumulator, an integer acc ...
@@ -157,7 +159,9 @@ def detection_power(op: str, inputs: tuple, work_shape: tuple, K: int, exact: np
                 ratio[label] = float(np.median(err / tol[flat]))
             sims[(f.name, label)] = err
         rows.append(AccuracyRow(f, f == acc, rel, ratio, note))
-    power = DetectionPower(acc, K, "any" if order is None else str(order), kind, bound_c,
+    named = _orders(order, dtype)
+    label = "any" if order is None else (next(iter(named)) if len(named) == 1 else str(order))
+    power = DetectionPower(acc, K, label, kind, bound_c,
                            float(np.median(tol)) if tol.size else 0.0, int(flat.size), size, tuple(rows))
     if power.cannot_tell:
         power = _with_stricter(power, op, dtype, K, acc, order, fma, rounding, confidence, work_shape, ofmt,
