@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
     from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
     from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
+    from .quant.recipe import QuantRecipe
     from .testing.checks import (
         CloseReport,
         NumoracleAssertionError,
@@ -102,7 +103,7 @@ __all__ = [
     "identify_order", "IdentifyReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
-    "quantize", "dequantize", "Quantized", "QuantParams", "quantization_error_bound", "QuantErrorReport",
+    "quantize", "dequantize", "Quantized", "QuantParams", "QuantRecipe", "quantization_error_bound", "QuantErrorReport",
     "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
     "boundary_values", "BoundaryValues", "sweep", "SweepReport", "NumoracleAssertionError",
@@ -187,6 +188,7 @@ _WHERE = {
     "QuantParams": ".quant.quantizer",
     "dequantize": ".quant.quantizer",
     "quantize": ".quant.quantizer",
+    "QuantRecipe": ".quant.recipe",
     "ErrorBound": ".bounds.expected",
     "expected_error_bound": ".bounds.expected",
     "recommended_tolerance": ".bounds.expected",

@@ -304,8 +304,8 @@ def test_quantization_error_bound_inputs():
 from numoracle import exact_matmul, simulate  # noqa: E402
 from numoracle.core.convert import cast as _cast  # noqa: E402
 from numoracle.core.convert import decode as _decode  # noqa: E402
-from numoracle.quant.matmul import quantized_matmul_bound  # noqa: E402
 from numoracle.models.orders import Sequential  # noqa: E402
+from numoracle.quant.matmul import quantized_matmul_bound  # noqa: E402
 
 _NATIVE = {"fp8_e4m3fn": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,
            "fp4_e2m1fn": ml_dtypes.float4_e2m1fn, "fp6_e3m2fn": ml_dtypes.float6_e3m2fn}

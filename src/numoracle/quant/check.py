@@ -42,6 +42,7 @@ from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
 from .checkreport import CLASSES, RANK, QuantCheckReport, QuantElement, QuantizedMismatch, code_hex
 from .error import _as_values, _expand, quantization_error_bound
+from .recipe import QuantRecipe, takes_recipe
 from .scale import mul_round
 from .torchq import is_torch_quantized, scale_grid, torch_quantized_parts
 
@@ -168,7 +169,9 @@ def _unwrap(actual: Any, actual_scales: Any, q: Any, tq: Any, notes: list[str]) 
     return actual, actual_scales, a_zp, zp_differ
 
 
-def check_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: Any = None, axis: Any = -1,
+@takes_recipe("recipe")
+def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None, *,
+                          fmt: Any = None, granularity: Any = None, axis: Any = -1,
                           symmetric: bool = True, scale_fmt: Any = None, scale_rule: str = "absmax",
                           rounding: Any = "rne", clip: str | None = None, reciprocal: bool = False,
                           compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",
@@ -366,7 +369,9 @@ def _values_mode(acodes: np.ndarray, afmt: AnyFormat, q: Any, ec: np.ndarray, ke
     return code, av, same, known & ~a_n, dist
 
 
-def assert_quantized_close(actual: Any, x: Any, *, fmt: Any = None, granularity: Any = None, axis: Any = -1,
+@takes_recipe("recipe")
+def assert_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None, *,
+                           fmt: Any = None, granularity: Any = None, axis: Any = -1,
                            symmetric: bool = True, scale_fmt: Any = None, scale_rule: str = "absmax",
                            rounding: Any = "rne", clip: str | None = None, reciprocal: bool = False,
                            compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",

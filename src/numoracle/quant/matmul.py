@@ -39,6 +39,7 @@ from ..bounds.expected import ErrorBound, expected_error_bound, register_bound_o
 from ..core.formats import FP32, AnyFormat, IntFormat, format_of
 from ..core.interop import to_codes
 from ..core.policy import Rounding
+from .recipe import QuantRecipe
 
 __all__ = ["QuantMatmulBound", "quantized_matmul_error_bound", "quantized_matmul_bound"]
 
@@ -90,8 +91,8 @@ class QuantMatmulBound:
     u_out: Fraction | None
     eta_scale: Fraction
     eta_out: Fraction
-    a_params: dict | None = None
-    b_params: dict | None = None
+    a_params: dict | QuantRecipe | None = None
+    b_params: dict | QuantRecipe | None = None
     notes: tuple[str, ...] = field(default=())
 
     op = "quantized_matmul"
@@ -219,8 +220,8 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
                                  out_rounding: Any = None, tight_rn: bool = False, dtype_b: Any = None,
                                  block: int | None = None, scale_fmt: Any = "fp32", scale_fmt_b: Any = "same",
                                  scale_acc: Any = FP32, global_scale: bool = False, asymmetric: bool = False,
-                                 outer_order: Any = None, a_params: dict | None = None,
-                                 b_params: dict | None = None) -> QuantMatmulBound:
+                                 outer_order: Any = None, a_params: Any = None,
+                                 b_params: Any = None) -> QuantMatmulBound:
     """The quantized-matmul bound (see the module docstring); ``expected_error_bound`` dispatches here.
 
     dtype / dtype_b: element formats of A / B (dtype_b defaults to dtype); acc: accumulator of the
@@ -229,7 +230,8 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
     per-tensor / per-channel scales); scale_fmt / scale_fmt_b: the scale formats (None: operand not
     scaled); scale_acc: where scales are applied and block results summed (FP32); outer_order: order
     of that sum; global_scale: NVFP4-style per-tensor scales; asymmetric: zero points (integer elements
-    then reach one more bit); a_params / b_params: quantize keyword arguments ``.tolerance`` uses.
+    then reach one more bit); a_params / b_params: quantize keyword arguments ``.tolerance`` uses, or a
+    QuantRecipe (dtype / dtype_b may be one too: its format, and its keywords as a_params / b_params).
     """
     if kind != "worst":
         raise ValueError("quantized_matmul supports kind='worst' only (quantisation errors are deterministic)")
@@ -237,6 +239,14 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
         raise ValueError("quantized_matmul models the inputs' rounding as quantisation (a_params / b_params, or "
                          "Quantized operands in .tolerance); inputs_rounded_from and tight_rn do not apply")
     del confidence, shape
+    if isinstance(dtype, QuantRecipe):     # A's recipe: its element format, and its quantize keywords for A
+        if a_params is not None:
+            raise TypeError("quantized_matmul: give A's recipe as dtype or as a_params, not both")
+        dtype, a_params = dtype.fmt, dtype
+    if isinstance(dtype_b, QuantRecipe):
+        if b_params is not None:
+            raise TypeError("quantized_matmul: give B's recipe as dtype_b or as b_params, not both")
+        dtype_b, b_params = dtype_b.fmt, dtype_b
     fa, fb = format_of(dtype), format_of(dtype if dtype_b is None else dtype_b)
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise ValueError(f"K (the reduction length) must be an integer >= 1, got {K!r}")
@@ -342,12 +352,12 @@ class _Operand:
         self.err = add_up(rep.bound, mul_up(np.abs(self.hat), 2.0**-53))
 
 
-def _resolve(b: QuantMatmulBound, X: Any, q: Any, params: dict | None, fmt: AnyFormat, sfmt: AnyFormat | None,
+def _resolve(b: QuantMatmulBound, X: Any, q: Any, params: Any, fmt: AnyFormat, sfmt: AnyFormat | None,
              name: str, axis_k: int) -> _Operand:
     if q is None and params is not None:
         from .quantizer import quantize
 
-        q = quantize(X, fmt, **params)
+        q = quantize(X, params) if isinstance(params, QuantRecipe) else quantize(X, fmt, **params)
     op = _Operand(X, q, name, axis_k)
     if op.K != b.K:
         raise ValueError(f"{name}'s reduction axis has length {op.K}, but the bound is for K = {b.K}")

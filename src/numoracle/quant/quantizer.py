@@ -79,6 +79,7 @@ from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, FP64, INT64, AnyFormat, In
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.policy import Flags, Rounding, resolve_policy
 from .layout import Layout, QuantParams, parse_granularity
+from .recipe import takes_recipe
 from .scale import (
     Scales,
     compute_scales,
@@ -386,6 +387,7 @@ def _elements(xv: np.ndarray, fmt: AnyFormat, p: QuantParams, lay: Layout, sc: S
 
 
 # ---- the API --------------------------------------------------------------------------------
+@takes_recipe("fmt")
 def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symmetric: bool = True,
              scale_fmt: Any = None, scale_rule: str = "absmax", rounding: Any = "rne", clip: str | None = None,
              reciprocal: bool = False, compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",
