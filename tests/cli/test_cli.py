@@ -151,7 +151,8 @@ def test_cast_daz_flushes_a_subnormal_source_on_the_exact_path_as_on_the_code_pa
         assert d["notes"][-1] == f"--daz: {text} lies below fp64's smallest normal (2^-1022): a subnormal input, " \
                                  f"read as {sign}0"
     d = cast_json(capsys, f"{sign}0x1.00000000000001p-1023", "--to", "fp64", "--rounding", mode)  # without --daz
-    assert d["flags"] == ["INEXACT", "UNDERFLOW"] and d["result"] != f"{sign}0" and not d["notes"][-1].startswith("--daz")
+    assert d["flags"] == ["INEXACT", "UNDERFLOW"] and d["result"] != f"{sign}0"
+    assert not any(n.startswith("--daz") for n in d["notes"])
     d = cast_json(capsys, f"{sign}0x1.00000000000001p-1022", "--to", "fp64", "--rounding", mode, "--daz")
     assert d["flags"] == ["INEXACT"] and "e-308" in d["result"]  # normal: daz leaves it alone
 

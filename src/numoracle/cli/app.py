@@ -178,7 +178,7 @@ def _daz_read(inp: _Input, daz: bool) -> tuple[Any, bool]:
     v = inp.value
     if not daz or isinstance(v, float):  # inf / nan
         return v, False
-    if inp.code is not None:
+    if inp.code is not None and inp.src is not None:
         sub = is_subnormal_code(inp.code, inp.src)
     else:
         sub = 0 < abs(v) < FP64.min_normal
@@ -229,6 +229,7 @@ def _cmd_cast(args: argparse.Namespace) -> str:
     if _daz_read(inp, pol.daz)[1]:
         sign = "-" if inp.value < 0 else ""
         src_fmt = inp.src or FP64
+        assert isinstance(src_fmt, Format)  # daz flushes float sources only
         notes.append(f"--daz: {args.value.strip()} lies below {src_fmt.name}'s smallest normal (2^{src_fmt.emin}): "
                      f"a subnormal input, read as {sign}0")
     src = None if inp.src is None else {"format": inp.src.name, "code": _hex(inp.code, inp.src)}

@@ -218,7 +218,7 @@ def _use(choices: list[Overflow]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def _check_overflow(o: Overflow, dst: Destination) -> None:
+def _check_overflow(o: _Choice, dst: Destination) -> None:
     """Refuse an overflow policy ``dst`` cannot apply, naming the ones it can."""
     if o is Overflow.WRAP and not dst.is_integer:
         why = f"applies to integer destinations only, not {dst.name};"

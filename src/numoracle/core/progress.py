@@ -70,7 +70,7 @@ class _Silent:
         self.close()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bar_type(tqdm: type) -> type:
     """tqdm whose rate and time left show as ``?`` until ``eta_after`` units are done."""
 
