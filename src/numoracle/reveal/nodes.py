@@ -1,0 +1,178 @@
+"""What each node of a revealed tree does: the format and rounding of additions, the parameters of fused nodes.
+
+* **Additions** (two-child nodes): for node v = fl(x + y), put 1 at a leaf under x, 2^-k at a leaf under y, -1 at
+  a leaf under v's sibling and 0 elsewhere: v's parent cancels the 1 exactly, so the output is 2^-k when v kept
+  1 + 2^-k and 0 when it rounded it away. A binary search over k gives v's precision p (fp64 53, fp32 24, fp16
+  11, bf16 8); 1 + 0.75 ulp and its negative then tell the rounding (nearest, toward zero, up, down). Nodes are
+  probed on a sample (every node of a small tree, a stratified sample of a large one); where the sample
+  disagrees, every node is probed.
+* **Fused nodes** (more than two children: a block FMA, a multi-term adder): 1, -1 and 2^-s among its terms give
+  the aligned window's fraction bits F (2^-s survives iff s <= F); the remaining parameters of the
+  :class:`~numoracle.orders.BlockFMA` model (truncation or a sticky bit, output rounding and precision, the carry
+  bit) are the candidates that reproduce the kernel on crafted and random data.
+* **Terms entering rounded** (a product rounded before it is added, the first product of a chain started from
+  +0): candidates scored on random data (masking cannot see a rounding of a lone term).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..core.formats import BF16, FP16, FP32, FP64, Format
+from ..models.orders import BlockFMA
+from ..models.treeorder import TreeOrder
+from .probe import Prober, RevealError
+
+__all__ = ["NodeProbe", "FORMATS_BY_PRECISION"]
+
+FORMATS_BY_PRECISION = {53: FP64, 24: FP32, 11: FP16, 8: BF16}
+
+
+class NodeProbe:
+    """Probes of one tree's nodes, read at output position ``pos``."""
+
+    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int):
+        self.p, self.nodes, self.pos, self.n = p, nodes, pos, p.n
+        self.parent = np.full(self.n + len(nodes), -1, np.int64)
+        for i, ch in enumerate(nodes):
+            self.parent[list(ch)] = self.n + i
+        self.first = np.zeros(self.n + len(nodes), np.int64)    # a leaf under every ref
+        self.first[:self.n] = np.arange(self.n)
+        for i, ch in enumerate(nodes):
+            self.first[self.n + i] = self.first[ch[0]]
+
+    def out(self, t: np.ndarray) -> float:
+        return float(self.p.terms(t)[self.pos])
+
+    def _scale(self) -> int:
+        """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows)."""
+        f = self.p.fmt
+        prod = 1 if self.p.op == "sum" else 2
+        return min(prod * f.emax - 2, prod * (f.emin - f.man_bits) + 62)
+
+    def _kept(self, v: int, small: float, sign: float = 1.0) -> float:
+        """Output of the probe 1 (under v's first child), small (under its second), -1 (under v's sibling)."""
+        ch = self.nodes[v - self.n]
+        par = self.parent[v]
+        sib = [c for c in self.nodes[par - self.n] if c != v][0]
+        E = 2.0 ** self._scale()
+        t = np.zeros(self.n)
+        t[self.first[ch[0]]] = sign * E
+        t[self.first[ch[1]]] = sign * small * E
+        t[self.first[sib]] = -sign * E
+        return self.out(t) / E
+
+    def precision(self, v: int, likely: tuple = ()) -> int:
+        """The precision v rounds to (the largest k with 1 + 2^-k kept, plus one); ``likely`` precisions first."""
+        for q in likely:
+            if self._kept(v, 2.0 ** -(q - 1)) != 0 and self._kept(v, 2.0**-q) == 0:
+                return q
+        lo, hi = 0, 1
+        low_exp = (1 if self.p.op == "sum" else 2) * (self.p.fmt.emin - self.p.fmt.man_bits)
+        kmax = min(64, self._scale() - low_exp)
+        while hi < kmax and self._kept(v, 2.0**-hi) != 0:
+            lo, hi = hi, min(2 * hi, kmax)
+        if hi == kmax and self._kept(v, 2.0**-hi) != 0:
+            return kmax + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._kept(v, 2.0**-mid) != 0:
+                lo = mid
+            else:
+                hi = mid
+        return lo + 1
+
+    def rounding(self, v: int, p: int) -> str:
+        """rne, rtz, ru or rd: 1 + 0.75 ulp and -(1 + 0.75 ulp) at v."""
+        small = 3 * 2.0 ** -(p + 1)
+        up = self._kept(v, small) != 0
+        neg_away = self._kept(v, small, -1.0) != 0
+        return {(True, True): "rne", (False, False): "rtz", (True, False): "ru", (False, True): "rd"}[(up, neg_away)]
+
+    def probeable(self) -> list[int]:
+        """Two-child nodes whose parent is a two-child node (the cancellation there is one exact addition)."""
+        out = []
+        for i, ch in enumerate(self.nodes):
+            par = self.parent[self.n + i]
+            if len(ch) == 2 and par >= 0 and len(self.nodes[par - self.n]) == 2:
+                out.append(self.n + i)
+        return out
+
+    def frac_bits(self, v: int) -> int:
+        """Fused node v: the largest s such that 1 - 1 + 2^-s keeps 2^-s (the aligned window's fraction bits)."""
+        terms = [c for c in self.nodes[v - self.n] if c < self.n]
+        if len(terms) < 3:
+            raise RevealError("a fused node of fewer than three terms: its window cannot be probed")
+        E = 2.0 ** self._scale()
+
+        def kept(s: int) -> bool:
+            t = np.zeros(self.n)
+            t[terms[0]], t[terms[1]], t[terms[2]] = E, -E, E * 2.0**-s
+            return self.out(t) != 0
+
+        s = 1
+        while s < 60 and kept(s + 1):
+            s += 1
+        return s
+
+
+def node_steps(probe: NodeProbe, sample: int = 16, rng: Any = None) -> tuple[list[Any], list[int], list[str]]:
+    """(steps, kinds, notes) of the two-child nodes: format and rounding per node (sampled, then all if mixed)."""
+    cands = probe.probeable()
+    notes: list[str] = []
+    if not cands:
+        return [(None, None)], [0] * len(probe.nodes), ["no node could be probed alone: additions in the accumulator"]
+    rng = rng or np.random.default_rng(0)
+    pick = cands if len(cands) <= sample else sorted(rng.choice(cands, sample, replace=False).tolist())
+    likely: tuple = ()
+    found: dict[int, int] = {}
+    for v in pick:
+        found[v] = probe.precision(v, likely)
+        likely = (found[v],)
+    if len(set(found.values())) > 1 and len(cands) <= 4096:
+        found.update({v: probe.precision(v, likely) for v in cands if v not in found})
+    keys: dict[int, tuple] = {}
+    for p in sorted(set(found.values())):
+        fmt = FORMATS_BY_PRECISION.get(p)
+        if fmt is None:
+            notes.append(f"nodes keep {p} bits: no known format has that precision; modelled as the accumulator")
+        v = next(v for v, q in found.items() if q == p)
+        mode = probe.rounding(v, p) if fmt is not None else None
+        keys[p] = (fmt, mode)
+    steps = list(dict.fromkeys(keys.values()))
+    common = max(set(found.values()), key=list(found.values()).count)
+    kinds = [steps.index(keys[common])] * len(probe.nodes)
+    for v, p in found.items():
+        kinds[v - probe.n] = steps.index(keys[p])
+    if len(found) < len(cands) and len(set(found.values())) > 1:
+        notes.append(f"node formats probed on {len(found)} of {len(cands)} nodes; the others take the commonest")
+    return steps, kinds, notes
+
+
+def fused_candidates(f: int, terms: int, acc: Format | None) -> list[BlockFMA]:
+    """BlockFMA models with window F = f (or f - 1: the probe may see the carry bit's extra place)."""
+    out = []
+    for fb in dict.fromkeys((f, f - 1)):
+        if fb < 1 or fb > 40 or (terms + 1) << (fb + 3) > 1 << 53:
+            continue
+        for trunc in (True, False):
+            for rnd, ofb in (("rtz", None), ("rne", None), ("rtz", fb), ("rne", 10)):
+                for carry in (True, False):
+                    out.append(BlockFMA(terms, fb, truncate=trunc, out_rounding=rnd, out_frac_bits=ofb,
+                                        carry_bit=carry, acc=acc))
+    return out
+
+
+def with_step(tree: TreeOrder, fused: BlockFMA) -> TreeOrder:
+    """The tree with every fused node given the block FMA ``fused``."""
+    steps = list(tree.steps)
+    kinds = list(tree.kinds or [0] * len(tree.nodes))
+    idx = [i for i, ch in enumerate(tree.nodes) if len(ch) > 2]
+    k = len(steps)
+    steps.append(fused)
+    for i in idx:
+        kinds[i] = k
+    return replace(tree, steps=tuple(steps), kinds=tuple(kinds))

@@ -1,0 +1,253 @@
+"""reveal_order: the exact order of a black-box sum / dot / matmul kernel, found by probing it; RevealReport.
+
+Steps (docs/reveal.md): two calls on ones (is fn deterministic, does it add?); the masking search for the tree
+of every output position (reveal/tree.py); the nodes' formats, roundings and fused-node parameters
+(reveal/nodes.py); then verification: the order is simulated on fresh random data of several kinds and
+compared bit for bit with fn's outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core.formats import FP32, Format
+from ..models.orders import BlockFMA, Order
+from ..models.simulation import simulate
+from ..models.treeorder import PerPosition, TreeOrder
+from .nodes import NodeProbe, fused_candidates, node_steps, with_step
+from .probe import Prober, RevealError, input_format
+from .tree import Masking, NotATree, search_tree, to_nodes
+
+__all__ = ["reveal_order", "RevealReport", "KINDS"]
+
+KINDS = ("normal", "positive", "mixed", "cancelling")
+
+
+@dataclass
+class RevealReport:
+    """What :func:`reveal_order` found. ``order`` reproduces fn bit for bit where ``verified`` is True."""
+
+    op: str
+    n: int
+    shape: tuple | None
+    dtype: str
+    order: Order | None
+    calls: int
+    seconds: float
+    verdict: str                   # "reproduced", "differs", "not deterministic", "not a tree"
+    verified: bool
+    mismatches: dict = field(default_factory=dict)   # kind -> (outputs that differ, outputs compared)
+    tree_calls: int = 0
+    node_calls: int = 0
+    verify_calls: int = 0
+    trees: int = 0                 # distinct trees among the output positions
+    out_format: str | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def fprev_basic_calls(self) -> int:
+        """Calls of FPRev's basic form (one probe per pair of terms): n(n-1)/2."""
+        return self.n * (self.n - 1) // 2
+
+    def __str__(self) -> str:
+        what = f"{self.op} n={self.n}" if self.op != "matmul" else f"matmul {self.shape}"
+        lines = [f"RevealReport  {what} {self.dtype} -> {self.out_format}: {self.verdict}",
+                 f"  calls: {self.calls} (tree {self.tree_calls}, nodes {self.node_calls}, verification "
+                 f"{self.verify_calls}); FPRev basic: {self.fprev_basic_calls}; {self.seconds:.2f} s"]
+        if self.order is not None:
+            o = self.order
+            if isinstance(o, TreeOrder):
+                lines.append(f"  order: TreeOrder over {o.n} terms, depth {o.depth}, steps {o.steps}, "
+                             f"out {o.out.name if o.out else None}")
+                if o.n <= 64:
+                    lines.append(f"  tree: {o.text()}")
+            else:
+                lines.append(f"  order: {type(o).__name__} with {len(getattr(o, 'orders', (o,)))} distinct trees")
+        for k, (bad, tot) in self.mismatches.items():
+            lines.append(f"  {k:<10} {tot - bad}/{tot} outputs bit for bit")
+        lines += [f"  note: {x}" for x in self.notes]
+        return "\n".join(lines)
+
+
+def _check_args(op: Any, n: Any, shape: Any) -> tuple[int, tuple | None]:
+    if op not in ("sum", "dot", "matmul"):
+        raise ValueError(f"op must be 'sum', 'dot' or 'matmul', got {op!r}")
+    if op == "matmul":
+        if shape is None or len(tuple(shape)) != 3:
+            raise ValueError("matmul needs shape=(M, K, N): fn(A[M, K], B[K, N]) -> [M, N]")
+        shape = tuple(int(s) for s in shape)
+        if min(shape) < 1:
+            raise ValueError(f"shape must be positive, got {shape}")
+        return shape[1], shape
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"{op} needs n, the number of terms (an int >= 2), got {n!r}")
+    return int(n), None
+
+
+def _run(p: Prober, inputs: tuple) -> np.ndarray:
+    return p.call(*inputs)
+
+
+def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
+    return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
+
+
+class _Data:
+    """Random inputs and fn's outputs on them, drawn once and reused to score candidates."""
+
+    def __init__(self, p: Prober, rng: np.random.Generator, kinds: tuple, draws: int):
+        self.items = []
+        for kind in kinds:
+            for _ in range(draws):
+                ins = p.inputs_of(rng, kind)
+                self.items.append((kind, ins, _run(p, ins)))
+
+    def score(self, op: str, order: Order, positions: np.ndarray) -> int:
+        bad = 0
+        for _, ins, want in self.items:
+            try:
+                got = _sim(op, ins, order)
+            except (ValueError, OverflowError):
+                return 1 << 30
+            bad += int((~_same(got[positions], want[positions])).sum())
+        return bad
+
+
+def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, notes: list) -> TreeOrder:
+    """The TreeOrder of one revealed tree: node formats and roundings probed, fused nodes and leaves fitted."""
+    nodes = to_nodes(nested, p.n)
+    fused = [i for i, ch in enumerate(nodes) if len(ch) > 2]
+    probe = NodeProbe(p, nodes, int(positions[0]))
+    steps, kinds, ns = node_steps(probe)
+    notes += ns
+    fmts = [s[0] for s in steps if s[0] is not None]
+    acc = max(fmts, key=lambda f: f.precision) if fmts else None
+    g = p.out_fmt
+    if acc is None:
+        acc = g if isinstance(g, Format) and g.precision >= p.fmt.precision and g.precision <= 53 else FP32
+    out = g if isinstance(g, Format) and g.precision < acc.precision else None
+    placeholder = [BlockFMA(max(len(nodes[i]) for i in fused), 10)] if fused else []
+    base = TreeOrder(p.n, tuple(nodes), tuple(kinds), tuple(steps) + tuple(placeholder), acc=acc, out=out)
+    if fused:
+        f = probe.frac_bits(p.n + fused[0])
+        nt = max(sum(c < p.n for c in nodes[i]) for i in fused)
+        cands = [with_step(base, c) for c in fused_candidates(f, nt, None)]
+        scores = [data.score(p.op, c, positions) for c in cands]
+        base = cands[int(np.argmin(scores))]
+        notes.append(f"fused nodes: window of {f} fraction bits probed; {base.steps[-1]} fitted on random data "
+                     f"({len(cands)} candidates)")
+    if p.op != "sum" and 2 * p.fmt.precision > acc.precision:
+        base = _fit_leaves(p, base, positions, data, notes)
+    return base
+
+
+def _fit_leaves(p: Prober, t: TreeOrder, positions: np.ndarray, data: _Data, notes: list) -> TreeOrder:
+    """Products wider than the accumulator: exact (FMA), all rounded (leaf), or rounded where a chain starts."""
+    from dataclasses import replace
+
+    def first_rounded() -> TreeOrder:
+        nodes = [list(ch) for ch in t.nodes]
+        extra: list[tuple[int, ...]] = []
+        for ch in nodes:
+            if len(ch) == 2 and ch[0] < t.n and ch[1] < t.n:
+                j = 0 if ch[0] < ch[1] else 1
+                extra.append((ch[j],))
+                ch[j] = -len(extra)            # fixed up below: the rounding node's ref
+        m = len(extra)
+        fixed = [tuple(c + m if c >= t.n else (t.n + (-c - 1) if c < 0 else c) for c in ch) for ch in nodes]
+        kinds = (([0] * m) + list(t.kinds)) if t.kinds else ()
+        return replace(t, nodes=tuple(extra) + tuple(fixed), kinds=tuple(kinds))
+
+    cands = [("exact products (FMA)", t), ("every product rounded", replace(t, leaf=t.acc)),
+             ("the first product of each chain rounded", first_rounded())]
+    scores = [data.score(p.op, c, positions) for _, c in cands]
+    best = int(np.argmin(scores))
+    notes.append(f"terms: {cands[best][0]} (fitted on random data: {scores[best]} mismatches; masking probes cannot "
+                 "see a lone product's rounding)")
+    return cands[best][1]
+
+
+def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool]:
+    """(kind -> (mismatching, compared), deterministic) on fresh random data; the first draw is called twice."""
+    mism: dict[str, tuple[int, int]] = {}
+    det = True
+    for kind in kinds:
+        bad = tot = 0
+        for d in range(draws):
+            ins = p.inputs_of(rng, kind)
+            want = _run(p, ins)
+            if d == 0 and not _same(want, _run(p, ins)).all():
+                det = False
+            got = _sim(p.op, ins, order)
+            bad += int((~_same(got, want)).sum())
+            tot += want.size
+        mism[kind] = (bad, tot)
+    return mism, det
+
+
+def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | None = None, dtype: Any = "fp32",
+                 max_calls: int = 5_000_000, max_seconds: float = 600.0, verify: bool = True,
+                 kinds: tuple = KINDS, draws: int | None = None, seed: int = 0) -> RevealReport:
+    """The exact accumulation order of a black-box kernel, found by calling it on crafted inputs.
+
+    fn: ``fn(x[n]) -> scalar`` (op "sum"), ``fn(a[n], b[n]) -> scalar`` ("dot") or ``fn(A[M, K], B[K, N]) ->
+    [M, N]`` ("matmul", ``shape=(M, K, N)``); it receives numpy arrays of ``dtype`` (ml_dtypes for bf16 / FP8) and
+    may return anything array-like. ``max_calls`` / ``max_seconds``: budgets (a :class:`BudgetExhausted` error
+    past them). ``verify``: simulate the order on ``draws`` fresh random inputs of each of ``kinds`` and compare
+    bit for bit. Raises :class:`RevealError` when fn raises or returns a wrong shape, type or NaN; a kernel that
+    is not deterministic or not a summation tree gets a report with that verdict and ``order=None``.
+    """
+    K, shape = _check_args(op, n, shape)
+    fmt = input_format(dtype)
+    p = Prober(fn, op, K, shape, fmt, int(max_calls), float(max_seconds))
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    draws = draws or (2 if op == "matmul" else 6)
+
+    def report(order, verdict, **kw) -> RevealReport:
+        return RevealReport(op, K, shape, fmt.name, order, p.calls, time.perf_counter() - t0, verdict,
+                            verdict == "reproduced", out_format=getattr(p.out_fmt, "name", None), **kw)
+
+    ones = np.ones(K)
+    first, second = p.terms(ones), p.terms(ones)
+    if not _same(first, second).all():
+        return report(None, "not deterministic", notes=["two calls on the same inputs (all ones) gave different "
+                                                         "outputs"])
+    if not np.isfinite(first).all():
+        raise RevealError(f"fn returned {first[~np.isfinite(first)][0]} for inputs of all ones")
+    mask = Masking(p)
+    try:
+        found = search_tree(p, mask)
+    except NotATree as e:
+        return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
+    tree_calls = p.calls
+    notes: list[str] = [f"masking: +-2^{mask.eM} against units 2^{mask.eu} (masks accumulators of up to "
+                        f"{mask.absorbs} bits)"]
+    data = _Data(p, rng, ("normal", "mixed"), 3 if op == "matmul" else 4)
+    orders = [_tree_order(p, tree, pos, data, notes) for tree, pos in found]
+    if len(orders) == 1:
+        order: Order = orders[0]
+    else:
+        index = np.zeros(int(np.prod(p.out_shape)), np.int64)
+        for j, (_, pos) in enumerate(found):
+            index[pos] = j
+        order = PerPosition(tuple(orders), tuple(index.tolist()), p.out_shape)
+    node_calls = p.calls - tree_calls
+    if not verify:
+        return report(order, "not verified", tree_calls=tree_calls, node_calls=node_calls, trees=len(orders),
+                      notes=notes)
+    mism, det = _verify(p, order, rng, tuple(kinds), draws)
+    verdict = "not deterministic" if not det else "reproduced" if all(b == 0 for b, _ in mism.values()) else "differs"
+    if verdict == "differs":
+        notes.append("the order differs from fn on some random data: fn's order may depend on the data, or a "
+                     "node does what no probed model does")
+    return report(order, verdict, mismatches=mism, tree_calls=tree_calls, node_calls=node_calls,
+                  verify_calls=p.calls - tree_calls - node_calls, trees=len(orders), notes=notes)
