@@ -113,8 +113,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
                          **quant: Any) -> ErrorBound:
     """The error bound of ``op`` ("sum", "dot", "matmul") over K terms of ``dtype`` accumulated in ``acc``.
 
-    arith: a numoracle.Arithmetic in place of the keywords acc, order, rounding, fma, ftz, out, out_rounding; its
-    operands (e.g. TF32) become dtype, with inputs_rounded_from the dtype given.
+    arith: a numoracle.Arithmetic for the keywords acc ... out_rounding (its operands: dtype, from the one given).
     dtype: the format of the values the kernel reads (for matmul: of A and B). acc: the accumulator
     (default dtype); rounding: its rounding mode (default "rne"). order: see the module docstring
     (default None = any order, depth K-1). out: the output storage format, rounded once at the end

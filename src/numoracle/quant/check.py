@@ -222,18 +222,8 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
         a_code, a_vals, same, known, dist, signed_zeros = _codes_mode(acodes, fmt, ec, ev, ke, ke_nan, zp, S_act)
     else:
         a_code, a_vals, same, known, dist = _values_mode(acodes, afmt, q, ec, ke, zp, S_act, fmt)
-    scale_ok = np.zeros(xv.shape, bool)
-    if in1.any():
-        idx = np.flatnonzero((in1 & ~same).ravel())
-        if idx.size:
-            rq = _requantize(x, act_grid, q, quantize_params) if mode == "codes" else None
-            if rq is None and mode == "codes":
-                notes.append("note: no requantisation with the actual scales for these parameters: elements in "
-                             "blocks whose scale is off by one ULP are accepted when one code away")
-            ok = (np.abs(dist.ravel()[idx]) == 1) & known.ravel()[idx]
-            if rq is not None:
-                ok |= a_code.ravel()[idx].astype(np.uint64) == rq.ravel()[idx]
-            scale_ok.ravel()[idx] = ok
+    scale_ok = _scale_off_by_one_ok(in1 & ~same, x, act_grid, q, quantize_params, mode, dist, known, a_code,
+                                    notes)
     tie = ~same & known & (np.abs(dist) == 1) & ties
     cls = np.full(xv.shape, "mismatch", dtype=object)
     cls[same] = "exact"
@@ -244,13 +234,7 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
     fin = ~rep.nonfinite & np.isfinite(a_vals) & ~rep.void
     r = rep.ratio(np.where(fin, a_vals, xv))
     mr = float(np.nanmax(np.where(fin, r, 0.0))) if xv.size else 0.0
-    # NaN / inf in the actual values where the reference is finite (and the reverse): the ratio above skips
-    # them, so it would read like a pass (about 1); they make it inf and are reported by count, first
-    with np.errstate(invalid="ignore"):
-        e_vals = np.where(ke_nan, np.nan, (ev - zp) * S_exp)
-    nan_fin = np.isnan(a_vals) & np.isfinite(e_vals)
-    inf_fin = np.isinf(a_vals) & np.isfinite(e_vals)
-    fin_nan = ~np.isnan(a_vals) & np.isnan(e_vals)
+    nan_fin, inf_fin, fin_nan = _nonfinite(a_vals, ke_nan, ev, zp, S_exp)
     nonfinite = nan_fin | inf_fin | fin_nan
     if (nan_fin | inf_fin).any():
         mr = math.inf
@@ -263,6 +247,35 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
                             int(np.prod(grid)) if actual_scales is not None else 0, int(off1.sum()), int(offm.sum()),
                             witness, signed_zeros, mr, rep, afmt if mode == "values" else None, notes, zp_differ,
                             int(nan_fin.sum()), int(inf_fin.sum()), int(fin_nan.sum()), first)
+
+
+def _scale_off_by_one_ok(where: np.ndarray, x: Any, act_grid: np.ndarray, q: Any, quantize_params: dict, mode: str,
+                         dist: np.ndarray, known: np.ndarray, a_code: Any, notes: list[str]) -> np.ndarray:
+    """Elements (of ``where``: differing, in a block whose scale is one ULP off) that the caller's scale explains:
+    equal to a requantisation with that scale, or one code away."""
+    scale_ok = np.zeros(where.shape, bool)
+    idx = np.flatnonzero(where.ravel())
+    if not idx.size:
+        return scale_ok
+    rq = _requantize(x, act_grid, q, quantize_params) if mode == "codes" else None
+    if rq is None and mode == "codes":
+        notes.append("note: no requantisation with the actual scales for these parameters: elements in "
+                     "blocks whose scale is off by one ULP are accepted when one code away")
+    ok = (np.abs(dist.ravel()[idx]) == 1) & known.ravel()[idx]
+    if rq is not None:
+        ok |= a_code.ravel()[idx].astype(np.uint64) == rq.ravel()[idx]
+    scale_ok.ravel()[idx] = ok
+    return scale_ok
+
+
+def _nonfinite(a_vals: np.ndarray, ke_nan: np.ndarray, ev: np.ndarray, zp: np.ndarray,
+               S_exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NaN / inf in the actual values where the reference is finite, and numbers where it is NaN: the error
+    ratio skips them, so it would read like a pass (about 1); they make it inf and are reported by count, first."""
+    with np.errstate(invalid="ignore"):
+        e_vals = np.where(ke_nan, np.nan, (ev - zp) * S_exp)
+    return (np.isnan(a_vals) & np.isfinite(e_vals), np.isinf(a_vals) & np.isfinite(e_vals),
+            ~np.isnan(a_vals) & np.isnan(e_vals))
 
 
 def _compare_scales(q: Any, actual_scales: Any, sfmt: Any, S_exp: np.ndarray, show: int) -> tuple:
