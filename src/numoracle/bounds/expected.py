@@ -155,9 +155,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     needs = False
     if tight_rn:
         worst, exact, method, needs = _tight_rn(st, kind, h_prod, fma, bool(sites), worst, exact, method)
-    coef, lam, prob, events = worst, None, None, None
-    if kind == "probabilistic":
-        coef, exact, method, lam, prob, events = _probabilistic(st, comps, conf, worst, exact)
+    coef, exact, method, lam, prob, events = (_probabilistic(st, comps, conf, worst, exact) if kind == "probabilistic"
+                                              else (worst, exact, method, None, None, None))
     # 4. the output rounding and the absolute (underflow) terms
     fin = final_acc(st.order, st.acc)
     u_out = None if st.out is None or nested(fin, st.out) else st.out.unit_roundoff(st.omode)
