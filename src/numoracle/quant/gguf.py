@@ -1,0 +1,163 @@
+"""llama.cpp's GGUF block quantisations: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (quantise + dequantise) and the K-quants
+Q2_K .. Q6_K (dequantise; ``quant/ggufk.py``), byte for byte in GGUF's block layout.
+
+The definition is ggml's C reference (``ggml/src/ggml-quants.c``, ``quantize_row_q*_ref`` /
+``dequantize_row_q*``), mirrored in numpy by the ``gguf`` package (``gguf/quants.py``, 0.19.0). Every step is one
+FP32 operation (numpy float32 arithmetic is IEEE single precision, rounded to nearest even, with subnormals):
+
+* Q8_0 (32 values, 34 bytes: d FP16, 32 int8): ``d = amax / 127``, ``id = d ? 1 / d : 0``,
+  ``q = roundf(x * id)`` (half away from zero); ``y = q * d``.
+* Q4_0 (32, 18: d, 16 bytes): ``max`` = the element of largest magnitude (the first one on ties), ``d = max / -8``,
+  ``q = min(15, (int)(x * id + 8.5))``; byte j holds q[j] (low nibble) and q[j + 16] (high); ``y = (q - 8) d``.
+* Q4_1 (32, 20: d, m FP16, 16 bytes): ``d = (max - min) / 15``, ``q = min(15, (int)((x - min) * id + 0.5))``,
+  ``m = min``; ``y = q d + m``.
+* Q5_0 (32, 22: d, qh 4 bytes, 16 bytes): ``d = max / -16``, ``q = min(31, (int)(x * id + 16.5))``; the low
+  nibbles as Q4_0, bit j of the little-endian uint32 qh is bit 4 of q[j]; ``y = (q - 16) d``.
+* Q5_1 (32, 24: d, m, qh, 16 bytes): as Q4_1 with 31 steps and Q5_0's qh.
+
+The FP16 fields are the FP32 values rounded to nearest even (``(ggml_fp16_t)``, numpy ``astype(float16)``); the
+quantiser divides by the FP32 ``d``, not by its FP16 rounding. Products in the dequantisers are exact in FP32
+(FP16 scale times a small integer): only a final ``+ m`` (or ``- dmin * m``) rounds. NaN / inf inputs raise
+ValueError (ggml has no rule for them); a scale beyond FP16's range is stored as inf, as ggml does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks"]
+
+# name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
+GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
+              "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
+_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+_F = np.float32
+
+
+def _qtype(qtype: Any) -> str:
+    name = str(getattr(qtype, "name", qtype)).upper()
+    if name not in GGUF_TYPES:
+        raise ValueError(f"unknown GGUF type {qtype!r}; valid: {', '.join(GGUF_TYPES)}")
+    return name
+
+
+def gguf_blocks(data: Any, qtype: Any) -> np.ndarray:
+    """Raw bytes -> (n_blocks, bytes per block) uint8; a length that is not whole blocks raises ValueError."""
+    name = _qtype(qtype)
+    b = np.ascontiguousarray(np.asarray(data)).view(np.uint8).ravel()
+    n, size = GGUF_TYPES[name]
+    if b.size % size:
+        raise ValueError(f"{name}: {size} bytes per block of {n} values; got {b.size} bytes, not a whole number of "
+                         f"blocks ({b.size / size:.3f}): a truncated tensor, or another type's data")
+    return b.reshape(-1, size)
+
+
+def _f16(d: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # beyond FP16's range: inf, as ggml's conversion gives
+        return d.astype(np.float16).view(np.uint8).reshape(d.shape[0], 2)
+
+
+def _nibbles(q: np.ndarray) -> np.ndarray:
+    """(n, 32) codes -> (n, 16) bytes: q[j] low nibble, q[j + 16] high nibble."""
+    return ((q[:, :16] & 0xF) | ((q[:, 16:] & 0xF) << 4)).astype(np.uint8)
+
+
+def _qh(q: np.ndarray) -> np.ndarray:
+    bits = ((q >> 4) & 1).astype(np.uint32) << np.arange(32, dtype=np.uint32)
+    return np.bitwise_or.reduce(bits, axis=1).astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def _recip(d: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(d == 0, _F(0), _F(1) / np.where(d == 0, _F(1), d)).astype(_F)
+
+
+def _roundf(v: np.ndarray) -> np.ndarray:
+    """C roundf: halves away from zero (exact: floor of |v| + 0.5 computed without rounding in float64)."""
+    a = np.abs(v.astype(np.float64))
+    return np.copysign(np.floor(a + 0.5), v)
+
+
+def _quantise_blocks(x: np.ndarray, name: str) -> np.ndarray:
+    if name == "Q8_0":
+        d = (np.abs(x).max(axis=1, keepdims=True) / _F(127)).astype(_F)
+        q = _roundf((x * _recip(d)).astype(_F)).astype(np.int8)
+        return np.concatenate([_f16(d), q.view(np.uint8)], axis=1)
+    if name in ("Q4_0", "Q5_0"):
+        steps = _F(8) if name == "Q4_0" else _F(16)
+        i = np.abs(x).argmax(axis=1)[:, None]
+        d = (np.take_along_axis(x, i, axis=1) / -steps).astype(_F)
+        t = ((x * _recip(d)).astype(_F) + (steps + _F(0.5))).astype(_F)
+        q = np.minimum(np.trunc(t), 2 * steps - 1).astype(np.int64)
+        parts = [_f16(d)] + ([_qh(q)] if name == "Q5_0" else []) + [_nibbles(q)]
+        return np.concatenate(parts, axis=1)
+    top = _F(15) if name == "Q4_1" else _F(31)
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = ((hi - lo).astype(_F) / top).astype(_F)
+    t = ((((x - lo).astype(_F)) * _recip(d)).astype(_F) + _F(0.5)).astype(_F)
+    q = np.minimum(np.trunc(t), top).astype(np.int64)
+    parts = [_f16(d), _f16(lo)] + ([_qh(q)] if name == "Q5_1" else []) + [_nibbles(q)]
+    return np.concatenate(parts, axis=1)
+
+
+def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
+    """FP32 values (flattened, C order; a whole number of blocks) -> GGUF bytes (uint8, n_blocks * bytes)."""
+    name = _qtype(qtype)
+    if name not in _QUANTISERS:
+        raise ValueError(f"{name}: numoracle dequantises the K-quants but does not quantise them (ggml's "
+                         "quantize_row_*_K_ref searches scales iteratively); quantisable: " + ", ".join(_QUANTISERS))
+    v = np.asarray(x)
+    if v.dtype != np.float32:
+        f = v.astype(np.float64)
+        if not np.array_equal(f.astype(np.float32).astype(np.float64), f, equal_nan=True):
+            raise ValueError(f"{name}: ggml quantises FP32 values; x holds values FP32 cannot hold: cast it first")
+        v = f.astype(np.float32)
+    n = GGUF_TYPES[name][0]
+    if v.size % n:
+        raise ValueError(f"{name}: blocks of {n} values; x has {v.size}, not a multiple of {n}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name}: x holds NaN/inf; ggml's quantisers have no rule for them")
+    return _quantise_blocks(v.reshape(-1, n), name).ravel()
+
+
+def _legacy(b: np.ndarray, name: str) -> np.ndarray:
+    d = b[:, 0:2].copy().view(np.float16).astype(_F)
+    if name == "Q8_0":
+        return (b[:, 2:].view(np.int8).astype(_F) * d).astype(_F)
+    has_m = name in ("Q4_1", "Q5_1")
+    k = 4 if has_m else 2
+    m = b[:, 2:4].copy().view(np.float16).astype(_F) if has_m else None
+    qh = None
+    if name in ("Q5_0", "Q5_1"):
+        word = b[:, k:k + 4].copy().view("<u4").astype(np.uint32)
+        qh = ((word >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int64)
+        k += 4
+    qs = b[:, k:].astype(np.int64)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
+    if qh is not None:
+        q = q | (qh << 4)
+    if has_m:
+        return ((q.astype(_F) * d).astype(_F) + m).astype(_F)  # q d exact; one rounding
+    off = 8 if name == "Q4_0" else 16
+    return ((q - off).astype(_F) * d).astype(_F)
+
+
+def gguf_dequantize(data: Any, qtype: Any, shape: Any = None) -> np.ndarray:
+    """GGUF bytes -> FP32 values (float32 array, ``shape`` or flat)."""
+    name = _qtype(qtype)
+    b = gguf_blocks(data, name)
+    if name.endswith("_K"):
+        from .ggufk import dequantize_k
+
+        y = dequantize_k(b, name)
+    else:
+        y = _legacy(b, name)
+    y = y.ravel()
+    if shape is not None:
+        shape = tuple(int(s) for s in np.atleast_1d(shape))
+        if int(np.prod(shape, dtype=np.int64)) != y.size:
+            raise ValueError(f"{name}: {b.shape[0]} blocks hold {y.size} values, not shape {shape}")
+        y = y.reshape(shape)
+    return y

@@ -1,0 +1,68 @@
+"""GGUF block layouts (quant/gguf.py, quant/ggufk.py): hand-checked blocks, round trips, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numoracle.quant.gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize, gguf_quantize
+from numoracle.quant.ggufk import scale_min_k4
+
+
+def test_q8_0_hand_block():
+    x = np.arange(-16, 16, dtype=np.float32) * np.float32(0.5)  # amax 8: d = 8/127, q = round(x * 127/8)
+    b = gguf_quantize(x, "Q8_0")
+    assert b.size == 34 and b[:2].view(np.float16)[0] == np.float16(np.float32(8) / np.float32(127))
+    q = b[2:].view(np.int8)
+    assert q[0] == -127 and q[-1] == 119 and q[16] == 0  # 7.5 * 127 / 8 = 119.06
+    assert np.all(np.abs(gguf_dequantize(b, "Q8_0") - x) <= 8 / 127 / 2 * 1.01)
+
+
+def test_q4_0_layout_and_values():
+    x = np.zeros(32, np.float32)
+    x[0], x[16], x[1] = -8.0, 4.0, 1.0  # max = -8 (largest magnitude): d = 1, q = x + 8
+    b = gguf_quantize(x, "Q4_0")
+    assert b[:2].view(np.float16)[0] == 1.0
+    assert b[2] == 0x00 | (12 << 4) and b[3] == 9 | (8 << 4)  # byte j: q[j] low, q[j + 16] high
+    assert np.array_equal(gguf_dequantize(b, "Q4_0"), x)
+
+
+def test_exact_round_trip_q4_1_grid():
+    # values on Q4_1's own grid (min 0, d = 1) come back exactly
+    cases = {"Q4_1": np.tile(np.arange(16, dtype=np.float32), 2), "Q5_1": np.arange(32, dtype=np.float32) - 7,
+             "Q8_0": np.concatenate([[-127.0], np.arange(31) * 4 - 60]).astype(np.float32)}
+    for name, x in cases.items():
+        assert np.array_equal(gguf_dequantize(gguf_quantize(x, name), name), x)
+
+
+def test_k4_scale_packing():
+    sc = np.zeros((1, 12), np.uint8)
+    sc[0, 0], sc[0, 4], sc[0, 8] = 0b11_000101, 0b10_000011, 0xA7  # scale0 = 5, min0 = 3; scale4 = 7 | 3<<4
+    s, m = scale_min_k4(sc)
+    assert s[0, 0] == 5 and m[0, 0] == 3 and s[0, 4] == 7 | (3 << 4) and m[0, 4] == 0xA | (2 << 4)
+
+
+def test_q6_k_hand_block():
+    b = np.zeros(210, np.uint8)
+    b[208:210] = np.array([0.5], np.float16).view(np.uint8)
+    b[192] = 2  # scale of sub-block 0
+    b[0] = 0x1F  # element 0: low nibble 0xF; element 64: high nibble 1
+    b[128] = 0b10  # element 0: high bits 2 -> q = 0xF | 2 << 4 = 47
+    y = gguf_dequantize(b, "Q6_K")
+    assert y[0] == 0.5 * 2 * (47 - 32) and y[1] == 0.5 * 2 * -32 and y[64] == 0.5 * b[192 + 4].view(np.int8) * (1 - 32)
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match="144 bytes per block of 256 values; got 100 bytes"):
+        gguf_blocks(np.zeros(100, np.uint8), "Q4_K")
+    with pytest.raises(ValueError, match="does not quantise"):
+        gguf_quantize(np.zeros(256, np.float32), "Q4_K")
+    with pytest.raises(ValueError, match="not a multiple of 32"):
+        gguf_quantize(np.zeros(33, np.float32), "Q8_0")
+    with pytest.raises(ValueError, match="NaN"):
+        gguf_quantize(np.full(32, np.nan, np.float32), "Q4_0")
+    with pytest.raises(ValueError, match="unknown GGUF type"):
+        gguf_quantize(np.zeros(32, np.float32), "Q4_2")
+    with pytest.raises(ValueError, match="not shape"):
+        gguf_dequantize(np.zeros(34, np.uint8), "Q8_0", shape=(4, 4))
+    assert set(GGUF_TYPES) >= {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
