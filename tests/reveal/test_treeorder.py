@@ -124,3 +124,38 @@ def test_rounding_nodes_in_text():
     t = O.TreeOrder.from_text("(({0}+1)+{(2+3)})")
     assert t.text() == "(({0}+1)+{(2+3)})" and O.parse(str(t)) == t
     assert t.depths().tolist() == [3, 2, 3, 3]
+
+
+def _random_tree(n, rng):
+    """A random binary tree over shuffled terms, with rounding nodes here and there."""
+    refs = list(rng.permutation(n))
+    nodes = []
+    while len(refs) > 1:
+        i, j = sorted(rng.choice(len(refs), 2, replace=False))
+        b = refs.pop(j)
+        a = refs.pop(i)
+        nodes.append((int(a), int(b)))
+        r = n + len(nodes) - 1
+        if rng.random() < 0.1:
+            nodes.append((r,))
+            r += 1
+        refs.insert(int(rng.integers(len(refs) + 1)), r)
+    return O.TreeOrder(n, tuple(nodes))
+
+
+def _evaluate(t, x):
+    """The tree in plain float32 arithmetic, node by node."""
+    v = [np.float32(a) for a in x]
+    for ch in t.nodes:
+        v.append(np.float32(v[ch[0]]) if len(ch) == 1 else np.float32(v[ch[0]] + v[ch[1]]))
+    return v[-1]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_trees_against_plain_float32(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 300))
+    t = _random_tree(n, rng)
+    x = _data((4, n))
+    got = no.simulate("sum", x, order=t)
+    assert [float(g) for g in got] == [float(_evaluate(t, row)) for row in x]

@@ -313,7 +313,8 @@ class _TreeBuilder:
             zero = int(self._ids(1)[0])
             self.waves.append(Wave("const", self.key, np.array([zero]), const=0.0))
         level = np.zeros(len(chains), np.int64)
-        for ci, c in enumerate(chains):
+        for ci in sorted(range(len(chains)), key=lambda k: chains[k][-1]):   # a chain after every chain it reads
+            c = chains[ci]
             reads = [r for i in c for r in t.nodes[i] if r >= n and chain_of[r - n] != ci]
             level[ci] = 1 + max((level[chain_of[r - n]] for r in reads), default=0)
         for lv in range(1, int(level.max()) + 1):

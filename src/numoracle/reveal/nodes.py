@@ -34,8 +34,8 @@ FORMATS_BY_PRECISION = {53: FP64, 24: FP32, 11: FP16, 8: BF16}
 class NodeProbe:
     """Probes of one tree's nodes, read at output position ``pos``."""
 
-    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int):
-        self.p, self.nodes, self.pos, self.n = p, nodes, pos, p.n
+    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int, top: int):
+        self.p, self.nodes, self.pos, self.n, self.top = p, nodes, pos, p.n, top
         self.parent = np.full(self.n + len(nodes), -1, np.int64)
         for i, ch in enumerate(nodes):
             self.parent[list(ch)] = self.n + i
@@ -48,20 +48,23 @@ class NodeProbe:
         return float(self.p.terms(t)[self.pos])
 
     def _scale(self) -> int:
-        """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows)."""
+        """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows);
+        at most the masking's M (which the kernel was seen to hold)."""
         f = self.p.fmt
         prod = 1 if self.p.op == "sum" else 2
-        return min(prod * f.emax - 2, prod * (f.emin - f.man_bits) + 62)
+        return min(self.top - 1, max(0, prod * (f.emin - f.man_bits) + 62))
 
     def _kept(self, v: int, small: float, sign: float = 1.0) -> float:
         """Output of the probe 1 (under v's first child), small (under its second), -1 (under v's sibling)."""
         ch = self.nodes[v - self.n]
         par = self.parent[v]
-        sib = [c for c in self.nodes[par - self.n] if c != v][0]
         E = 2.0 ** self._scale()
         t = np.zeros(self.n)
         t[self.first[ch[0]]] = sign * E
         t[self.first[ch[1]]] = sign * small * E
+        if par < 0:    # the root: no cancellation, the output itself (1 + small, as the output format keeps it)
+            return self.out(t) / E - sign
+        sib = [c for c in self.nodes[par - self.n] if c != v][0]
         t[self.first[sib]] = -sign * E
         return self.out(t) / E
 
@@ -119,12 +122,24 @@ class NodeProbe:
         return s
 
 
+def root_format(probe: NodeProbe, likely: tuple) -> Format | None:
+    """The format the root's value reaches the output in (1 + 2^-k at the root, read through the output)."""
+    root = probe.n + len(probe.nodes) - 1
+    if len(probe.nodes[-1]) != 2:
+        return None
+    return FORMATS_BY_PRECISION.get(probe.precision(root, likely))
+
+
 def node_steps(probe: NodeProbe, sample: int = 16, rng: Any = None) -> tuple[list[Any], list[int], list[str]]:
     """(steps, kinds, notes) of the two-child nodes: format and rounding per node (sampled, then all if mixed)."""
     cands = probe.probeable()
     notes: list[str] = []
-    if not cands:
-        return [(None, None)], [0] * len(probe.nodes), ["no node could be probed alone: additions in the accumulator"]
+    root = probe.n + len(probe.nodes) - 1
+    if not cands and len(probe.nodes[-1]) == 2:
+        cands = [root]
+        notes.append("additions probed at the root (through the output format)")
+    elif not cands:
+        return [(None, None)], [0] * len(probe.nodes), ["no addition could be probed alone: the accumulator's"]
     rng = rng or np.random.default_rng(0)
     pick = cands if len(cands) <= sample else sorted(rng.choice(cands, sample, replace=False).tolist())
     likely: tuple = ()

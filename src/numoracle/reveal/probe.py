@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,8 @@ class Prober:
 
     def _split(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each term t_k as a_k * b_k with a_k, b_k exact in the input format (b_k a power of two)."""
-        a = t.astype(self.dtype).astype(np.float64)
+        with np.errstate(all="ignore"):
+            a = t.astype(self.dtype).astype(np.float64)
         b = np.ones_like(t)
         bad = np.flatnonzero(a != t)
         for k in bad:

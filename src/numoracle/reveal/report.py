@@ -9,8 +9,9 @@ compared bit for bit with fn's outputs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from ..core.formats import FP32, Format
 from ..models.orders import BlockFMA, Order
 from ..models.simulation import simulate
 from ..models.treeorder import PerPosition, TreeOrder
-from .nodes import NodeProbe, fused_candidates, node_steps, with_step
+from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
 
@@ -121,20 +122,25 @@ class _Data:
         return bad
 
 
-def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, notes: list) -> TreeOrder:
+def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, notes: list, top: int) -> TreeOrder:
     """The TreeOrder of one revealed tree: node formats and roundings probed, fused nodes and leaves fitted."""
     nodes = to_nodes(nested, p.n)
     fused = [i for i, ch in enumerate(nodes) if len(ch) > 2]
-    probe = NodeProbe(p, nodes, int(positions[0]))
+    probe = NodeProbe(p, nodes, int(positions[0]), top)
     steps, kinds, ns = node_steps(probe)
     notes += ns
     fmts = [s[0] for s in steps if s[0] is not None]
     acc = max(fmts, key=lambda f: f.precision) if fmts else None
     g = p.out_fmt
-    if acc is None:
-        acc = g if isinstance(g, Format) and g.precision >= p.fmt.precision and g.precision <= 53 else FP32
+    if acc is None or (fused and acc.precision > 24):
+        acc = g if isinstance(g, Format) and p.fmt.precision <= g.precision <= 24 else FP32
     out = g if isinstance(g, Format) and g.precision < acc.precision else None
+    if out is None and not fused:
+        rf = root_format(probe, (acc.precision,))
+        out = rf if rf is not None and rf.precision < acc.precision else None
     placeholder = [BlockFMA(max(len(nodes[i]) for i in fused), 10)] if fused else []
+    for i in fused:
+        kinds[i] = len(steps)
     base = TreeOrder(p.n, tuple(nodes), tuple(kinds), tuple(steps) + tuple(placeholder), acc=acc, out=out)
     if fused:
         f = probe.frac_bits(p.n + fused[0])
@@ -232,7 +238,7 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     notes: list[str] = [f"masking: +-2^{mask.eM} against units 2^{mask.eu} (masks accumulators of up to "
                         f"{mask.absorbs} bits)"]
     data = _Data(p, rng, ("normal", "mixed"), 3 if op == "matmul" else 4)
-    orders = [_tree_order(p, tree, pos, data, notes) for tree, pos in found]
+    orders = [_tree_order(p, tree, pos, data, notes, mask.eM) for tree, pos in found]
     if len(orders) == 1:
         order: Order = orders[0]
     else:

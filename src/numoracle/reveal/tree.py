@@ -34,14 +34,29 @@ class Masking:
         f, g = p.fmt, p.out_fmt
         assert g is not None
         prod = 1 if p.op == "sum" else 2
-        top = min(prod * f.emax, g.emax - 2 if hasattr(g, "emax") else 60)
+        # +-M: the largest power of two of the terms, inside the output's range and (unless the inputs are wider)
+        # FP32's; smaller while a probe overflows (a narrower accumulator)
+        top = min(prod * f.emax, getattr(g, "emax", 62) - 2, max(125, f.emax - 1))
         low = max(prod * (f.emin - f.man_bits), getattr(g, "emin", -1000) - getattr(g, "man_bits", 0))
         need = math.ceil(math.log2(max(p.n, 2))) + 2
         if p.n >= 2 ** getattr(g, "precision", 64):
             raise RevealError(f"the output format {g.name} cannot count {p.n} terms exactly (p = {g.precision}); "
                               "reveal needs n < 2^p of the output format")
-        self.eM = top
         self.eu = max(low, top - 66 - need)
+        while top - self.eu > need + 12:
+            p.set_masking(2.0**self.eu, 2.0**top)
+            if np.isfinite(p.pair(0, 1)).all():
+                break
+            top -= 2
+            self.eu = max(low, top - 66 - need)
+        self.eM = top
+        while self.eu < top - need - 12:   # calibrate: n and n - 1 units must come back exactly (no underflow)
+            u, t = 2.0**self.eu, np.full(p.n, 2.0**self.eu)
+            if (p.terms(t) == p.n * u).all():
+                t[0] = 0
+                if (p.terms(t) == (p.n - 1) * u).all():
+                    break
+            self.eu += 1
         self.absorbs = self.eM - self.eu - need      # accumulators of up to this many bits are masked
         if self.absorbs < 12:
             raise RevealError(f"{f.name} inputs leave too little range to mask partial sums "
