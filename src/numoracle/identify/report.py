@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,8 @@ def ulp_histogram(d: np.ndarray, n_nan: int = 0) -> dict[str, int]:
 
 @dataclass
 class Candidate:
-    """One order scored on some rows: how many output elements it reproduces bit for bit."""
+    """One candidate arithmetic (an order, and where the search varied them, its accumulator and how the operands
+    were rounded on the way in) scored on some rows: how many output elements it reproduces bit for bit."""
 
     order: Any
     stage: str
@@ -66,16 +67,32 @@ class Candidate:
     total: int
     ulps: dict[str, int]        # the other elements by |ULP distance| to the kernel's
     median_ulps: float          # over all compared elements (0 when at least half match)
-    confirmed: bool             # scored on every row (not only the pruning subset)
+    confirmed: bool             # scored on every row through simulate (not the pruning subset, not a shortcut)
     bias: float = 0.0           # mean error direction vs the float64 result: -1 toward zero, +1 away
     simulated: bool = True      # scored on simulate's own output (False: a shortcut, never a confirmation)
+    acc: Any = None             # the accumulator the search chose (None: the order's own, else identify's acc)
+    operands: Any = None        # (format, rounding) the inputs were rounded with on the way in (None: as given)
+
+    @property
+    def key(self) -> tuple:
+        """What makes two candidates the same trial: order, accumulator, operand rounding."""
+        return (self.order, self.acc, self.operands)
 
     @property
     def fraction(self) -> float:
         return self.matched / self.total if self.total else 0.0
 
+    @property
+    def name(self) -> str:
+        """The order's text, with the accumulator and operand rounding the search chose."""
+        extra = ([f"acc={self.acc.name}"] if self.acc is not None else []) + (
+            [f"operands {self.operands[0]} ({self.operands[1]})"] if self.operands else [])
+        return order_name(self.order) + (f" [{', '.join(extra)}]" if extra else "")
+
     def to_dict(self) -> dict[str, Any]:
         return {"order": repr(self.order), "name": order_name(self.order), "stage": self.stage,
+                "acc": None if self.acc is None else self.acc.name,
+                "operands": None if self.operands is None else list(self.operands),
                 "matched": self.matched, "total": self.total,
                 "fraction": self.fraction, "ulps": dict(self.ulps), "median_ulps": self.median_ulps,
                 "all_rows": self.confirmed, "bias": self.bias}
@@ -88,7 +105,11 @@ def _hist_text(h: dict[str, int]) -> str:
 
 @dataclass
 class IdentifyReport:
-    """Candidates ranked: the order that reproduces every element (if any) first, then by fraction."""
+    """Candidates ranked: the order that reproduces every element (if any) first, then by fraction.
+
+    verdict: "REPRODUCED" (one arithmetic reproduces every element: one order, or several that no input tried
+    tells apart), "AMBIGUOUS" (arithmetically different candidates each reproduce every element: ``classes``
+    lists them, ``separating`` holds inputs on which they differ), "NOT REPRODUCED" (the closest listed)."""
 
     op: str
     shape: tuple
@@ -102,21 +123,33 @@ class IdentifyReport:
     simulations: int
     seconds: float
     notes: list[str]
+    classes: list[list[Candidate]] = field(default_factory=list)   # reproducing candidates, one list per arithmetic
+    separating: Any = None       # SeparatingInputs that tell the classes apart (AMBIGUOUS only)
+    stopped: str | None = None   # why the search stopped before its end (a time or candidate budget), if it did
+
+    @property
+    def verdict(self) -> str:
+        if self.winner is None:
+            return "NOT REPRODUCED"
+        return "AMBIGUOUS" if len(self.classes) > 1 else "REPRODUCED"
 
     @property
     def order(self) -> Any:
-        """The order that reproduces every element, or None."""
+        """The order that reproduces every element (the search's first when the verdict is AMBIGUOUS), or None."""
         return None if self.winner is None else self.winner.order
 
     @property
     def arithmetic(self) -> Arithmetic | None:
         """The identified arithmetic as one value (None when nothing reproduced the outputs): hand it to simulate,
-        the bounds or the checks, e.g. ``assert_matmul_close(out, A, B, rep.arithmetic)``."""
+        the bounds or the checks, e.g. ``assert_matmul_close(out, A, B, rep.arithmetic)``. It carries the operand
+        rounding the search found (FP32 inputs read as TF32, say)."""
         if self.winner is None:
             return None
-        order = self.winner.order
-        acc = None if order.acc is not None else self.acc
-        a = Arithmetic(acc=acc, order=order)
+        w = self.winner
+        order = w.order
+        acc = w.acc if w.acc is not None else (None if order.acc is not None else self.acc)
+        kw = {} if w.operands is None else {"operands": w.operands[0], "operands_rounding": w.operands[1]}
+        a = Arithmetic(acc=acc, order=order, **kw)
         return a if self.out_format == a.accumulator else a.replace(out=self.out_format)
 
     @property
@@ -124,51 +157,81 @@ class IdentifyReport:
         conf = [c for c in self.candidates if c.confirmed]
         return self.winner or (conf[0] if conf else (self.candidates[0] if self.candidates else None))
 
+    def summary(self) -> str:
+        """One line: the verdict (every numoracle report has summary())."""
+        return self.headline()
+
     def headline(self) -> str:
+        tried = f"{len(self.candidates)} candidates tried"
+        what = f"({self.op}, {self.in_format.name} inputs, {self.out_format.name} outputs; {tried})"
         if self.winner is not None:
             w = self.winner
-            return (f"REPRODUCED: {order_name(w.order)} reproduces all {w.total} output elements bit for bit "
-                    f"({self.op}, {self.in_format.name} inputs, {self.out_format.name} outputs)")
+            if len(self.classes) > 1:
+                return (f"AMBIGUOUS: {len(self.classes)} arithmetically different orders each reproduce all {w.total} "
+                        f"output elements bit for bit: " + "; ".join(c[0].name for c in self.classes[:4])
+                        + (" ..." if len(self.classes) > 4 else "") + f" {what}")
+            same = len(self.classes[0]) - 1 if self.classes else 0
+            also = f" (and {same} order(s) that are the same arithmetic on these data)" if same else ""
+            return f"REPRODUCED: {w.name} reproduces all {w.total} output elements bit for bit{also} {what}"
         b = self.best
         if b is None:
             return "NOT REPRODUCED: no candidate was scored"
         rows = "every row" if b.confirmed else f"{self.prune_rows} pruning rows"
-        return (f"NOT REPRODUCED: none of the {len(self.candidates)} candidate orders reproduces every element; "
-                f"the closest, {order_name(b.order)}, matches {b.matched} of {b.total} "
-                f"({100 * b.fraction:.1f} %) on {rows}. "
-                "The kernel's order is not among the models tried.")
+        return (f"NOT REPRODUCED: none of the {len(self.candidates)} candidates reproduces every element; "
+                f"the closest, {b.name}, matches {b.matched} of {b.total} ({100 * b.fraction:.1f} %) on {rows}, "
+                f"the rest off by ULPs {_hist_text(b.ulps)}. The kernel's order is not among the models tried.")
 
     def _rows(self, top: int) -> list[Candidate]:
         return self.candidates[:top]
 
+    def ambiguity_text(self) -> list[str]:
+        """Why the verdict is AMBIGUOUS, and how to settle it."""
+        if len(self.classes) < 2:
+            return []
+        lines = ["reproducing every element (one line per arithmetic; orders on one line agree on every input tried):"]
+        for cls in self.classes:
+            lines.append("  - " + " == ".join(c.name for c in cls[:3]) + (" ..." if len(cls) > 3 else ""))
+        lines.append(f"why: the {self.out_format.name} outputs keep {getattr(self.out_format, 'precision', '?')} "
+                     "significant bits, and on these inputs these orders round every output to the same bits; "
+                     "on other inputs they differ")
+        if self.separating is not None:
+            lines += ["to settle it: " + line for line in self.separating.instructions().splitlines()]
+        return lines
+
     def __str__(self) -> str:
         lines = [self.headline()]
+        lines += self.ambiguity_text()
         lines += [f"note: {n}" for n in self.notes + (preset_notes(self.order) if self.winner else [])]
+        if self.stopped:
+            lines.append(f"note: the search stopped early: {self.stopped}")
         lines.append(f"{len(self.candidates)} candidates, {self.simulations} simulations, {self.seconds:.2f} s; "
                      + (f"pruned on {self.prune_rows} of {self.n_rows} rows" if self.prune_rows else
                         f"all {self.n_rows} rows"))
         lines.append("  identical  fraction  rows    stage       ULPs of the rest              order")
         for c in self._rows(10):
             lines.append(f"  {c.matched:>9} {100 * c.fraction:8.2f}%  {'all' if c.confirmed else 'sub':<6}  "
-                         f"{c.stage:<10}  {_hist_text(c.ulps):<28}  {order_name(c.order)}")
+                         f"{c.stage:<10}  {_hist_text(c.ulps):<28}  {c.name}")
         return "\n".join(lines)
 
     def to_markdown(self, top: int = 10) -> str:
         lines = [f"**{self.headline()}**", ""]
-        lines += [f"- {n}" for n in self.notes]
+        lines += [f"- {n}" for n in self.ambiguity_text() + self.notes]
         lines += ["| order | stage | identical | fraction | rows | ULPs of the rest |", "|---|---|---|---|---|---|"]
         for c in self._rows(top):
-            lines.append(f"| `{order_name(c.order)}` | {c.stage} | {c.matched} / {c.total} | "
+            lines.append(f"| `{c.name}` | {c.stage} | {c.matched} / {c.total} | "
                          f"{100 * c.fraction:.2f} % | {'all' if c.confirmed else 'subset'} | {_hist_text(c.ulps)} |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reproduced": self.winner is not None, "order": None if self.winner is None else repr(self.order),
+        return {"verdict": self.verdict, "reproduced": self.winner is not None,
+                "order": None if self.winner is None else repr(self.order),
                 "name": None if self.winner is None else order_name(self.order),
+                "arithmetic": None if self.winner is None else str(self.arithmetic),
+                "classes": [[c.name for c in cls] for cls in self.classes],
                 "headline": self.headline(), "op": self.op, "shape": list(self.shape),
                 "in_format": self.in_format.name, "out_format": self.out_format.name, "acc": self.acc.name,
                 "prune_rows": self.prune_rows, "n_rows": self.n_rows, "simulations": self.simulations,
-                "seconds": self.seconds, "notes": list(self.notes),
+                "seconds": self.seconds, "notes": list(self.notes), "stopped": self.stopped,
                 "candidates": [c.to_dict() for c in self.candidates]}
 
     def to_json(self, **kw: Any) -> str:

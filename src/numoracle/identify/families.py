@@ -1,0 +1,122 @@
+"""The candidate families identify_order tries, as trials ``(order, acc, operands)``: acc None means the order's
+own accumulator (else identify's ``acc``), operands None means the inputs as given, else ``(format, rounding)``.
+
+* matmul / dot units: the GPU presets' block FMAs that take the input format (for FP32 inputs the TF32 ones, on
+  the inputs rounded to TF32 by rne, rtz or rna: a tensor core never reads FP32), promoted variants, and the
+  plain orders (sequential, pairwise, numpy's) in each accumulator format; block FMA variants at small K.
+* splits of K (even and CUTLASS-tiled) and the ways their partials meet.
+* sums: torch's CUDA heuristics, the plain orders in each accumulator format, a grid of reduction trees and chunked scans.
+"""
+
+from __future__ import annotations
+
+from ..core.formats import BF16, FP16, FP32, FP64, Format
+from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
+from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
+from ..models.presets import GPU_PRESETS, preset
+
+__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "SMALL_K"]
+
+# The GPUs of the preset table (aliases are the same tensor cores), tried in this order of likelihood; a GPU
+# added to the table is tried after these.
+_LIKELY = ("h100", "a100", "b200", "v100")
+_GPUS = tuple(sorted(dict.fromkeys(p.gpu for p in GPU_PRESETS if p.promotion is None),
+                     key=lambda g: _LIKELY.index(g) if g in _LIKELY else len(_LIKELY)))
+
+SMALL_K = 512   # up to here the unit stage also tries block FMA variants (a small-K recording fixes the unit)
+
+Trial = tuple   # (order, acc or None, operands or None)
+
+
+def acc_formats(in_fmt: Format, acc: Format, out: Format) -> list[Format]:
+    """Accumulator formats a kernel may use at some level: the given one first, then FP32, FP64, the input's and
+    the output's format, FP16 and BF16 (each once)."""
+    return list(dict.fromkeys([acc, FP32, FP64, in_fmt, out, FP16, BF16]))
+
+
+def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list[Trial]:
+    """matmul/dot unit stage: block FMAs of the presets that take this input format (on rounded operands where
+    the tensor core reads a narrower format), promoted block FMAs, then the plain orders in each accumulator."""
+    name = {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
+    tc: list[Order] = []
+    for gpu in _GPUS:
+        try:
+            tc.append(preset(gpu, name))
+        except ValueError:
+            continue
+        if name == "fp16" and out.name == "fp16":
+            try:
+                tc.append(preset(gpu, name, out="fp16"))
+            except ValueError:
+                pass
+    if name in ("fp8", "fp16", "bf16", "tf32"):   # tensor-core partials promoted to FP32 every N terms
+        tc += [preset("h100", name, promote=p) for p in (128, 64, 32)]
+    # a TF32 tensor core reads FP32 inputs rounded (when they are TF32 values already, as they are)
+    reads = ([v for v in operand_variants if v is not None] or [None]) if fmt.name == "fp32" else [None]
+    trials: list[Trial] = [(o, None, v) for v in reads for o in dict.fromkeys(tc)]
+    plain = [Sequential(), Pairwise()]
+    trials += [(o, None, None) for o in plain]
+    trials += [(o, a, None) for a in acc_formats(fmt, acc, out)[1:] for o in plain]
+    return list(dict.fromkeys(trials))
+
+
+def variants(fmt: Format) -> list[Trial]:
+    """Block FMAs beyond the presets: block size, kept fraction bits, sticky bit or truncation, carry bit."""
+    fbits = (12, 13, 14, 22, 23, 24, 25, 26) if fmt.bits <= 8 else (22, 23, 24, 25, 26)
+    return [(BlockFMA(n, f, truncate=t, carry_bit=c, acc=FP32), None, None) for n in (4, 8, 16, 32) for f in fbits
+            for t in (True, False) for c in (True, False)]
+
+
+def splits(unit: Order, K: int, many: bool = True) -> list[Order]:
+    """Even slices and slices on K-steps (the CUTLASS rule), one model per distinct slicing (the plainer model
+    first: SplitK(s) where a tiled split cuts the same slices). many: also 24..64 slices."""
+    seen, found = set(), []
+    for s in (*range(2, 17), *((24, 32, 48, 64) if many else ())):   # small outputs get many slices
+        sizes = tuple((j + 1) * K // s - j * K // s for j in range(s))
+        if s <= K and sizes not in seen:
+            seen.add(sizes)
+            found.append(SplitK(s, unit))
+        for tile in (16, 32, 64, 128, 256):
+            sizes = tuple(cutlass_slices(K, s, tile))
+            if len(sizes) > 1 and sizes not in seen:
+                seen.add(sizes)
+                found.append(TiledSplitK(s, tile, unit))
+    return found
+
+
+def slice_sizes(split: Order, K: int) -> list[int]:
+    if isinstance(split, TiledSplitK):
+        return cutlass_slices(K, split.s, split.tile)
+    return [(j + 1) * K // split.s - j * K // split.s for j in range(split.s)]
+
+
+def combines(split: Order, K: int, out: Format, acc: Format) -> list[tuple[str, Order]]:
+    """The ways the partials of a split meet (sequential in slice order, a tree, the reverse order; in the
+    accumulator, or rounded to a narrower output format and added in it), without the ones that are the same
+    arithmetic (a tree of 2 or 3 partials is sequential; so is the reverse of 2)."""
+    if isinstance(split, TiledSplitK):
+        k = len(cutlass_slices(K, split.s, split.tile))
+        alt = [("tree", TiledSplitK(split.s, split.tile, split.inner, Pairwise())),
+               ("out", TiledSplitK(split.s, split.tile, split.inner, combine_acc=out))]
+    else:
+        k = min(split.s, K)
+        alt = [("tree", SplitK(split.s, split.inner, Pairwise())),
+               ("rev", SplitK(split.s, split.inner, permutation=range(split.s)[::-1])),
+               ("out", SplitK(split.s, split.inner, combine_acc=out))]
+    keep = {"tree": k > 3, "rev": k > 2, "out": out.precision < acc.precision}
+    return [("seq", split)] + [(how, o) for how, o in alt if keep[how]]
+
+
+def sum_stages(in_fmt: Format, n: int, nout: int, acc: Format, out: Format) -> list[tuple[str, list[Trial]]]:
+    """Sums: torch's CUDA heuristics; plain orders; the same in the other accumulator formats; reduction trees and chunked scans."""
+    itemsize = max(1, -(-in_fmt.bits // 8))
+    torch_like = list(dict.fromkeys([*(torch_sum_order(n, nout, itemsize, contiguous=c) for c in (True, False)),
+                                     torch_cumsum_order(n, nout, in_fmt)]))
+    plain = [Sequential(), Pairwise(), NumpyPairwise(), *(Blocked(b) for b in (8, 32, 128, 512) if b < n)]
+    accs = acc_formats(in_fmt, acc, out)[1:]
+    other_acc = [(o, a, None) for a in accs for o in (Sequential(), Pairwise(), NumpyPairwise())]
+    grid = [GpuReduce(v, lanes, w, 1, lay) for lay, lanes in (("vector", 32), ("unroll", 1), ("unroll", 32))
+            for v in (1, 2, 4, 8) for w in ((1, 2, 4, 8, 16) if lanes == 32 else (2, 4, 8, 16, 32))]
+    grid += [ChunkedScan(w, a) for w in (32, 64, 128, 256, 512, 1024) for a in dict.fromkeys((in_fmt, acc))]
+    return [("torch heuristic", [(o, None, None) for o in torch_like]), ("plain orders", [(o, None, None) for o in plain]),
+            ("accumulator", other_acc), ("reduction trees", [(o, None, None) for o in grid])]

@@ -1,0 +1,170 @@
+"""Split-K partials combined in any permutation, found per output element (atomics: each element its own order).
+
+A split-K kernel whose thread blocks add their partials into the output with atomics combines them in the order
+the blocks finish, which can differ from element to element and from run to run. Given a split (``SplitK`` or
+``TiledSplitK`` with its unit), :func:`permutation_search` computes every slice's partial once and, for each output
+element, looks for an order of those partials whose sequential sum (from +0, each step rounded to the combine
+format) gives the element's bits: every permutation up to 8 partials, beyond that a seeded random sample of
+``max_perms`` permutations (the result says so). The orders found are written as a ``PerPosition`` of ``SplitK``
+orders with those permutations; identify_order confirms it through simulate like any other candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import cast
+from ..core.formats import FP64, Format
+from ..models.orders import Order, SplitK
+from ..models.simulation import simulate
+from . import families as F
+
+__all__ = ["PermutationResult", "permutation_search", "permutation_stage", "split_of", "EXHAUSTIVE"]
+
+EXHAUSTIVE = 8     # up to this many partials every permutation is tried
+
+
+@dataclass
+class PermutationResult:
+    split: Order                  # the split whose partials were permuted (its own combine order ignored)
+    found: np.ndarray             # per element (flattened): index into perms of the first order reproducing it, or -1
+    perms: list[tuple[int, ...]]  # the permutations tried, the identity first
+    exhaustive: bool              # every permutation was tried (else a sample: an element not found may still be)
+
+    @property
+    def explained(self) -> np.ndarray:
+        return self.found >= 0
+
+    def note(self) -> str:
+        s = len(self.perms[0])
+        how = (f"every one of the {len(self.perms)} orders of {s} partials" if self.exhaustive else
+               f"{len(self.perms)} of the {math.factorial(s)} orders of {s} partials (a seeded sample: the search "
+               "stopped there)")
+        return f"{int(self.explained.sum())} of {self.found.size} elements reproduced by {how}"
+
+    def order(self, shape: tuple) -> Order | None:
+        """A PerPosition of SplitK orders (one per permutation used) when every element is explained, else None."""
+        if not self.explained.all():
+            return None
+        from ..models.treeorder import PerPosition
+        used = sorted(set(self.found.tolist()))
+        if used == [0]:
+            return with_permutation(self.split, self.perms[0])
+        index = np.searchsorted(used, self.found)
+        return PerPosition(tuple(with_permutation(self.split, self.perms[u]) for u in used), index.reshape(shape),
+                           shape)
+
+
+def with_permutation(split: SplitK, perm: tuple[int, ...]) -> SplitK:
+    """The split with its partials meeting sequentially in ``perm`` order."""
+    return SplitK(split.s, split.inner, permutation=None if list(perm) == sorted(perm) else perm,
+                  combine_acc=split.combine_acc)
+
+
+def split_of(order: Any) -> Order | None:
+    """The SplitK under an identified order (a SplitK, or a PerPosition of SplitKs), else None."""
+    if isinstance(order, SplitK):
+        return SplitK(order.s, order.inner, combine_acc=order.combine_acc)
+    inner = getattr(order, "orders", None)
+    if inner and all(isinstance(o, SplitK) for o in inner):
+        return split_of(inner[0])
+    return None
+
+
+def _perms(s: int, max_perms: int, seed: int) -> tuple[list[tuple[int, ...]], bool]:
+    ident = tuple(range(s))
+    if s <= EXHAUSTIVE:
+        return [ident] + [q for q in permutations(range(s)) if q != ident], True
+    rng = np.random.default_rng(seed)
+    seen = {ident, ident[::-1]}
+    out = [ident, ident[::-1]]
+    while len(out) < max_perms:
+        q = tuple(int(i) for i in rng.permutation(s))
+        if q not in seen:
+            seen.add(q)
+            out.append(q)
+    return out, False
+
+
+def _add(x: np.ndarray, y: np.ndarray, fmt: Format) -> np.ndarray:
+    """fl(x + y) in fmt for values of fmt (float64 holds the sum exactly for formats up to FP32's range of
+    FP16/FP32 partials met here; the result is a guide, confirmed through simulate)."""
+    s = x + y
+    if fmt == FP64:
+        return s
+    if fmt.name == "fp32":
+        return s.astype(np.float32).astype(np.float64)
+    if fmt.name == "fp16":      # numpy's float64 -> float16 conversion rounds once, to nearest even
+        return s.astype(np.float16).astype(np.float64)
+    with np.errstate(all="ignore"):
+        from ..core.convert import decode
+        return decode(cast(s, fmt), fmt)
+
+
+def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, split: SplitK, acc: Format,
+                       max_perms: int = 20000, seed: int = 0, chunk: int = 4096) -> PermutationResult:
+    """For each output element, the first permutation of ``split``'s partials whose sequential combine (in the
+    split's combine_acc, else ``acc``) rounds to the element's bits in ``out``. target: the elements' values."""
+    K = inputs[0].shape[-1]
+    sizes = [(j + 1) * K // split.s - j * K // split.s for j in range(split.s)]
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    unit_acc = split.inner.acc or acc
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        ins = (np.ascontiguousarray(inputs[0][..., lo:hi]),) if op == "sum" else \
+            (np.ascontiguousarray(inputs[0][..., lo:hi]), np.ascontiguousarray(inputs[1][lo:hi]))
+        parts.append(np.asarray(simulate(op, *ins, acc=unit_acc, order=split.inner)).ravel())
+    P = np.stack(parts, axis=1)                     # (elements, s)
+    cfmt = split.combine_acc or acc
+    want = np.asarray(target, np.float64).ravel()
+    perms, exhaustive = _perms(split.s, max_perms, seed)
+    found = np.full(want.size, -1, np.int64)
+    for c0 in range(0, len(perms), chunk):
+        todo = np.flatnonzero(found < 0)
+        if not todo.size:
+            break
+        idx = np.asarray(perms[c0:c0 + chunk], np.int64)          # (q, s)
+        vals = P[todo][:, idx]                                    # (e, q, s)
+        acc_v = np.zeros(vals.shape[:2])
+        for j in range(split.s):
+            acc_v = _add(acc_v, vals[:, :, j], cfmt)
+        res = acc_v if out == cfmt else _round_out(acc_v, out)
+        hit = (res == want[todo, None]) | (np.isnan(res) & np.isnan(want[todo, None]))
+        any_hit = hit.any(axis=1)
+        found[todo[any_hit]] = c0 + hit[any_hit].argmax(axis=1)
+    return PermutationResult(split, found, perms, exhaustive)
+
+
+def _round_out(v: np.ndarray, out: Format) -> np.ndarray:
+    from ..core.convert import decode
+    with np.errstate(all="ignore"):
+        return decode(cast(v, out), out)
+
+
+def permutation_stage(search: Any, top: int = 3) -> Any:
+    """identify_order's last stage (matmul / dot): the best few split candidates with their partials permuted
+    per output element. Returns the confirmed candidate, or None."""
+    p = search.p
+    if p.op == "sum" or search.over_budget():
+        return None
+    from ..core.convert import decode
+    target = decode(p.codes, p.out)
+    seen: set = set()
+    for c in search.best(("split",), 4 * top):
+        split = split_of(c.order)
+        if split is None or split.s < 3 or (split, c.acc, c.operands) in seen or len(seen) >= top:
+            continue
+        seen.add((split, c.acc, c.operands))
+        res = permutation_search(p.op, p.read(c.operands), target, p.out, split, c.acc or p.acc)
+        order = res.order(tuple(p.codes.shape))
+        search.notes.append(f"per-element permutations of {split.s} partials: {res.note()}")
+        if order is not None:
+            cand = search.add(p.score(order, None, "permutation", c.acc, c.operands))
+            if cand is not None:
+                return cand
+    return None

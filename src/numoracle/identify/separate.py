@@ -1,0 +1,208 @@
+"""Inputs that separate orders: ``separating_inputs(orders, op, shape, dtype)`` builds inputs on which the given
+orders (or whole arithmetics) give different outputs, for the user to rerun a kernel on.
+
+Rows of inputs are drawn from several kinds of data (normal values; magnitudes spread over 2^-10..2^10; every
+16th term scaled by 2^12 with random signs, which makes long sums cancel; one large term among small ones; values
+near a power of two), every candidate is simulated on them, and rows are picked greedily until every pair of
+candidates differs on at least one output element (matmul: one row of A against a shared B; sum: one row; dot:
+one vector). Pairs that no drawn row tells apart are reported: on every input tried they are the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from ..core.formats import FP32, Format, format_of
+from ..core.interop import as_native
+from ..core.convert import cast, decode
+from ..models.arithmetic import Arithmetic
+from ..models.orders import Order
+from ..models.ordertext import order_text
+from ..models.simulation import simulate
+
+__all__ = ["separating_inputs", "SeparatingInputs", "KINDS"]
+
+KINDS = ("normal", "spread", "cancel", "one_large", "near_pow2")
+
+
+def _as_arith(o: Any, acc: Any, out: Any) -> Arithmetic:
+    if isinstance(o, Arithmetic):
+        a = o
+    elif isinstance(o, Order):
+        a = Arithmetic(acc=None if o.acc is not None else acc, order=o)
+    else:
+        order = getattr(o, "order", None)     # an identify Candidate: its order, accumulator and operand rounding
+        if not isinstance(order, Order):
+            raise TypeError(f"separating_inputs takes orders or numoracle.Arithmetic values, got {o!r}")
+        ops = getattr(o, "operands", None)
+        kw = {} if ops is None else {"operands": ops[0], "operands_rounding": ops[1]}
+        a = Arithmetic(acc=getattr(o, "acc", None) or (None if order.acc is not None else acc), order=order, **kw)
+    return a if out is None or a.out is not None else a.replace(out=out)
+
+
+def _name(a: Arithmetic) -> str:
+    extra = [] if a.acc is None or a.acc == a.order.acc else [f"acc={a.acc.name}"]
+    extra += [f"operands {a.operands.name} ({a.operands_rounding})"] if a.operands is not None else []
+    return order_text(a.order) + (f" [{', '.join(extra)}]" if extra else "")
+
+
+def _rows(kind: str, n_rows: int, K: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.standard_normal((n_rows, K))
+    if kind == "spread":
+        x *= np.exp2(rng.integers(-10, 11, (n_rows, K)))
+    elif kind == "cancel":
+        big = np.zeros((n_rows, K), bool)
+        big[:, rng.integers(0, 16)::16] = True
+        x = np.where(big, np.exp2(12) * rng.choice([-1.0, 1.0], (n_rows, K)), x)
+    elif kind == "one_large":
+        x *= 2.0 ** -8
+        x[np.arange(n_rows), rng.integers(0, K, n_rows)] = rng.choice([-1.0, 1.0], n_rows) * rng.uniform(1, 2, n_rows)
+    elif kind == "near_pow2":
+        x = np.sign(x) * np.exp2(rng.integers(-4, 5, (n_rows, K))) * (1 + rng.uniform(-2.0 ** -8, 2.0 ** -8, (n_rows, K)))
+    return x
+
+
+def _steer(row: np.ndarray, B: np.ndarray | None, fmt: Format, out: Format, col: int,
+           rng: np.random.Generator) -> np.ndarray:
+    """The row with a few of its terms nudged so that its exact result (of column ``col`` for a matmul) lies
+    next to a midpoint of ``out``: there the orders' last-bit differences decide the rounding, so orders that
+    agree elsewhere in ``out`` (16-bit outputs) differ."""
+    x = row.astype(np.float64).copy()
+    w = np.ones(x.size) if B is None else B[:, col].astype(np.float64)
+    ok = np.flatnonzero(w != 0)
+    if not ok.size:
+        return row
+    e = float(np.dot(x, w))
+    with np.errstate(all="ignore"):
+        lo = float(np.asarray(decode(cast(np.array([e]), out, rounding="rtz"), out))[0])
+    if not np.isfinite(lo) or lo == 0:
+        return row
+    ulp = 2.0 ** (max(np.floor(np.log2(abs(lo))), out.emin) - (out.precision - 1))
+    hi = lo + np.sign(e if e else 1.0) * ulp
+    m = (lo + hi) / 2
+    for k in rng.choice(ok, size=min(3, ok.size), replace=False):
+        with np.errstate(all="ignore"):
+            t = x[k] + (m - float(np.dot(x, w))) / w[k]
+            x[k] = float(np.asarray(decode(cast(np.array([t]), fmt), fmt))[0])
+    return x.astype(row.dtype) if np.all(np.isfinite(x)) else row
+
+
+def _in_format(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        codes = cast(x, fmt)
+    return as_native(codes, fmt)
+
+
+@dataclass
+class SeparatingInputs:
+    """Inputs on which candidate arithmetics differ, their outputs, and which pairs they could not tell apart."""
+
+    op: str
+    inputs: tuple
+    names: list[str]
+    outputs: list[np.ndarray]          # simulate's outputs (codes of the output format) per candidate
+    arithmetics: list[Arithmetic]
+    not_separated: list[tuple[int, int]] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)   # the kind of data of each row
+
+    @property
+    def separated(self) -> bool:
+        return not self.not_separated
+
+    def which(self, actual: Any) -> list[str]:
+        """The candidates whose outputs on these inputs equal ``actual`` (the kernel rerun on them) bit for bit."""
+        from ..core.interop import to_codes
+        codes, fmt = to_codes(actual, "actual")
+        found = []
+        for name, a, got in zip(self.names, self.arithmetics, self.outputs):
+            ofmt = a.out or a.accumulator
+            c = codes if fmt == ofmt else cast(codes, ofmt, src=fmt)
+            if np.array_equal(np.asarray(c).astype(np.uint64).ravel(), np.asarray(got).astype(np.uint64).ravel()):
+                found.append(name)
+        return found
+
+    def instructions(self) -> str:
+        shapes = " and ".join("x".join(map(str, x.shape)) for x in self.inputs)
+        lines = [f"rerun the kernel on sep.inputs ({shapes}, {self.inputs[0].dtype}) from "
+                 f"numoracle.separating_inputs(rep.classes, {self.op!r}, shape, dtype); sep.which(new_output) names "
+                 f"the one of the {len(self.names)} candidates that reproduces it"]
+        for i, j in self.not_separated:
+            lines.append(f"no input tried separates {self.names[i]} from {self.names[j]}: the same arithmetic on "
+                         "every input tried")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.instructions()
+
+
+def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any = FP32, out: Any = None,
+                      seed: int = 0, pools: int = 4, pool_rows: int = 64) -> SeparatingInputs:
+    """Inputs of the given shape and format on which the given orders give different outputs.
+
+    orders: numoracle orders or :class:`numoracle.Arithmetic` values (an AMBIGUOUS report's ``classes`` work too:
+    their first candidate each). op: "sum" (shape (rows, n)), "dot" (shape (K,)) or "matmul" (shape (M, K, N)).
+    dtype: the input format. acc: the accumulator where an order does not fix one; out: the format the kernel
+    stores (16-bit outputs hide differences that FP32 outputs show). Rows are picked from ``pools`` pools of
+    ``pool_rows`` drawn rows until every pair differs somewhere; pairs still equal are listed (``not_separated``).
+    """
+    items = list(orders) if isinstance(orders, (list, tuple)) else [orders]
+    items = [c[0] if isinstance(c, list) else c for c in items]
+    ariths = [_as_arith(o, acc, out) for o in items]     # in the order given (equal ones are never separated)
+    if out is None:     # one output format for all, so that their codes compare: the widest accumulator
+        wide = max((a.accumulator for a in ariths), key=lambda f: (f.precision, f.emax))
+        ariths = [a if a.out is not None else a.replace(out=wide) for a in ariths]
+    fmt = format_of(dtype)
+    op = str(op).lower()
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if op == "matmul":
+        M, K, N = shape
+    elif op == "sum":
+        M, K = shape if len(shape) == 2 else (1, shape[0])
+        N = 1
+    elif op == "dot":
+        M, K, N = 1, shape[0], 1
+    else:
+        raise ValueError(f"unknown op {op!r}; separating_inputs supports sum, dot, matmul")
+    ofmt = ariths[0].out or ariths[0].accumulator
+    rng = np.random.default_rng(seed)
+    B = _in_format(rng.standard_normal((K, N)), fmt) if op != "sum" else None
+    pairs = set(combinations(range(len(ariths)), 2))
+    chosen: list[np.ndarray] = []
+    kinds: list[str] = []
+    for _ in range(max(1, pools)):
+        if not pairs or len(chosen) >= M:
+            break
+        ks = [KINDS[i % len(KINDS)] for i in range(pool_rows)]
+        pool = np.concatenate([_in_format(_rows(k, 1, K, rng), fmt) for k in ks])
+        for r in range(1, pool_rows, 2):    # every other row steered next to a midpoint of the output format
+            row = _steer(pool[r].astype(np.float64), B, fmt, ofmt, r % N, rng)
+            pool[r] = _in_format(row[None, :], fmt)[0]
+        res = [np.asarray(_run(a, op, pool, B)).reshape(pool_rows, -1) for a in ariths]
+        while pairs and len(chosen) < M:
+            gain = [sum(1 for i, j in pairs if not np.array_equal(res[i][r], res[j][r])) for r in range(pool_rows)]
+            r = int(np.argmax(gain))
+            if gain[r] == 0:
+                break
+            chosen.append(pool[r])
+            kinds.append(ks[r])
+            pairs = {(i, j) for i, j in pairs if np.array_equal(res[i][r], res[j][r])}
+    while len(chosen) < M:            # the other rows: more drawn data of every kind
+        k = KINDS[len(chosen) % len(KINDS)]
+        chosen.append(_in_format(_rows(k, 1, K, rng), fmt)[0])
+        kinds.append(k)
+    A = np.stack(chosen[:M])
+    inputs = (A,) if op == "sum" else ((A[0], B[:, 0]) if op == "dot" else (A, B))
+    if op == "sum" and len(shape) == 1:
+        inputs = (A[0],)
+    outs = [simulate(op, *inputs, arith=a, codes=True) for a in ariths]
+    return SeparatingInputs(op, inputs, [_name(a) for a in ariths], outs, ariths, sorted(pairs), kinds[:M])
+
+
+def _run(a: Arithmetic, op: str, rows: np.ndarray, B: np.ndarray | None) -> np.ndarray:
+    if op == "sum":
+        return simulate("sum", rows, arith=a, codes=True)
+    return simulate("matmul", rows, B, arith=a, codes=True)
