@@ -71,6 +71,11 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
     from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
     from .quant.recipe import QuantRecipe
+    from .core.p3109 import p3109_format
+    from .quant.codebook import Codebook, codebook_of, dequantize_codebook, quantize_codebook, register_codebook
+    from .quant.dequantgemm import DequantMatmul, dequant_matmul, dequant_matmul_check
+    from .quant.gguf import gguf_dequantize, gguf_quantize
+    from .quant.int4 import Int4Weights, dequantize_int4, quantize_int4
     from .testing.checks import (
         CloseReport,
         NumoracleAssertionError,
@@ -107,6 +112,9 @@ __all__ = [
     "quantize", "dequantize", "Quantized", "QuantParams", "QuantRecipe", "quantization_error_bound", "QuantErrorReport",
     "sqnr", "cosine", "sqnr_bound", "cosine_bound", "quantized_matmul_bound", "QuantMatmulBound",
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
+    "Codebook", "codebook_of", "register_codebook", "quantize_codebook", "dequantize_codebook",
+    "Int4Weights", "quantize_int4", "dequantize_int4", "dequant_matmul", "dequant_matmul_check", "DequantMatmul",
+    "gguf_quantize", "gguf_dequantize", "p3109_format",
     "boundary_values", "BoundaryValues", "sweep", "SweepReport", "NumoracleAssertionError",
     "write_golden", "read_golden", "compare_golden", "assert_golden", "Golden", "GoldenDiff", "GoldenError",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
@@ -190,6 +198,20 @@ _WHERE = {
     "dequantize": ".quant.quantizer",
     "quantize": ".quant.quantizer",
     "QuantRecipe": ".quant.recipe",
+    "Codebook": ".quant.codebook",
+    "codebook_of": ".quant.codebook",
+    "register_codebook": ".quant.codebook",
+    "quantize_codebook": ".quant.codebook",
+    "dequantize_codebook": ".quant.codebook",
+    "Int4Weights": ".quant.int4",
+    "quantize_int4": ".quant.int4",
+    "dequantize_int4": ".quant.int4",
+    "dequant_matmul": ".quant.dequantgemm",
+    "dequant_matmul_check": ".quant.dequantgemm",
+    "DequantMatmul": ".quant.dequantgemm",
+    "gguf_quantize": ".quant.gguf",
+    "gguf_dequantize": ".quant.gguf",
+    "p3109_format": ".core.p3109",
     "ErrorBound": ".bounds.expected",
     "expected_error_bound": ".bounds.expected",
     "recommended_tolerance": ".bounds.expected",
