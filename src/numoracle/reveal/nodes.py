@@ -104,6 +104,21 @@ class NodeProbe:
                 out.append(self.n + i)
         return out
 
+    def leaf_rounded(self, k: int, p_in: int) -> bool:
+        """Does product k enter its node rounded to the inputs' precision p? t_k = (1 + 2^-h)^2 needs 2h + 1 bits
+        (h = ceil(p/2)); the first leaf of its sibling holds -(1 + 2^(1-h)): the output is 2^-2h when t_k entered
+        exact, 0 when rounded."""
+        par = self.parent[k]
+        sib = [c for c in self.nodes[par - self.n] if c != k][0]
+        h = -(-p_in // 2)
+        a = 1 + 2.0**-h
+        if not (np.array([a]).astype(self.p.dtype).astype(np.float64) == a).all():
+            raise RevealError(f"{self.p.fmt.name} cannot hold 1 + 2^-{h}: leaf roundings not probed")
+        fa, fb = np.zeros(self.n), np.ones(self.n)
+        fa[k] = fb[k] = a
+        fa[self.first[sib]] = -(1 + 2.0 ** (1 - h))
+        return float(self.p.factors(fa, fb)[self.pos]) == 0
+
     def frac_bits(self, v: int) -> int:
         """Fused node v: the largest s such that 1 - 1 + 2^-s keeps 2^-s (the aligned window's fraction bits)."""
         terms = [c for c in self.nodes[v - self.n] if c < self.n]
@@ -130,7 +145,7 @@ def root_format(probe: NodeProbe, likely: tuple) -> Format | None:
     return FORMATS_BY_PRECISION.get(probe.precision(root, likely))
 
 
-def node_steps(probe: NodeProbe, sample: int = 16, rng: Any = None) -> tuple[list[Any], list[int], list[str]]:
+def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[list[Any], list[int], list[str]]:
     """(steps, kinds, notes) of the two-child nodes: format and rounding per node (sampled, then all if mixed)."""
     cands = probe.probeable()
     notes: list[str] = []
@@ -141,14 +156,20 @@ def node_steps(probe: NodeProbe, sample: int = 16, rng: Any = None) -> tuple[lis
     elif not cands:
         return [(None, None)], [0] * len(probe.nodes), ["no addition could be probed alone: the accumulator's"]
     rng = rng or np.random.default_rng(0)
-    pick = cands if len(cands) <= sample else sorted(rng.choice(cands, sample, replace=False).tolist())
+    if len(cands) <= 512:
+        pick = cands
+    else:   # a random sample, and the first and last nodes (tails and final combines live there)
+        pick = sorted(set(rng.choice(cands, sample, replace=False).tolist()) | set(cands[:16]) | set(cands[-32:]))
     likely: tuple = ()
     found: dict[int, int] = {}
     for v in pick:
         found[v] = probe.precision(v, likely)
-        likely = (found[v],)
+        likely = (found[v],) + tuple(q for q in likely if q != found[v])
     if len(set(found.values())) > 1 and len(cands) <= 4096:
-        found.update({v: probe.precision(v, likely) for v in cands if v not in found})
+        for v in cands:
+            if v not in found:
+                found[v] = probe.precision(v, likely)
+                likely = (found[v],) + tuple(q for q in likely if q != found[v])
     keys: dict[int, tuple] = {}
     for p in sorted(set(found.values())):
         fmt = FORMATS_BY_PRECISION.get(p)

@@ -145,7 +145,10 @@ class Prober:
         t = np.asarray(t, np.float64)
         if self.op == "sum":
             return self.call(self.native(t, "sum probe"))
-        a, b = self._split(t)
+        return self.factors(*self._split(t))
+
+    def factors(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """fn on inputs whose terms are a_k * b_k (dot / matmul), at every output position."""
         an, bn = self.native(a, "probe"), self.native(b, "probe")
         if self.op == "dot":
             return self.call(an, bn)

@@ -150,35 +150,31 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
         base = cands[int(np.argmin(scores))]
         notes.append(f"fused nodes: window of {f} fraction bits probed; {base.steps[-1]} fitted on random data "
                      f"({len(cands)} candidates)")
-    if p.op != "sum" and 2 * p.fmt.precision > acc.precision:
-        base = _fit_leaves(p, base, positions, data, notes)
+    if p.op != "sum":
+        base = _leaves(p, base, probe, notes)
     return base
 
 
-def _fit_leaves(p: Prober, t: TreeOrder, positions: np.ndarray, data: _Data, notes: list) -> TreeOrder:
-    """Products wider than the accumulator: exact (FMA), all rounded (leaf), or rounded where a chain starts."""
+def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
+    """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
+    node over it, in its node's step) or exact (an FMA)."""
     from dataclasses import replace
 
-    def first_rounded() -> TreeOrder:
-        nodes = [list(ch) for ch in t.nodes]
-        extra: list[tuple[int, ...]] = []
-        for ch in nodes:
-            if len(ch) == 2 and ch[0] < t.n and ch[1] < t.n:
-                j = 0 if ch[0] < ch[1] else 1
-                extra.append((ch[j],))
-                ch[j] = -len(extra)            # fixed up below: the rounding node's ref
-        m = len(extra)
-        fixed = [tuple(c + m if c >= t.n else (t.n + (-c - 1) if c < 0 else c) for c in ch) for ch in nodes]
-        kinds = (([0] * m) + list(t.kinds)) if t.kinds else ()
-        return replace(t, nodes=tuple(extra) + tuple(fixed), kinds=tuple(kinds))
-
-    cands = [("exact products (FMA)", t), ("every product rounded", replace(t, leaf=t.acc)),
-             ("the first product of each chain rounded", first_rounded())]
-    scores = [data.score(p.op, c, positions) for _, c in cands]
-    best = int(np.argmin(scores))
-    notes.append(f"terms: {cands[best][0]} (fitted on random data: {scores[best]} mismatches; masking probes cannot "
-                 "see a lone product's rounding)")
-    return cands[best][1]
+    pin = p.fmt.precision
+    kinds = list(t.kinds or [0] * len(t.nodes))
+    rounded = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2 and probe.leaf_rounded(k, pin)]
+    if not rounded:
+        notes.append("terms: every product enters its addition exact (FMA)")
+        return t
+    m = len(rounded)
+    where = {k: t.n + i for i, k in enumerate(rounded)}
+    nodes = [(k,) for k in rounded] + [tuple(where.get(c, c + m if c >= t.n else c) for c in ch) for ch in t.nodes]
+    step = (p.fmt, "rne")
+    steps = list(t.steps) + ([step] if step not in t.steps else [])
+    nk = [steps.index(step)] * m + kinds
+    notes.append(f"terms: {m} of {t.n} products enter rounded to {p.fmt.name} (multiply, then add), the rest exact "
+                 "(FMA)")
+    return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
 
 
 def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool]:
