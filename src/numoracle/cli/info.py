@@ -163,7 +163,9 @@ def _info_rows(f: AnyFormat, d: dict[str, Any]) -> list[list[str]]:
 
 
 def _cmd_info(args: argparse.Namespace) -> str:
-    f = format_of(args.format)
+    from ..core.p3109 import P3109_FORMATS  # built, not registered: found by name here
+
+    f = P3109_FORMATS.get(str(args.format).strip().lower()) or format_of(args.format)
     d = format_info(f)
     if args.json:
         return json.dumps(_info_json(f, d), indent=2)

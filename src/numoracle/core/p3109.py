@@ -12,15 +12,18 @@ binary8pP, P = 1..7: one zero (no -0), one NaN, subnormals; K - P exponent bits 
 
 P3109's conversion saturation choices map onto numoracle's ``overflow=``: SatFinite -> ``"saturate"``,
 OvfInf (extended domain) -> ``"ieee"`` (inf), SatPropagate -> ``"saturate"`` for finite inputs with an
-infinity kept (numoracle's saturate keeps inf -> inf where the format has one). The formats are registered
-under their names (``binary8p3se`` ...); ``binary8p{P}`` (Format.p3109's name) is the signed extended one.
+infinity kept (numoracle's saturate keeps inf -> inf where the format has one).
+
+The 21 formats are built here (``P3109_FORMATS``, by name: ``binary8p3se`` ...) but enter the registry only
+when asked, with :func:`register_p3109`: the registry drives the tables (``tables/*.csv``) and every
+registry-wide test, which 21 more formats would change. ``numoracle info binary8p3sf`` finds them either way.
 """
 
 from __future__ import annotations
 
 from .formats import Format, format_of, register
 
-__all__ = ["p3109_format", "P3109_FORMATS"]
+__all__ = ["p3109_format", "P3109_FORMATS", "register_p3109"]
 
 
 def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended") -> Format:
@@ -41,17 +44,19 @@ def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended
     return Format(tag, k - p + 1, p - 1, 1 << (k - p), signed=False, nan="fn", has_inf=False)
 
 
-def _build() -> dict[str, Format]:
-    out: dict[str, Format] = {}
-    for p in range(1, 8):
-        for signed, domain in ((True, "extended"), (True, "finite"), (False, "finite")):
-            f = p3109_format(p, signed=signed, domain=domain)
-            try:
-                existing = format_of(f.name)
-            except ValueError:
-                existing = None
-            out[f.name] = existing if existing == f else register(f)
+P3109_FORMATS: dict[str, Format] = {
+    f.name: f for p in range(1, 8)
+    for f in (p3109_format(p), p3109_format(p, domain="finite"), p3109_format(p, signed=False, domain="finite"))
+}
+
+
+def register_p3109() -> list[Format]:
+    """Register the 21 formats under their names (an equal format already registered is kept)."""
+    out = []
+    for name, f in P3109_FORMATS.items():
+        try:
+            existing = format_of(name)
+        except ValueError:
+            existing = None
+        out.append(existing if existing == f else register(f))
     return out
-
-
-P3109_FORMATS = _build()
