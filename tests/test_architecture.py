@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PKG
 LAYERS = [
     ("core",),
     ("chains", "exact", "models"),
-    ("bounds", "identify"),
+    ("bounds", "identify", "reveal"),
     ("quant", "conformance", "plot"),
     ("testing", "tables"),
     ("cli",),

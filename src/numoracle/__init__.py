@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .exact.reference import exact_dot, exact_matmul, exact_sum
     from .identify.search import IdentifyReport, identify_order
     from .identify.separate import SeparatingInputs, separating_inputs
+    from .reveal.report import RevealReport, reveal_order
     from .models.arithmetic import Arithmetic
     from .models.simulation import simulate
     from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
@@ -106,7 +107,7 @@ __all__ = [
     "classify_cast_chain", "ChainVerdict", "find_equivalent_chains", "assert_chain_equivalent",
     "expected_error_bound", "ErrorBound", "recommended_tolerance", "Tolerance",
     "exact_sum", "exact_dot", "exact_matmul", "simulate", "Arithmetic",
-    "identify_order", "IdentifyReport", "separating_inputs", "SeparatingInputs",
+    "identify_order", "IdentifyReport", "separating_inputs", "SeparatingInputs", "reveal_order", "RevealReport",
     "assert_sum_close", "assert_dot_close", "assert_matmul_close", "check_sum_close", "check_dot_close",
     "check_matmul_close", "CloseReport", "compare_runs", "RunComparison", "poison_like",
     "quantize", "dequantize", "Quantized", "QuantParams", "QuantRecipe", "quantization_error_bound", "QuantErrorReport",
@@ -219,6 +220,8 @@ _WHERE = {
     "identify_order": ".identify.search",
     "separating_inputs": ".identify.separate",
     "SeparatingInputs": ".identify.separate",
+    "RevealReport": ".reveal.report",
+    "reveal_order": ".reveal.report",
     "exact_dot": ".exact.reference",
     "exact_matmul": ".exact.reference",
     "exact_sum": ".exact.reference",

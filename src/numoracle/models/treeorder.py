@@ -192,7 +192,7 @@ class TreeOrder(Order):
     def from_text(cls, text: str, **fields: Any) -> TreeOrder:
         """The TreeOrder of a text ``(({0}+1)+(2+3))`` of two-child and rounding nodes (as :meth:`text` writes them)."""
         tokens = re.findall(r"\d+|[(){}+]", text)
-        nodes: list[tuple[int, int]] = []
+        nodes: list[tuple[int, ...]] = []
         pos = 0
 
         def term() -> int:
@@ -258,7 +258,8 @@ class _TreeBuilder:
     """A TreeOrder's Schedule: chains of two-child nodes of one step, grouped into waves level by level."""
 
     def __init__(self, t: TreeOrder, key: tuple):
-        self.t, self.key, self.waves, self.nv = t, key, [], 0
+        self.t, self.key, self.nv = t, key, 0
+        self.waves: list[Wave] = []
 
     def _ids(self, k: int) -> np.ndarray:
         ids = np.arange(self.nv, self.nv + k, dtype=np.int64)

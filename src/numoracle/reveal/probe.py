@@ -195,10 +195,12 @@ class Prober:
 
     def inputs_of(self, rng: np.random.Generator, kind: str) -> tuple[np.ndarray, ...]:
         """Random inputs of one kind: normal, positive, mixed magnitudes, cancelling."""
-        shapes = {"sum": [(self.n,)], "dot": [(self.n,), (self.n,)]}.get(self.op)
-        if shapes is None:
+        shapes: list[tuple[int, ...]]
+        if self.op == "matmul":
             M, K, N = self.shape  # type: ignore[misc]
             shapes = [(M, K), (K, N)]
+        else:
+            shapes = [(self.n,)] * (1 if self.op == "sum" else 2)
         fmt = self.fmt
         span = max(1, min(8, (fmt.emax - 2) // 4))
         out = []
