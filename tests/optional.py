@@ -1,0 +1,63 @@
+"""The suite's optional packages: one way to skip a test without one, with one reason string.
+
+``needs("torch")`` imports and returns the package (or one of its modules: ``needs("jax", "jax.numpy")``),
+or skips the calling test with ``reason("torch")``; ``requires("torch")`` is the same as a mark, for
+parametrized cases. ``tests/conftest.py`` counts the skips per package from that reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from types import ModuleType
+
+import pytest
+
+# pip install arguments where the package name alone is not what to install
+_PIP = {
+    "torch": "torch --index-url https://download.pytorch.org/whl/cpu",
+    "mkdocs": '-e ".[docs]"',
+    "mkdocstrings": '-e ".[docs]"',
+    "material": '-e ".[docs]"',
+}
+_REASON = re.compile(r"^needs ([A-Za-z_][\w]*) ")
+
+
+def install(name: str) -> str:
+    """What to give ``pip install`` for the optional package ``name``."""
+    return _PIP.get(name, name)
+
+
+def reason(name: str) -> str:
+    """The skip reason for a missing optional package ``name`` (what :func:`missing_from` reads back)."""
+    return f"needs {name} (not installed: pip install {install(name)})"
+
+
+def missing_from(text: str) -> str | None:
+    """The package a skip reason made by :func:`reason` names, None for any other text."""
+    m = _REASON.match(text)
+    return m.group(1) if m else None
+
+
+def available(name: str) -> bool:
+    """True when the top-level package ``name`` can be imported (it is not imported here)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def needs(name: str, module: str | None = None) -> ModuleType:
+    """``module`` (default: ``name``) of the optional package ``name``; skips the test where it is missing.
+
+    An installed package that fails to import is an error, not a skip.
+    """
+    if not available(name):
+        pytest.skip(reason(name))
+    return importlib.import_module(module or name)
+
+
+def requires(name: str) -> pytest.MarkDecorator:
+    """A skip mark for tests (or parametrized cases) that need the optional package ``name``."""
+    return pytest.mark.skipif(not available(name), reason=reason(name))
