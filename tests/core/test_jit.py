@@ -71,3 +71,56 @@ def test_small_calls_never_load_numba():
     env = {k: v for k, v in __import__("os").environ.items() if k != "NUMORACLE_JIT"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_backend_forces_either_path(monkeypatch):
+    monkeypatch.delenv("NUMORACLE_JIT", raising=False)
+    with jit.backend("numpy"):
+        assert not jit.enabled(jit.MIN_WORK)
+    with jit.backend("numba"):
+        assert jit.enabled(1) == (jit._numba() is not None)
+    with jit.backend("auto"):
+        assert not jit.enabled(1)
+    with pytest.raises(ValueError, match="numpy"):
+        jit.backend("cuda")
+
+
+class _Kernels:
+    """A stand-in kernel module: runs even steps."""
+
+    calls = jit.Calls()
+
+    @staticmethod
+    def covers(step):
+        return step % 2 == 0
+
+
+def test_kernel_for_is_the_one_decision(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.delenv("NUMORACLE_JIT", raising=False)
+    monkeypatch.setattr(jit.importlib, "import_module", lambda name: _Kernels)
+    assert jit.kernel_for(2, "kernels") is None                  # outside an entry point's block: numpy
+    with jit.forced():
+        assert jit.kernel_for(2, "kernels") is _Kernels
+        assert jit.kernel_for(3, "kernels") is None              # covers() says no
+        with jit.disabled():
+            assert jit.kernel_for(2, "kernels") is None
+    with jit.for_work(jit.MIN_WORK):
+        assert jit.kernel_for(4, "kernels") is _Kernels
+    monkeypatch.setenv("NUMORACLE_JIT", "0")
+    with jit.forced():
+        assert jit.kernel_for(2, "kernels") is None
+
+
+def test_every_kernel_module_keeps_one_contract():
+    pytest.importorskip("numba")
+    import importlib
+
+    for name in ("numoracle.models.jitchain", "numoracle.models.jitblock", "numoracle.models.jitblockrun",
+                 "numoracle.exact.jitozaki"):
+        mod = importlib.import_module(name)
+        assert callable(mod.covers) and callable(mod.run), name
+        assert isinstance(mod.calls, jit.Calls), name
+        before = mod.calls.count
+        mod.calls.add(2)
+        assert mod.calls.count == before + 2

@@ -19,7 +19,7 @@ import numoracle as no
 from numoracle.core import jit
 from numoracle.core.twins.exact import round_value
 from numoracle.exact import exactsum, ozaki
-from numoracle.exact.reference import exact_dot, exact_matmul
+from numoracle.exact.reference import exact_dot, exact_matmul, exact_sum
 
 OUTS = ("fp64", "fp32", "bf16", "fp16", "fp8_e4m3fn")
 
@@ -477,3 +477,22 @@ def test_add_product_kernel_whole_blocks_and_minus():
         if minus is not None:
             ozaki._add_shifted(b, (-G).astype(np.int64), minus, None)
         assert np.array_equal(a, b), (off, minus)
+
+
+def test_the_passes_count_their_runs_and_the_log_names_the_backend(caplog):
+    jz = _kernels()
+    rng = np.random.default_rng(60)
+    a, b = rng.standard_normal((6, 40)).astype(np.float32), rng.standard_normal((40, 5)).astype(np.float32)
+    before = jz.calls.count
+    with caplog.at_level("DEBUG", logger="numoracle.exact"):
+        got = exact_matmul(a, b)
+        ran = jz.calls.count - before
+        with jit.backend("numpy"):
+            want = exact_matmul(a, b)
+    assert ran > 0 and jz.calls.count - before == ran and same(got, want)
+    lines = [r.getMessage() for r in caplog.records if r.name == "numoracle.exact"]
+    assert "exact: split numba" in lines and "exact: split numpy" in lines
+    x = rng.standard_normal((3, 50))
+    before = jz.calls.count
+    assert same(exact_sum(x, axis=1), both_paths(lambda: exact_sum(x, axis=1))[0])
+    assert jz.calls.count > before          # all_finite and bit_range of the forced call

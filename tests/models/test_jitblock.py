@@ -24,7 +24,7 @@ def _kernels_at_every_size():
     """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
     with jit.forced():
         yield
-from numoracle.reduce import jitblock  # noqa: E402  (needs numba only to run, not to import)
+from numoracle.models import jitblock  # noqa: E402  (needs numba only to run, not to import)
 
 _DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32, "fp8": ml_dtypes.float8_e4m3fn}
 
@@ -75,9 +75,9 @@ def _inputs(rng, dtype, m: int, K: int, n: int, boundary: bool, special: bool = 
 
 
 def _same(op, ins, covered: bool = True, **kw) -> None:
-    before = jitblock.calls()
+    before = jitblock.calls.count
     got = simulate(op, *ins, **kw)
-    assert (jitblock.calls() > before) == covered, "the kernel ran" if not covered else "the kernel did not run"
+    assert (jitblock.calls.count > before) == covered, "the kernel ran" if not covered else "the kernel did not run"
     with jit.disabled():
         want = simulate(op, *ins, **kw)
     assert np.array_equal(np.isnan(got), np.isnan(want))
@@ -161,24 +161,24 @@ def test_uncovered_steps_stay_on_numpy():
 
 def test_disabled_and_env(monkeypatch):
     a, b = _inputs(np.random.default_rng(3), np.float16, 3, 64, 3, True)
-    before = jitblock.calls()
+    before = jitblock.calls.count
     with jit.disabled():
         simulate("matmul", a, b, order=O.preset("h100", "fp16"))
     monkeypatch.setenv("NUMORACLE_JIT", "0")
     simulate("matmul", a, b, order=O.preset("h100", "fp16"))
-    assert jitblock.calls() == before
+    assert jitblock.calls.count == before
 
 
 # ---- runs of chained blocks in one call (models/jitblockrun.py) -------------------------------------------------
 
 def _runs(order, K: int, src_ins):
-    """The fused runs simulate's kernel finds for (order, K): lengths of each run."""
+    """The runs of chained block steps in simulate's program for (order, K): lengths of each run."""
+    from numoracle.models import program
     from numoracle.models import simulation as sim
-    src, _, K_, _, sub_inputs = sim._sources("matmul", src_ins)
-    steps = sim._prepare(order, K_, order.acc, no.Rounding.of("rne"), True, False, src)[0]
-    b32 = {id(st): sim._block32(st, src) for st in steps if st[0] == "bfma"}
-    src.prepare_labels()
-    return [len(r) for r in jitblock.BlockKernel(src, sub_inputs).fusable(steps, b32).values()]
+    from numoracle.models.steps import BlockRun
+    src, _, K_, _, _ = sim._sources("matmul", src_ins)
+    prog = program.prepare(order, K_, order.acc, no.Rounding.of("rne"), True, False, src)
+    return [len(st.steps) for st in prog.steps if isinstance(st, BlockRun)]
 
 
 def test_fusable_runs():

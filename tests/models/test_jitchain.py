@@ -1,7 +1,7 @@
 """simulate's compiled chains (models/jitchain.py) against the numpy path: the same bits on the same data.
 
 Every test runs simulate twice, with the kernel and under ``jit.disabled()``, and compares the float64 bit
-patterns (NaN payloads and signs of zeros included). ``jitchain.calls`` shows the kernel really ran.
+patterns (NaN payloads and signs of zeros included). ``jitchain.calls.count`` shows the kernel really ran.
 The data are boundary-weighted: results near the accumulator's overflow threshold and in its subnormal
 range, ties, exact cancellation, +-0, inf and NaN, mixed with plain random values.
 """
@@ -25,7 +25,7 @@ def _kernels_at_every_size():
     """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
     with jit.forced():
         yield
-from numoracle.reduce import jitchain  # noqa: E402  (needs numba)
+from numoracle.models import jitchain  # noqa: E402  (needs numba)
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 ACCS = [no.FP16, no.BF16, no.FP32, no.TF32, no.FP8_E4M3FN, no.FP8_E5M2, no.FP8_E4M3FNUZ, no.FP4_E2M1FN]
@@ -72,12 +72,12 @@ def boundary(rng: np.random.Generator, shape, acc, factors: int, dtype, along: i
 
 def same(op, inputs, **kw):
     """simulate with the kernel and without; both results' bits equal, and the kernel ran."""
-    before = jitchain.calls
+    before = jitchain.calls.count
     got = simulate(op, *inputs, **kw)
-    ran = jitchain.calls - before
+    ran = jitchain.calls.count - before
     with jit.disabled():
         want = simulate(op, *inputs, **kw)
-    assert jitchain.calls - before == ran
+    assert jitchain.calls.count - before == ran
     np.testing.assert_array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64),
                                   err_msg=f"{op} {kw}")
     return ran
@@ -152,10 +152,10 @@ def test_what_the_kernel_does_not_take_runs_on_numpy():
     x = rng.standard_normal((2, 64)).astype(np.float32)
     assert same("sum", (x,), acc="fp64") == 0
     assert same("sum", (x,), acc="fp16", order=O.Blocked(8, O.Pairwise(), O.Sequential())) == 0
-    before = jitchain.calls
+    before = jitchain.calls.count
     with jit.disabled():
         simulate("sum", x, acc="fp16")
-    assert jitchain.calls == before
+    assert jitchain.calls.count == before
 
 
 def test_batches_cut_into_chunks():
@@ -183,3 +183,15 @@ def test_exact_zero_results(mode):
             assert same("sum", (v,), acc=acc, order=order, rounding=mode) >= 1
             assert same("sum", (v[:, :5],), acc=acc, order=order, rounding=mode) >= 1   # NumpyPairwise: from -0
             assert same("matmul", (v, v.T.copy()), acc=acc, order=order, rounding=mode) >= 1
+
+
+def test_the_log_says_which_backend_ran_each_kind_of_step(caplog):
+    """logger numoracle.models at DEBUG: one line per simulate call, steps counted by kind and backend."""
+    x = np.arange(1, 65, dtype=np.float16).reshape(2, 32)
+    with caplog.at_level("DEBUG", logger="numoracle.models"):
+        simulate("sum", x, acc="fp16", order=O.Blocked(8, O.Sequential(), O.Pairwise()))
+        with jit.backend("numpy"):
+            simulate("sum", x, acc="fp16")
+    lines = [r.getMessage() for r in caplog.records if r.name == "numoracle.models"]
+    assert lines[0].startswith("simulate: ") and "Chain numba x1" in lines[0] and "Add numpy" in lines[0]
+    assert "Chain numpy x1" in lines[1] and "numba" not in lines[1]

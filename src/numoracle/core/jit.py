@@ -15,25 +15,37 @@ used when all of these hold:
    ``exact_matmul``) decides once for the whole call with ``for_work``; the steps inside ask
    ``enabled()`` and follow that decision, so a step outside such a block stays on numpy.
 
-Kernel modules decorate their functions with ``njit`` below and are imported lazily by the code
-that calls them (``if jit.enabled(): from . import kernels``, inside the entry point's ``for_work``).
-Compiled code is cached on disk (numba's ``cache=True``), so only the first run on a machine pays
-the compilation.
+One decision point: ``kernel_for(step, module)`` returns the kernel module that runs a step, or None
+for the numpy reference. It asks ``enabled()`` (the rules above), then imports the module (lazily:
+numba is loaded only here) and asks its ``covers(step)``. Every kernel module keeps one contract:
+
+* ``covers(step) -> bool``: whether it runs this step, decided before anything runs (formats, modes,
+  the data's ranges); no fallback on exceptions;
+* ``run(step, ...)``: the step's result, the same bits as the numpy reference's;
+* ``calls``: a ``Calls`` counter of the steps its kernels have run in this process (tests read
+  ``calls.count`` to prove a kernel ran).
+
+The kernels decorate their functions with ``njit`` below; compiled code is cached on disk (numba's
+``cache=True``), so only the first run on a machine pays the compilation. ``backend("numpy")`` and
+``backend("numba")`` force either path in code (``disabled()`` and ``forced()``), as ``NUMORACLE_JIT=0``
+and ``=1`` do from the environment; the entry points log at DEBUG (loggers ``numoracle.models`` and
+``numoracle.exact``) which backend ran each kind of step.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import lru_cache
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import lru_cache, wraps
 from typing import Any
 
 from .policy import Rounding
 
-__all__ = ["enabled", "disabled", "forced", "for_work", "njit", "MIN_WORK", "MODE_CODES",
-           "RNE", "RNA", "RTZ", "UP", "DOWN", "ODD"]
+__all__ = ["enabled", "disabled", "forced", "backend", "for_work", "kernel_for", "Calls", "njit", "MIN_WORK",
+           "MODE_CODES", "RNE", "RNA", "RTZ", "UP", "DOWN", "ODD"]
 
 MIN_WORK = 1 << 22   # element steps (e.g. m * n * K of a matmul) from which the kernels are used
 
@@ -96,10 +108,56 @@ def forced():
     return _inside("forced")
 
 
+def backend(name: str) -> AbstractContextManager:
+    """Force a path in this block: "numpy" (the reference: ``disabled()``), "numba" (the kernels at every
+    size where numba is installed: ``forced()``) or "auto" (the default rules)."""
+    if name == "numpy":
+        return disabled()
+    if name == "numba":
+        return forced()
+    if name == "auto":
+        return nullcontext()
+    raise ValueError(f"backend must be 'numpy', 'numba' or 'auto', not {name!r}")
+
+
 def for_work(work: int):
     """The block of an entry point doing ``work`` element steps: its steps use the kernels when the
     work repays them (or they are forced), else the numpy path (one decision for the whole call)."""
     return _inside("large") if _repays(work) else disabled()
+
+
+def kernel_for(step: Any, module: str) -> Any:
+    """The one decision: the kernel module (its dotted name; imported on first use) when it runs ``step``
+    here, else None (the numpy reference). It does when kernels are enabled in this thread (``enabled()``:
+    numba installed, NUMORACLE_JIT, disabled() / forced(), the entry point's for_work) and the module's
+    ``covers(step)`` says so."""
+    if not enabled():
+        return None
+    kern = importlib.import_module(module)
+    return kern if kern.covers(step) else None
+
+
+class Calls:
+    """How many steps a kernel module's kernels have run in this process (each module's ``calls``)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, n: int = 1) -> None:
+        self.count += n
+
+    def counting(self, fn: Callable) -> Callable:
+        """fn, counting its calls here (a kernel module's entry points)."""
+        @wraps(fn)
+        def counted(*args: Any, **kw: Any) -> Any:
+            self.count += 1
+            return fn(*args, **kw)
+        return counted
+
+    def __repr__(self) -> str:
+        return f"Calls({self.count})"
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:

@@ -1,15 +1,13 @@
 """Compiled twins of the Ozaki split's passes around the GEMMs (see ozaki.py).
 
-Imported lazily by ozaki.py when ``core.jit.enabled()``. Each kernel computes what its numpy
-twin in ozaki.py / exactsum.py computes, in one pass over the data instead of several:
-
-* :func:`all_finite` -- ``np.isfinite(v).all()`` of float bits, one reduction;
-* :func:`bit_range` -- ``_bit_range``: per line (E, span) from the float64 (or float32) bit fields;
-* :func:`digits` -- ``_digits``: all digit slices of a block in one pass, with the sums of slice
-  pairs that Karatsuba multiplies (``ozaki._products``), in planes reused call after call;
-* :func:`product` -- a slice product over the nonzeros of a sparse slice (a line's last digits);
-* :func:`add_product` -- ``_add_shifted`` of one slice product (float64 integers) into the limbs;
-* :func:`round_limbs` -- ``exactsum.round_limbs``: carries, sign, and the RNE / RO rounding.
+Imported lazily when ``core.jit.kernel_for`` picks it for an ``ozaki.Pass`` (core/jit.py's contract:
+``covers``, ``run``, ``calls``; once the "split" pass is taken its passes are called by name, counted too).
+Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one pass over the data:
+:func:`all_finite` (``np.isfinite(v).all()`` of float bits, one reduction); :func:`bit_range`
+(``_bit_range``: per line (E, span) from the float64 or float32 bit fields); :func:`digits` (``_digits``:
+all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
+reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
+:func:`add_product` (``_add_shifted`` of one product into the limbs); :func:`round_limbs` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
@@ -20,17 +18,30 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
 
-from ..core.jit import njit
+from ..core.jit import Calls, njit
 
+calls = Calls()  # passes the kernels have run (the tests read calls.count)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
 _ROUND_BLOCK = 256  # columns rounded together (see _round_kernel)
 _POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
+
+
+def covers(step: Any) -> bool:
+    """Does a pass (ozaki.Pass) run here? Every pass on float32 / float64 arrays; all_finite on contiguous ones."""
+    return step.dtype in _FLOATS and (step.contiguous or step.name != "all_finite")
+
+
+def run(step: Any, *args: Any) -> Any:
+    """The pass ``step.name`` on its arguments (those of the function of that name below)."""
+    return {"all_finite": all_finite, "bit_range": bit_range, "bit_range_finite": bit_range_finite}[step.name](*args)
 
 
 @njit
@@ -43,6 +54,7 @@ def _largest_pattern(bits: np.ndarray) -> int:
     return top
 
 
+@calls.counting
 def all_finite(v: np.ndarray) -> bool:
     """``np.isfinite(v).all()`` for float64 / float32 v in one pass without a mask: every |bit
     pattern| below the infinity's (NaN patterns lie above it)."""
@@ -108,12 +120,14 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> t
     return E, span, top
 
 
+@calls.counting
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
     (float32 read from its own bit fields: the same values as of the float64 widening)."""
-    return bit_range_finite(X, axis)[:2]
+    return bit_range_finite.__wrapped__(X, axis)[:2]
 
 
+@calls.counting
 def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """(E, span, X all finite) of float64 or float32 X in one pass; (E, span) hold only where it is."""
     if X.dtype == np.float32:
@@ -244,6 +258,7 @@ def _planes(n: int, size: int, slot: str | None) -> tuple:
     return tuple(p[:size] for p in have[:n])
 
 
+@calls.counting
 def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray, pairs: int = 0,
            slot: str | None = None, k0: int = 0, k1: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1), of its
@@ -312,6 +327,7 @@ def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool)
             _add_row(limbs[q2, a], limbs[q2 + 1, a], limbs[q2 + 2, a], G[a], r2, -1)
 
 
+@calls.counting
 def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
                 minus: int | None = None) -> None:
     """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53.
@@ -335,6 +351,7 @@ def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
                     G[i, j] += a * Y[k, j]
 
 
+@calls.counting
 def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """X @ Y for digit slices whose GEMM is exact (``ozaki._products``): the same integers.
 
@@ -467,6 +484,7 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
     return rne, ro, bad
 
 
+@calls.counting
 def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = None,
                 at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.

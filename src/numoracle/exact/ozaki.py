@@ -6,7 +6,10 @@ are exact integer matrix products accumulated in int64 limbs, so the sum of all 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import logging
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -18,6 +21,31 @@ _MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki sp
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
 _MIN_CHUNK = 512  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
+_KERNELS = "numoracle.exact.jitozaki"
+logger = logging.getLogger("numoracle.exact")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A pass of the exact reductions that the compiled kernels (exact/jitozaki.py) may run: "all_finite",
+    "bit_range", "bit_range_finite", or "split" (the Ozaki split's digits, slice products, limb additions
+    and rounding, which exact_matmul runs as one); on an array of ``dtype``, C-contiguous or not."""
+
+    name: str
+    dtype: np.dtype
+    contiguous: bool = True
+
+
+def compiled(name: str, X: np.ndarray) -> Any:
+    """The one decision for the pass ``name`` on X (``jit.kernel_for``): the kernel module (for "split") or
+    its runner of the pass (``run(X, ...)``) when it runs here, else None (the numpy path). Logged at DEBUG."""
+    step = Pass(name, X.dtype, bool(X.flags.c_contiguous))
+    kern = jit.kernel_for(step, _KERNELS)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("exact: %s %s", name, "numba" if kern is not None else "numpy")
+    if kern is None or name == "split":
+        return kern
+    return partial(kern.run, step)
 
 
 # ---- exact_matmul: the Ozaki split ------------------------------------------------------------
@@ -27,9 +55,9 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
     element); both 0 for an all-zero line. Computed in cache-sized blocks of rows.
     """
-    if jit.enabled():
-        from . import jitozaki
-        return jitozaki.bit_range(X, axis)
+    run = compiled("bit_range", X)
+    if run is not None:
+        return run(X, axis)
     n0, n1 = X.shape
     step = max(1, (1 << 16) // max(n1, 1))
     big = np.int32(1 << 30)
@@ -61,10 +89,10 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def _scan(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
     """_bit_range of float32 / float64 X as it is, where the compiled kernel finds in the same pass
     that X is all finite; None otherwise (no numba, integers, or a NaN / infinity in X)."""
-    if not jit.enabled() or X.dtype not in (np.float32, np.float64):
+    run = compiled("bit_range_finite", X)
+    if run is None:
         return None
-    from . import jitozaki
-    E, span, finite = jitozaki.bit_range_finite(X, axis)
+    E, span, finite = run(X, axis)
     return (E, span) if finite else None
 
 
@@ -365,9 +393,7 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
     M, K = A.shape
     N = B.shape[1]
-    kern = None
-    if jit.enabled():
-        from . import jitozaki as kern
+    kern = compiled("split", A)
     ba, bb, kara = _plan(sA, sB, K, M, N)
     SA, SB = _slices(sA, ba), _slices(sB, bb)
     a, b_all = _side(A, EA, SA, ba, 1, kara), _side(B, EB, SB, bb, 0, kara)
@@ -407,7 +433,8 @@ def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     no float64 copy), and are widened here (exactly) for the numpy path.
     """
     if v.dtype == np.float32:
-        return (v if jit.enabled() else v.astype(np.float64)), np.ones(v.shape[1 - axis], bool)
+        keep = compiled("split", v) is not None   # the kernels read float32 as it is
+        return (v if keep else v.astype(np.float64)), np.ones(v.shape[1 - axis], bool)
     if v.dtype == np.float64:
         return v, np.ones(v.shape[1 - axis], bool)
     ok = ((v >= -(1 << 53)) & (v <= 1 << 53)).all(axis=axis)  # integers of <= 2^53: exact in float64

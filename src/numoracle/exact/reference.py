@@ -68,7 +68,7 @@ from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
-from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _scan, _slices
+from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _scan, _slices, compiled
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
@@ -120,11 +120,9 @@ def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
 
 
 def _all_finite(v: np.ndarray) -> bool:
-    """No NaN or infinity in the float64 / float32 array v."""
-    if jit.enabled(v.size) and v.flags.c_contiguous:  # a large array: one compiled max reduction
-        from . import jitozaki
-        return jitozaki.all_finite(v)
-    return bool(np.isfinite(v).all())
+    """No NaN or infinity in the float64 / float32 array v (in a large call: one compiled max reduction)."""
+    run = compiled("all_finite", v)
+    return run(v) if run is not None else bool(np.isfinite(v).all())
 
 
 class _Classes:
@@ -294,8 +292,8 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
         shape = tuple(v.shape[d] for d in keep)
         n = int(np.prod([v.shape[d] for d in axes], dtype=np.int64))
         v2 = np.transpose(v, keep + list(axes)).reshape(int(np.prod(shape, dtype=np.int64)), n)
-    c = _Classes(v2)
     with jit.for_work(v2.size):  # compiled passes only for large sums (core/jit.py)
+        c = _Classes(v2)
         rne, ro, fr = _sum_rows(c.fin, exact)
     R, n = v2.shape
     negzero = np.zeros(R, bool)
@@ -363,11 +361,12 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
     R = int(np.prod(lead, dtype=np.int64))
     va = np.broadcast_to(va, lead + (K,)).reshape(R, K)
     vb = np.broadcast_to(vb, lead + (K,)).reshape(R, K)
-    ca, cb = _Classes(va), _Classes(vb)
-    if _products_exact(fa, fb):  # float64 products are exact: an exact sum of them
-        rne, ro, fr = _sum_rows(ca.fin.astype(np.float64) * cb.fin.astype(np.float64), exact)
-    else:
-        rne, ro, fr = _dot_rows(ca.fin, cb.fin, exact)
+    with jit.for_work(R * K):  # compiled passes only for large products (core/jit.py)
+        ca, cb = _Classes(va), _Classes(vb)
+        if _products_exact(fa, fb):  # float64 products are exact: an exact sum of them
+            rne, ro, fr = _sum_rows(ca.fin.astype(np.float64) * cb.fin.astype(np.float64), exact)
+        else:
+            rne, ro, fr = _dot_rows(ca.fin, cb.fin, exact)
     return _finish(rne, ro, fr, *_product_specials(ca, cb, ro), dst, lead)
 
 

@@ -3,9 +3,9 @@
 ``accumulate.block_fma`` is the reference (its steps are orders.BlockFMA's, docs/theory.md §4); this
 module computes the same bits without materialising the (rows, n, batch) term arrays: the kernel
 multiplies the inputs itself, two passes over each block (maximum, then truncated sum), the batch
-innermost so that every pass is a contiguous, branch-free loop. Imported lazily by simulation.py when
-``core.jit.enabled()``; ``BlockKernel.covers`` decides up front (from the data's exponent range and
-the step's formats) which steps it runs, the rest stay on the numpy path.
+innermost so that every pass is a contiguous, branch-free loop. Imported lazily when ``core.jit.kernel_for``
+picks it (core/jit.py's contract): ``covers(step)`` decides up front (from the terms' exponent range and
+the step's formats) which ``BlockStep``s it runs, the rest stay on the numpy path; ``run``, ``calls``.
 
 One output ``d`` of one block, per (row r, batch element): the terms are t_k = a[k, i] * b[k, j]
 (exact in float64: p_a + p_b <= 53) for the block's k, with raw labels la[k, i] + lb[k, j] (input
@@ -26,33 +26,31 @@ of ones (label 0) with the inputs.
    as one integer addition and mask), and the others are counted.
 6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, values below
    min_normal are rounded as Arith._slow does (``_round_into``), and v above max_finite are left in
-   place and counted; ``BlockKernel.run`` rounds them with Arith.round and K&M's inf rule, as block_fma.
+   place and counted; ``run`` rounds them with Arith.round and K&M's inf rule, as block_fma.
 
 The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
 float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
 
-Chained blocks (every BlockFMA order over K > n) run many steps per call through jitblockrun.py, which
-reuses these steps; ``BlockKernel.fusable`` finds those runs.
+Chained blocks (every BlockFMA order over K > n: a ``BlockRun`` of the program) run many steps per call
+through jitblockrun.py, which reuses these steps.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
 from ..core import jit
 from .accumulate import Arith
+from .steps import BlockStep
 
-__all__ = ["BlockKernel", "calls"]
+__all__ = ["covers", "run", "calls", "terms32", "Inputs"]
 
 _MODES = jit.MODE_CODES
 _MAG = 0x7FFF_FFFF_FFFF_FFFF
 _EXP_LIMIT = 1000        # every scale, scaled term and v stays a normal float64 within 2^+-1000
-_calls = [0]             # kernel calls (tests read it through calls(): the kernel did run)
-
-
-def calls() -> int:
-    """How many block FMA steps the compiled kernel has run in this process."""
-    return _calls[0]
+calls = jit.Calls()      # block FMA steps the kernels have run (jitblockrun's too; the tests read calls.count)
 
 
 # ======================================================================================================
@@ -101,7 +99,7 @@ def _round_into(out, ob, o, v, bits, rp):
         ob[o] = _round_normal(bits, rp)
         return 0
     if mag > lo:
-        out[o] = v                                # 2. overflow: BlockKernel.run rounds it with the engine
+        out[o] = v                                # 2. overflow: run rounds it with the engine
         return 1
     # 3. below min_normal (Arith._slow): k = v / Q is exact (Q the subnormal quantum), rounded to an
     # integer by the mode (exact in float64, |k| < 2^52; numpy's functions keep the signs of zeros), times Q
@@ -257,18 +255,42 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
 # The caller's side
 # ======================================================================================================
 
-def _slots(v) -> np.ndarray:
-    """An operand's value slots (simsources._as_index gives a slice where they are consecutive)."""
-    return np.arange(v.start, v.stop) if isinstance(v, slice) else np.asarray(v)
-
-
 def _lowest(fmt) -> int:
     """An exponent below every nonzero value a register of fmt's exponent range can hold (<= 51 bits)."""
     return fmt.emin - 60
 
 
-class BlockKernel:
-    """simulate's block FMA steps on the compiled kernel, for one source (its exponent range known)."""
+@lru_cache(maxsize=1024)
+def _covered(bo, ar: Arith, n: int, info: tuple) -> bool:
+    _, qt, ht = info
+    qc, hc = _lowest(ar.fmt), ar.fmt.emax + 1
+    lo_e, hi_e = min(qt, qc, -126) - 2, max(ht, hc) + 2
+    F = bo.frac_bits + 1
+    lim = _EXP_LIMIT
+    return (ar.mode in _MODES and not ar.is64 and F + 2 - lo_e <= lim and lo_e - F - 2 >= -lim
+            and min(qt, qc) + F - hi_e >= -lim and hi_e + int(n + 1).bit_length() + 2 <= lim)
+
+
+def covers(step: BlockStep) -> bool:
+    """Does the kernel run this step? Every scale, scaled term and sum stays a normal float64 (far inside
+    float64's range: true for every format simulate takes except the widest exponent ranges), and the
+    output mode is one the kernel rounds in (decided from the formats and the terms' range ``step.info``)."""
+    return _covered(step.order, step.ar, step.tids.shape[1], step.info)
+
+
+def terms32(step: BlockStep) -> bool:
+    """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
+    multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
+    float32 (the scaled terms are then exact, and so are their truncations)."""
+    _, qt, ht = step.info
+    hi_e = max(ht, step.ar.fmt.emax + 1) + 2
+    F = step.order.frac_bits
+    return step.terms_fp32 and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126
+
+
+class Inputs:
+    """What the kernels read of one simulate call's source (kept in its Context): the labels as int32 (and
+    float32 for jitblockrun), whether every input is finite, and the inputs in float64 or float32."""
 
     def __init__(self, src, sub_inputs: bool):
         self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
@@ -278,13 +300,18 @@ class BlockKernel:
         else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
             self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
             self.finite = bool(np.isfinite(src.xt).all())
-        self.info = src.info()
         self.laf, self.lbf = self.la.astype(np.float32), self.lb.astype(np.float32)   # jitblockrun's labels
-        self._covers: dict[tuple, bool] = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}
 
-    def _inputs(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def of(ctx) -> Inputs:
+        """The call's Inputs (made on the first block step the kernels run)."""
+        if "jitblock" not in ctx.kernels:
+            ctx.kernels["jitblock"] = Inputs(ctx.src, ctx.sub_inputs)
+        return ctx.kernels["jitblock"]
+
+    def ab(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
         """(a, b) in float64, or float32 (simulate has made the exact float32 copies then)."""
         if f32 not in self._ab:
             src, dt = self.src, np.float32 if f32 else np.float64
@@ -296,79 +323,33 @@ class BlockKernel:
                 self._ab[f32] = (np.ones((src.xt.shape[0], 1), dt), src.xt32 if f32 else src.xt)
         return self._ab[f32]
 
-    def covers(self, st) -> bool:
-        """Whether the kernel runs this step: every scale, scaled term and sum stays a normal float64
-        (far inside float64's range: true for every format simulate takes except the widest
-        exponent ranges), and the output mode is one the kernel rounds in."""
-        _, _, _, tids, bo, ar = st
-        key = (bo, ar, tids.shape[1])
-        if key not in self._covers:
-            _, qt, ht = self.info
-            qc, hc = _lowest(ar.fmt), ar.fmt.emax + 1
-            lo_e, hi_e = min(qt, qc, -126) - 2, max(ht, hc) + 2
-            F = bo.frac_bits + 1
-            lim = _EXP_LIMIT
-            self._covers[key] = (ar.mode in _MODES and not ar.is64 and F + 2 - lo_e <= lim
-                                 and lo_e - F - 2 >= -lim and min(qt, qc) + F - hi_e >= -lim
-                                 and hi_e + int(tids.shape[1] + 1).bit_length() + 2 <= lim)
-        return self._covers[key]
+    def bounds(self, sub) -> tuple[int, int, int, int]:
+        """(i0, i1, j0, j1): the chunk's rows of A (matmul) or its batch columns (sum)."""
+        return (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
 
-    def run(self, st, V, sub, b32: bool) -> np.ndarray:
-        """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source); ``b32``: simulate's
-        _block32 (every step of the block is exact in float32)."""
-        _, _, c, tids, bo, ar = st
-        c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
-        w, B = c.shape
-        i0, i1, j0, j1 = (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
-        f32 = b32 or self._terms32(st)
-        a, b = self._inputs(f32)
-        out, S = np.empty(w * B), np.empty(j1 - j0, np.float32 if b32 else np.float64)
-        over = _block_kernel(a, self.la, b, self.lb, i0, i1, j0, j1, np.ascontiguousarray(tids, np.int64),
-                             c.reshape(-1), out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
-                             self.sub_inputs, self.finite, 2.0**127 if f32 else np.inf, self._rp(ar))
-        _calls[0] += 1
-        if over:
-            _overflow(out, ar)
-        return out.reshape(w, B)
-
-    def fusable(self, steps, b32: dict) -> dict[int, list]:
-        """Runs of chained block FMA steps the kernel computes in one call (jitblockrun), by the index of
-        their first step: consecutive steps it covers, of one BlockFMA, output arithmetic, width and float32
-        choice, each later one taking its c from the previous one's value slots, which it overwrites (so
-        no other step can read the intermediate blocks)."""
-        runs: dict[int, list] = {}
-        start = None
-        for n, st in enumerate(steps):
-            prev = steps[n - 1] if n else None
-            if (start is not None and st[0] == "bfma" and self.covers(st) and st[4] == prev[4] and st[5] == prev[5]
-                    and st[3].shape[0] == prev[3].shape[0] and b32[id(st)] == b32[id(prev)]
-                    and self._terms32(st) == self._terms32(prev) and st[2].t is None
-                    and np.array_equal(_slots(st[2].v), prev[1]) and np.array_equal(st[1], prev[1])):
-                runs[start].append(st)
-                continue
-            start = n if st[0] == "bfma" and self.covers(st) else None
-            if start is not None:
-                runs[start] = [st]
-        return {k: v for k, v in runs.items() if len(v) > 1}
-
-    def _terms32(self, st) -> bool:
-        """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
-        multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
-        float32 (the scaled terms are then exact, and so are their truncations)."""
-        _, _, _, _, bo, ar = st
-        key = ("t32", bo.frac_bits, ar)
-        if key not in self._covers:
-            _, qt, ht = self.info
-            hi_e = max(ht, ar.fmt.emax + 1) + 2
-            F = bo.frac_bits
-            self._covers[key] = (self.src.terms_fp32()
-                                 and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126)
-        return self._covers[key]
-
-    def _rp(self, ar: Arith) -> tuple:
+    def rp(self, ar: Arith) -> tuple:
         if ar not in self._round:
             self._round[ar] = _rounding(ar)
         return self._round[ar]
+
+
+def run(step: BlockStep, V, sub, ctx) -> np.ndarray:
+    """The step's outputs (rows, batch) for the chunk ``sub`` (a view of the source), as numpysteps.run_block."""
+    kin = Inputs.of(ctx)
+    c = np.ascontiguousarray(step.c.fetch(V, sub, None), np.float64)
+    w, B = c.shape
+    i0, i1, j0, j1 = kin.bounds(sub)
+    bo, ar, b32 = step.order, step.ar, step.b32
+    f32 = b32 or terms32(step)
+    a, b = kin.ab(f32)
+    out, S = np.empty(w * B), np.empty(j1 - j0, np.float32 if b32 else np.float64)
+    over = _block_kernel(a, kin.la, b, kin.lb, i0, i1, j0, j1, np.ascontiguousarray(step.tids, np.int64),
+                         c.reshape(-1), out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
+                         kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf, kin.rp(ar))
+    calls.add()
+    if over:
+        _overflow(out, ar)
+    return out.reshape(w, B)
 
 
 def _rounding(ar: Arith) -> tuple:

@@ -1,7 +1,7 @@
 """Compiled block FMA over whole runs of chained blocks: simulate's BlockFMA steps k, k+1, ... as one call.
 
 A BlockFMA order chains its blocks over K: block s + 1 takes block s's output as its c, and nothing
-else reads it (the steps share one value slot: ``BlockKernel.fusable``). ``run_kernel`` computes such a run
+else reads it (the steps share one value slot: the program's ``BlockRun``). ``run_kernel`` computes such a run
 for every output in one call, the per-output accumulator held in a small buffer across all blocks
 of the run, so that c is neither fetched nor stored between blocks. Each block's arithmetic is
 jitblock's (its steps 1-6, the same functions), so the bits are those of ``accumulate.block_fma``.
@@ -16,9 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import jit
-from .jitblock import _MAG, BlockKernel, _block_kernel, _calls, _others, _overflow, _pass2, _round_normal, _scales
+from . import jitblock
+from .jitblock import _MAG, _block_kernel, _others, _overflow, _pass2, _round_normal, _scales
+from .steps import BlockRun
 
-__all__ = ["run_chain", "run_kernel"]
+__all__ = ["covers", "run", "calls", "run_kernel"]
+
+calls = jitblock.calls   # one counter for the block FMA steps the kernels run, one call or many
 
 _JT = 256         # outputs j per tile
 _ROWS = 16        # rows i per tile
@@ -124,37 +128,43 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, bad, S, frac, st
                         out[o:o + nt] = acc[steps & 1, g, :nt]
 
 
-def run_chain(kern: BlockKernel, run: list, V, sub, b32: bool) -> np.ndarray:
-    """The last step's outputs (rows, batch) of a run from ``BlockKernel.fusable``, computed in one
-    kernel call; rows that overflow on the way are rerun step by step (BlockKernel.run's rounding
-    between blocks)."""
-    st0 = run[0]
-    _, _, c, _, bo, ar = st0
-    c = np.ascontiguousarray(c.fetch(V, sub, None), np.float64)
+def covers(step: BlockRun) -> bool:
+    """Does one kernel call run this BlockRun? When jitblock runs each of its steps."""
+    return all(jitblock.covers(s) for s in step.steps)
+
+
+def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
+    """The last step's outputs (rows, batch) of the run, computed in one kernel call; rows that overflow on
+    the way are rerun step by step (jitblock.run's rounding between blocks)."""
+    kin = jitblock.Inputs.of(ctx)
+    steps = step.steps
+    st0 = steps[0]
+    bo, ar, b32 = st0.order, st0.ar, st0.b32
+    c = np.ascontiguousarray(st0.c.fetch(V, sub, None), np.float64)
     w, B = c.shape
-    nmax = max(st[3].shape[1] for st in run)
-    tids = np.zeros((len(run), w, nmax), np.int64)
-    cnt = np.array([st[3].shape[1] for st in run], np.int64)
-    for s, st in enumerate(run):
-        tids[s, :, :cnt[s]] = st[3]
-    i0, i1, j0, j1 = (sub.lo, sub.hi, 0, kern.lb.shape[1]) if kern.mat else (0, 1, sub.lo, sub.hi)
-    f32 = b32 or kern._terms32(st0)
-    a, b = kern._inputs(f32)
+    nmax = max(st.tids.shape[1] for st in steps)
+    tids = np.zeros((len(steps), w, nmax), np.int64)
+    cnt = np.array([st.tids.shape[1] for st in steps], np.int64)
+    for s, st in enumerate(steps):
+        tids[s, :, :cnt[s]] = st.tids
+    i0, i1, j0, j1 = kin.bounds(sub)
+    f32 = b32 or jitblock.terms32(st0)
+    a, b = kin.ab(f32)
     out, bad = np.full(w * B, np.nan), np.zeros(w * (i1 - i0), np.uint8)   # NaN: no output left unset
     S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
-    run_kernel(a, kern.laf, b, kern.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
-               int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kern.sub_inputs, kern.finite,
-               2.0**127 if f32 else np.inf, kern._rp(ar))
-    _calls[0] += len(run)
+    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
+               int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite,
+               2.0**127 if f32 else np.inf, kin.rp(ar))
+    calls.add(len(steps))
     nj = j1 - j0
     for row in np.flatnonzero(bad):          # overflow: this row block by block, as run does
         r, i = divmod(int(row), i1 - i0)
         v = c[r, i * nj:(i + 1) * nj].copy()
-        for s in range(len(run)):
+        for s in range(len(steps)):
             o = np.empty(nj)
-            if _block_kernel(a, kern.la, b, kern.lb, i0 + i, i0 + i + 1, j0, j1, tids[s, r:r + 1, :cnt[s]].copy(),
+            if _block_kernel(a, kin.la, b, kin.lb, i0 + i, i0 + i + 1, j0, j1, tids[s, r:r + 1, :cnt[s]].copy(),
                              v, o, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
-                             kern.sub_inputs, kern.finite, 2.0**127 if f32 else np.inf, kern._rp(ar)):
+                             kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf, kin.rp(ar)):
                 _overflow(o, ar)
             v = o
         out[r * B + i * nj:r * B + (i + 1) * nj] = v

@@ -1,10 +1,11 @@
 """simulate's chains compiled (numba): s = fl(s + t_j) along each row, bit-identical to the numpy path.
 
-Imported only when ``core.jit.enabled()``. ``covers(step)`` says, before anything runs, whether a chain
-step of ``simulation._prepare`` can run here; ``run`` then computes what ``simulation._run_chain``
-does. A chain's addends must be terms (inputs, or exact products); the accumulator any format simulate
-takes except FP64. Every plan ("direct", "odd") computes the same function, the correctly rounded sum
-(accumulate.Arith), so one exact method serves them all:
+Imported only when ``core.jit.kernel_for`` picks it (core/jit.py's contract): ``covers(step)`` says, before
+anything runs, whether a ``Chain`` step (models/steps.py) can run here; ``run`` then computes what the numpy
+reference (``numpysteps.run_chain``) does, and ``calls`` counts the steps run. A chain's addends must be
+terms (inputs, or exact products); the accumulator any format simulate takes except FP64. Every plan
+("direct", "odd") computes the same function, the correctly rounded sum (accumulate.Arith), so one exact
+method serves them all:
 
 1. the float sum and its error: s = fl(x + y), e = (x + y) - s exactly (TwoSum; Knuth, TAOCP 4.2.2);
 2. s rounded to odd at the float's precision P from s and e: truncate toward zero, set the last bit when
@@ -22,8 +23,8 @@ accumulators). simulate's "f32" chains (FP32 accumulator, RNE, terms exact or FP
 plain float32 additions here as in numpy (mode _HW). The loops: tiles of output rows (their running sums
 stay in L1), then the terms k, then the rows i of the tile, then the output columns j: the innermost loop
 is contiguous and branch-free, so LLVM vectorises it; a tile whose elements all stay in the normal range
-is never revisited (``_tile_fix`` redoes the others). ``calls`` counts runs (the tests check the kernel
-ran). NaN operands: x's NaN wins over y's, as in numpy's loops (``_first_nan``).
+is never revisited (``_tile_fix`` redoes the others). NaN operands: x's NaN wins over y's, as in numpy's
+loops (``_first_nan``).
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from ..core.formats import Format
 from ..core.policy import Overflow, Rounding
 from .accumulate import Arith, native_fp32_ok
 from .simsources import _MatSource
+from .steps import Chain
 
 __all__ = ["covers", "run", "calls"]
 
-calls = 0            # chain pieces run by the kernel (read by the tests)
+calls = jit.Calls()  # chain steps run by the kernel (the tests read calls.count)
 
 _TILE = 2048         # running sums held per block of output rows: two buffers of them stay in L1
 
@@ -423,24 +425,23 @@ def _low32(ar: Arith) -> bool:
     return f.precision <= 22 and f.emin >= -126 and f.emax <= 127
 
 
-def covers(st) -> bool:
-    """Does a chain step of simulate._prepare run here? Terms as addends, an accumulator other than FP64, and
-    the float environment with gradual underflow (as simulate's float32 paths need)."""
-    _, _, _, _, ar, _, _, (kind, _) = st
-    return kind == "t" and not ar.is64 and ar.mode in _MODES and native_fp32_ok()
+def covers(step: Chain) -> bool:
+    """Does a Chain step run here? Terms as addends, an accumulator other than FP64, and the float environment
+    with gradual underflow (as simulate's float32 paths need)."""
+    ar = step.ar
+    return step.addends == "t" and not ar.is64 and ar.mode in _MODES and native_fp32_ok()
 
 
-def run(st, V, sub, r0: int, r1: int) -> np.ndarray:
-    """Rows r0..r1-1 of a chain step (``covers`` is true): what simulation._run_chain returns."""
-    global calls
-    _, variant, _, a, ar, rnd, _, (_, data) = st
+def run(step: Chain, V, sub, ctx) -> np.ndarray:
+    """The step's rows for the chunk ``sub`` (``covers`` is true): what numpysteps.run_chain returns."""
+    variant, ar, rnd = step.variant, step.ar, step.rnd
     f32 = variant == "f32" or (variant == "low32" and _low32(ar))
     dt = np.float32 if f32 else np.float64
     mode, P, P64, F, C = _params(ar, not f32)
     if variant == "f32":
         mode = _HW
-    ids = np.ascontiguousarray(data[r0:r1], np.int64)
-    s0 = np.ascontiguousarray(a.part(r0, r1).fetch(V, sub, None), dt)
+    ids = np.ascontiguousarray(step.ids, np.int64)
+    s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
     if isinstance(sub, _MatSource):
         at, bm = (sub.at32, sub.b32) if f32 else (sub.at, sub.b)
         lo, units = sub.lo, sub.hi - sub.lo
@@ -449,6 +450,6 @@ def run(st, V, sub, r0: int, r1: int) -> np.ndarray:
         bm = np.ascontiguousarray(xt[:, sub.lo:sub.hi])
         at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
     rterm = rnd is not None and variant != "f32"
-    calls += 1
+    calls.add()
     offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
-    return _chain(at, bm, ids, s0.reshape(r1 - r0, -1), lo, units, offs, mode, rterm, P, P64, F, C)
+    return _chain(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, F, C)
