@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import numoracle as no
 from numoracle import orders as O
@@ -33,3 +34,50 @@ def test_run_ulps_counted_in_the_output_format_and_summary():
         assert f"{rep.n_differ} of {rep.n_elements} elements differ" in line
     same = no.compare_runs(a, a.copy(), "matmul", A, B, acc="fp16", out="fp16", identify=False)
     assert same.summary().startswith("IDENTICAL")
+
+
+def _atomic_runs(fmt, seed=0, m=8, k=384, n=8, s=6):
+    """Two runs of an atomic split-K kernel: s partials per element, added into the output in the order the
+    blocks finished, which differs per element and per run."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = rng.standard_normal((k, n)).astype(np.float16)
+    unit = O.Sequential() if fmt == "fp16" else O.preset("h100", "fp16")
+    acc = "fp16" if fmt == "fp16" else "fp32"
+    runs = []
+    for _ in range(2):
+        out = np.empty((m, n))
+        perms = [tuple(int(i) for i in rng.permutation(s)) for _ in range(4)]
+        pick = rng.integers(0, 4, (m, n))
+        for q, perm in enumerate(perms):
+            y = no.simulate("matmul", A, B, acc=acc, order=O.SplitK(s, unit, permutation=perm))
+            out[pick == q] = y[pick == q]
+        runs.append(out.astype(np.float16 if fmt == "fp16" else np.float32))
+    return A, B, runs, acc
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "fp32"])
+def test_atomic_split_k_runs_explained_exactly_and_a_corrupted_element_is_not(fmt):
+    A, B, (ra, rb), acc = _atomic_runs(fmt)
+    c = no.compare_runs(ra, rb, "matmul", A, B, acc=acc, identify=False)
+    assert c.verdict == "REORDERING" and c.exact.complete, str(c)
+    assert "each differing element is the other run's split partials combined in another order" in c.summary()
+    assert "exact: every one of the" in str(c) and c.exact.split.s == 6
+    bad = rb.copy()
+    i = int(np.flatnonzero(ra.ravel() != rb.ravel())[0])
+    bad.ravel()[i] = np.nextafter(bad.ravel()[i], np.inf, dtype=bad.dtype)     # one ULP: inside every bound
+    c = no.compare_runs(ra, bad, "matmul", A, B, acc=acc, identify=False)
+    assert c.verdict == "UNEXPLAINED" and c.n_unexplained == 1, str(c)
+    assert list(c.exact.unexplained["run_b"]) == [i] and c.exact.exhaustive
+    assert c.unexplained[0][0] == "run_b" and c.unexplained[0][1].index == np.unravel_index(i, ra.shape)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "fp32"])
+def test_identify_finds_per_element_combine_orders(fmt):
+    """identify_order on one atomic run: a PerPosition of SplitK orders, one permutation per element, confirmed
+    on every element through simulate."""
+    A, B, (_, rb), acc = _atomic_runs(fmt, seed=1)
+    rep = no.identify_order(rb, "matmul", A, B, acc=acc)
+    assert rep.winner is not None and rep.winner.stage == "permutation", str(rep)
+    got = no.simulate("matmul", A, B, arith=rep.arithmetic).astype(rb.dtype)
+    np.testing.assert_array_equal(got, rb)

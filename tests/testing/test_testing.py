@@ -243,9 +243,10 @@ def test_compare_split_k_is_reordering():
     c = compare_runs(r2, r8, "matmul", A, B)
     assert c.verdict == "REORDERING" and c.n_differ > 0 and c.max_run_ulps > 0
     assert 0 < c.max_ratio <= 1 and str(c).startswith("REORDERING")
-    # the runs' orders: split-K 2 is found; the atomics-like permutation of 8 slices is not searched
-    assert c.identified == {"run_a": orders.SplitK(2), "run_b": None}
-    assert "identified: run_a = SplitK(s=2" in str(c) and "run_b: no model tried reproduces it" in str(c)
+    # the runs' orders: split-K 2 is found; the permutation of 8 slices is found per element (atomics stage)
+    assert c.identified["run_a"] == orders.SplitK(2) and c.identified["run_b"] is not None
+    assert np.array_equal(simulate("matmul", A, B, acc="fp32", order=c.identified["run_b"]).astype(np.float32), r8)
+    assert "identified: run_a = SplitK(s=2" in str(c) and "(reordering)" in str(c)
     c = compare_runs(r2, r8, "matmul", A, B, orders=["splitk:2", "splitk:8"], identify=[orders.SplitK(2), r8_order])
     assert c.verdict == "REORDERING" and c.identified == {"run_a": orders.SplitK(2), "run_b": r8_order}
     assert "(reordering)" in str(c)

@@ -21,6 +21,7 @@ import numpy as np
 from ..core.convert import cast
 from ..core.formats import FP64, Format
 from ..models.orders import Order, SplitK
+from ..models.ordertext import order_text
 from ..models.simulation import simulate
 from . import families as F
 
@@ -106,10 +107,8 @@ def _add(x: np.ndarray, y: np.ndarray, fmt: Format) -> np.ndarray:
         return decode(cast(s, fmt), fmt)
 
 
-def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, split: SplitK, acc: Format,
-                       max_perms: int = 20000, seed: int = 0, chunk: int = 4096) -> PermutationResult:
-    """For each output element, the first permutation of ``split``'s partials whose sequential combine (in the
-    split's combine_acc, else ``acc``) rounds to the element's bits in ``out``. target: the elements' values."""
+def partials(op: str, inputs: tuple, split: SplitK, acc: Format) -> np.ndarray:
+    """(elements, s): every output element's slice partials, each reduced by the split's unit from zero."""
     K = inputs[0].shape[-1]
     sizes = [(j + 1) * K // split.s - j * K // split.s for j in range(split.s)]
     bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
@@ -119,13 +118,24 @@ def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, 
         ins = (np.ascontiguousarray(inputs[0][..., lo:hi]),) if op == "sum" else \
             (np.ascontiguousarray(inputs[0][..., lo:hi]), np.ascontiguousarray(inputs[1][lo:hi]))
         parts.append(np.asarray(simulate(op, *ins, acc=unit_acc, order=split.inner)).ravel())
-    P = np.stack(parts, axis=1)                     # (elements, s)
+    return np.stack(parts, axis=1)
+
+
+def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, split: SplitK, acc: Format,
+                       max_perms: int = 20000, seed: int = 0, chunk: int = 4096, elements: np.ndarray | None = None,
+                       P: np.ndarray | None = None) -> PermutationResult:
+    """For each output element, the first permutation of ``split``'s partials whose sequential combine (in the
+    split's combine_acc, else ``acc``) rounds to the element's bits in ``out``. target: the elements' values.
+    elements: flat indices to search (the others stay -1); P: the partials, when already computed."""
+    P = partials(op, inputs, split, acc) if P is None else P
     cfmt = split.combine_acc or acc
     want = np.asarray(target, np.float64).ravel()
     perms, exhaustive = _perms(split.s, max_perms, seed)
     found = np.full(want.size, -1, np.int64)
+    pending = np.zeros(want.size, bool)
+    pending[np.arange(want.size) if elements is None else np.asarray(elements, np.int64)] = True
     for c0 in range(0, len(perms), chunk):
-        todo = np.flatnonzero(found < 0)
+        todo = np.flatnonzero((found < 0) & pending)
         if not todo.size:
             break
         idx = np.asarray(perms[c0:c0 + chunk], np.int64)          # (q, s)
@@ -146,25 +156,28 @@ def _round_out(v: np.ndarray, out: Format) -> np.ndarray:
         return decode(cast(v, out), out)
 
 
-def permutation_stage(search: Any, top: int = 3) -> Any:
-    """identify_order's last stage (matmul / dot): the best few split candidates with their partials permuted
-    per output element. Returns the confirmed candidate, or None."""
+def permutation_stage(search: Any, units: list, top: int = 3) -> Any:
+    """identify_order's atomics stage (matmul / dot): ``SplitK(s, unit)`` for s = 3..8 over the ``top`` likeliest
+    units, the partials combined in any order per output element. Returns the confirmed candidate, or None."""
     p = search.p
-    if p.op == "sum" or search.over_budget():
+    if p.op == "sum":
         return None
     from ..core.convert import decode
     target = decode(p.codes, p.out)
-    seen: set = set()
-    for c in search.best(("split",), 4 * top):
-        split = split_of(c.order)
-        if split is None or split.s < 3 or (split, c.acc, c.operands) in seen or len(seen) >= top:
-            continue
-        seen.add((split, c.acc, c.operands))
-        res = permutation_search(p.op, p.read(c.operands), target, p.out, split, c.acc or p.acc)
-        order = res.order(tuple(p.codes.shape))
-        search.notes.append(f"per-element permutations of {split.s} partials: {res.note()}")
-        if order is not None:
-            cand = search.add(p.score(order, None, "permutation", c.acc, c.operands))
-            if cand is not None:
-                return cand
+    for c in units[:top]:
+        best = (0, None)
+        for s in range(3, EXHAUSTIVE + 1):
+            if s > p.K:
+                break
+            split = SplitK(s, c.order)
+            res = permutation_search(p.op, p.read(c.operands), target, p.out, split, c.acc or p.acc)
+            order = res.order(tuple(p.codes.shape))
+            if order is not None:
+                search.notes.append(f"per-element permutations of {s} partials: {res.note()}")
+                cand = search.add(p.score(order, None, "permutation", c.acc, c.operands))
+                if cand is not None:
+                    return cand
+            best = max(best, (int(res.explained.sum()), res), key=lambda t: t[0])
+        if best[1] is not None:
+            search.notes.append(f"per-element permutations over {order_text(c.order)}: at best {best[1].note()}")
     return None

@@ -116,6 +116,11 @@ class _Search:
             return sorted(pool, key=lambda c: (c.fraction < 0.5, abs(c.bias - target)))[:n]
         return sorted(pool, key=lambda c: (-c.fraction, c.median_ulps))[:n]
 
+    def perm_units(self) -> list[Candidate]:
+        """Units for the atomics stage: the two closest, and the plain sequential one in the given accumulator."""
+        plain = [c for c in self.scored if c.stage == "unit" and c.acc is None and type(c.order).__name__ == "Sequential"]
+        return list({c.key: c for c in self.best(("unit",), 2) + plain[:1]}.values())
+
     def split_stage(self, unit: Candidate, many: bool, collect: bool = False) -> Candidate | None:
         """Splits of K for one unit: every slicing's partials simulated once, slice by slice; the combines applied
         to them in float32 arithmetic where that is exact (FP32 partials and combine, round to nearest), else each
@@ -171,16 +176,22 @@ class _Search:
                 return win, tried
         self.notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and the "
                           "ways their partials meet")
-        for i, c in enumerate(self.best(("unit",), len(self.scored), by_bias=True)):
+        from .permute import permutation_stage
+        ranked = self.best(("unit",), len(self.scored), by_bias=True)
+        permuted = False
+        for i, c in enumerate(ranked):
             win = self.split_stage(c, many=i < keep)   # 24..64 slices for the `keep` likeliest units
             if win:
                 tried.append(("split", c))
                 return win, tried
+            if i == min(keep, len(ranked)) - 1:      # atomics: partials per element in any order (bounded cost)
+                permuted = True
+                win = permutation_stage(self, self.perm_units())
+                if win:
+                    return win, tried
             if self.over_budget():
                 break
-        from .permute import permutation_stage
-        win = permutation_stage(self)
-        return win, tried
+        return (None if permuted else permutation_stage(self, self.perm_units())), tried
 
 
 def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,

@@ -325,6 +325,7 @@ class RunComparison:
     out_format: AnyFormat
     identified: dict[str, Any] = field(default_factory=dict)  # run name -> the order reproducing it, or None
     ulp_format: AnyFormat | None = None  # the format max_run_ulps counts in (the output format when it holds them)
+    exact: Any = None  # identify.runs.ExactExplanation: differing elements as the same split partials reordered
 
     def _diff_text(self) -> str:
         ufmt = self.ulp_format or self.out_format
@@ -339,9 +340,14 @@ class RunComparison:
         if v == "UNWRITTEN":
             return ("UNWRITTEN: " + "; ".join(f"{r}: {c} element(s)" for r, c in self.n_unwritten.items() if c)
                     + f" of {self.n_elements} still hold the poison pattern")
+        exact = self.exact is not None and self.exact.complete
         if v == "REORDERING":
-            return f"REORDERING: {self._diff_text()}, every element within a reordering's bound"
-        return f"UNEXPLAINED: {self._diff_text()}; {self.n_unexplained} element(s) outside every order's bound"
+            return f"REORDERING: {self._diff_text()}, " + (
+                "each differing element is the other run's split partials combined in another order" if exact else
+                "every element within a reordering's bound")
+        why = "equal no order of the split partials" if self.exact is not None and not exact and \
+            self.exact.split is not None and self.exact.exhaustive else "outside every order's bound"
+        return f"UNEXPLAINED: {self._diff_text()}; {self.n_unexplained} element(s) {why}"
 
     def __str__(self) -> str:
         v, n = self.verdict, self.n_elements
@@ -372,9 +378,13 @@ class RunComparison:
                                                     "reproduces it" for r, o in self.identified.items())
                          + (": the runs are the same arithmetic in two orders (reordering)"
                             if len(found) == len(self.identified) and v != "UNEXPLAINED" else ""))
+        if self.exact is not None:
+            lines.append(self.exact.text())
         if self.bound is not None:
             if self.bound.vacuous and v in ("REORDERING", "UNEXPLAINED"):
-                lines.append("WARNING: " + vacuous_text(self.bound) + "; REORDERING says little here")
+                lines.append("WARNING: " + vacuous_text(self.bound) + ("; the exact explanation above does not rely "
+                             "on it" if self.exact is not None and self.exact.complete else
+                             "; REORDERING says little here"))
             lines.append("bound:")
             lines += ["  " + s for s in str(self.bound).splitlines()]
         return "\n".join(lines)
@@ -402,7 +412,7 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
                  acc: Any = FP32, orders: Any = None,
                  kind: str = "worst", out: Any = None, axis: int = -1, confidence: float = 0.999, fma: bool = True,
                  rounding: Any = "rne", pattern: int | None = None, show: int = 10,
-                 identify: Any = True) -> RunComparison:
+                 identify: Any = True, exact: bool = True) -> RunComparison:
     """Compare two runs of a kernel computing ``op`` ("sum", "dot", "matmul") on ``inputs``.
 
     Verdicts (in this priority):
@@ -425,6 +435,12 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
     the guided search; or a list of candidate orders; False: skip): ``.identified`` maps "run_a" / "run_b"
     to the order that reproduces that run bit for bit (its first 64 output rows), or None. It explains,
     and never changes the verdict.
+
+    ``exact``: when the runs differ, look for an exact explanation (:mod:`numoracle.identify.runs`): every differing
+    element is the same split-K partials combined in another order (atomics), per element, every order up to 8
+    partials. ``.exact`` says which elements are; when the search over the orders was exhaustive and some
+    differing element equals no order of those partials, the verdict is UNEXPLAINED (a corrupted element) even
+    inside the bound.
     """
     op = str(op).lower()
     if op not in ("sum", "dot", "matmul"):
@@ -464,8 +480,9 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
     bound = max(st.bounds, key=lambda b: b.coefficient)
     bad: list[tuple[float, str, Element]] = []
     n_bad, mr = 0, 0.0
+    judged = {}
     for name, codes in (("run_a", ca), ("run_b", cb)):
-        j = st.judge(codes, fa)
+        j = judged[name] = st.judge(codes, fa)
         n_bad += int((~j.ok).sum())
         mr = max(mr, float(j.ratio.max()) if j.ratio.size else 0.0)
         bad += [(float(j.ratio[i]), name, st.element(j, int(i), shape)) for i in _order_worst(j, show) if not j.ok[i]]
@@ -474,6 +491,15 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
     from ..identify.search import identify_runs
 
     found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
+    why = None
+    if exact and isinstance(fa, Format):
+        from ..identify.runs import explain_runs
+        ins = inputs if op != "sum" else (np.moveaxis(np.asarray(inputs[0]), axis, -1),)
+        why = explain_runs(ca, cb, fa, op, ins, acc, out, found)
+        lost = [(name, int(i)) for name, idx in why.unexplained.items() for i in idx]
+        if why.established and lost and verdict == "REORDERING":
+            verdict, n_bad = "UNEXPLAINED", len(lost)
+            bad = [(0.0, name, st.element(judged[name], i, shape)) for name, i in lost]
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
-                         max_ratio=mr, identified=found, **base)
+                         max_ratio=mr, identified=found, exact=why, **base)
 

@@ -1,0 +1,122 @@
+"""compare_runs' exact explanation: every element where two runs differ is the same split-K partials combined in
+another order (atomics land in the order the thread blocks finish).
+
+:func:`explain_runs` takes the split under either run's identified order (or, when neither was identified, tries
+``SplitK(s, unit)`` for s = 2..8 over the sequential unit and the presets that take the input format, on the first
+elements of run_a), computes every element's partials once, and searches, for each differing element of each run,
+an order of those partials whose sequential combine gives its bits (:mod:`numoracle.identify.permute`: every
+order up to 8 partials). An element no order reproduces stays unexplained: with an exhaustive search it is not a
+reordering of these partials (a corrupted or unwritten element, a bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import decode
+from ..core.formats import Format, format_of
+from ..models.orders import Order, Sequential, SplitK
+from ..models.presets import preset
+from .permute import EXHAUSTIVE, partials, permutation_search, split_of
+from .problem import native
+
+__all__ = ["ExactExplanation", "explain_runs"]
+
+
+@dataclass
+class ExactExplanation:
+    """Which differing elements are the other run's partials combined in another order."""
+
+    split: Order | None           # the split whose partials were permuted (None: no split found)
+    n_differ: int
+    explained: dict[str, int]     # run name -> differing elements reproduced by some order of the partials
+    unexplained: dict[str, np.ndarray]   # run name -> flat indices no order reproduces
+    exhaustive: bool
+    how: str                      # where the split came from
+
+    @property
+    def complete(self) -> bool:
+        return self.split is not None and all(v.size == 0 for v in self.unexplained.values())
+
+    @property
+    def established(self) -> bool:
+        """The same-partials explanation holds for the bulk (at least 90 % of each run's differing elements, every
+        order searched): an element it leaves out is then no reordering of these partials."""
+        if self.split is None or not self.exhaustive or not self.n_differ:
+            return False
+        return all(n >= 0.9 * self.n_differ for n in self.explained.values())
+
+    def text(self) -> str:
+        if self.split is None:
+            return f"exact: no split-K order found whose partials reproduce the runs ({self.how})"
+        from ..models.ordertext import order_text
+        s = getattr(self.split, "s", "?")
+        if self.complete:
+            return (f"exact: every one of the {self.n_differ} differing elements equals the other run's {s} split "
+                    f"partials ({order_text(self.split)}, {self.how}) combined in another order")
+        bad = {r: int(v.size) for r, v in self.unexplained.items() if v.size}
+        tried = "every order" if self.exhaustive else "a sample of the orders"
+        return (f"exact: {sum(bad.values())} differing element(s) ("
+                + ", ".join(f"{r}: {n}" for r, n in bad.items())
+                + f") equal no order of the {s} split partials ({tried} tried; {order_text(self.split)}, {self.how}); "
+                f"the other {self.n_differ - max(bad.values())} are those partials combined in another order")
+
+
+def _units(fmt: Format) -> list[Order]:
+    name = {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
+    found: list[Order] = [Sequential()]
+    for gpu in ("h100", "a100", "b200", "v100"):
+        try:
+            found.append(preset(gpu, name))
+        except ValueError:
+            pass
+    return list(dict.fromkeys(found))
+
+
+def _find_split(op: str, ins: tuple, target: np.ndarray, out: Format, acc: Format, probe: int = 16) -> SplitK | None:
+    """A SplitK(s, unit), s = 2..8, whose partials in some order reproduce the first ``probe`` elements."""
+    n = target.size
+    first = np.arange(min(probe, n))
+    cut = ins if op != "matmul" else (ins[0][: max(1, -(-first.size // ins[1].shape[1]))], ins[1])
+    for unit in _units(format_of(ins[0].dtype)):
+        for s in range(2, EXHAUSTIVE + 1):
+            split = SplitK(s, unit)
+            m = cut[0].shape[0] * ins[1].shape[1] if op == "matmul" else first.size
+            elems = first[first < m]
+            res = permutation_search(op, cut, target[:m], out, split, acc, elements=elems)
+            if res.explained[elems].all():
+                return split
+    return None
+
+
+def explain_runs(codes_a: np.ndarray, codes_b: np.ndarray, fmt: Format, op: str, inputs: tuple, acc: Any, out: Any,
+                 identified: dict) -> ExactExplanation:
+    """The exact explanation of two runs' differences (codes flat, in ``fmt``); inputs with the reduced axis last."""
+    ofmt = format_of(out) if out is not None else fmt
+    accf = format_of(acc)
+    ins = tuple(native(x, f"input {i}") for i, x in enumerate(inputs))
+    differ = np.flatnonzero(codes_a.astype(np.uint64) != codes_b.astype(np.uint64))
+    va, vb = (np.asarray(decode(c, fmt), np.float64).ravel() for c in (codes_a, codes_b))
+    splits = [(s, f"the split of {name}'s identified order") for name, o in identified.items()
+              if (s := split_of(o)) is not None]
+    if not splits:
+        s = _find_split(op, ins, va, ofmt, accf)
+        splits = [(s, "found on run_a's first elements")] if s is not None else []
+    if not splits:
+        return ExactExplanation(None, int(differ.size), {}, {}, False, "tried SplitK(s) for s = 2..8 over the "
+                                "sequential order and the presets that take the input format")
+    found = []
+    for split, how in dict.fromkeys(splits):
+        P = partials(op, ins, split, accf)
+        explained, unexplained, exhaustive = {}, {}, True
+        for name, v in (("run_a", va), ("run_b", vb)):
+            res = permutation_search(op, ins, v, ofmt, split, accf, elements=differ, P=P)
+            ok = res.explained[differ]
+            explained[name] = int(ok.sum())
+            unexplained[name] = differ[~ok]
+            exhaustive &= res.exhaustive
+        found.append(ExactExplanation(split, int(differ.size), explained, unexplained, exhaustive, how))
+    return max(found, key=lambda e: sum(e.explained.values()))
