@@ -193,6 +193,30 @@ class Prober:
             if self.op == "dot":
                 base[1][i] = base[1][j] = bn[0]
 
+    def set_row_masking(self, u: float, M: float) -> bool:
+        """matmul: B of ones and A holding u, +-M itself, so that every row of A can carry its own probe pair.
+        False when u or M is not a value of the input format (then every row carries the same probe)."""
+        if self.op != "matmul":
+            return False
+        v = np.array([u, M, -M])
+        if not np.array_equal(v.astype(self.dtype).astype(np.float64), v):
+            return False
+        M_, _, N = self.shape  # type: ignore[misc]
+        self._rows = (v.astype(self.dtype), np.full((M_, self.n), v[0]).astype(self.dtype),
+                      np.ones((self.n, N), self.dtype))
+        return True
+
+    def pair_rows(self, i: int, js: list[int]) -> np.ndarray:
+        """matmul: row r of A holds +M at term i and -M at term js[r] (rows past len(js) only units); outputs
+        (M, N)."""
+        v, A, B = self._rows
+        r = np.arange(len(js))
+        A[r, i], A[r, js] = v[1], v[2]
+        try:
+            return self.call(A, B).reshape(self.out_shape)
+        finally:
+            A[r, i] = A[r, js] = v[0]
+
     def inputs_of(self, rng: np.random.Generator, kind: str) -> tuple[np.ndarray, ...]:
         """Random inputs of one kind: normal, positive, mixed magnitudes, cancelling."""
         shapes: list[tuple[int, ...]]

@@ -43,6 +43,7 @@ class Masking:
             raise RevealError(f"the output format {g.name} cannot count {p.n} terms exactly (p = {g.precision}); "
                               "reveal needs n < 2^p of the output format")
         self.eu = max(low, top - 66 - need)
+        c0 = p.calls
         while top - self.eu > need + 12:
             p.set_masking(2.0**self.eu, 2.0**top)
             if np.isfinite(p.pair(0, 1)).all():
@@ -57,6 +58,7 @@ class Masking:
                 if (p.terms(t) == (p.n - 1) * u).all():
                     break
             self.eu += 1
+        self.calls = p.calls - c0
         self.absorbs = self.eM - self.eu - need      # accumulators of up to this many bits are masked
         if self.absorbs < 12:
             raise RevealError(f"{f.name} inputs leave too little range to mask partial sums "
@@ -73,6 +75,8 @@ class _Search:
 
     def ask(self, a: int, js: list[int]) -> np.ndarray:
         """size(a, j) at the leader for every j (one call each); marks positions that answer otherwise."""
+        if self.rows:
+            return self._ask_rows(a, js)
         out = np.empty(len(js), np.int64)
         for k, j in enumerate(js):
             vals = self.p.pair(a, j)[self.positions]
@@ -88,6 +92,24 @@ class _Search:
             lead = size[self.leader]
             self.diverged |= size != lead
             out[k] = int(lead)
+        return out
+
+    rows = False
+
+    def _ask_rows(self, a: int, js: list[int]) -> np.ndarray:
+        """Row r of the matmul answers size(a, js[r]): M queries per call; every column of a row must agree."""
+        out = np.empty(len(js), np.int64)
+        M = self.p.out_shape[0]
+        for lo in range(0, len(js), M):
+            part = js[lo:lo + M]
+            vals = self.p.pair_rows(a, part)[:len(part)]
+            c = vals / self.m.u
+            size = self.n - c
+            if not np.isfinite(c).all() or not (c == np.round(c)).all() or (size < 2).any():
+                raise _NotATree(f"a masking probe (+M at term {a}) gave {vals.ravel()[0]!r}, not a count of units")
+            if not (size == size[:, :1]).all():
+                raise _Columns("output columns answer differently")
+            out[lo:lo + len(part)] = size[:, 0].astype(np.int64)
         return out
 
     def forest(self, G: list[int], top: int | None, depth: int) -> list[Any]:
@@ -115,9 +137,24 @@ class _NotATree(RevealError):
     """The masking answers are not those of a summation tree."""
 
 
-def search_tree(p: Prober, mask: Masking) -> list[tuple[Any, np.ndarray]]:
-    """[(nested tree, positions it holds for)]: one search per distinct tree among the output positions."""
+class _Columns(RevealError):
+    """Row-parallel probing saw columns that differ: search position by position instead."""
+
+
+def search_tree(p: Prober, mask: Masking, rows: bool = False) -> list[tuple[Any, np.ndarray]]:
+    """[(nested tree, positions it holds for)]: one search per distinct tree among the output positions.
+
+    ``rows`` (matmul): each row of A carries its own probe, M probes per call, on the assumption that every
+    output position has the same tree (the caller verifies it and searches again without ``rows`` if not)."""
     npos = max(1, int(np.prod(p.out_shape, dtype=np.int64)))
+    if rows:
+        s = _Search(p, mask, np.arange(npos), 0)
+        s.rows = p.set_row_masking(mask.u, mask.M)
+        if s.rows:
+            try:
+                return [(_one(s.forest(list(range(p.n)), None, 0)), np.arange(npos))]
+            except (_Columns, _NotATree, RecursionError):
+                pass
     todo = np.arange(npos)
     found = []
     while todo.size:
@@ -127,11 +164,15 @@ def search_tree(p: Prober, mask: Masking) -> list[tuple[Any, np.ndarray]]:
         except RecursionError:
             raise RevealError("the tree is too deep for the recursive search (a chain the probes peel one leaf "
                               "at a time)") from None
-        if len(trees) != 1:
-            raise _NotATree("the probes give a forest, not one tree")
-        found.append((trees[0], todo[~s.diverged]))
+        found.append((_one(trees), todo[~s.diverged]))
         todo = todo[s.diverged]
     return found
+
+
+def _one(trees: list) -> Any:
+    if len(trees) != 1:
+        raise _NotATree("the probes give a forest, not one tree")
+    return trees[0]
 
 
 def to_nodes(tree: Any, n: int) -> list[tuple[int, ...]]:
