@@ -30,6 +30,7 @@ from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
 from .policy import Flags, Overflow, Policy, Rounding, Tininess
 from .specialize import canonical_nan
+from .wordround import round_word
 
 __all__ = ["FAST_CHUNK", "select_fast_path"]
 
@@ -179,7 +180,7 @@ class _Narrow:
             np.not_equal(w, 0, out=m)
             fl[...] = m.view(np.uint8)
         # 3. round: the increment of docs/semantics.md steps 5-6, added below the kept bits and shifted out
-        self._round(x, u, t, w, r)
+        self._round(x, u, t, w, m, r)
         return self._finish(u, t, w, m, fl, False)
 
     def _finish(self, u, t, w, m, fl, flush: bool) -> np.ndarray:
@@ -209,62 +210,11 @@ class _Narrow:
         # 6. the code, in the destination's container (the caller writes it out)
         return t
 
-    def _round(self, x, u, t, w, r) -> None:
-        """t = round(x / 2^s) by the mode, x's low s bits being the discarded fraction.
-
-        Each mode is one addition below the kept bits (its carry is the increment) and a shift:
-        RNE adds half - 1 + lsb (a tie rounds up only onto an even result), RNA adds half, RU adds
-        2^s - 1 to positive values (any discarded bit carries), RD to negative ones, RTO ORs in
-        "any discarded bit", and SR adds the random bits under the top sr_bits of the fraction.
-        """
-        s, mask, mode = np.uint32(self.s), np.uint32(self.mask), self.pol.rounding
-        if mode is Rounding.NEAREST_EVEN:
-            np.right_shift(x, s, out=t)
-            np.bitwise_and(t, np.uint32(1), out=t)
-            np.add(t, np.uint32(mask >> 1), out=t)
-            np.add(t, x, out=t)
-        elif mode is Rounding.NEAREST_AWAY:
-            np.add(x, np.uint32(1 << (self.s - 1)), out=t)
-        elif mode is Rounding.TOWARD_ZERO:
-            np.copyto(t, x)
-        elif mode in (Rounding.UP, Rounding.DOWN):
-            np.right_shift(u, np.uint32(31), out=t)  # 1 for negative values
-            if mode is Rounding.UP:
-                np.subtract(t, np.uint32(1), out=t)  # all ones for positive values, 0 for negative
-            else:
-                np.negative(t, out=t)  # all ones for negative values
-            np.bitwise_and(t, mask, out=t)
-            np.add(t, x, out=t)
-        elif mode is Rounding.TO_ODD:
-            np.bitwise_and(x, mask, out=w)
-            np.add(w, mask, out=w)
-            np.right_shift(w, s, out=w)  # 1 where a discarded bit is set
-            np.right_shift(x, s, out=t)
-            np.bitwise_or(t, w, out=t)
-            return
-        else:  # STOCHASTIC: carry out of (top sr_bits of the fraction) + rand, as softfloat._increment
-            self._stochastic(x, t, w, r)
-            return
-        np.right_shift(t, s, out=t)
-
-    def _stochastic(self, x, t, w, r) -> None:
-        """kept + ((floor(frac * 2^R) + rand) >> R), frac = the low s bits / 2^s, R = sr_bits.
-
-        R <= s: x >> (s - R) is kept * 2^R + floor(frac * 2^R); adding rand (< 2^R) carries into kept
-        exactly when the sum reaches 2^R, so t = (x >> (s - R) + rand) >> R. R > s: floor(frac * 2^R) is
-        low << (R - s); with rand = hi * 2^(R-s) + lo (lo < 2^(R-s)) the carry equals that of low + hi at
-        bit s, so t = (x + hi) >> s. No sum leaves the 32-bit word (x <= 0xFF800000 and hi < 2^s).
-        """
-        s, R = self.s, self.pol.sr_bits
-        if R <= s:
-            if R < s:
-                np.right_shift(x, np.uint32(s - R), out=t)
-            np.add(t if R < s else x, r, out=t)
-            np.right_shift(t, np.uint32(R), out=t)
-        else:
-            np.right_shift(r, np.uint32(R - s), out=t)
-            np.add(t, x, out=t)
-            np.right_shift(t, np.uint32(s), out=t)
+    def _round(self, x, u, t, w, m, r) -> None:
+        """t = round(x / 2^s) by the mode, x's low s bits being the discarded fraction: the one rounding step
+        of the fast paths (core/wordround.py), the sign read from the code u."""
+        pol = self.pol
+        round_word(pol.rounding, x, self.s, t, sign=u, rand=r, sr_bits=pol.sr_bits, tmp=w, flag=m)
 
     def _clamp(self, u, t, w) -> None:
         """Step 8: a rounded magnitude above max becomes max or the 'over' code (inf / FN NaN) by policy."""
@@ -320,43 +270,23 @@ class _Narrow:
         1. value = sig * 2^(e - 150) with sig = mantissa | 2^23 (e = the exponent field, 1 for FP32
            subnormals, whose sig has no implicit bit); in units of the destination's quantum
            2^(emin - m) it is sig / 2^sh, sh = 150 + emin - m - e >= s + 1.
-        2. Round sig / 2^sh as the lane does (one addition below the kept bits, a shift), sh clamped
-           at 25: from there on the kept part is 0, the guard bit 0 and the sticky bit 1 (sig != 0,
-           sig < 2^24) whatever sh is. Stochastic rounding reads floor(frac * 2^R) exactly from the
-           64-bit word (sig << 32) >> min(sh, 63) (it is 0 from sh = 56 on).
+        2. Round sig / 2^sh by the one rounding step (core/wordround.py) at each element's shift;
+           stochastic rounding on 64-bit words, where sig + rand cannot leave the word.
         3. The kept value is the subnormal's code; a carry lands on the smallest normal's code; ftz
            flushes the subnormal ones (as rounded) to zero. The sign.
         """
-        d, mode = self.dst, self.pol.rounding
-        one = np.uint32(1)
+        d, pol = self.dst, self.pol
         ef = (ui >> np.uint32(23)) & np.uint32(0xFF)
         sig = (ui & np.uint32(0x7FFFFF)) | ((ef != 0).astype(np.uint32) << np.uint32(23))
-        sh = (150 + d.emin - d.man_bits) - np.maximum(ef, one).astype(np.int64)
-        neg = ui >> np.uint32(31)
-        if mode is Rounding.STOCHASTIC:
-            R = self.pol.sr_bits
-            w = (sig.astype(np.uint64) << np.uint64(32)) >> np.minimum(sh, 63).astype(np.uint64)
-            top = (w & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - R)
-            t = (w >> np.uint64(32)) + ((top + r.astype(np.uint64)) >> np.uint64(R))
+        sh = np.uint32(150 + d.emin - d.man_bits) - np.maximum(ef, np.uint32(1))
+        if pol.rounding is Rounding.STOCHASTIC:
+            t = round_word(pol.rounding, sig.astype(np.uint64), sh.astype(np.uint64), rand=r.astype(np.uint64),
+                           sr_bits=pol.sr_bits).astype(np.uint32)
         else:
-            shc = np.minimum(sh, 25).astype(np.uint32)
-            mask = (one << shc) - one
-            if mode is Rounding.NEAREST_EVEN:
-                t = (sig + (mask >> one) + ((sig >> shc) & one)) >> shc
-            elif mode is Rounding.NEAREST_AWAY:
-                t = (sig + (mask >> one) + one) >> shc
-            elif mode is Rounding.TOWARD_ZERO:
-                t = sig >> shc
-            elif mode is Rounding.UP:
-                t = (sig + (mask & (neg - one))) >> shc
-            elif mode is Rounding.DOWN:
-                t = (sig + (mask & (np.uint32(0) - neg))) >> shc
-            else:  # TO_ODD
-                t = (sig >> shc) | ((sig & mask) != 0).astype(np.uint32)
-        t = t.astype(np.uint32)
-        if self.pol.ftz:
+            t = round_word(pol.rounding, sig, sh, sign=ui)
+        if pol.ftz:
             t[t < np.uint32(1 << d.man_bits)] = 0
-        return t | (neg << np.uint32(d.bits - 1))
+        return t | ((ui >> np.uint32(31)) << np.uint32(d.bits - 1))
 
 
 # ---- BF16 / FP16 -> FP32 (exact widening) -------------------------------------------------------------

@@ -14,6 +14,7 @@ from ..core.convert import cast_codes
 from ..core.eft import two_sum_error
 from ..core.formats import FP32, FP64, Format
 from ..core.policy import Rounding, resolve_policy
+from ..core.wordround import round_word
 
 __all__ = ["Arith", "block_fma", "block_format", "triple", "native_fp32_ok", "ZERO_SOURCE"]
 
@@ -105,7 +106,7 @@ class Arith:
         """Round at bit d = 52 - man_bits of the float64 bits: exact for min_normal <= |x| <= max_finite,
         where the format's quantum at x is the float64 quantum times 2^d (a carry out of the fraction
         correctly bumps the exponent; max_finite is a grid point, so nothing rounds past it)."""
-        return _round_word(bits, self.mode, self._d, self._mask, self._half, np.uint64, 63)
+        return round_word(self.mode, bits, int(self._d), sign=bits, place=True)
 
     def add32(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """fl(x + y) for float32 x, y holding exact FP32 numbers (``low32`` formats): the float32 sum is
@@ -119,7 +120,7 @@ class Arith:
         np.bitwise_and(bits, _MAG32, out=w)
         w -= self._lo32
         need |= w > self._span32
-        out = _round_word(bits, self.mode, self._d32, self._mask32, self._half32, np.uint32, 31).view(np.float32)
+        out = round_word(self.mode, bits, int(self._d32), sign=bits, place=True).view(np.float32)
         if need.any():
             idx = np.flatnonzero(need)
             xs, ys = _take(x, s.shape, idx).astype(np.float64), _take(y, s.shape, idx).astype(np.float64)
@@ -139,7 +140,7 @@ class Arith:
     def round32(self, x: np.ndarray) -> np.ndarray:
         """round() of float32 x holding exact values (terms that fit FP32), for ``low32`` formats."""
         bits = x.view(np.uint32)
-        out = _round_word(bits, self.mode, self._d32, self._mask32, self._half32, np.uint32, 31).view(np.float32)
+        out = round_word(self.mode, bits, int(self._d32), sign=bits, place=True).view(np.float32)
         bad = ((bits & _MAG32) - self._lo32) > self._span32
         if bad.any():
             idx = np.flatnonzero(bad)
@@ -248,29 +249,6 @@ def _take(x: np.ndarray, shape: tuple, idx: np.ndarray) -> np.ndarray:
 
 def _fits32(t: tuple) -> bool:
     return t[0] <= 24 and t[1] >= -149 and t[2] <= 128
-
-
-def _round_word(bits, m: Rounding, d, mask, half, word, top: int):
-    """Round the float bits (uint64 of float64, or uint32 of float32) at bit d: see Arith._round_bits."""
-    one = word(1)
-    if m is Rounding.NEAREST_EVEN:  # bits + (half - 1 + lsb), low bits cleared; in place on one temporary
-        r = bits >> d
-        r &= one
-        r += half - one
-        r += bits
-        r &= ~mask
-        return r
-    if m is Rounding.NEAREST_AWAY:
-        r = bits + half
-        r &= ~mask
-        return r
-    if m is Rounding.TOWARD_ZERO:
-        return bits & ~mask
-    if m is Rounding.TO_ODD:
-        return (bits & ~mask) | (((bits & mask) != 0).astype(word) << d)
-    neg = (bits >> word(top)) == 1                  # UP / DOWN: away from zero on their side
-    away = ((bits & mask) != 0) & (neg if m is Rounding.DOWN else ~neg)
-    return (bits & ~mask) + (away.astype(word) << d)
 
 
 def _to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
