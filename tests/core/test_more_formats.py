@@ -9,6 +9,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from optional import needs
 
 import numoracle as no
 from numoracle.core.codekeys import is_nan
@@ -30,8 +31,17 @@ def _ml_float_types() -> list[str]:
 ML_FLOATS = _ml_float_types()
 
 
+def _ml_int_types() -> list[str]:
+    return sorted(n for n, t in vars(ml_dtypes).items()
+                  if isinstance(t, type) and n.startswith(("int", "uint")) and not n.endswith("info"))
+
+
+ML_INTS = _ml_int_types()
+
+
 def test_the_ml_dtypes_floats_are_found():
     assert {"float8_e4m3", "float8_e3m4", "float8_e4m3fn", "float8_e8m0fnu", "bfloat16"} <= set(ML_FLOATS)
+    assert {"int4", "uint4"} <= set(ML_INTS)
 
 
 @pytest.mark.parametrize("name", ML_FLOATS)
@@ -46,6 +56,47 @@ def test_every_ml_dtypes_float_resolves_with_its_constants(name):
     if f.has_subnormals:
         assert f.min_subnormal == Fraction(float(fi.smallest_subnormal))
     assert f.eps == Fraction(float(fi.eps))
+
+
+def test_float8_e5m3fnu_every_code():
+    """ml_dtypes 0.7's unsigned E5M3 (subnormals, +0, no inf, NaN 0xFF), code by code and from every FP16 value."""
+    fmt = no.format_of("fp8_e5m3fnu")
+    assert (fmt.signed, fmt.has_inf, fmt.nan, fmt.has_subnormals) == (False, False, "fn", True)
+    assert fmt.max_finite == 114688 and fmt.min_subnormal == Fraction(1, 2**17)
+    if not hasattr(ml_dtypes, "float8_e5m3fnu"):
+        assert native_dtype(fmt) is None  # older ml_dtypes: the format is there, the dtype is not
+        return
+    t = ml_dtypes.float8_e5m3fnu
+    codes = np.arange(256, dtype=np.uint8)
+    lib, ours = codes.view(t).astype(np.float64), no.decode(codes, fmt)
+    assert np.array_equal(np.isnan(lib), np.isnan(ours)) and np.array_equal(lib[~np.isnan(lib)], ours[~np.isnan(ours)])
+    src = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    with np.errstate(all="ignore"):
+        theirs = src.astype(t).view(np.uint8)
+    mine = no.cast(src, fmt)
+    nan = is_nan(mine, fmt)
+    assert np.array_equal(nan, is_nan(theirs, fmt)) and np.array_equal(mine[~nan], theirs[~nan])
+    assert no.decode(no.cast(np.float32([-1.0, -0.0]), fmt), fmt)[1] == 0  # negatives are NaN, -0 is +0
+    assert np.isnan(no.decode(no.cast(np.float32([-1.0]), fmt), fmt)[0])
+
+
+@pytest.mark.parametrize("name", ML_INTS)
+def test_every_ml_dtypes_int_resolves_or_is_refused_by_name(name):
+    """int2/uint2/int4/uint4 resolve (their codes masked to their bits); 1-bit types are refused by name."""
+    t = getattr(ml_dtypes, name)
+    ii = ml_dtypes.iinfo(t)
+    try:
+        f = no.format_of(np.dtype(t))
+    except ValueError as e:
+        assert name in ("int1", "uint1") and name in str(e) and "no numoracle format" in str(e)
+        with pytest.raises(ValueError, match="unknown format"):
+            no.format_of(name)
+        return
+    assert f.is_integer and no.format_of(name) is f and f.name == name
+    assert (f.min_value, f.max_value) == (int(ii.min), int(ii.max))
+    values = np.arange(int(ii.min), int(ii.max) + 1)
+    codes, fmt = to_codes(values.astype(t))
+    assert fmt is f and no.decode(codes, f).tolist() == values.tolist()
 
 
 @pytest.mark.parametrize("name, fmt, max_finite", [("float8_e4m3", no.FP8_E4M3, 240),
@@ -87,7 +138,7 @@ def test_fp4x2_pack_order_by_hand():
 
 
 def test_torch_float4_e2m1fn_x2_unpacks_into_two_codes_a_byte():
-    torch = pytest.importorskip("torch")
+    torch = needs("torch")
     if not hasattr(torch, "float4_e2m1fn_x2"):
         pytest.skip("this torch has no float4_e2m1fn_x2")
     rng = np.random.default_rng(0)
@@ -100,7 +151,7 @@ def test_torch_float4_e2m1fn_x2_unpacks_into_two_codes_a_byte():
 
 
 def _torch_quant():
-    torch = pytest.importorskip("torch")
+    torch = needs("torch")
     warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
     return torch
 
@@ -145,7 +196,7 @@ def test_torch_per_tensor_quint8_asymmetric():
 
 # ---- JAX ------------------------------------------------------------------------------------------------
 def test_jax_arrays_through_the_array_protocol():
-    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed: JAX arrays are untested here")
+    jnp = needs("jax", "jax.numpy")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 32)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((32, 3)).astype(ml_dtypes.bfloat16)

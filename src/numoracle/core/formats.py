@@ -54,6 +54,9 @@ __all__ = [
     "FP6_E2M3FN",
     "FP4_E2M1FN",
     "E8M0FNU",
+    "FP8_E5M3FNU",
+    "INT2",
+    "UINT2",
     "INT4",
     "UINT4",
     "INT8",
@@ -345,6 +348,12 @@ E8M0FNU = Format(
     has_subnormals=False,
     aliases=("float8_e8m0fnu", "e8m0", "fp8_e8m0fnu", "ue8m0"),
 )
+# ml_dtypes' float8_e5m3fnu (0.7): unsigned, 5 exponent bits (bias 15) and 3 mantissa bits, subnormals and +0,
+# no inf, NaN 0xFF; max 0xFE = 1.75 * 2^16 = 114688
+FP8_E5M3FNU = Format(
+    "fp8_e5m3fnu", 5, 3, 15, signed=False, nan="fn", has_inf=False, aliases=("float8_e5m3fnu", "e5m3fnu")
+)
+INT2, UINT2 = IntFormat(2, True), IntFormat(2, False)
 INT4, UINT4 = IntFormat(4, True), IntFormat(4, False)
 INT8, UINT8 = IntFormat(8, True), IntFormat(8, False)
 INT16, UINT16 = IntFormat(16, True), IntFormat(16, False)
@@ -379,10 +388,10 @@ def register(fmt: AnyFormat, *, replace: bool = False) -> AnyFormat:
 
 for _f in (
     FP64, FP32, TF32, FP16, BF16, FP8_E4M3FN, FP8_E5M2, FP8_E4M3, FP8_E3M4, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
-    FP8_E4M3B11FNUZ, FP6_E3M2FN, FP6_E2M3FN, FP4_E2M1FN, E8M0FNU,
+    FP8_E4M3B11FNUZ, FP6_E3M2FN, FP6_E2M3FN, FP4_E2M1FN, E8M0FNU, FP8_E5M3FNU,
 ):
     register(_f)
-for _i in (INT4, UINT4, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64):
+for _i in (INT2, UINT2, INT4, UINT4, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64):
     register(_i)
     if not _i.signed:
         _REGISTRY[_norm(_i.name.replace("int", "i"))] = _i  # ui8, ui16 ... (i8 is numpy's int64: see format_of)

@@ -24,6 +24,7 @@ _ML_NAMES = {
     "fp6_e2m3fn": "float6_e2m3fn",
     "fp4_e2m1fn": "float4_e2m1fn",
     "e8m0fnu": "float8_e8m0fnu",
+    "fp8_e5m3fnu": "float8_e5m3fnu",  # ml_dtypes >= 0.7
 }
 _NP_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}
 def is_torch(x: Any) -> bool:
@@ -39,7 +40,8 @@ def native_dtype(fmt: AnyFormat) -> np.dtype | None:
     if fmt.name in _ML_NAMES:
         import ml_dtypes
 
-        return np.dtype(getattr(ml_dtypes, _ML_NAMES[fmt.name]))
+        t = getattr(ml_dtypes, _ML_NAMES[fmt.name], None)  # None: the installed ml_dtypes predates the type
+        return None if t is None else np.dtype(t)
     return None
 
 

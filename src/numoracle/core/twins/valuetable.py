@@ -196,7 +196,7 @@ def _float_cast(v: np.ndarray, dst: Format, pol: Policy, rand) -> np.ndarray:
     invalid = nan.copy()
     fin = np.isfinite(v) & (v != 0)
     if not dst.signed:
-        invalid |= neg & ~nan  # negatives (and -inf, -0) into an unsigned format
+        invalid |= neg & ~nan & (v != 0)  # negatives (and -inf) into an unsigned format; -0 is +0 (or NaN: no zero)
         fin &= ~neg
     if not dst.has_zero:
         invalid |= v == 0
