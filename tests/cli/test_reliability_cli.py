@@ -36,7 +36,7 @@ def assert_usage_error(capsys, argv, match: str) -> None:
     (["tolerance", "matmul", "--dtype", "bf16", "-K", "64", "--kappa", "nan"], "kappa must be finite"),
     (["plot", "bound", "--samples", "1000000000"], "plot.MAX_ELEMENTS"),
     (["boundary", "fp32", "fp16", "--rounding", "sr"], "boundary --rounding takes one of"),
-    (["sweep", "fp16", "fp8_e4m3fn", "--against", "jax"], "module:function"),
+    (["sweep", "fp16", "fp8_e4m3fn", "--against", "tensorflow"], "module:function"),
     (["sweep", "fp16", "fp8_e4m3fn", "--against", "no_such_module_xyz:fn"], "cannot import"),
     (["sweep", "fp16", "fp8_e4m3fn", "--against", "numoracle:no_such_fn"], "has no 'no_such_fn'"),
     (["sweep", "fp16", "fp8_e4m3fn", "--against", "ml_dtypes", "--inputs", "1e18"], "MAX_RANDOM_INPUTS"),

@@ -1,4 +1,4 @@
-"""Converters a sweep checks: a library's own cast (numpy, ml_dtypes, torch) as a picklable callable."""
+"""Converters a sweep checks: a library's own cast (numpy, ml_dtypes, torch, jax) as a picklable callable."""
 
 from __future__ import annotations
 
