@@ -1,6 +1,8 @@
 """The documentation runs: README.md and docs/*.md.
 
-- ```python blocks of one file run in order, in one namespace (fresh per file);
+- ```python blocks of one file run in order, in one namespace (fresh per file); a block that imports an optional
+  package that is not installed (torch, jax, ...) is skipped, with the blocks that use what it defines, and the
+  file's test reports the skip ("needs torch ...") after running the others;
 - ```console blocks hold ``$ numoracle ...`` commands followed by their exact output;
 - ```text blocks (and any other language) are not run.
 The README's set-up commands are checked against .ci/run, which CI runs on a clean clone.
@@ -8,11 +10,13 @@ The README's set-up commands are checked against .ci/run, which CI runs on a cle
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
 
 import pytest
+from optional import OPTIONAL, available, reason
 
 from numoracle.cli import main
 
@@ -33,15 +37,78 @@ def test_docs_exist():
     assert blocks(ROOT / "README.md", "python") and blocks(ROOT / "docs/formats.md", "python")
 
 
+def _catches_import_error(node: ast.Try) -> bool:
+    names = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    for h in node.handlers:
+        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        if h.type is None or any(isinstance(t, ast.Name) and t.id in names for t in types):
+            return True
+    return False
+
+
+def optional_imports(tree: ast.AST) -> set[str]:
+    """Optional packages a block imports anywhere (in a function body too), except under a try that catches
+    ImportError (the block then runs without them)."""
+    guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and _catches_import_error(t)
+               for stmt in t.body for n in ast.walk(stmt)}
+    found = set()
+    for n in ast.walk(tree):
+        if id(n) in guarded:
+            continue
+        if isinstance(n, ast.Import):
+            found |= {a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            found.add(n.module.split(".")[0])
+    return found & set(OPTIONAL)
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return out
+
+
+def _used_names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_python_blocks_run(path, capsys):
     code_blocks = blocks(path, "python")
     if not code_blocks:
         pytest.skip(f"{path.name} has no python blocks")
     namespace: dict = {"__name__": f"doc_{path.stem}"}
+    skipped: list[tuple[int, str]] = []  # (line, missing package) of the blocks not run
+    unavailable: set[str] = set()  # names that only skipped blocks define
     for line, code in code_blocks:
+        tree = ast.parse(code)
+        missing = sorted(p for p in optional_imports(tree) if not available(p))
+        if not missing and _used_names(tree) & unavailable:  # uses what a skipped block would have defined
+            missing = [skipped[-1][1]]
+        if missing:
+            skipped.append((line, missing[0]))
+            unavailable |= _bound_names(tree)
+            continue
         compiled = compile("\n" * (line - 1) + code, str(path), "exec")  # tracebacks point into the file
-        exec(compiled, namespace)
+        try:
+            exec(compiled, namespace)
+        except ModuleNotFoundError as e:  # an optional package imported by numoracle on the block's behalf
+            top = (e.name or "").split(".")[0]
+            if top not in OPTIONAL or available(top):
+                raise
+            skipped.append((line, top))
+            unavailable |= _bound_names(tree)
+            continue
+        unavailable -= _bound_names(tree)  # defined again by a block that ran
+    if skipped:
+        lines = ", ".join(str(ln) for ln, _ in skipped)
+        pytest.skip(f"{reason(skipped[0][1])}: {path.name} blocks at lines {lines} not run, the others passed")
 
 
 def console_examples(path: Path) -> list[tuple[int, str, str]]:
