@@ -15,7 +15,7 @@ from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slic
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
 
-__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "SMALL_K"]
+__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K", "Sequential"]
 
 # The GPUs of the preset table (aliases are the same tensor cores), tried in this order of likelihood; a GPU
 # added to the table is tried after these.

@@ -63,17 +63,20 @@ def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
 class _Search:
     """The candidates scored so far, those confirmed on every row, and the notes of one identification."""
 
-    def __init__(self, p: Problem, sub: np.ndarray | None, budget_s: float | None):
+    def __init__(self, p: Problem, sub: np.ndarray | None, budget_s: float | None, max_candidates: int | None = None):
         self.p, self.sub = p, sub
         self.bar = progress(desc="identify: orders scored", unit="order")  # on a terminal only
         self.scored: list[Candidate] = []
         self.keys: set = set()
         self.confirmed: dict[tuple, Candidate] = {}
         self.notes: list[str] = []
-        self.t0, self.budget_s = time.perf_counter(), budget_s
+        self.t0, self.budget_s, self.max_candidates = time.perf_counter(), budget_s, max_candidates
         self.stopped: str | None = None
 
     def over_budget(self) -> bool:
+        if self.stopped is None and self.max_candidates is not None and len(self.scored) >= self.max_candidates:
+            self.stopped = (f"it reached its budget of {self.max_candidates} candidates (max_candidates=None "
+                            "searches every family)")
         if self.budget_s is not None and time.perf_counter() - self.t0 > self.budget_s and self.stopped is None:
             self.stopped = (f"its time budget of {self.budget_s:g} s ran out after {len(self.scored)} candidates "
                             "(budget_s=None searches every family)")
@@ -121,7 +124,8 @@ class _Search:
         plain = [c for c in self.scored if c.stage == "unit" and c.acc is None and type(c.order).__name__ == "Sequential"]
         return list({c.key: c for c in self.best(("unit",), 2) + plain[:1]}.values())
 
-    def split_stage(self, unit: Candidate, many: bool, collect: bool = False) -> Candidate | None:
+    def split_stage(self, unit: Candidate, many: bool, collect: bool = False,
+                    only: list | None = None) -> Candidate | None:
         """Splits of K for one unit: every slicing's partials simulated once, slice by slice; the combines applied
         to them in float32 arithmetic where that is exact (FP32 partials and combine, round to nearest), else each
         combined order simulated. A shortcut score guides only; a match is confirmed by simulating the order."""
@@ -129,7 +133,7 @@ class _Search:
         unit_acc = unit.acc or (p.acc if unit.order.acc is None else unit.order.acc)
         fast = p.acc == FP32 and unit_acc == FP32 and p.op != "sum" and unit.acc is None
         win = None
-        for split in F.splits(unit.order, p.K, many):
+        for split in (F.splits(unit.order, p.K, many) if only is None else only):
             combos = [(how, o) for how, o in F.combines(split, p.K, p.out, p.acc) if (o, unit.acc, ops) not in self.keys]
             if not combos or self.over_budget():
                 continue
@@ -178,11 +182,12 @@ class _Search:
                           "ways their partials meet")
         from .permute import permutation_stage
         ranked = self.best(("unit",), len(self.scored), by_bias=True)
+        ranked.sort(key=lambda c: c.acc is not None)       # units in another accumulator split last (stable)
         permuted = False
         for i, c in enumerate(ranked):
             win = self.split_stage(c, many=i < keep)   # 24..64 slices for the `keep` likeliest units
             if win:
-                tried.append(("split", c))
+                tried.append(("split", (c, win)))
                 return win, tried
             if i == min(keep, len(ranked)) - 1:      # atomics: partials per element in any order (bounded cost)
                 permuted = True
@@ -196,7 +201,7 @@ class _Search:
 
 def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,
                    rows: Any = None, prune_rows: int = 8, keep: int = 3, outputs: int | None = None,
-                   units: Any = (), seed: int = 0, budget_s: float | None = 8.0,
+                   units: Any = (), seed: int = 0, budget_s: float | None = None, max_candidates: int | None = 300,
                    verdict: bool = True) -> IdentifyReport:
     """Rank candidate arithmetics by the fraction of the kernel's outputs they reproduce bit for bit.
 
@@ -211,8 +216,9 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     the best are confirmed on every row when none reproduces the outputs (and how many units, those whose errors
     lean most like the kernel's, are also split into 24..64 slices). outputs: for sum, how many sums the kernel's
     launch computed (torch's launch heuristic depends on it; default: the number of outputs given). units:
-    matmul/dot, orders to try first as the unit that splits of K are built of. budget_s: seconds the search may
-    spend before it stops and says so (None: no limit). verdict: score the winner's rivals and say REPRODUCED or
+    matmul/dot, orders to try first as the unit that splits of K are built of. max_candidates / budget_s: how many
+    candidates / seconds the search may spend before it stops and says so (None: no limit; the candidate count
+    keeps a search deterministic). verdict: score the winner's rivals and say REPRODUCED or
     AMBIGUOUS (False: stop at the first confirmed order, the verdict then says nothing about uniqueness).
     """
     t0 = time.perf_counter()
@@ -221,7 +227,7 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
         raise ValueError(f"prune_rows and keep must be >= 1, got {prune_rows} and {keep}")
     rng = np.random.default_rng(seed)
     sub = None if p.n_rows <= prune_rows or p.op == "dot" else np.sort(rng.choice(p.n_rows, prune_rows, replace=False))
-    search = _Search(p, sub, budget_s)
+    search = _Search(p, sub, budget_s, max_candidates)
     tried: list = []
     if isinstance(candidates, str) and candidates == "auto":
         units = list(units) if isinstance(units, (list, tuple)) else [units]

@@ -23,8 +23,14 @@ __all__ = ["settle"]
 def _rivals(search: Any, win: Candidate, tried: list) -> None:
     p = search.p
     for stage, trials in tried:
-        if stage == "split":
-            search.split_stage(trials, many=True, collect=True)   # trials: the winning unit's candidate
+        if stage == "split":      # the other ways the winning split's partials meet (the slicings before it failed)
+            unit, won = trials
+            base = won.order
+            if hasattr(base, "combine"):
+                base = type(base)(**{**{f: getattr(base, f) for f in base.__dataclass_fields__},
+                                     "combine": F.Sequential(), "combine_acc": None,
+                                     **({"permutation": None} if hasattr(base, "permutation") else {})})
+            search.split_stage(unit, many=True, collect=True, only=[base])
         else:
             search.run(stage, trials, collect=True)
     if p.op == "sum" and all(stage != "given" for stage, _ in tried):     # given candidates: those only
@@ -67,9 +73,10 @@ def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidat
     """(classes of reproducing candidates, separating inputs when there are several classes)."""
     p = search.p
     if win.stage != "permutation":
-        budget, search.budget_s = search.budget_s, None      # rivals are scored in full: the verdict needs them
+        budget = search.budget_s, search.max_candidates     # rivals are scored in full: the verdict needs them
+        search.budget_s = search.max_candidates = None
         _rivals(search, win, tried)
-        search.budget_s = budget
+        search.budget_s, search.max_candidates = budget
     reproducing = [win] + [c for k, c in search.confirmed.items() if c.fraction == 1.0 and k != win.key]
     classes = _classes(search, reproducing)
     classes.sort(key=lambda cls: win not in cls)
