@@ -292,3 +292,22 @@ def test_a_named_order_is_confirmed_by_simulate_itself():
             got = no.simulate("dot", a, b, order=rep.order, acc=rep.order.acc or "fp32", out="fp32")
             assert np.float32(got) == y, (seed, str(rep))
     assert named
+
+
+def test_the_text_table_columns_follow_their_content():
+    """A stage name longer than the old fixed width (10) pushed the columns after it out of line."""
+    from numoracle.identify.report import Candidate, IdentifyReport
+    from numoracle.models.orders import Pairwise, Sequential
+
+    fmt = no.format_of("fp16")
+    cands = [Candidate(Sequential(), "a very long stage name", 5, 8, {"1": 2, "2-3": 1, "nan": 0}, 0.0, True),
+             Candidate(Pairwise(), "unit", 123456, 200000, {"1": 76544, "4-15": 1, "16-255": 7, ">=256": 2},
+                       1.0, False)]
+    rep = IdentifyReport("sum", (8, 4), fmt, fmt, no.format_of("fp32"), cands, None, 4, 8, 2, 0.1, [])
+    lines = str(rep).splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["identical", "fraction"])
+    table = lines[head:head + 3]
+    for col in ("stage", "ULPs of the rest", "order"):  # each column starts where its header does, on every row
+        at = table[0].index(col)
+        assert all(ln[at - 2:at] == "  " and ln[at] != " " for ln in table), (col, table)
+    assert table[0].index("identical") + len("identical") == table[2].index("123456") + len("123456")  # numbers right

@@ -103,6 +103,14 @@ def _hist_text(h: dict[str, int]) -> str:
     return ", ".join(parts) if parts else "-"
 
 
+def _columns(rows: list[list[str]], right: int) -> list[str]:
+    """Rows of cells as text columns as wide as their widest cell, two spaces apart; the first ``right``
+    columns (numbers) aligned right, the others left."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i < right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            .rstrip() for r in rows]
+
+
 @dataclass
 class IdentifyReport:
     """Candidates ranked: the order that reproduces every element (if any) first, then by fraction.
@@ -207,11 +215,10 @@ class IdentifyReport:
         lines.append(f"{len(self.candidates)} candidates, {self.simulations} simulations, {self.seconds:.2f} s; "
                      + (f"pruned on {self.prune_rows} of {self.n_rows} rows" if self.prune_rows else
                         f"all {self.n_rows} rows"))
-        lines.append("  identical  fraction  rows    stage       ULPs of the rest              order")
-        for c in self._rows(10):
-            lines.append(f"  {c.matched:>9} {100 * c.fraction:8.2f}%  {'all' if c.confirmed else 'sub':<6}  "
-                         f"{c.stage:<10}  {_hist_text(c.ulps):<28}  {c.name}")
-        return "\n".join(lines)
+        head = ["identical", "fraction", "rows", "stage", "ULPs of the rest", "order"]
+        rows = [[str(c.matched), f"{100 * c.fraction:.2f}%", "all" if c.confirmed else "sub", c.stage,
+                 _hist_text(c.ulps), c.name] for c in self._rows(10)]
+        return "\n".join(lines + _columns([head, *rows], right=2))
 
     def to_markdown(self, top: int = 10) -> str:
         lines = [f"**{self.headline()}**", ""]
