@@ -162,6 +162,30 @@ def test_ci_runs_the_readme_test_command():
     lines = [ln.strip() for ln in script.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     assert lines[0] == "set -euo pipefail"
     assert lines[1] == 'cd "$(dirname "${BASH_SOURCE[0]}")/.."'
-    # CI may first install the pinned CPU torch (the test extra pins no torch); then exactly the README's command
-    assert all(ln.startswith("pip install ") for ln in lines[2:-2]), lines
+    # CI's own environment comes last: it may first install the pinned CPU torch (the test extra pins no torch)
+    # and the docs extra; then exactly the README's command
+    main = lines.index('pip install "torch==2.13.0"')
+    assert all(ln.startswith("pip install ") for ln in lines[main:-2]), lines
     assert " && ".join(lines[-2:]) == setup_commands()[1]
+
+
+def test_ci_tests_the_declared_lower_bounds_before_the_main_run():
+    """The oldest environment is built from pyproject's lower bounds (not a copy of them), and fails CI when
+    its pytest fails or collects nothing (exit 5)."""
+    import importlib.util
+    import tomllib
+
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("lower_bounds", ROOT / ".ci" / "lower_bounds.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = mod.lower_bounds(project)
+    assert {p.split("==")[0] for p in pins} == {"numpy", "ml_dtypes", "mpmath", "tqdm", "hypothesis"}
+    for p in pins:
+        name, version = p.split("==")
+        assert any(r.replace(" ", "") == f"{name}>={version}" for r in
+                   project["dependencies"] + project["optional-dependencies"]["test"]), p
+    assert 'pins="$(python .ci/lower_bounds.py)"' in script and '"$oldest/bin/pip" install $pins pytest' in script
+    assert script.index('"$oldest/bin/python" -m pytest') < script.index('pip install "torch==2.13.0"')
+    assert 'if [ "$rc" -eq 5 ]' in script and 'exit "$rc"' in script
