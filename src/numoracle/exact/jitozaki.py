@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
 
+from ..core import jitround as jr
 from ..core.jit import Calls, njit
 
 calls = Calls()  # passes the kernels have run (the tests read calls.count)
@@ -32,6 +33,7 @@ _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
 _ROUND_BLOCK = 256  # columns rounded together (see _round_kernel)
 _POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
+_GRID = jr.int_grid(2)  # a column's kept bits with its guard and sticky bits below: rounded at bit 2
 
 
 def covers(step: Any) -> bool:
@@ -427,7 +429,7 @@ def _block_digits(limbs: np.ndarray, c0: int, m: int, add: np.ndarray, at: np.nd
 
 
 @njit
-def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int) -> tuple:
+def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int, g) -> tuple:
     """(RNE, RO, limbs too short) of |value| = sum_j W[j, c] 2^(32 j + b64), nonzero, h and lo its
     highest and lowest nonzero limbs (positions count from 64 bits below limb 0: W[0], W[1] = 0)."""
     n = W.shape[0]
@@ -444,20 +446,18 @@ def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int) -> tuple:
     l0 = W[min(j0, n - 1), c]
     win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
     sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo < j0)
-    # 6. round: RNE (ties to even) and RO (the sticky bit ORed into the last kept bit)
-    guard = (win & 1) == 1
-    kept = win >> 1
-    up = np.int64(guard & (sticky | ((kept & 1) == 1)))
-    odd = np.int64(guard | sticky)
-    a = np.float64(kept + up) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
-    b = np.float64(kept | odd) * _pow2(b64 + cut)
+    # 6. round the kept bits, the guard bit and the sticky bit at bit 2 (g: core/jitround.int_grid(2)), by the
+    # kernels' one rounding step: RNE (ties to even) and RO (a dropped bit ORed into the last kept bit)
+    w = (win << 1) | np.int64(sticky)
+    a = np.float64(jr.round_bits(w, jr.RNE, g) >> 2) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
+    b = np.float64(jr.round_bits(w, jr.ODD, g) >> 2) * _pow2(b64 + cut)
     if math.isinf(b):
         b = 1.7976931348623157e308  # RO overflows to the largest finite value
     return a, b, top >= np.int64(1) << 32
 
 
 @njit
-def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray) -> tuple:
+def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray, g) -> tuple:
     """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
 
     Columns go in blocks of _ROUND_BLOCK: the carry, sign and leading-limb steps run limb by limb
@@ -477,7 +477,7 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
         for c in range(m):
             if h[c] < 0:
                 continue  # an exact zero: +0
-            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64)
+            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64, g)
             bad |= short
             rne[c0 + c] = -a if sgn[c] < 0 else a
             ro[c0 + c] = -b if sgn[c] < 0 else b
@@ -494,7 +494,7 @@ def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = No
     if add is None:
         add, at = np.zeros((0, limbs.shape[1]), np.int64), np.zeros(limbs.shape[1], np.int64)
     rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64),
-                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64))
+                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64), _GRID)
     if bad:
         raise AssertionError("internal: limb accumulator too short")
     return rne, ro

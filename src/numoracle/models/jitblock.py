@@ -22,11 +22,11 @@ of ones (label 0) with the inputs.
    a sticky bit, S += 2 trunc(Y) + sign(Y - trunc Y), i.e. sign(Y) when bits were shifted out. The
    integers stay below 2^53 (2^24 for a float32 S), so they add exactly in any order.
 4. c joins the same way, in float64; v = S / scale (a power-of-two scaling, exact).
-5. Every v is rounded as if in the output format's normal range (``_round_normal``: Arith._round_bits
-   as one integer addition and mask), and the others are counted.
-6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, values below
-   min_normal are rounded as Arith._slow does (``_round_into``), and v above max_finite are left in
-   place and counted; ``run`` rounds them with Arith.round and K&M's inf rule, as block_fma.
+5. Every v is rounded as if in the output format's normal range (core/jitround.round_bits, the kernels'
+   one rounding step: one integer addition and mask, as Arith._round_bits), and the others are counted.
+6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, the rest the
+   same step for a whole value (core/jitround.round_value: the subnormal grid as Arith._slow, overflow as
+   the engine, with K&M's rule that a result reaching 2^(emax+1) is +-inf, as block_fma).
 
 The terms are float32 (twice the SIMD lanes) where the products and scaled terms are exact in
 float32, and the block sums too where simulate's own float32 condition (``_block32``) holds.
@@ -42,6 +42,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..core import jit
+from ..core import jitround as jr
 from .accumulate import Arith
 from .steps import BlockStep
 
@@ -67,63 +68,6 @@ def _exponent(bits):
 def _pow2(e):
     """The bits of 2^e, -1022 <= e <= 1023: exponent field e + 1023, fraction 0."""
     return (e + 1023) << 52
-
-
-@jit.njit
-def _round_normal(bits, rp):
-    """Arith._round_bits of one float64 (its bits) with min_normal <= |v| <= max_finite.
-
-    The format's quantum at v is float64's times 2^d, so rounding is r = (bits + inc) & ~mask: the
-    d low bits cleared, one quantum added when inc carries into bit d (the carry may bump the
-    exponent, never past max_finite, a grid point). inc = base + lsb * lsb_w + (neg_w or pos_w by
-    the sign): RNE half - 1 + lsb (a tie carries only from an odd lsb), RNA half, RTZ 0, RU mask on
-    the positive side (carries iff bits were dropped), RD mask on the negative side, RTO mask when
-    the kept lsb is 0 (carries into it iff bits were dropped; an odd lsb stays), else 0.
-    """
-    d, mask, base, lsb_w, neg_w, pos_w = rp[1], rp[2], rp[11], rp[12], rp[13], rp[14]
-    lsb = (bits >> d) & 1
-    side = neg_w if bits < 0 else pos_w
-    return (bits + (base + lsb * lsb_w + side)) & ~mask
-
-
-@jit.njit
-def _round_into(out, ob, o, v, bits, rp):
-    """out[o] = Arith.round(v) for finite v != 0 (ob: out's bits); returns 1, leaving v, when |v| > max_finite.
-
-    rp = (mode, d, mask, half, lo, span, q, inv_q, min_normal, ftz, neg_zero, base, lsb_w, neg_w,
-    pos_w): lo is the bits of min_normal, span those of max_finite minus lo; modes numbered as _MODES.
-    """
-    mode, lo, span, q, inv_q, min_normal, ftz, neg_zero = rp[0], rp[4], rp[5], rp[6], rp[7], rp[8], rp[9], rp[10]
-    mag = bits & _MAG
-    if mag >= lo and mag - lo <= span:            # 1. normal range: the bits
-        ob[o] = _round_normal(bits, rp)
-        return 0
-    if mag > lo:
-        out[o] = v                                # 2. overflow: run rounds it with the engine
-        return 1
-    # 3. below min_normal (Arith._slow): k = v / Q is exact (Q the subnormal quantum), rounded to an
-    # integer by the mode (exact in float64, |k| < 2^52; numpy's functions keep the signs of zeros), times Q
-    k = v * inv_q
-    if mode == 0:
-        k = np.rint(k)
-    elif mode == 1:
-        k = np.copysign(np.floor(np.abs(k) + 0.5), k)
-    elif mode == 2:
-        k = np.trunc(k)
-    elif mode == 3:
-        k = np.ceil(k)
-    elif mode == 4:
-        k = np.floor(k)
-    else:                                         # to odd: truncate, an inexact even result moves away by one
-        t = np.trunc(k)
-        k = t + np.copysign(1.0 if (t != k and np.fmod(t, 2.0) == 0) else 0.0, k)
-    r = k * q
-    if ftz and np.abs(r) < min_normal:
-        r = np.copysign(0.0, r)
-    if not neg_zero and r == 0:
-        r = 0.0
-    out[o] = r
-    return 0
 
 
 @jit.njit
@@ -187,15 +131,14 @@ def _pass2(a, b, i, ks, j0, j1, scw, S, sticky):
 
 
 @jit.njit
-def _others(out, ob, c, fsum, vbuf, vb, base, finite, rp):
+def _others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim):
     """Step 6: the outputs step 5 does not cover, one by one: inf / NaN give their IEEE sum (the terms in
-    order, then c), a zero sum +0, the rest _round_into (inputs with inf / NaN: every output of the row,
-    as only their sum tells). Returns the overflow count."""
-    lo, span, over = rp[4], rp[5], 0
+    order, then c), a zero sum +0, the rest the kernels' rounding of a whole value (core/jitround.round_value:
+    the subnormal grid, the overflow policy, K&M's infinities; inputs with inf / NaN: every output of the
+    row, as only their sum tells)."""
     for j in range(vb.size):
         o = base + j
-        bits = vb[j]
-        if finite and np.uint64((bits & _MAG) - lo) <= np.uint64(span):
+        if finite and jr.outside(vb[j], g) <= g.span:
             continue
         ieee = fsum[j] + c[o]
         if not np.isfinite(ieee):
@@ -203,14 +146,14 @@ def _others(out, ob, c, fsum, vbuf, vb, base, finite, rp):
         elif vbuf[j] == 0:
             out[o] = 0.0
         else:
-            over += _round_into(out, ob, o, vbuf[j], bits, rp)
-    return over
+            out[o] = jr.round_value(vbuf[j], mode, g, lim)
 
 
 @jit.njit
-def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp, rp):
+def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp,
+                  mode, g, lim):
     """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
-    tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj). Returns the overflow count.
+    tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj), rounded by (mode, g, lim).
 
     Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches.
     a, b: float64, or float32 where the products and scaled terms are exact in float32 (twice the
@@ -220,13 +163,11 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
     w = tids.shape[0]
     nj = j1 - j0
     B = (i1 - i0) * nj
-    lo, span = rp[4], rp[5]
     amax, scw = np.empty(nj, b.dtype), np.empty(nj, b.dtype)    # the terms' type
     am64, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
     lmax = np.empty(nj, np.int32)
-    amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
-    ob, cb = out.view(np.int64), c.view(np.int64)
-    over = 0
+    amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+    ob, cb = out.view(np.uint64), c.view(np.int64)
     for r in range(w):
         ks = tids[r]
         for i in range(i0, i1):
@@ -244,11 +185,10 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
             odd = 0                               # 5. round every v as if in the normal range; count the
             for j in range(nj):                   # others (zero, tiny, huge, inf, NaN)
                 bits = vb[j]
-                odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
-                ob[base + j] = _round_normal(bits, rp)
+                odd += jr.outside(bits, g) > g.span
+                ob[base + j] = jr.round_bits(bits, mode, g)
             if odd or not finite:                 # 6.
-                over += _others(out, ob, c, fsum, vbuf, vb, base, finite, rp)
-    return over
+                _others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim)
 
 
 # ======================================================================================================
@@ -327,7 +267,8 @@ class Inputs:
         """(i0, i1, j0, j1): the chunk's rows of A (matmul) or its batch columns (sum)."""
         return (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
 
-    def rp(self, ar: Arith) -> tuple:
+    def rounding(self, ar: Arith) -> tuple:
+        """(mode code, Grid of float64 bits, Limits): the kernels' rounding parameters of ``ar``."""
         if ar not in self._round:
             self._round[ar] = _rounding(ar)
         return self._round[ar]
@@ -343,31 +284,16 @@ def run(step: BlockStep, V, sub, ctx) -> np.ndarray:
     f32 = b32 or terms32(step)
     a, b = kin.ab(f32)
     out, S = np.empty(w * B), np.empty(j1 - j0, np.float32 if b32 else np.float64)
-    over = _block_kernel(a, kin.la, b, kin.lb, i0, i1, j0, j1, np.ascontiguousarray(step.tids, np.int64),
-                         c.reshape(-1), out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
-                         kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf, kin.rp(ar))
+    _block_kernel(a, kin.la, b, kin.lb, i0, i1, j0, j1, np.ascontiguousarray(step.tids, np.int64), c.reshape(-1),
+                  out, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite,
+                  2.0**127 if f32 else np.inf, *kin.rounding(ar))
     calls.add()
-    if over:
-        _overflow(out, ar)
     return out.reshape(w, B)
 
 
 def _rounding(ar: Arith) -> tuple:
-    """The kernel's rounding parameters of ``ar`` (see _round_into and _round_normal)."""
-    mode, mask, half = _MODES[ar.mode], int(ar._mask), int(ar._half)
-    inc = {0: (half - 1, 1, 0, 0), 1: (half, 0, 0, 0), 2: (0, 0, 0, 0), 3: (0, 0, 0, mask), 4: (0, 0, mask, 0),
-           5: (mask, -mask, 0, 0)}[mode]
-    return (mode, int(ar._d), mask, half, int(ar._lo), int(ar._span), float(ar._q), float(ar._inv_q),
-            float(ar._min_normal), bool(ar.ftz), bool(ar.fmt.has_negative_zero)) + inc
-
-
-def _overflow(out: np.ndarray, ar: Arith) -> None:
-    """The kernel left v where |v| > max_finite: round it as block_fma does (Arith.round: the engine's
-    overflow rule of the mode), then K&M's rule: a result reaching 2^(emax+1) is +-inf in every mode."""
-    idx = np.flatnonzero(np.isfinite(out) & (np.abs(out) > float(ar.fmt.max_finite)))
-    v = out[idx]
-    d = ar.round(v)
-    if ar.fmt.has_inf:
-        big = np.abs(v) >= 2.0 ** (ar.fmt.emax + 1)
-        d[big] = np.copysign(np.inf, v[big])
-    out[idx] = d
+    """(mode code, Grid, Limits) of the output arithmetic ``ar`` (core/jitround.py): as Arith.round, with
+    K&M's rule that a result reaching 2^(emax + 1) is +-inf in every mode (formats with infinities)."""
+    fmt = ar.fmt
+    inf_at = 2.0 ** (fmt.emax + 1) if fmt.has_inf else np.inf
+    return _MODES[ar.mode], jr.grid(fmt, np.float64), jr.limits(fmt, ar.pol.overflow, ar.ftz, ar.native, inf_at)

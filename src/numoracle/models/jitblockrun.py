@@ -4,11 +4,8 @@ A BlockFMA order chains its blocks over K: block s + 1 takes block s's output as
 else reads it (the steps share one value slot: the program's ``BlockRun``). ``run_kernel`` computes such a run
 for every output in one call, the per-output accumulator held in a small buffer across all blocks
 of the run, so that c is neither fetched nor stored between blocks. Each block's arithmetic is
-jitblock's (its steps 1-6, the same functions), so the bits are those of ``accumulate.block_fma``.
-
-The one thing a block may hand to the caller is an overflow (|v| > max_finite: the engine's rounding
-rule, applied in Python): the kernel then stops that output row, flags it, and the caller reruns the
-row block by block through jitblock's per-step kernel, rounding the overflows between blocks.
+jitblock's (its steps 1-6, the same functions, rounding by core/jitround.py's step, overflow included),
+so the bits are those of ``accumulate.block_fma``.
 """
 
 from __future__ import annotations
@@ -16,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import jit
+from ..core import jitround as jr
 from . import jitblock
-from .jitblock import _MAG, _block_kernel, _others, _overflow, _pass2, _round_normal, _scales
+from .jitblock import _others, _pass2, _scales
 from .steps import BlockRun
 
 __all__ = ["covers", "run", "calls", "run_kernel"]
@@ -29,7 +27,7 @@ _ROWS = 16        # rows i per tile
 
 
 @jit.njit
-def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, lo, span, rp):
+def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
     """Steps 4-5 for one row: v = (S + trunc(c * scale)) / scale into vbuf, its normal-range rounding into
     nxt (bits); returns how many v lie outside the normal range."""
     for j in range(vbuf.size):
@@ -39,8 +37,8 @@ def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, lo, span, rp):
     odd = 0
     for j in range(vbuf.size):
         bits = vb[j]
-        odd += np.uint64((bits & _MAG) - lo) > np.uint64(span)
-        nxtb[j] = _round_normal(bits, rp)
+        odd += jr.outside(bits, g) > g.span
+        nxtb[j] = jr.round_bits(bits, mode, g)
     return odd
 
 
@@ -70,12 +68,11 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
 
 
 @jit.njit
-def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, bad, S, frac, sticky, carry, sub_inputs,
-               finite, clamp, rp):
+def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, frac, sticky, carry, sub_inputs,
+               finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
     c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
-    o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel. A block with an overflowing output
-    stops its row: bad[r * (i1 - i0) + i - i0] = 1, out left unset there (the caller reruns the row).
+    o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32; S: the block sums' buffer (>= _JT), float32 where simulate's
     _block32 holds.
 
@@ -85,32 +82,27 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, bad, S, frac, st
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj
-    lo, span = rp[4], rp[5]
     amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
     am64_f, fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
     acc = np.empty((2, _ROWS, _JT))
-    alive = np.empty(_ROWS, np.bool_)
     for t0 in range(j0, j1, _JT):
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
         amax, scw, am64, fsum, scale, inv = amax_f[:nt], scw_f[:nt], am64_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
         vbuf, lmax, Sb = vbuf_f[:nt], lmax_f[:nt], S[:nt]
-        amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.int64)
+        amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
         for r in range(w):
             for g0 in range(i0, i1, _ROWS):
                 g1 = min(g0 + _ROWS, i1)
-                for g in range(g1 - g0):
-                    o = r * B + (g0 + g - i0) * nj + t0 - j0
-                    acc[0, g, :nt] = c[o:o + nt]
-                    alive[g] = bad[r * (i1 - i0) + g0 + g - i0] == 0
+                for q in range(g1 - g0):
+                    o = r * B + (g0 + q - i0) * nj + t0 - j0
+                    acc[0, q, :nt] = c[o:o + nt]
                 for s in range(steps):
                     ks = tids[s, r, :cnt[s]]
                     par = s & 1
-                    for g in range(g1 - g0):
-                        if not alive[g]:
-                            continue
-                        i = g0 + g
-                        cur, nxt = acc[par, g, :nt], acc[1 - par, g, :nt]
+                    for q in range(g1 - g0):
+                        i = g0 + q
+                        cur, nxt = acc[par, q, :nt], acc[1 - par, q, :nt]
                         _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
                         for j in range(nt):
                             am64[j] = amax[j]
@@ -118,14 +110,12 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, bad, S, frac, st
                         for j in range(nt):
                             scw[j] = min(scale[j], clamp)
                         _pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
-                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.int64), sticky, lo, span, rp)
-                        if (odd or not finite) and _others(nxt, nxt.view(np.int64), cur, fsum, vbuf, vb, 0, finite, rp):
-                            alive[g] = False
-                            bad[r * (i1 - i0) + i - i0] = 1
-                for g in range(g1 - g0):
-                    if alive[g]:
-                        o = r * B + (g0 + g - i0) * nj + t0 - j0
-                        out[o:o + nt] = acc[steps & 1, g, :nt]
+                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+                        if odd or not finite:
+                            _others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
+                for q in range(g1 - g0):
+                    o = r * B + (g0 + q - i0) * nj + t0 - j0
+                    out[o:o + nt] = acc[steps & 1, q, :nt]
 
 
 def covers(step: BlockRun) -> bool:
@@ -134,12 +124,11 @@ def covers(step: BlockRun) -> bool:
 
 
 def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
-    """The last step's outputs (rows, batch) of the run, computed in one kernel call; rows that overflow on
-    the way are rerun step by step (jitblock.run's rounding between blocks)."""
+    """The last step's outputs (rows, batch) of the run, computed in one kernel call (numpysteps.run_block_run)."""
     kin = jitblock.Inputs.of(ctx)
     steps = step.steps
     st0 = steps[0]
-    bo, ar, b32 = st0.order, st0.ar, st0.b32
+    bo, b32 = st0.order, st0.b32
     c = np.ascontiguousarray(st0.c.fetch(V, sub, None), np.float64)
     w, B = c.shape
     nmax = max(st.tids.shape[1] for st in steps)
@@ -150,22 +139,10 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     i0, i1, j0, j1 = kin.bounds(sub)
     f32 = b32 or jitblock.terms32(st0)
     a, b = kin.ab(f32)
-    out, bad = np.full(w * B, np.nan), np.zeros(w * (i1 - i0), np.uint8)   # NaN: no output left unset
+    out = np.empty(w * B)
     S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
-    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, bad, S,
-               int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite,
-               2.0**127 if f32 else np.inf, kin.rp(ar))
+    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, int(bo.frac_bits),
+               int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
+               *kin.rounding(st0.ar))
     calls.add(len(steps))
-    nj = j1 - j0
-    for row in np.flatnonzero(bad):          # overflow: this row block by block, as run does
-        r, i = divmod(int(row), i1 - i0)
-        v = c[r, i * nj:(i + 1) * nj].copy()
-        for s in range(len(steps)):
-            o = np.empty(nj)
-            if _block_kernel(a, kin.la, b, kin.lb, i0 + i, i0 + i + 1, j0, j1, tids[s, r:r + 1, :cnt[s]].copy(),
-                             v, o, S, int(bo.frac_bits), int(not bo.truncate), bool(bo.carry_bit),
-                             kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf, kin.rp(ar)):
-                _overflow(o, ar)
-            v = o
-        out[r * B + i * nj:r * B + (i + 1) * nj] = v
     return out.reshape(w, B)

@@ -1,0 +1,287 @@
+"""The compiled kernels' one rounding step (numba): float bits and float64 values rounded to a format's grid.
+
+Every kernel that rounds (models/jitchain.py, models/jitblock.py and jitblockrun.py, exact/jitozaki.py)
+rounds here, with one parameter layout: a ``Grid`` (the format's grid in its normal range, as words of
+the float type the kernel holds values in) and, for whole values, ``Limits`` (the subnormal grid, the
+overflow policy, NaN). Imported by the kernel modules only (it imports numba and llvmlite).
+
+* ``round_bits(b, mode, g)``: the float bits b (sign and magnitude) rounded at bit g.d, exact for
+  min_normal <= |x| <= max_finite, where the format's quantum is the float's quantum times 2^d: one
+  addition below the kept bits and a mask (RNE adds half - 1 + lsb, RNA half, RU / RD the mask on their
+  side, RTZ nothing, RTO ORs "a dropped bit is set" into the last kept bit); a carry out of the kept bits
+  moves into the exponent field, again the right value; max_finite is on the grid, so nothing rounds
+  past it. Words of any integer type (uint32 / uint64 float bits, int64 integer windows).
+* ``outside(b, g)``: |x| - min_normal on the bits, above g.span exactly where x lies outside the normal
+  range (the unsigned difference wraps around below min_normal; inf and NaN lie above max_finite).
+* ``round_value(v, mode, g, lim)``: the accumulator value of the exact float64 v, as the conversion
+  engine gives it (docs/semantics.md): NaN, infinities and overflow by the policy, decided after
+  rounding; below min_normal the multiples of the quantum Q (k = v / Q rounded to an integer by the
+  mode); the normal range by ``round_bits``. A kernel whose rounding differs says so in ``lim``: the block
+  FMA's results reaching ``inf_at`` = 2^(emax + 1) are infinite in every mode (Khattak & Mikaitis).
+
+The word operations keep the width of their operands: numba widens uint32 arithmetic to 64 bits, which
+would halve the SIMD lanes of a float32 kernel. The engine (core/softfloat.py) is not written in terms of
+these: tests/core/test_jitround.py holds the two to each other in every mode and overflow policy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from . import jit
+from .formats import Format
+from .policy import Overflow
+
+__all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "outside", "round_value",
+           "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "zero_or", "k", "sign", "magnitude",
+           "as_bits", "as_value", "nonzero", "like"]
+
+RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
+IEEE, SATURATE, NAN = range(3)      # Limits.overflow
+
+
+# ======================================================================================================
+# Word operations (LLVM intrinsics of the operands' own width)
+# ======================================================================================================
+
+def _binop(name: str):
+    def typer(typingctx, a, b):
+        if isinstance(a, types.Integer) and a == b:
+            return a(a, b), lambda context, builder, sig, args: getattr(builder, name)(*args)
+        return None
+    typer.__name__ = name.strip("_")
+    return intrinsic(typer)
+
+
+add, sub, and_, or_, xor, shl, shr = (_binop(n) for n in ("add", "sub", "and_", "or_", "xor", "shl", "lshr"))
+
+
+@intrinsic
+def above(typingctx, a, b):
+    """1 where a > b as unsigned words, else 0 (a word of their width)."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.zext(bld.icmp_unsigned(">", *args), args[0].type)
+    return None
+
+
+@intrinsic
+def umax(typingctx, a, b):
+    """The larger of two unsigned words (one vector max instruction)."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned(">", *args), *args)
+    return None
+
+
+@intrinsic
+def zero_or(typingctx, m, when_zero, other):
+    """when_zero where the word m is 0, else other (one vector compare and blend)."""
+    if isinstance(m, types.Integer) and m == when_zero == other:
+        def codegen(c, bld, sig, args):
+            return bld.select(bld.icmp_unsigned("==", args[0], ir.Constant(args[0].type, 0)), args[1], args[2])
+        return m(m, m, m), codegen
+    return None
+
+
+@intrinsic
+def k(typingctx, proto, value):
+    """The integer literal ``value`` as a word of proto's type (an immediate operand, not a register)."""
+    if isinstance(proto, types.Integer) and isinstance(value, types.IntegerLiteral):
+        return proto(proto, value), lambda c, bld, sig, args: ir.Constant(args[0].type, value.literal_value)
+    return None
+
+
+@intrinsic
+def sign(typingctx, b):
+    """The sign bit of the float bits b, as 0 or 1 (a shift by the word width - 1)."""
+    if isinstance(b, types.Integer):
+        return b(b), lambda c, bld, sig, args: bld.lshr(args[0], ir.Constant(args[0].type, b.bitwidth - 1))
+    return None
+
+
+@intrinsic
+def magnitude(typingctx, b):
+    """The float bits b with the sign bit cleared."""
+    if isinstance(b, types.Integer):
+        return b(b), lambda c, bld, sig, args: bld.and_(args[0], ir.Constant(args[0].type, (1 << (b.bitwidth - 1)) - 1))
+    return None
+
+
+_WORD = {types.float32: (types.uint32, ir.IntType(32)), types.float64: (types.uint64, ir.IntType(64))}
+_RECAST = {**_WORD, types.uint32: (types.float32, ir.FloatType()), types.uint64: (types.float64, ir.DoubleType())}
+
+
+@intrinsic
+def _recast(typingctx, x):
+    """The same bits as the other type: float32 <-> uint32, float64 <-> uint64."""
+    if x in _RECAST:
+        t, lt = _RECAST[x]
+        return t(x), lambda c, bld, sig, args: bld.bitcast(args[0], lt)
+    return None
+
+
+as_bits = _recast   # a float's bit pattern
+as_value = _recast  # the float with a bit pattern
+
+
+@intrinsic
+def nonzero(typingctx, x):
+    """1 (a word of x's width) where x != 0 or x is NaN, else 0."""
+    if x in _WORD:
+        w, lt = _WORD[x]
+        return w(x), lambda c, bld, sig, args: bld.zext(
+            bld.fcmp_unordered("!=", args[0], ir.Constant(args[0].type, 0.0)), lt)
+    return None
+
+
+@intrinsic
+def like(typingctx, proto, v):
+    """The float64 v as a float of proto's type (exact where v is a value of the accumulator format)."""
+    if proto in _WORD and v == types.float64:
+        def codegen(c, bld, sig, args):
+            return args[1] if proto == types.float64 else bld.fptrunc(args[1], ir.FloatType())
+        return proto(proto, v), codegen
+    return None
+
+
+# ======================================================================================================
+# The parameters
+# ======================================================================================================
+
+class Grid(NamedTuple):
+    """A format's grid in the normal range, on float bits (all fields words of one integer type): d bits
+    dropped, their mask and its complement keep, half and half - 1 of the dropped bits' range, the normal
+    range as [lo, lo + span] of magnitudes' bits, and zero_ok (0 where a zero's bits need no change in an
+    addition's result, all ones where the caller must redo zeros: DOWN, formats without -0)."""
+
+    d: int
+    mask: int
+    keep: int
+    half: int
+    half1: int
+    lo: int
+    span: int
+    zero_ok: int
+
+
+class Limits(NamedTuple):
+    """What rounding a whole float64 value reads besides the grid: the smallest normal, the subnormal quantum
+    q and 1 / q, the largest finite value, the value of a NaN result (max_finite without NaN), whether the
+    IEEE float32 conversion is the rounding (FP32 with RNE), ftz, whether -0 exists, the overflow policy
+    (IEEE, SATURATE, NAN) and inf_at (results of this magnitude and above are infinite: block FMA; else inf)."""
+
+    min_normal: float
+    q: float
+    inv_q: float
+    max_finite: float
+    nan: float
+    native: bool
+    ftz: bool
+    neg_zero: bool
+    overflow: int
+    inf_at: float
+
+
+def grid(fmt: Format, dtype, zero_ok: bool = True) -> Grid:
+    """The Grid of ``fmt`` on the bits of floats of ``dtype`` (float32: uint32 words, float64: uint64 words)."""
+    fb = np.finfo(dtype).nmant                  # 23 or 52 fraction bits
+    top = np.dtype(dtype).itemsize * 8 - 1
+    d = fb - fmt.man_bits
+    word = np.uint32 if top == 31 else np.uint64
+    lo = int(np.asarray(float(fmt.min_normal), dtype).view(word))
+    hi = int(np.asarray(float(fmt.max_finite), dtype).view(word))
+    mask, half = (1 << d) - 1, (1 << d) >> 1     # d = 0 (FP32 on float32 words): nothing dropped
+    ones = (1 << (top + 1)) - 1
+    vals = (d, mask, ones ^ mask, half, max(half - 1, 0), lo, hi - lo, 0 if zero_ok else ones)
+    return Grid(*(word(v) for v in vals))       # a tuple: numba holds it in registers (no aliasing with buffers)
+
+
+def int_grid(d: int) -> Grid:
+    """The Grid of a non-negative int64 rounded at bit d (an integer with its guard and sticky bits below)."""
+    mask = (1 << d) - 1
+    return Grid(*(np.int64(v) for v in (d, mask, ~mask, (1 << d) >> 1, max(((1 << d) >> 1) - 1, 0), 0, 0, 0)))
+
+
+def limits(fmt: Format, overflow: Overflow, ftz: bool, native: bool, inf_at: float = np.inf) -> Limits:
+    """The Limits of rounding to ``fmt`` under an overflow policy (NaN decodes to +qNaN; without NaN, to max).
+    ``native``: the IEEE float32 conversion is the rounding (FP32, RNE, no ftz; IEEE overflow only)."""
+    ovf = {Overflow.IEEE: IEEE, Overflow.SATURATE: SATURATE, Overflow.NAN: NAN}[overflow]
+    nan = np.nan if fmt.has_nan else float(fmt.max_finite)
+    native = bool(native) and ovf == IEEE
+    return Limits(float(fmt.min_normal), 2.0 ** (fmt.emin - fmt.man_bits), 2.0 ** (fmt.man_bits - fmt.emin),
+                  float(fmt.max_finite), nan, native, bool(ftz), bool(fmt.has_negative_zero), ovf, float(inf_at))
+
+
+# ======================================================================================================
+# The step
+# ======================================================================================================
+
+@jit.njit(inline="always")
+def round_bits(b, mode, g):
+    """The float bits b rounded at bit g.d by mode (module docstring); words of b's type."""
+    if mode == RNE:
+        # add half - 1 plus the last kept bit: above half always carries, a tie only when that bit is odd
+        return and_(add(add(b, g.half1), and_(shr(b, g.d), k(b, 1))), g.keep)
+    if mode == RNA:
+        return and_(add(b, g.half), g.keep)        # add half: a tie carries (away from zero)
+    if mode == RTZ:
+        return and_(b, g.keep)                     # drop the bits: the magnitude truncated
+    if mode == UP or mode == DOWN:
+        # away from zero on the mode's side: add mask (any dropped bit carries) where the sign bit says so
+        neg = sign(b)
+        away = neg if mode == DOWN else xor(neg, k(b, 1))
+        return and_(add(b, and_(g.mask, sub(k(b, 0), away))), g.keep)
+    # ODD: truncate, then set the last kept bit where a dropped bit was set
+    return or_(and_(b, g.keep), shl(above(and_(b, g.mask), k(b, 0)), g.d))
+
+
+@jit.njit(inline="always")
+def outside(b, g):
+    """|x| - min_normal on the bits b of x: above g.span exactly where x is zero, subnormal, above max_finite,
+    inf or NaN."""
+    return sub(magnitude(b), g.lo)
+
+
+@jit.njit
+def round_value(v, mode, g, lim):
+    """The value of the exact float64 v rounded to the format (module docstring); g: its float64 Grid."""
+    av = abs(v)
+    if lim.inf_at <= av < np.inf:
+        return np.copysign(np.inf, v)           # (block FMA: K&M's infinities)
+    if lim.native:
+        return np.float64(np.float32(v))        # FP32 with RNE: the IEEE conversion
+    if v != v:
+        return lim.nan
+    if av == np.inf:
+        return v if lim.overflow == IEEE else np.copysign(lim.max_finite, v) if lim.overflow == SATURATE else lim.nan
+    if av < lim.min_normal:
+        q = v * lim.inv_q                       # exact: a power-of-two scaling
+        if mode == RNE:
+            q = np.rint(q)
+        elif mode == RNA:
+            q = np.copysign(np.floor(abs(q) + 0.5), q)
+        elif mode == RTZ:
+            q = np.trunc(q)
+        elif mode == UP:
+            q = np.ceil(q)
+        elif mode == DOWN:
+            q = np.floor(q)
+        else:                                   # to odd: truncate, an inexact even result moves away by one
+            t = np.trunc(q)
+            q = t + np.copysign(1.0, q) if t != q and np.fmod(t, 2.0) == 0.0 else t
+        r = q * lim.q
+        if lim.ftz and abs(r) < lim.min_normal:
+            r = np.copysign(0.0, r)
+        return 0.0 if r == 0.0 and not lim.neg_zero else r
+    r = as_value(round_bits(as_bits(v), mode, g))
+    if abs(r) <= lim.max_finite:
+        return r
+    # overflow, decided after rounding with an unbounded exponent: +-max where the policy saturates or the
+    # mode rounds toward zero on this side; else inf, or NaN in formats without one
+    if lim.overflow == SATURATE or mode == RTZ or mode == ODD or (mode == UP and v < 0) or (mode == DOWN and v > 0):
+        return np.copysign(lim.max_finite, v)
+    return np.copysign(np.inf, v) if lim.overflow == IEEE else lim.nan
