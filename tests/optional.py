@@ -14,6 +14,9 @@ from types import ModuleType
 
 import pytest
 
+# the optional packages whose absence skips tests (tests/conftest.py counts the skips of each)
+OPTIONAL = ("torch", "jax", "numba", "mkdocs", "mkdocstrings", "material", "matplotlib", "distributed", "grimp",
+            "softfloatpy", "mypy", "hatchling")
 # pip install arguments where the package name alone is not what to install
 _PIP = {
     "torch": "torch --index-url https://download.pytorch.org/whl/cpu",
@@ -22,6 +25,8 @@ _PIP = {
     "material": '-e ".[docs]"',
 }
 _REASON = re.compile(r"^needs ([A-Za-z_][\w]*) ")
+# skip reasons not made by reason(): pytest.importorskip's own, and hand-written ones ("... needs grimp: ...")
+_OTHER_REASONS = re.compile(r"(?:could not import|No module named) '?([A-Za-z_]\w*)|\bneeds ([A-Za-z_]\w*)")
 
 
 def install(name: str) -> str:
@@ -38,6 +43,16 @@ def missing_from(text: str) -> str | None:
     """The package a skip reason made by :func:`reason` names, None for any other text."""
     m = _REASON.match(text)
     return m.group(1) if m else None
+
+
+def skipped_for(text: str) -> str | None:
+    """The optional package a skip reason says is missing (None: skipped for another reason)."""
+    text = text.removeprefix("Skipped: ")
+    name = missing_from(text)
+    if name is None:
+        m = _OTHER_REASONS.search(text)
+        name = next((g for g in m.groups() if g), None) if m else None
+    return name if name in OPTIONAL else None
 
 
 def available(name: str) -> bool:

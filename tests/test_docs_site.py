@@ -11,15 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from optional import needs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mkdocs_build_strict(tmp_path):
-    pytest.importorskip("mkdocs", reason='the docs site needs the docs extra: pip install -e ".[docs]"')
-    pytest.importorskip("mkdocstrings", reason='the docs site needs the docs extra: pip install -e ".[docs]"')
-    pytest.importorskip("material", reason='the docs site needs the docs extra: pip install -e ".[docs]"')
+    for package in ("mkdocs", "mkdocstrings", "material"):  # the docs extra
+        needs(package)
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
                         "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT, env=env,
