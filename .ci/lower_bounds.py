@@ -7,8 +7,9 @@ tests. Needs Python 3.11 (tomllib).
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 FROM_TEST_EXTRA = ("hypothesis",)

@@ -16,9 +16,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from optional import OPTIONAL, available, reason
 
 from numoracle.cli import main
+from optional import OPTIONAL, available, reason
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -173,6 +173,7 @@ def test_ci_tests_the_declared_lower_bounds_before_the_main_run():
     """The oldest environment is built from pyproject's lower bounds (not a copy of them), and fails CI when
     its pytest fails or collects nothing (exit 5)."""
     import importlib.util
+
     import tomllib
 
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from optional import OPTIONAL, available, needs, reason, requires, skipped_for
 
 

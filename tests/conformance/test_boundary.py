@@ -17,7 +17,6 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-from optional import requires
 
 import numoracle as no
 from numoracle.conformance.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
@@ -25,6 +24,7 @@ from numoracle.conformance.deviations import classify, deviations_for, fixed_for
 from numoracle.core.codekeys import is_nan, to_key
 from numoracle.core.policy import Flags
 from numoracle.core.twins import exact as X
+from optional import requires
 
 PAIRS = [
     ("fp32", "fp16", ()), ("fp32", "bf16", ()), ("fp64", "bf16", ()), ("fp32", "fp8_e4m3fn", ()),

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 import ml_dtypes
 import numpy as np
 import pytest
-from optional import needs, requires
 
 import numoracle as no
 from numoracle.conformance.boundary import boundary_values
@@ -26,6 +25,7 @@ from numoracle.conformance.classify import CLASSES, classify_mismatches, known_l
 from numoracle.conformance.deviations import classify_ids, deviations_for, installed_version
 from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
 from numoracle.core.policy import resolve_policy
+from optional import needs, requires
 
 BF16_DT, E4M3_DT = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn)
 
@@ -299,7 +299,8 @@ def _rounds_via_fp32(library: str, src: str, dst: str) -> bool:
     return any(d.kind == "double_rounding" for d in deviations_for(library, src, dst))
 
 
-@pytest.mark.parametrize("library, dst", [("ml_dtypes", "bf16"), pytest.param("torch", "fp16", marks=requires("torch"))])
+@pytest.mark.parametrize("library, dst", [("ml_dtypes", "bf16"),
+                                          pytest.param("torch", "fp16", marks=requires("torch"))])
 @pytest.mark.parametrize("inputs", ["boundary", 1_000_000])
 def test_float64_double_rounding_is_found(library, dst, inputs):
     r = sweep(library, "fp64", dst, inputs=inputs)

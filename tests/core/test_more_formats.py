@@ -9,11 +9,11 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from optional import needs
 
 import numoracle as no
 from numoracle.core.codekeys import is_nan
 from numoracle.core.interop import as_native, native_dtype, pack_fp4x2, to_codes, unpack_fp4x2
+from optional import needs
 
 
 def _ml_float_types() -> list[str]:

@@ -29,7 +29,6 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from optional import needs, requires
 
 import numoracle as no
 from numoracle.conformance.deviations import (
@@ -44,6 +43,7 @@ from numoracle.conformance.deviations import (
 )
 from numoracle.core.formats import TORCH_NAMES, registry
 from numoracle.core.interop import native_dtype
+from optional import needs, requires
 
 NATIVE = [f for f in registry() if native_dtype(f) is not None]
 SOURCES = [f for f in NATIVE if f.bits <= 16]
@@ -113,7 +113,7 @@ def test_every_code_numpy_ml_dtypes(src):
             n, _ = _check(lib, src, dst, codes)
         except TypeError:
             assert lib == "ml_dtypes" and not _ML_E8M0_CASTS and {src.name, dst.name} & {"e8m0fnu"} and (
-                {src.name, dst.name} & _ML_REFUSES), f"ml_dtypes {ml_dtypes.__version__} refuses {src.name} -> {dst.name}"
+                {src.name, dst.name} & _ML_REFUSES), f"ml_dtypes {ml_dtypes.__version__}: no {src.name} -> {dst.name}"
             refused += 1
             continue
         compared += n

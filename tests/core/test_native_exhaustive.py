@@ -30,9 +30,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
-from optional import requires
 
 from numoracle.conformance.sweeper import Converter, sweep
+from optional import requires
 
 TARGETS = (("numpy", "fp16"), ("ml_dtypes", "bf16"), ("ml_dtypes", "fp8_e4m3fn"), ("ml_dtypes", "fp8_e5m2"),
            ("torch", "bf16"), ("torch", "fp16"), ("torch", "fp8_e4m3fn"), ("torch", "fp8_e5m2"))

@@ -58,7 +58,7 @@ import re
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -87,7 +87,7 @@ _NUMPY_BUILTIN = frozenset(
 
 
 # ---- library versions ---------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def installed_version(library: str) -> str | None:
     """The installed version of ``library`` (``"0.7.0"``, ``"2.13.0+cpu"``); None where it is not installed."""
     from importlib.metadata import PackageNotFoundError, version
