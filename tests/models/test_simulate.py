@@ -509,7 +509,7 @@ def test_errors():
 def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
     """The float32 block path (FP8 products) gives the float64 path's bits: zeros, subnormal inputs,
     all-zero blocks after a tiny or huge accumulator, cancellation, inf and NaN."""
-    import numoracle.models.program as sim   # prepare decides each block's float32 terms (_block32)
+    import numoracle.models.program as sim  # prepare decides each block's float32 terms (_block32)
 
     rng = np.random.default_rng(77)
     m, K, n = 9, 256, 7
