@@ -487,7 +487,9 @@ def test_errors():
     with pytest.raises(ValueError, match="not exact in float64"):
         simulate("dot", np.ones(3), np.ones(3, np.float32))
     with pytest.raises(TypeError, match="Order"):
-        simulate("sum", x, order="pairwise")
+        simulate("sum", x, order=42)
+    assert np.array_equal(simulate("sum", x, order="pairwise"), simulate("sum", x, order=O.Pairwise()),
+                          equal_nan=True)   # an order's text is the order (numoracle.orders.parse)
     with pytest.raises(ValueError, match="conflicts"):
         simulate("dot", x, x, order=v100(), acc="fp16")
     with pytest.raises(ValueError, match="sr"):
