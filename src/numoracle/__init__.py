@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
     from .quant.dequantgemm import DequantMatmul, dequant_matmul, dequant_matmul_check
     from .quant.gguf import gguf_dequantize, gguf_quantize
     from .quant.int4 import Int4Weights, dequantize_int4, quantize_int4
+    from .quant.weightonly import DequantMatmulBound, GgufWeights
     from .testing.checks import (
         CloseReport,
         NumoracleAssertionError,
@@ -115,7 +116,7 @@ __all__ = [
     "assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
     "Codebook", "codebook_of", "register_codebook", "quantize_codebook", "dequantize_codebook",
     "Int4Weights", "quantize_int4", "dequantize_int4", "dequant_matmul", "dequant_matmul_check", "DequantMatmul",
-    "gguf_quantize", "gguf_dequantize", "p3109_format",
+    "gguf_quantize", "gguf_dequantize", "p3109_format", "GgufWeights", "DequantMatmulBound",
     "boundary_values", "BoundaryValues", "sweep", "SweepReport", "NumoracleAssertionError",
     "write_golden", "read_golden", "compare_golden", "assert_golden", "Golden", "GoldenDiff", "GoldenError",
     "Format", "IntFormat", "AnyFormat", "format_of", "register", "registry",
@@ -212,6 +213,8 @@ _WHERE = {
     "DequantMatmul": ".quant.dequantgemm",
     "gguf_quantize": ".quant.gguf",
     "gguf_dequantize": ".quant.gguf",
+    "GgufWeights": ".quant.weightonly",
+    "DequantMatmulBound": ".quant.weightonly",
     "p3109_format": ".core.p3109",
     "ErrorBound": ".bounds.expected",
     "expected_error_bound": ".bounds.expected",

@@ -37,9 +37,10 @@ import numpy as np
 from ..core.args import check_int
 from ..core.codekeys import from_key, is_nan, key_bounds, to_key
 from ..core.convert import cast, decode
-from ..core.formats import AnyFormat, Format, format_of
+from ..core.formats import UINT4, AnyFormat, Format, format_of
 from ..core.interop import is_torch, to_codes
 from ..core.policy import Flags
+from .blockcheck import block_format, check_block_quantized
 from .checkreport import CLASSES, RANK, QuantCheckReport, QuantElement, QuantizedMismatch, code_hex
 from .error import _as_values, _expand, quantization_error_bound
 from .recipe import QuantRecipe, takes_recipe
@@ -139,9 +140,36 @@ def _element_format(fmt: Any, actual: Any, tq: Any) -> Any:
     return fmt
 
 
+def _int4_params(w: Any, fmt: Any) -> dict[str, Any]:
+    """An Int4Weights checked against the round-to-nearest reference (quantize_int4's parameters unless fmt=...
+    says otherwise; {} for anything else). HQQ's float zero points come from its optimiser: no reference codes."""
+    from .int4 import Int4Weights
+
+    if not isinstance(w, Int4Weights):
+        return {}
+    if w.convention == "hqq":
+        raise ValueError("hqq: the codes and float zero points come from HQQ's half-quadratic optimiser, which "
+                         "numoracle does not re-run, so there are no reference codes to compare; check what the "
+                         "weights do: quantized_matmul_bound(A, B, qb=weights) (dequantise-then-accumulate bound) or "
+                         "dequant_matmul_check")
+    if fmt is None:
+        return {"fmt": UINT4, "granularity": ("group", w.group), "axis": 0, "symmetric": False,
+                "scale_fmt": w.scale_fmt}
+    return {}
+
+
 def _unwrap(actual: Any, actual_scales: Any, q: Any, tq: Any, notes: list[str]) -> tuple[Any, Any, Any, bool]:
-    """(codes or array, scales, zero points, zero points differ) of a torch quantized tensor or a Quantized."""
+    """(codes or array, scales, zero points, zero points differ) of a torch quantized tensor, a Quantized or
+    an Int4Weights (codes (K, N) in 0..15, its scales and integer zero points)."""
+    from .int4 import Int4Weights
     from .quantizer import Quantized
+
+    if isinstance(actual, Int4Weights):
+        if actual_scales is not None:
+            raise ValueError("actual is an Int4Weights: its scales are compared; do not also pass actual_scales")
+        if q.fmt != UINT4:
+            raise TypeError(f"actual is an Int4Weights (uint4 codes), but the expected quantisation is to {q.fmt.name}")
+        return actual.codes.astype(np.uint8), actual.scales, actual.zeros.astype(np.int64), False
 
     fmt, a_zp, zp_differ = q.fmt, None, False
     if tq is not None:
@@ -188,12 +216,15 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
     """
     from .quantizer import quantize
 
-    check_int(allow_outliers, "allow_outliers", 0)
-    check_int(show, "show", 0)
+    check_int(allow_outliers, "allow_outliers", 0), check_int(show, "show", 0)
+    if block_format(fmt) is not None:  # a codebook (NF4 ...) or a GGUF block type: quant/blockcheck.py
+        return check_block_quantized(actual, x, fmt, granularity=granularity, actual_scales=actual_scales,  # type: ignore[return-value]
+                                     allow_outliers=allow_outliers, show=show)
     tq = torch_quantized_parts(actual) if is_torch_quantized(actual) else None
-    fmt = _element_format(fmt, actual, tq)
+    int4 = _int4_params(actual, fmt)  # an Int4Weights: quantize_int4's parameters unless fmt= is given
+    fmt = _element_format(int4.get("fmt", fmt), actual, tq)
     given = locals()
-    quantize_params = {k: given[k] for k in _QUANTIZE_KEYS}  # the arguments quantize() takes, as passed
+    quantize_params = {k: given[k] for k in _QUANTIZE_KEYS} | int4  # the arguments quantize() takes, as passed
     xv = _as_values(x, "x")
     q = quantize(x, **quantize_params)
     fmt = q.fmt

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks"]
+__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes"]
 
 # name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
 GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
@@ -80,31 +80,29 @@ def _roundf(v: np.ndarray) -> np.ndarray:
     return np.copysign(np.floor(a + 0.5), v)
 
 
-def _quantise_blocks(x: np.ndarray, name: str) -> np.ndarray:
+def _reference(x: np.ndarray, name: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(the block's byte fields in order, codes q (n, 32), the scaled values t before rounding, float64)."""
     if name == "Q8_0":
         d = (np.abs(x).max(axis=1, keepdims=True) / _F(127)).astype(_F)
-        q = _roundf((x * _recip(d)).astype(_F)).astype(np.int8)
-        return np.concatenate([_f16(d), q.view(np.uint8)], axis=1)
+        t = (x * _recip(d)).astype(_F)
+        q = _roundf(t).astype(np.int64)
+        return [_f16(d), q.astype(np.int8).view(np.uint8)], q, t.astype(np.float64)
     if name in ("Q4_0", "Q5_0"):
         steps = _F(8) if name == "Q4_0" else _F(16)
         i = np.abs(x).argmax(axis=1)[:, None]
         d = (np.take_along_axis(x, i, axis=1) / -steps).astype(_F)
-        t = ((x * _recip(d)).astype(_F) + (steps + _F(0.5))).astype(_F)
-        q = np.minimum(np.trunc(t), 2 * steps - 1).astype(np.int64)
-        parts = [_f16(d)] + ([_qh(q)] if name == "Q5_0" else []) + [_nibbles(q)]
-        return np.concatenate(parts, axis=1)
+        t = (x * _recip(d)).astype(_F)
+        q = np.minimum(np.trunc((t + (steps + _F(0.5))).astype(_F)), 2 * steps - 1).astype(np.int64)
+        return [_f16(d)] + ([_qh(q)] if name == "Q5_0" else []) + [_nibbles(q)], q, t.astype(np.float64)
     top = _F(15) if name == "Q4_1" else _F(31)
     lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
     d = ((hi - lo).astype(_F) / top).astype(_F)
-    t = ((((x - lo).astype(_F)) * _recip(d)).astype(_F) + _F(0.5)).astype(_F)
-    q = np.minimum(np.trunc(t), top).astype(np.int64)
-    parts = [_f16(d), _f16(lo)] + ([_qh(q)] if name == "Q5_1" else []) + [_nibbles(q)]
-    return np.concatenate(parts, axis=1)
+    t = (((x - lo).astype(_F)) * _recip(d)).astype(_F)
+    q = np.minimum(np.trunc((t + _F(0.5)).astype(_F)), top).astype(np.int64)
+    return [_f16(d), _f16(lo)] + ([_qh(q)] if name == "Q5_1" else []) + [_nibbles(q)], q, t.astype(np.float64)
 
 
-def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
-    """FP32 values (flattened, C order; a whole number of blocks) -> GGUF bytes (uint8, n_blocks * bytes)."""
-    name = _qtype(qtype)
+def _fp32_blocks(x: Any, name: str) -> np.ndarray:
     if name not in _QUANTISERS:
         raise ValueError(f"{name}: numoracle dequantises the K-quants but does not quantise them (ggml's "
                          "quantize_row_*_K_ref searches scales iteratively); quantisable: " + ", ".join(_QUANTISERS))
@@ -119,13 +117,28 @@ def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
         raise ValueError(f"{name}: blocks of {n} values; x has {v.size}, not a multiple of {n}")
     if not np.all(np.isfinite(v)):
         raise ValueError(f"{name}: x holds NaN/inf; ggml's quantisers have no rule for them")
-    return _quantise_blocks(v.reshape(-1, n), name).ravel()
+    return v.reshape(-1, n)
 
 
-def _legacy(b: np.ndarray, name: str) -> np.ndarray:
+def gguf_reference(x: Any, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The quantiser's bytes (n_blocks, bytes per block), codes q (n_blocks, 32) as stored (Q4_0: 0..15, Q8_0:
+    -128..127) and the scaled values t it rounded (``x * id``, Q4_1 / Q5_1 ``(x - min) * id``; FP32, as float64)."""
+    name = _qtype(qtype)
+    parts, q, t = _reference(_fp32_blocks(x, name), name)
+    return np.concatenate(parts, axis=1), q, t
+
+
+def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
+    """FP32 values (flattened, C order; a whole number of blocks) -> GGUF bytes (uint8, n_blocks * bytes)."""
+    return gguf_reference(x, qtype)[0].ravel()
+
+
+def gguf_codes(b: np.ndarray, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Blocks (n, bytes) of a legacy type -> (codes q (n, 32) as stored, d (n, 1) FP32, m (n, 1) FP32 or None)."""
+    name = _qtype(qtype)
     d = b[:, 0:2].copy().view(np.float16).astype(_F)
     if name == "Q8_0":
-        return (b[:, 2:].view(np.int8).astype(_F) * d).astype(_F)
+        return b[:, 2:].copy().view(np.int8).astype(np.int64), d, None
     has_m = name in ("Q4_1", "Q5_1")
     k = 4 if has_m else 2
     m = b[:, 2:4].copy().view(np.float16).astype(_F) if has_m else None
@@ -136,9 +149,14 @@ def _legacy(b: np.ndarray, name: str) -> np.ndarray:
         k += 4
     qs = b[:, k:].astype(np.int64)
     q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
-    if qh is not None:
-        q = q | (qh << 4)
-    if has_m:
+    return (q | (qh << 4) if qh is not None else q), d, m
+
+
+def _legacy(b: np.ndarray, name: str) -> np.ndarray:
+    q, d, m = gguf_codes(b, name)
+    if name == "Q8_0":
+        return (q.astype(_F) * d).astype(_F)
+    if m is not None:
         return ((q.astype(_F) * d).astype(_F) + m).astype(_F)  # q d exact; one rounding
     off = 8 if name == "Q4_0" else 16
     return ((q - off).astype(_F) * d).astype(_F)

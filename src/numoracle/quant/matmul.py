@@ -214,6 +214,22 @@ def _block_and_scale_components(comps: list, inner: Any, acc_f: AnyFormat, sacc:
     return comps, ostr
 
 
+def _weight_only(dtype: Any, dtype_b: Any, K: int, scaled: dict, kw: dict) -> Any:
+    """The dequantise-then-accumulate bound when dtype_b names weight-only weights (None otherwise)."""
+    from .weightonly import dequant_matmul_bound, weight_only_kind
+
+    if not isinstance(dtype, QuantRecipe) and weight_only_kind(dtype) is not None:
+        raise ValueError(f"{dtype!r} holds weights: give A's format as dtype and the weights as dtype_b= (the "
+                         "dequantise-then-accumulate model: weights are B)")
+    if isinstance(dtype_b, QuantRecipe) or weight_only_kind(dtype_b) is None:
+        return None
+    extra = [k for k, v in scaled.items() if v]
+    if extra:
+        raise TypeError(f"weights {dtype_b!r} carry their own blocks and scales (dequantise-then-accumulate); "
+                        f"do not pass {', '.join(extra)}")
+    return dequant_matmul_bound(dtype, K, dtype_b, **kw)
+
+
 def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: Any = None, fma: bool = True,
                                  kind: str = "worst", confidence: float = 0.999, out: Any = None,
                                  inputs_rounded_from: Any = None, shape: Any = None, rounding: Any = "rne",
@@ -221,7 +237,7 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
                                  block: int | None = None, scale_fmt: Any = "fp32", scale_fmt_b: Any = "same",
                                  scale_acc: Any = FP32, global_scale: bool = False, asymmetric: bool = False,
                                  outer_order: Any = None, a_params: Any = None,
-                                 b_params: Any = None) -> QuantMatmulBound:
+                                 b_params: Any = None, weights_fmt: Any = None) -> QuantMatmulBound:
     """The quantized-matmul bound (see the module docstring); ``expected_error_bound`` dispatches here.
 
     dtype / dtype_b: element formats of A / B (dtype_b defaults to dtype); acc: accumulator of the
@@ -232,9 +248,16 @@ def quantized_matmul_error_bound(dtype: Any, K: int, *, acc: Any = None, order: 
     of that sum; global_scale: NVFP4-style per-tensor scales; asymmetric: zero points (integer elements
     then reach one more bit); a_params / b_params: quantize keyword arguments ``.tolerance`` uses, or a
     QuantRecipe (dtype / dtype_b may be one too: its format, and its keywords as a_params / b_params).
+    dtype_b a weight-only format ("nf4" or another codebook, "gguf:Q4_0", "int4:gptq"): the dequantise-then-
+    accumulate bound (quant/weightonly.py; ``weights_fmt``: the format the dequantised weights are multiplied in).
     """
     if kind != "worst":
         raise ValueError("quantized_matmul supports kind='worst' only (quantisation errors are deterministic)")
+    wo = _weight_only(dtype, dtype_b, K, dict(block=block, asymmetric=asymmetric, global_scale=global_scale,
+                                             a_params=a_params, b_params=b_params),
+                      dict(acc=acc, order=order, fma=fma, out=out, rounding=rounding, weights_fmt=weights_fmt))
+    if wo is not None:
+        return wo
     if inputs_rounded_from is not None or tight_rn:
         raise ValueError("quantized_matmul models the inputs' rounding as quantisation (a_params / b_params, or "
                          "Quantized operands in .tolerance); inputs_rounded_from and tight_rn do not apply")
@@ -290,8 +313,21 @@ def quantized_matmul_bound(A: Any, B: Any, qa: Any = None, qb: Any = None, *, ac
     """The bound for these operands: formats, K-blocks, scale formats and zero points read from qa / qb.
 
     ``qa`` / ``qb``: Quantized of A / B, or None for a plain operand (values in its own dtype, scale 1).
+    ``qb`` weight-only weights (Int4Weights, CodebookQuantized, GgufWeights): the dequantise-then-accumulate
+    bound, a :class:`~numoracle.quant.weightonly.DequantMatmulBound` (A plain).
     Call ``.tolerance(A, B, qa=qa, qb=qb)`` on the result for the elementwise bound.
     """
+    from .weightonly import dequant_matmul_bound, is_weight_only
+
+    if is_weight_only(qa):
+        raise ValueError("qa holds weight-only weights; the dequantise-then-accumulate model has them as B: "
+                         "quantized_matmul_bound(A, B, qb=weights)")
+    if is_weight_only(qb):
+        if qa is not None:
+            raise ValueError("weight-only qb with a quantised A: the model reads A as its values; pass qa=None")
+        K = np.shape(B)[0]
+        return dequant_matmul_bound(to_codes(A)[1], K, qb, acc=acc, order=order, fma=fma, out=out,  # type: ignore[return-value]
+                                    rounding=rounding, qb=qb)
     da = _Operand(A, qa, "A", -1)
     db = _Operand(B, qb, "B", -2)
     if da.K != db.K:
@@ -322,6 +358,10 @@ class _Operand:
             raise ValueError(f"{name} holds NaN/inf; the bound needs finite operands")
         self.K = self.x.shape[axis_k]
         self.q = q
+        if q is not None and not hasattr(q, "params"):
+            raise TypeError(f"q{name.lower()} is a {type(q).__name__}, not a Quantized; weight-only weights (Int4Weights, "
+                            "CodebookQuantized, GgufWeights) go through quantized_matmul_bound(A, B, qb=weights), "
+                            "the dequantise-then-accumulate bound")
         if q is None:
             self.fmt = to_codes(X)[1]
             self.v, self.s, self.g = self.x, np.ones_like(self.x), 1.0
