@@ -4,6 +4,13 @@ The order classes, the GPU kernels' orders, the presets with their table (``GPU_
 vocabulary: ``parse(str(o)) == o``; every function that takes an order takes an Order or its text.
 """
 
+from .models.cpuorders import (  # noqa: F401  CPU kernels' orders (torch, XLA, BLAS lanes, thread splits)
+    Interleaved,
+    ThreadSplit,
+    VectorCascade,
+    XlaChunks,
+    XlaVector,
+)
 from .models.gpuorders import (  # noqa: F401  GPU kernels' orders (identified on recorded H200 runs)
     ChunkedScan,
     GpuReduce,
@@ -20,4 +27,5 @@ from .models.treeorder import PerPosition, TreeOrder  # noqa: F401  explicit tre
 
 __all__ = [*_base_all, "TiledSplitK", "GpuReduce", "ChunkedScan", "cutlass_slices", "torch_sum_order",
            "torch_cumsum_order", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name",
-           "parse", "as_order", "order_text", "TreeOrder", "PerPosition"]
+           "parse", "as_order", "order_text", "TreeOrder", "PerPosition", "VectorCascade", "ThreadSplit",
+           "Interleaved", "XlaChunks", "XlaVector"]

@@ -128,8 +128,9 @@ def test_given_candidates_rows_and_errors():
         identify_order(y[:5], "sum", x)
     with pytest.raises(ValueError, match="op"):
         identify_order(y, "conv", x)
+    assert identify_order(y, "sum", x, candidates=["pairwise"]).order == O.Pairwise()   # a text names an order
     with pytest.raises(TypeError, match="candidates"):
-        identify_order(y, "sum", x, candidates=["pairwise"])
+        identify_order(y, "sum", x, candidates=[42])
     with pytest.raises(TypeError, match="input array"):
         identify_order(y, "matmul", x)
     with pytest.raises(ValueError, match="out=fp16: .* not fp16 values"):

@@ -26,6 +26,9 @@ EVERY_ORDER = [
     O.TreeOrder(9, ((0, 1, 2, 3), (9, 4, 5, 6, 7), (10, 8)), (1, 1, 0),
                 ((no.FP32, "rtz"), O.preset("h100", "fp16")), leaf=no.FP32, out=no.FP16),
     O.PerPosition((O.TreeOrder.from_text("((0+1)+2)"), O.TreeOrder.from_text("(0+(1+2))")), ((0, 1), (1, 1))),
+    O.VectorCascade(), O.VectorCascade(1, 4, 3, 2, 2), O.ThreadSplit(4, 1024, O.VectorCascade(load=2), O.Sequential()),
+    O.Interleaved(16, "pairwise"), O.Interleaved(4, "halving", "after", False), O.XlaChunks(), O.XlaChunks(64, False),
+    O.XlaVector(), O.XlaVector(8, 2),
 ]
 PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
     O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),

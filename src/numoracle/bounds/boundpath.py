@@ -6,6 +6,7 @@ from fractions import Fraction
 
 from ..core.formats import AnyFormat
 from ..core.policy import Rounding
+from ..models.cpuorders import schedule_depth
 from ..models.orderspec import OrderSpec
 from .boundmath import (
     Component,
@@ -70,8 +71,17 @@ def leaf_path(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str = "") 
              f"pairwise with leaf blocks of <= B = {o.n} terms in any order: h = (B-1) + ceil(log2 ceil(n/B)) = {h}")
         return [Component("accumulation" + where, u, h, f + f" in {acc.name} ({mode})", src, unb)], []
     step = {"numpy": _path_numpy, "blockfma": _path_blockfma, "blocked": _path_nested, "splitk": _path_nested,
-            "promoted": _path_promoted, "gpureduce": _path_gpureduce, "tree": _path_tree}[o.kind]
+            "promoted": _path_promoted, "gpureduce": _path_gpureduce, "tree": _path_tree,
+            "schedule": _path_schedule}[o.kind]
     return step(o, n, acc, mode, where)
+
+
+def _path_schedule(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[Site]]:
+    """CPU kernels' orders (numoracle.orders.VectorCascade, Interleaved, ...): the deepest leaf of their schedule."""
+    h = min(schedule_depth(o.params[0], n), max(n - 1, 0)) if n > 1 else 0
+    return [Component("accumulation" + where, unit_roundoff(acc, mode), h,
+                      f"{o} over n = {n} terms in {acc.name} ({mode}): the deepest leaf passes h <= {h} roundings",
+                      "numoracle.orders (the order's schedule); Higham 2002 §4.2", Rounding.of(mode).is_unbiased)], []
 
 
 def _path_gpureduce(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[Site]]:

@@ -33,6 +33,7 @@ from ..core.formats import FP32
 from ..core.progress import progress
 from ..models.gpuorders import TiledSplitK
 from ..models.orders import Order
+from ..models.ordertext import as_order
 from ..models.simulation import simulate
 from . import families as F
 from .problem import Problem, native
@@ -236,9 +237,10 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
         win, tried = search.auto(outputs, units, int(keep))
     else:
         orders = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
-        for o in orders:
-            if not isinstance(o, Order):
-                raise TypeError(f"candidates must be 'auto' or numoracle orders, got {o!r}")
+        for i, o in enumerate(orders):
+            if not isinstance(o, (Order, str)):
+                raise TypeError(f"candidates must be 'auto' or numoracle orders (or their texts), got {o!r}")
+            orders[i] = as_order(o, p.in_fmt)
         tried = [("given", [(o, None, None) for o in orders])]
         win = search.run("given", tried[0][1], collect=True)
     search.bar.close()

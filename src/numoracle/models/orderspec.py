@@ -62,6 +62,8 @@ class OrderSpec:
             return f"blocked:{self.n}"
         if k == "tree":
             return f"tree(depth={self.n})"
+        if k == "schedule":   # an order the bounds read through its schedule (CPU kernels' orders)
+            return repr(self.params[0])
         if k == "gpureduce" and len(self.params) == 1:
             return f"chunkedscan(width={self.params[0]}" + (f", acc={self.acc.name})" if self.acc else ")")
         if k == "gpureduce":

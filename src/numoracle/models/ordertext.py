@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any
 
 from ..core.formats import format_of
-from . import gpuorders, orders, treeorder
+from . import cpuorders, gpuorders, orders, treeorder
 from .orderspec import FORMS, OrderSpec, spec_from_text
 from .presets import preset, preset_name
 
@@ -32,7 +32,8 @@ __all__ = ["parse", "as_order", "parse_order", "order_text", "order_label", "ORD
 ORDER_CLASSES: dict[str, type] = {c.__name__: c for c in (
     orders.Sequential, orders.Pairwise, orders.Blocked, orders.SplitK, orders.BlockFMA, orders.Promoted,
     orders.NumpyPairwise, gpuorders.TiledSplitK, gpuorders.GpuReduce, gpuorders.ChunkedScan,
-    treeorder.TreeOrder, treeorder.PerPosition)}
+    treeorder.TreeOrder, treeorder.PerPosition, cpuorders.VectorCascade, cpuorders.ThreadSplit,
+    cpuorders.Interleaved, cpuorders.XlaChunks, cpuorders.XlaVector)}
 
 
 def _bad(text: str, why: str) -> ValueError:

@@ -1,0 +1,397 @@
+"""Accumulation orders of CPU library kernels: torch's cascade sum, XLA's reductions, interleaved BLAS accumulators
+and a split by thread count. Each models the mechanism (vector lanes, accumulators, cascade levels, loop blocks),
+parameterised by it, for any n; tests/identify/test_cpu_recordings.py checks them on recorded kernels.
+
+* ``VectorCascade(lanes, accumulators, levels, min_power, load)``: torch's CPU ``sum`` (ATen ``SumKernel.cpp``,
+  ``cascade_sum``). ``row_sum(items, A)``: A accumulators, accumulator a takes items ``a, a + A, a + 2A, ...``
+  (the first ``A * (m // A)`` items), each a *cascade* (below); the ``m % A`` remaining items are added to
+  accumulator 0 one by one; then ``acc_0 + acc_1``, ``+ acc_2``, ... in order.
+  The cascade of S items (``multi_row_sum``): ``levels`` accumulators from +0, ``p = max(min_power,
+  ceil_log2(S) // levels)``; level 0 adds items ``2^p`` at a time; after each block of ``2^p`` the level-j sum is
+  added to level j + 1 and reset (j = 0 always; j >= 1 when 2^(j p) divides the items done), the last level
+  keeps everything it gets; the last ``S % 2^p`` items go to level 0; then ``lvl_0 + lvl_1 + ...`` in order.
+  n >= ``lanes * load`` (the vector path): vector v holds terms ``[lanes*load*v, lanes*load*(v+1))``; with
+  ``load = 2`` (fp16 / bf16 read as two float vectors) its lane l is ``fl(t[2Lv + l] + t[2Lv + L + l])``;
+  ``row_sum`` over the vectors, lane by lane; then ``r = +0``, the ``n % (lanes*load)`` tail terms added to r in
+  order, then lanes 0..lanes-1 added to r in order. n < ``lanes * load``: ``row_sum`` over the terms (the scalar
+  path). ``VectorCascade(1, 1)`` is the plain cascade of one column (torch's ``X.sum(dim=0)``: columns in
+  groups of 32); ``VectorCascade(1, 4)`` its scalar path.
+* ``ThreadSplit(threads, grain, inner, combine)``: ``at::parallel_for``: T = min(threads, ceil(n / grain)) chunks
+  of ceil(n / T) terms (the last the rest), each reduced by ``inner``; the T partials by ``combine`` (torch's
+  two-pass reduction of one output: the partials reduced by the same kernel). T = 1 is ``inner`` itself.
+* ``Interleaved(k, combine, tail, fma)``: k lane accumulators from +0, lane l adds terms ``l, l + k, ...`` in
+  order (OpenBLAS sgemm: 16 lanes; XLA's CPU matmul: 4); ``tail="lanes"``: every term goes to its lane;
+  ``"after"``: the last ``n % k`` terms are added one by one to the combined lanes. The lanes are combined by
+  ``combine``: ``"sequential"`` (lane 0 + lane 1 + ...), ``"pairwise"`` (the first ceil(k/2) lanes against the
+  rest, recursively) or ``"halving"`` (lane i + lane i + k/2, then i + k/4, ...). Empty lanes are +0 and left
+  out (adding +0 is exact). ``fma=False``: every term is rounded to the accumulator before it is added (products
+  of a kernel without FMA).
+* ``XlaChunks(chunk, fma)``: XLA's CPU ``jnp.sum`` of short rows and ``jnp.dot``: n <= chunk: one chain from +0;
+  else ``k = (n - chunk - 1) // chunk`` middle chunks of ``chunk`` terms, the ``r = n - k*chunk`` others split
+  into a first chunk of ceil(r/2) and a last of floor(r/2); each chunk a chain from +0, the chunk sums added in
+  order.
+* ``XlaVector(lanes, unroll)``: XLA's CPU vectorised ``jnp.sum`` (long rows): lane l holds terms ``l + lanes*i``.
+  Blocks of ``lanes * unroll`` terms: per lane a chain of its ``unroll`` items; a level-k chunk (unroll^k
+  blocks) is the chain of its ``unroll`` level-(k-1) chunks. The blocks are consumed by the largest chunks
+  first: ``d_k`` chunks of level k where d_k are the base-``unroll`` digits of the number of blocks, and each
+  lane adds its chunk sums in order; the terms after the last block (lane by lane, from +0) are added to it;
+  then a halving tree over the lanes (lane i + lane i + lanes/2, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .gpuorders import _Builder
+from .orders import Order, Schedule, Wave, _posint, _slices_then, build
+from .orderspec import OrderSpec
+
+__all__ = ["VectorCascade", "ThreadSplit", "Interleaved", "XlaChunks", "XlaVector", "schedule_depth",
+           "COMBINES"]
+
+COMBINES = ("sequential", "pairwise", "halving")
+
+
+def _ceil_log2(x: int) -> int:
+    """c10::utils::CeilLog2: 1 for x <= 2, else ceil(log2 x)."""
+    return 1 if x <= 2 else int(x - 1).bit_length()
+
+
+def _spec(o: Order) -> OrderSpec:
+    """The bounds read these orders through their schedule's depth (bounds/boundpath.py, kind "schedule")."""
+    return OrderSpec("schedule", params=(o,))
+
+
+def _chain_from(b: _Builder, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
+    """Per row of addends (W, L): s = start (None: +0); s = fl(s + a_j). Returns (W,) value ids."""
+    w = addends.shape[0]
+    s = b.zeros(w) if start is None else np.asarray(start, np.int64)
+    return s if addends.shape[1] == 0 else b.chain(s, addends)
+
+
+def _add_opt(b: _Builder, x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+    """fl(x + y), where None is +0 (left out: adding +0 is exact)."""
+    if x is None or y is None:
+        return y if x is None else x
+    return b.add(x, y)
+
+
+def _combine(b: _Builder, lanes: list, how: str) -> np.ndarray | None:
+    """Lane values (each (W,) ids or None for +0) combined sequentially, pairwise or by halving."""
+    if how == "sequential" or len(lanes) <= 1:
+        res = None
+        for v in lanes:
+            res = _add_opt(b, res, v)
+        return res
+    if how == "pairwise":
+        h = len(lanes) - len(lanes) // 2
+        return _add_opt(b, _combine(b, lanes[:h], how), _combine(b, lanes[h:], how))
+    vals = list(lanes)
+    while len(vals) > 1:          # halving: lane i + lane i + len/2 (an odd count keeps its last lane)
+        h = len(vals) // 2
+        vals = [_add_opt(b, vals[i], vals[i + h]) for i in range(h)] + vals[2 * h:]
+    return vals[0]
+
+
+# ---- torch: the cascade sum -------------------------------------------------------------------------------
+
+def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int) -> np.ndarray | None:
+    """``multi_row_sum`` over items (S, W), every column independent: (W,) ids, None when S = 0 (+0)."""
+    S = items.shape[0]
+    if S == 0:
+        return None
+    if levels == 1:
+        return _chain_from(b, None, items.T)
+    step = 1 << max(min_power, _ceil_log2(S) // levels)
+    nb = S // step
+    accs: list = [None] * levels
+    if S % step:
+        accs[0] = _chain_from(b, None, items[nb * step:].T)
+    vals = None                                                # (count, W): the sums level j receives
+    if nb:
+        blocks = items[:nb * step].reshape(nb, step, -1).transpose(0, 2, 1)        # (nb, W, step)
+        w = blocks.shape[1]
+        vals = _chain_from(b, None, blocks.reshape(nb * w, step)).reshape(nb, w)
+    for j in range(1, levels):
+        if vals is None or vals.shape[0] == 0:
+            break
+        c = vals.shape[0]
+        full = 0 if j == levels - 1 else c // step * step       # the last level keeps everything it gets
+        if c > full:
+            accs[j] = _chain_from(b, None, vals[full:].T)
+        if full:
+            g = full // step
+            grp = vals[:full].reshape(g, step, -1).transpose(0, 2, 1)
+            vals = _chain_from(b, None, grp.reshape(-1, step)).reshape(g, -1)
+        else:
+            vals = None
+    res = accs[0]
+    for a in accs[1:]:
+        res = _add_opt(b, res, a)
+    return res
+
+
+def _row_sum(b: _Builder, items: np.ndarray, accumulators: int, levels: int, min_power: int) -> np.ndarray | None:
+    """torch's ``row_sum`` over items (m, W): ``accumulators`` interleaved cascades, the rest into the first."""
+    m, A = items.shape[0], accumulators
+    S = m // A
+    w = items.shape[1]
+    cols = items[:S * A].reshape(S, A * w)                       # column a*W + w: accumulator a, lane w
+    acc = _cascade(b, cols, levels, min_power)
+    parts: list = [None] * A if acc is None else list(acc.reshape(A, -1))
+    if m > S * A:
+        parts[0] = _chain_from(b, parts[0], items[S * A:].T)
+    res = parts[0]
+    for p in parts[1:]:
+        res = _add_opt(b, res, p)
+    return res
+
+
+@dataclass(frozen=True)
+class VectorCascade(Order):
+    """torch's CPU ``sum`` (``cascade_sum``): vectors of ``lanes`` into ``accumulators`` cascades (module docstring)."""
+
+    lanes: int = 8
+    accumulators: int = 4
+    levels: int = 4
+    min_power: int = 4
+    load: int = 1
+
+    def __post_init__(self):
+        for f in ("lanes", "accumulators", "levels", "load"):
+            object.__setattr__(self, f, _posint(getattr(self, f), f"VectorCascade {f}"))
+        if self.load > 2:
+            raise ValueError(f"VectorCascade load must be 1 (one vector per load) or 2 (a narrow type read as two "
+                             f"float vectors and added), got {self.load}")
+        if not isinstance(self.min_power, (int, np.integer)) or not 0 <= self.min_power <= 30:
+            raise ValueError(f"VectorCascade min_power must be an int in 0..30, got {self.min_power!r}")
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        b = _Builder(key)
+        t = -1 - np.arange(n, dtype=np.int64)
+        L, per = self.lanes, self.lanes * self.load
+        if n < per:                                            # the scalar path
+            res = _row_sum(b, t[:, None], self.accumulators, self.levels, self.min_power)
+        else:
+            nv = n // per
+            vec = t[:nv * per].reshape(nv, self.load, L)
+            items = vec[:, 0, :] if self.load == 1 else b.add(vec[:, 0, :].ravel(), vec[:, 1, :].ravel()).reshape(nv, L)
+            lanes = _row_sum(b, items, self.accumulators, self.levels, self.min_power)
+            assert lanes is not None
+            res = _chain_from(b, None, np.concatenate([t[nv * per:], lanes])[None, :])
+        if res is None:
+            res = b.zeros(1)
+        return Schedule(n, b.nv, b.waves, int(res[0]))
+
+
+# ---- a split by thread count ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ThreadSplit(Order):
+    """``at::parallel_for``'s split of one reduction over ``threads`` threads (module docstring)."""
+
+    threads: int = 2
+    grain: int = 32768
+    inner: Order = VectorCascade()
+    combine: Order = VectorCascade()
+
+    def __post_init__(self):
+        object.__setattr__(self, "threads", _posint(self.threads, "ThreadSplit threads"))
+        object.__setattr__(self, "grain", _posint(self.grain, "ThreadSplit grain"))
+        for o, what in ((self.inner, "inner"), (self.combine, "combine")):
+            if not isinstance(o, Order):
+                raise TypeError(f"ThreadSplit {what} must be an Order, got {o!r}")
+
+    def chunks(self, n: int) -> list[int]:
+        T = max(1, min(self.threads, -(-n // self.grain)))
+        size = -(-n // T)
+        return [min(size, n - lo) for lo in range(0, n, size)] or [0]
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        sizes = self.chunks(n)
+        if len(sizes) == 1:
+            return build(self.inner, n, key)
+        return _slices_then(sizes, self.inner, key, self.combine, key)
+
+
+# ---- interleaved lane accumulators ------------------------------------------------------------------------
+
+def _terms(b: _Builder, n: int, fma: bool) -> np.ndarray:
+    t = -1 - np.arange(n, dtype=np.int64)
+    if fma or n == 0:
+        return t
+    ids = b._new(n)                                            # every term rounded to the accumulator first
+    b.waves.append(Wave("load", b.key, ids, t))
+    return ids
+
+
+def _lane_chains(b: _Builder, t: np.ndarray, k: int) -> list:
+    """Lane j: chain from +0 over t[j], t[j + k], ...; lanes of equal length in one wave. None for empty lanes."""
+    n = t.size
+    out: list = [None] * k
+    lengths = [len(range(j, n, k)) for j in range(k)]
+    for length in sorted(set(lengths) - {0}):
+        js = [j for j in range(k) if lengths[j] == length]
+        ids = _chain_from(b, None, np.array([t[j::k] for j in js], np.int64))
+        for j, v in zip(js, ids):
+            out[j] = np.array([v])
+    return out
+
+
+@dataclass(frozen=True)
+class Interleaved(Order):
+    """k interleaved lane accumulators, combined sequentially, pairwise or by halving (module docstring)."""
+
+    k: int = 2
+    combine: str = "sequential"
+    tail: str = "lanes"
+    fma: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "k", _posint(self.k, "Interleaved k (lanes)"))
+        if self.combine not in COMBINES:
+            raise ValueError(f"Interleaved combine must be one of {COMBINES}, got {self.combine!r}")
+        if self.tail not in ("lanes", "after"):
+            raise ValueError(f"Interleaved tail must be 'lanes' (each term in its lane) or 'after' (the n % k last "
+                             f"terms added after the lanes), got {self.tail!r}")
+        object.__setattr__(self, "fma", bool(self.fma))
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        b = _Builder(key)
+        t = _terms(b, n, self.fma)
+        main = n if self.tail == "lanes" else n - n % self.k
+        res = _combine(b, _lane_chains(b, t[:main], self.k), self.combine)
+        if main < n:
+            res = _chain_from(b, res, t[main:][None, :])
+        if res is None:
+            res = b.zeros(1)
+        return Schedule(n, b.nv, b.waves, int(res[0]))
+
+
+# ---- XLA ---------------------------------------------------------------------------------------------------
+
+def xla_chunk_sizes(n: int, chunk: int) -> list[int]:
+    """The chunks of ``XlaChunks(chunk)`` over n terms."""
+    if n <= chunk:
+        return [n]
+    k = (n - chunk - 1) // chunk
+    r = n - k * chunk
+    return [r - r // 2] + [chunk] * k + [r // 2]
+
+
+@dataclass(frozen=True)
+class XlaChunks(Order):
+    """XLA's CPU sum of short rows: chunks of ``chunk`` terms, the rest split between the first and the last."""
+
+    chunk: int = 32
+    fma: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "chunk", _posint(self.chunk, "XlaChunks chunk"))
+        object.__setattr__(self, "fma", bool(self.fma))
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        b = _Builder(key)
+        t = _terms(b, n, self.fma)
+        sizes = xla_chunk_sizes(n, self.chunk)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        sums: list = [None] * len(sizes)
+        for size in sorted(set(sizes)):
+            idx = [i for i, s in enumerate(sizes) if s == size]
+            ids = _chain_from(b, None, np.array([t[starts[i]:starts[i] + size] for i in idx], np.int64))
+            for i, v in zip(idx, ids):
+                sums[i] = np.array([v])
+        res = sums[0]
+        if len(sums) > 1:
+            res = _chain_from(b, res, np.array([[int(s[0]) for s in sums[1:]]], np.int64))
+        return Schedule(n, b.nv, b.waves, int(res[0]))
+
+
+@dataclass(frozen=True)
+class XlaVector(Order):
+    """XLA's CPU vectorised sum: ``lanes`` strided lanes, nested chunks of ``unroll`` (module docstring)."""
+
+    lanes: int = 16
+    unroll: int = 4
+
+    def __post_init__(self):
+        object.__setattr__(self, "lanes", _posint(self.lanes, "XlaVector lanes"))
+        object.__setattr__(self, "unroll", _posint(self.unroll, "XlaVector unroll"))
+        if self.unroll < 2:
+            raise ValueError("XlaVector unroll must be >= 2")
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        b = _Builder(key)
+        L, U = self.lanes, self.unroll
+        t = -1 - np.arange(n, dtype=np.int64)
+        nb = n // (L * U)
+        lane_sums: list = [None] * L
+        if nb:
+            blk = t[:nb * L * U].reshape(nb, U, L).transpose(0, 2, 1)            # (block, lane, item)
+            level = _chain_from(b, None, blk.reshape(nb * L, U)).reshape(nb, L)  # level-1 chunks
+            levels = [level]
+            while levels[-1].shape[0] >= U:
+                g = levels[-1].shape[0] // U
+                grp = levels[-1][:g * U].reshape(g, U, L).transpose(0, 2, 1).reshape(g * L, U)
+                levels.append(b.chain(grp[:, 0], grp[:, 1:]).reshape(g, L))
+            picks, done = [], 0                                  # largest chunks first
+            for k in range(len(levels) - 1, -1, -1):
+                size = U ** k
+                d = (nb - done) // size
+                picks += [levels[k][done // size + i] for i in range(d)]
+                done += d * size
+            main = picks[0] if len(picks) == 1 else b.chain(picks[0], np.stack(picks[1:], axis=1))
+            lane_sums = [np.array([v]) for v in main]
+        rest = t[nb * L * U:]
+        if rest.size:
+            rem = _lane_chains(b, rest, L)
+            lane_sums = [_add_opt(b, m, r) for m, r in zip(lane_sums, rem)]
+        res = _combine(b, lane_sums, "halving")
+        if res is None:
+            res = b.zeros(1)
+        return Schedule(n, b.nv, b.waves, int(res[0]))
+
+
+# ---- the bounds ----------------------------------------------------------------------------------------------
+
+def schedule_depth(order: Order, n: int) -> int:
+    """Roundings on the deepest term's path to the result of ``order`` over n terms (from its schedule; a +0
+    start counts as a rounding, which makes the count an upper bound)."""
+    s = build(order, n)
+    d = np.zeros(s.n_vals, np.int64)
+
+    def dep(r: np.ndarray) -> np.ndarray:
+        r = np.asarray(r, np.int64)
+        return np.where(r >= 0, d[np.where(r >= 0, r, 0)], 0)
+
+    for w in s.waves:
+        if w.kind == "const":
+            d[w.dst] = 0
+        elif w.kind == "load":
+            d[w.dst] = 1 + dep(w.a)
+        elif w.kind == "add":
+            d[w.dst] = 1 + np.maximum(dep(w.a), dep(w.b))
+        elif w.kind == "chain":
+            L = w.b.shape[1]
+            d[w.dst] = np.maximum(dep(w.a) + L, (dep(w.b) + (L - np.arange(L))[None, :]).max(axis=1))
+        else:                                                  # a fused block: one rounding of all its inputs
+            d[w.dst] = 1 + np.maximum(dep(w.a), dep(w.b).max(axis=1))
+    return int(d[s.result]) if s.result >= 0 else 0
+

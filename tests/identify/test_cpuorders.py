@@ -1,0 +1,75 @@
+"""The CPU kernels' orders (models/cpuorders.py) against trees reveal_order read off torch 2.13 and jax 0.10 on
+this machine (tests/reveal shows how), and their bounds' depth against the schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle import orders as O
+from numoracle.models.cpuorders import schedule_depth, xla_chunk_sizes
+
+# revealed trees (reveal_order(torch.sum / jax.jit(jnp.sum), "sum", n=n, dtype="fp32").order.text())
+TORCH = {
+    7: "((((((0+4)+5)+6)+1)+2)+3)",
+    12: "((((((((0+(11+((8+9)+10)))+1)+2)+3)+4)+5)+6)+7)",
+    20: "(((((((((0+8)+(19+((16+17)+18)))+(9+1))+(10+2))+(11+3))+(12+4))+(13+5))+(14+6))+(15+7))",
+    40: "(((((((((((0+32)+8)+16)+24)+((((33+1)+9)+17)+25))+((((34+2)+10)+18)+26))+((((35+3)+11)+19)+27))+((((36+4)"
+        "+12)+20)+28))+((((37+5)+13)+21)+29))+((((38+6)+14)+22)+30))+((((39+7)+15)+23)+31))",
+}
+
+
+def _chain(lo, hi):
+    s = str(lo)
+    for i in range(lo + 1, hi):
+        s = f"({s}+{i})"
+    return s
+
+
+def _same(order, tree, draws=4):
+    rng = np.random.default_rng(3)
+    shape = (draws * 8, tree.n)
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-10, 10, shape))).astype(np.float32)
+    np.testing.assert_array_equal(no.simulate("sum", x, order=order), no.simulate("sum", x, order=tree))
+
+
+@pytest.mark.parametrize("n", sorted(TORCH))
+def test_vector_cascade_is_torchs_revealed_tree(n):
+    _same(O.VectorCascade(), O.TreeOrder.from_text(TORCH[n]))
+
+
+@pytest.mark.parametrize(("n", "sizes"), [(20, [20]), (33, [17, 16]), (64, [32, 32]), (65, [17, 32, 16]),
+                                          (130, [17, 32, 32, 32, 17]), (1000, [20] + [32] * 30 + [20])])
+def test_xla_chunks_as_revealed(n, sizes):
+    assert xla_chunk_sizes(n, 32) == sizes
+    starts = np.cumsum([0] + sizes)
+    text = _chain(0, sizes[0])
+    for lo, hi in zip(starts[1:-1], starts[2:]):
+        text = f"({text}+{_chain(int(lo), int(hi))})"
+    _same(O.XlaChunks(), O.TreeOrder.from_text(text))
+
+
+def test_interleaved_and_the_cascade_levels():
+    # 16 lanes with FMA chains, a pairwise tree over lanes (numpy's OpenBLAS sgemm at K = 37)
+    lanes = [f"(({j}+{j + 16})+{j + 32})" if j + 32 < 37 else f"({j}+{j + 16})" for j in range(16)]
+
+    def pw(v):
+        return v[0] if len(v) == 1 else f"({pw(v[:len(v) - len(v) // 2])}+{pw(v[len(v) - len(v) // 2:])})"
+    _same(O.Interleaved(16, "pairwise"), O.TreeOrder.from_text(pw(lanes)))
+    # the cascade: level 0 takes 16 items at a time, so a plain cascade of 40 terms is (c(0..15)+c(16..31))+c(32..39)
+    # added as lvl0 (the last 8) + lvl1 (the two blocks of 16)
+    text = f"({_chain(32, 40)}+({_chain(0, 16)}+{_chain(16, 32)}))"
+    _same(O.VectorCascade(1, 1), O.TreeOrder.from_text(text))
+
+
+def test_thread_split_chunks_and_depths():
+    ts = O.ThreadSplit(2, 32768)
+    assert ts.chunks(40000) == [20000, 20000] and ts.chunks(30000) == [30000] and ts.chunks(70001) == [35001, 35000]
+    assert O.ThreadSplit(8, 1000).chunks(2500) == [834, 834, 832]
+    assert schedule_depth(O.Sequential(), 100) == 100            # the +0 start counts
+    assert schedule_depth(O.Interleaved(4, "pairwise"), 64) == 16 + 2
+    b = no.expected_error_bound("sum", "fp32", 4096, order=O.VectorCascade())
+    assert b.depth < 200 < no.expected_error_bound("sum", "fp32", 4096, order="sequential").depth
+    assert no.expected_error_bound("sum", "fp32", 4096, order=str(O.XlaVector())) == \
+        no.expected_error_bound("sum", "fp32", 4096, order=O.XlaVector())
