@@ -39,13 +39,124 @@ def format_summary(f: AnyFormat) -> dict[str, Any]:
 
 
 def _cmd_formats(args: argparse.Namespace) -> str:
+    from ..core.p3109 import P3109_FORMATS
+
+    kinds = _KINDS if args.all else [args.kind] if args.kind else ["registry"]
     if args.json:
-        return json.dumps({"formats": [format_summary(f) for f in registry()]}, indent=2)
+        d: dict[str, Any] = {"formats": [format_summary(f) for f in registry()]}
+        d.update({k: _held_rows(k, json_=True) for k in _KINDS[1:] if k in kinds or not args.kind})
+        return json.dumps(d, indent=2)
+    parts = []
+    for k in kinds:
+        if k == "registry":
+            parts.append(_format_table(registry()))
+        elif k == "p3109":
+            parts.append(_HEADS[k] + "\n" + _format_table(list(P3109_FORMATS.values())))
+        else:
+            parts.append(_HEADS[k] + "\n" + table(_held_rows(k), _HELD_HEADER[k]))
+    return "\n\n".join(parts)
+
+
+# the formats users hold that are not registry formats (numoracle formats --all / --kind)
+_KINDS = ["registry", "codebooks", "gguf", "int4", "p3109"]
+_HEADS = {"codebooks": "codebooks (a value table per code; quantize_codebook, fmt=NAME in the checks and bounds):",
+          "gguf": "GGUF block types (gguf_quantize / gguf_dequantize; fmt='Q4_0' in the checks, GgufWeights in the "
+                  "bounds):",
+          "int4": "packed int4 conventions (Int4Weights.pack / from_packed, quant/packing.py):",
+          "p3109": "IEEE P3109 8-bit formats (not registered: numoracle.core.p3109.register_p3109() adds them; "
+                   "numoracle info finds them):"}
+_HELD_HEADER = {"codebooks": ["name", "codes", "bits", "max |v|", "min |v| > 0", "source"],
+                "gguf": ["name", "values/block", "bytes/block", "bits/value", "quantise", "dequantise"],
+                "int4": ["name", "source"]}
+
+
+_JSON_KEYS = {"codebooks": ["name", "codes", "bits", "max_abs", "min_abs_nonzero", "source"],
+              "gguf": ["name", "block_values", "block_bytes", "bits_per_value", "quantise", "dequantise"],
+              "int4": ["name", "source"]}
+_GGUF_LAYOUT = {
+    "Q8_0": "d FP16, 32 int8 q; y = q d (d = amax / 127, q = roundf(x / d))",
+    "Q4_0": "d FP16, 16 bytes (q[j] low nibble, q[j + 16] high); y = (q - 8) d (d = max / -8)",
+    "Q4_1": "d, m FP16, 16 bytes; y = q d + m (d = (max - min) / 15, m = min)",
+    "Q5_0": "d FP16, qh (bit 4 of each q, little-endian uint32), 16 bytes; y = (q - 16) d",
+    "Q5_1": "d, m FP16, qh, 16 bytes; y = q d + m (31 steps)",
+    "Q2_K": "16 sub-blocks of 16: 4-bit scale and min each, 2-bit q, d and dmin FP16; y = d sc q - dmin m",
+    "Q3_K": "hmask, 2-bit q, sixteen 6-bit scales (s - 32), d FP16; y = d (s - 32) q, q in -4..3",
+    "Q4_K": "8 sub-blocks of 32: 6-bit scales and mins, 4-bit q, d and dmin FP16; y = d sc q - dmin m",
+    "Q5_K": "as Q4_K with a fifth bit in qh",
+    "Q6_K": "4-bit ql, 2-bit qh, sixteen int8 scales, d FP16; y = d s (q - 32)"}
+_INT4_LAYOUT = {
+    "gptq": "qweight int32 (K/8, N), nibble i of a word = row 8w + i; qzeros int32 (G, N/8) storing z - 1; FP16 "
+            "scales (G, N); w = (q - z) s",
+    "gptq_v2": "as gptq, qzeros storing z",
+    "awq": "qweight int32 (K, N/8), nibble i = column 8w + [0, 2, 4, 6, 1, 3, 5, 7][i]; qzeros likewise (G, N/8)",
+    "ct": "weight_packed int32 (N, K/8) of q + 8 (signed int4), sequential nibbles; weight_zero_point (N/8, G)",
+    "hqq": "W_q uint8 (K/2, N): row r in the high nibble, row r + K/2 in the low; FP16 float zero points and "
+           "scales; w = fl16(fl16(q - z) s)",
+    "bnb": "uint8 (ceil(n/2), 1) of the flattened codes, the first of each pair in the high nibble"}
+
+
+def _held_info(name: str) -> dict[str, Any] | None:
+    """What ``numoracle info`` shows for a codebook, a GGUF type or a packed int4 convention (None: none)."""
+    from ..quant.blockcheck import block_format
+    from ..quant.gguf import GGUF_QUANTISERS as _QUANTISERS, GGUF_TYPES
+    from ..quant.packing import PACKINGS
+
+    key = str(name).strip()
+    kind = block_format(key)
+    if kind is not None and not isinstance(kind, str):
+        cb = kind
+        return {"name": cb.name, "kind": "codebook", "codes": len(cb.values), "bits": cb.bits,
+                "values": list(cb.values), "max_abs": cb.max_abs, "ties": cb.ties, "midpoints": cb.midpoints,
+                "source": cb.source, "use": f"quantize_codebook(x, '{cb.name}', block=64); "
+                f"assert_quantized_close(actual, x, fmt='{cb.name}', granularity=('block', 64)); "
+                "quantized_matmul_bound(A, B, qb=CodebookQuantized)"}
+    if isinstance(kind, str):
+        e, b = GGUF_TYPES[kind]
+        return {"name": kind, "kind": "GGUF block type", "block_values": e, "block_bytes": b,
+                "bits_per_value": 8 * b / e, "layout": _GGUF_LAYOUT[kind], "quantise": kind in _QUANTISERS,
+                "dequantise": True, "source": "ggml ggml-quants.c; gguf-py 0.19.0 gguf/quants.py",
+                "use": (f"gguf_quantize(x, '{kind}'); assert_quantized_close(bytes, x, fmt='{kind}'); "
+                        if kind in _QUANTISERS else f"gguf_dequantize(bytes, '{kind}'); ")
+                + f"quantized_matmul_bound(A, B, qb=GgufWeights(bytes, '{kind}', (N, K)))"}
+    if key.lower() in PACKINGS:
+        c = key.lower()
+        return {"name": c, "kind": "packed int4 convention", "layout": _INT4_LAYOUT[c], "source": PACKINGS[c],
+                "use": "Int4Weights.from_packed(tensors, convention=..., shape=(K, N), group=...); "
+                       "assert_quantized_close(weights, W); quantized_matmul_bound(A, B, qb=weights)"
+                if c != "bnb" else "quant/packing.py pack / unpack (NF4 / FP4 codes)"}
+    return None
+
+
+def _held_rows(kind: str, json_: bool = False) -> list[Any]:
+    """Rows of the codebooks, GGUF types or int4 conventions (dicts for JSON)."""
+    from ..quant.codebook import codebooks
+    from ..quant.gguf import GGUF_QUANTISERS as _QUANTISERS, GGUF_TYPES
+    from ..quant.packing import PACKINGS
+
+    if kind == "codebooks":
+        rows = [[cb.name, len(cb.values), cb.bits, cb.max_abs, float(np.min(np.abs(cb.table)[cb.table != 0])),
+                 cb.source] for cb in codebooks()]
+    elif kind == "gguf":
+        rows = [[n, e, b, f"{8 * b / e:g}", "yes" if n in _QUANTISERS else "no", "yes"]
+                for n, (e, b) in GGUF_TYPES.items()]
+    elif kind == "p3109":
+        from ..core.p3109 import P3109_FORMATS
+
+        return [format_summary(f) for f in P3109_FORMATS.values()] if json_ else []
+    else:
+        rows = [[n, src] for n, src in PACKINGS.items()]
+    if json_:
+        return [{k: (v == "yes" if k in ("quantise", "dequantise") else v) for k, v in zip(_JSON_KEYS[kind], r)}
+                for r in rows]
+    return [[str(c) if not isinstance(c, float) else f"{c!r}" for c in r] for r in rows]
+
+
+def _format_table(formats: list[AnyFormat]) -> str:
     header = ["name", "bits", "e", "m", "bias", "nan", "inf", "-0", "subnormals",
               "max finite", "min normal", "min subnormal"]
     yn = {True: "yes", False: "no"}
     rows = []
-    for f in registry():
+    for f in formats:
         if isinstance(f, Format):
             rows.append([f.name, str(f.bits), str(f.exp_bits), str(f.man_bits), str(f.bias), f.nan,
                          yn[f.has_inf], yn[f.has_negative_zero], yn[f.has_subnormals],
@@ -163,10 +274,23 @@ def _info_rows(f: AnyFormat, d: dict[str, Any]) -> list[list[str]]:
 
 
 def _cmd_info(args: argparse.Namespace) -> str:
-    from ..core.p3109 import P3109_FORMATS  # built, not registered: found by name here
+    from ..core.p3109 import P1_TIE_NOTE, P3109_FORMATS, is_p3109_p1  # built, not registered: found by name
 
-    f = P3109_FORMATS.get(str(args.format).strip().lower()) or format_of(args.format)
+    f = P3109_FORMATS.get(str(args.format).strip().lower())
+    if f is None:
+        try:
+            f = format_of(args.format)
+        except ValueError:
+            held = _held_info(args.format)  # a codebook, a GGUF type, a packed int4 convention
+            if held is None:
+                raise
+            if args.json:
+                return json.dumps(jsonable(held), indent=2)
+            return table([[k, ", ".join(f"{v:.9g}" for v in val) if isinstance(val, list) else
+                           "yes" if val is True else "no" if val is False else str(val)] for k, val in held.items()])
     d = format_info(f)
+    if is_p3109_p1(f):
+        d["note"] = P1_TIE_NOTE
     if args.json:
         return json.dumps(_info_json(f, d), indent=2)
     return table(_info_rows(f, d))
@@ -176,7 +300,10 @@ def add_info_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``formats`` and ``info`` to a subparsers object (``cli.app`` calls this)."""
     fm = sub.add_parser("formats", help="the registry as a table", description="Every registered format with its "
                         "fields and extremes (exact). --json: {\"formats\": [...]}, see docs/cli.md.")
-    fm.add_argument("--json", action="store_true", help="print a JSON object")
+    fm.add_argument("--json", action="store_true", help="print a JSON object (every section's key)")
+    fm.add_argument("--all", action="store_true", help="also the codebooks, GGUF block types, packed int4 "
+                    "conventions and P3109 formats (not registered by default), each in its own section")
+    fm.add_argument("--kind", choices=_KINDS, help="one section only")
     fm.set_defaults(run=_cmd_formats)
     i = sub.add_parser("info", help="every derived constant of one format",
                        description="Fields, extremes with their codes, eps, unit roundoffs, overflow thresholds "

@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes"]
+__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes", "GGUF_QUANTISERS"]
 
 # name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
 GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
               "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
-_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+GGUF_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+_QUANTISERS = GGUF_QUANTISERS
 _F = np.float32
 
 

@@ -77,6 +77,7 @@ import numpy as np
 from ..core.convert import cast, decode
 from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, FP64, INT64, AnyFormat, IntFormat, format_of
 from ..core.interop import as_native, native_dtype, to_codes
+from ..core.p3109 import refuse_p1_ties
 from ..core.policy import Flags, Rounding, resolve_policy
 from .layout import Layout, QuantParams, parse_granularity
 from .recipe import takes_recipe
@@ -408,6 +409,7 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     ``global_scale`` / ``global_amax``: the NVFP4 per-tensor decode scale, or the amax it comes from.
     """
     fmt = format_of(fmt)
+    refuse_p1_ties(fmt, rounding, "quantize")  # the engine breaks P = 1 ties unlike P3109 (core/p3109.py)
     xv, exact32 = _input_values(x)
     if global_scale is not None and scale_rule != "nvfp4":
         raise ValueError("global_scale is the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
