@@ -60,35 +60,33 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
         registry,
     )
     from .core.interop import as_native
+    from .core.p3109 import p3109_format
     from .core.policy import Flags, NanTo, Overflow, Policy, Rounding
     from .exact.reference import exact_dot, exact_matmul, exact_sum
     from .identify.search import IdentifyReport, identify_order
     from .identify.separate import SeparatingInputs, separating_inputs
-    from .reveal.report import RevealReport, reveal_order
     from .models.arithmetic import Arithmetic
     from .models.simulation import simulate
     from .quant.check import QuantCheckReport, QuantizedMismatch, assert_quantized_close, check_quantized_close
+    from .quant.codebook import Codebook, codebook_of, dequantize_codebook, quantize_codebook, register_codebook
+    from .quant.dequantgemm import DequantMatmul, dequant_matmul, dequant_matmul_check
     from .quant.error import QuantErrorReport, cosine, cosine_bound, quantization_error_bound, sqnr, sqnr_bound
+    from .quant.gguf import gguf_dequantize, gguf_quantize
+    from .quant.int4 import Int4Weights, dequantize_int4, quantize_int4
     from .quant.matmul import QuantMatmulBound, quantized_matmul_bound
     from .quant.quantizer import Quantized, QuantParams, dequantize, quantize
     from .quant.recipe import QuantRecipe
-    from .core.p3109 import p3109_format
-    from .quant.codebook import Codebook, codebook_of, dequantize_codebook, quantize_codebook, register_codebook
-    from .quant.dequantgemm import DequantMatmul, dequant_matmul, dequant_matmul_check
-    from .quant.gguf import gguf_dequantize, gguf_quantize
-    from .quant.int4 import Int4Weights, dequantize_int4, quantize_int4
     from .quant.weightonly import DequantMatmulBound, GgufWeights
+    from .reveal.report import RevealReport, reveal_order
     from .testing.checks import (
         CloseReport,
         NumoracleAssertionError,
-        RunComparison,
         assert_dot_close,
         assert_matmul_close,
         assert_sum_close,
         check_dot_close,
         check_matmul_close,
         check_sum_close,
-        compare_runs,
         poison_like,
     )
     from .testing.golden import (
@@ -100,6 +98,7 @@ if TYPE_CHECKING:  # the same names, for type checkers, editors and the API refe
         read_golden,
         write_golden,
     )
+    from .testing.runs import RunComparison, compare_runs
 
 __version__ = "0.1.0"
 
@@ -233,14 +232,14 @@ _WHERE = {
     "Tolerance": ".bounds.errorbound",
     "CloseReport": ".testing.checks",
     "NumoracleAssertionError": ".testing.checks",
-    "RunComparison": ".testing.checks",
+    "RunComparison": ".testing.runs",
     "assert_dot_close": ".testing.checks",
     "assert_matmul_close": ".testing.checks",
     "assert_sum_close": ".testing.checks",
     "check_dot_close": ".testing.checks",
     "check_matmul_close": ".testing.checks",
     "check_sum_close": ".testing.checks",
-    "compare_runs": ".testing.checks",
+    "compare_runs": ".testing.runs",
     "poison_like": ".testing.checks",
     "Golden": ".testing.golden",
     "GoldenDiff": ".testing.golden",

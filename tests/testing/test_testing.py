@@ -17,10 +17,10 @@ from numoracle.testing.checks import (
     assert_matmul_close,
     assert_sum_close,
     check_matmul_close,
-    compare_runs,
     poison_like,
     poison_mask,
 )
+from numoracle.testing.runs import compare_runs
 
 BF16 = ml_dtypes.bfloat16
 
@@ -286,11 +286,12 @@ def test_compare_errors(mm32):
 def test_borderline_elements_are_settled_exactly():
     """|actual - exact| is judged in float64 against the fp64-rounded exact result, except within 2^-50 of the
     bound, where the exact rational decides: both directions of the float64 mistake are caught."""
-    from numoracle.testing.checks import _Problem, _Setup
+    from numoracle.testing.closeproblem import Problem
+    from numoracle.testing.judge import Setup
 
     x = np.array([[1.0, 2.0**-60]])  # exact sum 1 + 2^-60; its float64 rounding is 1
-    pb = _Problem("sum", (x,), -1)
-    st = _Setup(pb, no.FP64, acc=no.FP64, order=None, kind="worst", out=None, fma=True, rounding="rne",
+    pb = Problem("sum", (x,), -1)
+    st = Setup(pb, no.FP64, acc=no.FP64, order=None, kind="worst", out=None, fma=True, rounding="rne",
                 confidence=0.999)
     up = np.array([1.0 + 2.0**-52]).view(np.uint64)    # true error 2^-52 - 2^-60, float64 says 2^-52
     st.tol = np.array([2.0**-52 - 2.0**-60])
@@ -305,7 +306,7 @@ def test_borderline_elements_are_settled_exactly():
 def test_exact_at_matches_fractions_for_every_op():
     from fractions import Fraction
 
-    from numoracle.testing.checks import _Problem
+    from numoracle.testing.closeproblem import Problem as _Problem
 
     rng = np.random.default_rng(5)
     a = rng.standard_normal((2, 3, 5)).astype(np.float32)
