@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.conformance.attribution import classify
 from numoracle.conformance.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
-from numoracle.conformance.deviations import classify, deviations_for, fixed_for, native_cast
+from numoracle.conformance.deviations import deviations_for, fixed_for
+from numoracle.conformance.native import native_cast
 from numoracle.core.codekeys import is_nan, to_key
 from numoracle.core.policy import Flags
 from numoracle.core.twins import exact as X

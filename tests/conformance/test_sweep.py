@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.conformance.attribution import classify_ids
 from numoracle.conformance.boundary import boundary_values
 from numoracle.conformance.classify import CLASSES, classify_mismatches, known_labels, tie_mask
-from numoracle.conformance.deviations import classify_ids, deviations_for, installed_version
+from numoracle.conformance.deviations import deviations_for, installed_version
 from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
 from numoracle.core.policy import resolve_policy
 from optional import needs, requires

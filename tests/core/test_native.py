@@ -16,7 +16,7 @@ integers: the libraries wrap, so ``overflow='wrap'``.
 
 Every mismatch must be explained, element by element, by a ``KNOWN_DEVIATIONS`` entry of that
 library that holds for the installed version and whose kind predicate holds
-(``numoracle.conformance.deviations.classify``); NaNs therefore compare by class and +-0 by sign.
+(``numoracle.conformance.attribution.classify``); NaNs therefore compare by class and +-0 by sign.
 Each entry's witness must reproduce on the versions it claims, and must not on the others (a
 fixed deviation stays recorded, with the version that fixed it).
 """
@@ -31,16 +31,16 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.conformance.attribution import classify
 from numoracle.conformance.deviations import (
     KINDS,
     KNOWN_DEVIATIONS,
     Deviation,
-    classify,
     deviations_for,
     fixed_for,
     installed_version,
-    native_cast,
 )
+from numoracle.conformance.native import native_cast
 from numoracle.core.formats import TORCH_NAMES, registry
 from numoracle.core.interop import native_dtype
 from optional import needs, requires

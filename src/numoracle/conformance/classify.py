@@ -12,7 +12,8 @@ from ..core.codekeys import is_nan, to_key
 from ..core.convert import cast_codes, decode
 from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format
 from ..core.policy import Flags, Overflow, Policy, Rounding, default_overflow, resolve_policy
-from .deviations import classify_ids, deviations_for
+from .attribution import classify_ids
+from .deviations import deviations_for
 
 CLASSES = ("nan_payload_or_sign", "nan_to_policy", "saturation_vs_inf_nan", "signed_zero", "double_rounding",
            "flush_to_zero", "off_by_one_ulp", "other")
@@ -209,7 +210,7 @@ def known_labels(library: str, src: AnyFormat, dst: AnyFormat, pol: Policy, cls:
                  a: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Per mismatch, the label of the known deviation of ``library`` that covers it (id 0: none).
 
-    ``deviations.classify_ids`` decides, except for two mass classes whose deviation predicate is
+    ``attribution.classify_ids`` decides, except for two mass classes whose deviation predicate is
     evaluated directly (same coverage; the label is the kind alone, without a ``kind+kind`` chain):
     both results NaN (``nan_payload_or_sign``) and, when the sweep's policy does not saturate, a
     saturated result where the engine gives NaN (``saturation_vs_nan``).

@@ -11,12 +11,13 @@ import numpy as np
 from ..core.errors import NumoracleError
 from ..core.formats import format_of
 from ..core.interop import as_native
-from .deviations import LIBRARIES, native_cast
+from .deviations import LIBRARIES
+from .native import native_cast
 
 
 # ---- converters -----------------------------------------------------------------------------
 class Converter:
-    """``library``'s own cast to ``dst`` as a picklable callable (``deviations.native_cast`` semantics).
+    """``library``'s own cast to ``dst`` as a picklable callable (``native.native_cast`` semantics).
 
     ``Converter("torch", "fp8_e4m3fn")(np.float32([500]))`` returns an ml_dtypes float8_e4m3fn array.
     """

@@ -14,20 +14,14 @@ went through float32) and where its witness was reproduced (``seen_on``). :func:
 (every record of a library that is not installed, whose version is unknown);
 :func:`fixed_for` lists those that no longer do (``Deviation.status``: ``"fixed in 0.7"``).
 
-:func:`native_cast` runs a library's own cast and returns codes; :func:`classify` labels each
-element of a comparison with the known deviation that explains it (or ``"unexplained"``):
+A library's own cast is :func:`numoracle.conformance.native.native_cast`; which record explains each
+mismatching element is :func:`numoracle.conformance.attribution.classify`.
 
->>> import numpy as np
->>> codes = np.array([0x3FF0100000400000], np.uint64)  # 1 + 2^-8 + 2^-30, just above a BF16 midpoint
->>> str(classify("ml_dtypes", "fp64", "bf16", codes, [0x3F80], version="0.6.0")[0])  # 0.6 rounded via float32
-'double_rounding'
->>> str(classify("ml_dtypes", "fp64", "bf16", codes, [0x3F80], version="0.7.0")[0])  # 0.7 does not
-'unexplained'
 >>> [d.status("0.7.0") for d in deviations_for("ml_dtypes", "fp64", "bf16", version="any")
 ...  if d.kind == "double_rounding"]
 ['fixed in 0.7']
 
-Kinds, and the predicate :func:`classify` applies to a mismatching element for each:
+Kinds, and the predicate ``classify`` applies to a mismatching element for each:
 
 * ``nan_payload_or_sign``: both results are NaN (the libraries keep the source's sign and
   payload; numoracle gives the canonical positive quiet NaN). Compare NaN by class.
@@ -53,97 +47,19 @@ Kinds, and the predicate :func:`classify` applies to a mismatching element for e
 from __future__ import annotations
 
 import fnmatch
-import math
-import re
-import sys
 from dataclasses import dataclass
-from fractions import Fraction
-from functools import cache
 
-import numpy as np
-
-from ..core.codekeys import is_nan
-from ..core.convert import cast as _engine_cast
-from ..core.convert import decode
-from ..core.formats import FP32, TORCH_NAMES, UINT64, AnyFormat, format_of
-from ..core.interop import as_native, is_torch, native_dtype, to_codes
+from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
+from .native import LIBRARIES
+from .versions import installed_version, version_at_least, version_clauses, version_matches
 
-_NARROW = ("fp6_e3m2fn", "fp6_e2m3fn", "fp4_e2m1fn")
+__all__ = ["Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "deviations_for", "fixed_for", "installed_version"]
 
-__all__ = [
-    "Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "native_cast", "classify", "classify_ids",
-    "deviations_for", "fixed_for", "installed_version",
-]
-
-LIBRARIES = ("numpy", "ml_dtypes", "torch", "jax")
 KINDS = (
     "double_rounding", "nan_payload_or_sign", "nan_to_policy", "saturation_vs_nan", "subnormal",
     "sign_dropped", "zero_to_min", "tie_break", "flush_to_zero", "other",
 )
-_NUMPY_BUILTIN = frozenset(
-    ["float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
-)
-
-
-# ---- library versions ---------------------------------------------------------------------------
-@cache
-def installed_version(library: str) -> str | None:
-    """The installed version of ``library`` (``"0.7.0"``, ``"2.13.0+cpu"``); None where it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(library)
-    except PackageNotFoundError:
-        mod = sys.modules.get(library)
-        v = getattr(mod, "__version__", None)
-        return v if isinstance(v, str) else None
-
-
-def _release(v: str) -> tuple[int, ...]:
-    """The release numbers of a version string: ``"2.13.0+cpu"`` -> (2, 13, 0); ``"0.7.0rc1"`` -> (0, 7, 0)."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", v)
-    if m is None:
-        raise ValueError(f"not a version: {v!r}")
-    return tuple(int(p) for p in m.group(1).split("."))
-
-
-def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = max(len(a), len(b))
-    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (a > b) - (a < b)
-
-
-_CLAUSE = re.compile(r"(<=|>=|==|!=|<|>)?\s*(\d+(?:\.\d+)*)(\.\*)?")
-_OPS = {"<": lambda c: c < 0, "<=": lambda c: c <= 0, ">": lambda c: c > 0, ">=": lambda c: c >= 0,
-        "==": lambda c: c == 0, "!=": lambda c: c != 0}
-
-
-def _clauses(spec: str) -> list[tuple[str, tuple[int, ...], bool]]:
-    """``"<0.7"``, ``">=0.6,<0.7"``, ``"2.13.*"`` -> [(op, release, prefix)]; ``""`` or ``"*"``: no clause."""
-    spec = spec.strip()
-    if spec in ("", "*"):
-        return []
-    out = []
-    for part in spec.split(","):
-        m = _CLAUSE.fullmatch(part.strip())
-        if m is None:
-            raise ValueError(f"bad version clause {part.strip()!r} in {spec!r}; use e.g. '<0.7', '>=0.5,<0.6', "
-                             "'0.6.0' or '2.13.*'")
-        out.append((m.group(1) or "==", _release(m.group(2)), m.group(3) is not None))
-    return out
-
-
-def _matches(clauses: list[tuple[str, tuple[int, ...], bool]], version: str) -> bool:
-    v = _release(version)
-    for op, ref, prefix in clauses:
-        if prefix:
-            hit = v[: len(ref)] == ref
-            if hit != (op == "=="):
-                return False
-        elif not _OPS[op](_cmp(v, ref)):
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -189,7 +105,7 @@ class Deviation:
                 raise ValueError(f"seen on {self.library} {v}, outside its versions {self.versions!r}")
 
     def _clauses(self) -> list[tuple[str, tuple[int, ...], bool]]:
-        return _clauses(self.versions.partition(" ")[2])
+        return version_clauses(self.versions.partition(" ")[2])
 
     def covers(self, library: str, src: AnyFormat | str, dst: AnyFormat | str) -> bool:
         """True when this deviation may occur in ``library``'s cast from ``src`` to ``dst`` (any version)."""
@@ -200,7 +116,7 @@ class Deviation:
 
     def holds_for(self, version: str | None) -> bool:
         """True when the library at ``version`` shows this deviation (None, an unknown version: True)."""
-        return version is None or _matches(self._clauses(), version)
+        return version is None or version_matches(self._clauses(), version)
 
     @property
     def fixed_in(self) -> str | None:
@@ -213,7 +129,7 @@ class Deviation:
         if self.holds_for(version):
             return "holds"
         fixed = self.fixed_in
-        if fixed is not None and _cmp(_release(version), _release(fixed)) >= 0:
+        if fixed is not None and version_at_least(version, fixed):
             return f"fixed in {fixed}"
         return f"not in {version}"
 
@@ -457,280 +373,3 @@ def fixed_for(library: str, src: AnyFormat | str, dst: AnyFormat | str, *,
     return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst) and not d.holds_for(v))
 
 
-# ---------------------------------------------------------------------------------------
-def _torch_dtype(fmt: AnyFormat):
-    import torch
-
-    for tname, fname in TORCH_NAMES.items():
-        if fname == fmt.name:
-            return getattr(torch, tname)
-    raise ValueError(f"torch has no dtype for {fmt.name}")
-
-
-def _to_torch(codes: np.ndarray, fmt: AnyFormat):
-    import torch
-
-    if fmt.is_integer:
-        return torch.from_numpy(np.ascontiguousarray(as_native(codes, fmt)))
-    signed = {8: np.uint8, 16: np.int16, 32: np.int32, 64: np.int64}[fmt.bits]
-    t = torch.from_numpy(np.ascontiguousarray(codes.view(signed)))
-    return t.view(_torch_dtype(fmt))
-
-
-def _array_codes(a: np.ndarray) -> tuple[np.ndarray, AnyFormat]:
-    """Codes and format of a numpy / ml_dtypes array (FP6/FP4 codes masked to their bits)."""
-    fmt = format_of(a.dtype)
-    codes = np.ascontiguousarray(a).view(fmt.code_dtype)
-    if fmt.name in _NARROW:
-        codes = codes & np.array((1 << fmt.bits) - 1, codes.dtype)
-    return codes, fmt
-
-
-def native_cast(x, dst, library: str) -> np.ndarray:
-    """Run ``library``'s own cast of ``x`` to ``dst``; return the destination codes.
-
-    ``x`` is a numpy / ml_dtypes array (for ``"torch"`` also a tensor, for ``"jax"`` a jax array).
-    ``"numpy"`` and ``"ml_dtypes"`` call ``x.astype(dtype)`` (``"numpy"`` only between numpy's own
-    dtypes, ``"ml_dtypes"`` only where one side is an ml_dtypes type); ``"torch"`` calls
-    ``tensor.to(dtype)`` on the CPU; ``"jax"`` calls ``jax_array.astype(dtype)`` on the CPU device,
-    with 64-bit types enabled for the call (so float64 and int64 arrays are not narrowed on the way
-    in). Raises TypeError where the library has no such cast.
-    """
-    dst = format_of(dst)
-    if library not in LIBRARIES:
-        raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
-    if library == "jax":
-        return _jax_cast(x, dst)
-    if library == "torch":
-        t = x if is_torch(x) else _to_torch(*_array_codes(np.asarray(x)))
-        try:
-            out = t.to(_torch_dtype(dst))
-        except (RuntimeError, NotImplementedError) as e:
-            raise TypeError(f"torch cannot cast {t.dtype} to {dst.name}: {e}") from None
-        return to_codes(out)[0]
-    a = np.asarray(x)
-    dt = native_dtype(dst)
-    if dt is None:
-        raise ValueError(f"{dst.name} has no numpy or ml_dtypes dtype")
-    builtin = a.dtype.name in _NUMPY_BUILTIN and dt.name in _NUMPY_BUILTIN
-    if library == "numpy" and not builtin:
-        raise ValueError(f"{a.dtype} -> {dt} is an ml_dtypes cast; use library='ml_dtypes'")
-    if library == "ml_dtypes" and builtin:
-        raise ValueError(f"{a.dtype} -> {dt} is numpy's own cast; use library='numpy'")
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = a.astype(dt)
-    return _array_codes(out)[0]
-
-
-def _jax_x64():
-    """A context in which jax keeps 64-bit types (jax narrows float64/int64 to 32 bits by default)."""
-    import jax
-
-    enable = getattr(jax, "enable_x64", None)  # jax >= 0.7
-    if enable is not None:
-        return enable(True)
-    from jax.experimental import enable_x64  # older jax
-
-    return enable_x64()
-
-
-def _jax_cast(x, dst: AnyFormat) -> np.ndarray:
-    import jax
-    import jax.numpy as jnp
-
-    dt = native_dtype(dst)
-    if dt is None or dst.name == "tf32":
-        raise ValueError(f"{dst.name} has no jax dtype")
-    with _jax_x64():
-        cpu = jax.devices("cpu")[0]
-        a = x if type(x).__module__.startswith(("jax", "jaxlib")) else np.asarray(x)
-        try:
-            t = jax.device_put(jnp.asarray(a), cpu)
-            if t.dtype != np.asarray(a).dtype:
-                raise TypeError(f"jax reads {np.asarray(a).dtype} as {t.dtype}")
-            out = np.asarray(t.astype(dt))
-        except (RuntimeError, NotImplementedError, ValueError) as e:
-            raise TypeError(f"jax cannot cast {np.asarray(a).dtype} to {dst.name}: {e}") from None
-    if out.dtype != dt:
-        raise TypeError(f"jax cast to {dst.name} gave {out.dtype}")
-    return _array_codes(out)[0]
-
-
-# ---------------------------------------------------------------------------------------
-# classification: why does the library's code differ from numoracle's?
-def _cast(x, dst, **kw) -> np.ndarray:
-    """numoracle.cast on a private copy (the engine writes into uint64 source arrays it is given)."""
-    return _engine_cast(np.array(x, copy=True), dst, **kw)
-
-
-def _values(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    """Exact values as float64 (floats) or int64/uint64 (integers)."""
-    return decode(codes, fmt)
-
-
-def _negative(codes: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    """Negative nonzero, non-NaN values (-inf included)."""
-    v = _values(codes, fmt)
-    return v < 0
-
-
-def _abs_codes(codes: np.ndarray, fmt: AnyFormat) -> tuple[np.ndarray, AnyFormat]:
-    if fmt.is_integer:
-        v = _values(codes, fmt)
-        if fmt.signed:
-            mag = np.where(v < 0, (~v.view(np.uint64)) + np.uint64(1), v.view(np.uint64))
-            return mag.astype(np.uint64), UINT64
-        return codes, fmt
-    if not fmt.signed:
-        return codes, fmt
-    return (codes & np.array(fmt.mag_mask, codes.dtype)).astype(codes.dtype), fmt
-
-
-def _leaf(kind: str, src, dst, x, lib, ref, pol) -> np.ndarray:
-    """Mask of elements where ``lib`` differs from ``ref`` exactly as ``kind`` says."""
-    if kind == "nan_payload_or_sign":
-        return is_nan(lib, dst) & is_nan(ref, dst)
-    if kind == "nan_to_policy":
-        if dst.is_integer or dst.has_nan or src.is_integer:
-            return np.zeros(x.shape, bool)
-        return is_nan(x, src) & (_values(lib, dst) == 0)
-    if kind == "saturation_vs_nan":
-        if dst.is_integer or not dst.has_nan:
-            return np.zeros(x.shape, bool)
-        sat = _cast(x, dst, src=src, rounding=pol["rounding"], overflow="saturate")
-        return ~is_nan(x, src) & is_nan(ref, dst) & (lib == sat)
-    if kind == "subnormal":
-        if src.is_integer or dst.is_integer:
-            return np.zeros(x.shape, bool)
-        v = np.abs(_values(x, src))
-        tiny = (v > 0) & (v < 2.0**-126)
-        up = lib.astype(np.int64) == ref.astype(np.int64) + 1
-        return tiny & up & ~is_nan(ref, dst)
-    if kind == "zero_to_min":
-        if dst.is_integer:
-            return np.zeros(x.shape, bool)
-        zero = (_values(x, src) == 0) & ~is_nan(x, src)
-        return zero & is_nan(ref, dst) & (_values(lib, dst) == float(dst.min_subnormal))
-    if kind == "tie_break":
-        return _at_midpoint(x, src, lib, ref, dst)
-    if kind == "flush_to_zero":
-        hit = np.zeros(x.shape, bool)
-        if dst.is_integer or src.is_integer:
-            return hit
-        for kw in ({"ftz": True}, {"daz": True}, {"ftz": True, "daz": True}):
-            hit |= lib == _cast(x, dst, src=src, rounding=pol["rounding"], overflow=pol["overflow"], **kw)
-        return hit & (lib != ref)
-    return np.zeros(x.shape, bool)  # "other" explains nothing by itself; describe it as data only
-
-
-def _at_midpoint(x: np.ndarray, src, lib: np.ndarray, ref: np.ndarray, dst) -> np.ndarray:
-    """Where the source value is exactly midway between the values of ``lib`` and ``ref`` (then, with
-    ``ref`` correctly rounded and ``lib != ref``, they are its two neighbours and ``x`` is a tie), or, where
-    ``ref`` overflowed (inf or NaN), exactly at the overflow tie max_finite + ulp/2 with ``lib`` = +-max."""
-    out = np.zeros(x.shape, bool)
-    ok = ~is_nan(x, src) & ~is_nan(lib, dst) & (lib != ref)
-    if not ok.any():
-        return out
-    idx = np.flatnonzero(ok)
-    a, b, v = _values(lib[idx], dst), _values(ref[idx], dst), _values(x[idx], src)
-    over = is_nan(ref[idx], dst) | (np.isinf(b) if not dst.is_integer else False)
-    if src.is_integer or dst.is_integer:  # exactly, in Fractions: integers beyond 2^53 are not all float64s
-        hit = np.array([all(map(math.isfinite, t)) and 2 * Fraction(t[0]) == Fraction(t[1]) + Fraction(t[2])
-                        for t in zip(v.tolist(), a.tolist(), b.tolist())], bool)
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            mid = a / 2 + b / 2  # exact: float64 values of formats the engine carries halve exactly
-            hit = np.isfinite(v) & (v == mid)
-    if np.any(over) and not dst.is_integer:
-        top, mx = dst.max_finite + dst.top_ulp / 2, dst.max_finite
-        for j in np.flatnonzero(over):
-            vj, aj = v[j].item(), a[j].item()
-            if math.isfinite(vj) and math.isfinite(aj) and Fraction(aj) in (mx, -mx):
-                hit[j] = Fraction(vj) == (top if aj > 0 else -top)
-    out[idx[hit]] = True
-    return out
-
-
-def _transform(kind: str, src, x):
-    """(selected mask, new source format, new codes) for the kinds that change the input."""
-    if kind == "double_rounding":
-        if src.is_integer or src.bits > 32:
-            return np.ones(x.shape, bool), FP32, _cast(x, FP32, src=src)
-        return None
-    if kind == "sign_dropped":
-        sel = _negative(x, src) & ~is_nan(x, src)
-        c, f = _abs_codes(x, src)
-        return sel, f, c
-    return None
-
-
-def _explain(kinds: tuple[str, ...], src, dst, x, lib, ref, pol, labels: list[str]) -> np.ndarray:
-    """Label ids per element (into ``labels``): the chain of kinds explaining lib != ref, 0 where none does."""
-    out = np.zeros(x.shape, np.int16)
-
-    def lid(name: str) -> int:
-        if name not in labels:
-            labels.append(name)
-        return labels.index(name)
-
-    for kind in kinds:
-        idx = np.flatnonzero(out == 0)
-        if not idx.size:
-            break
-        tr = _transform(kind, src, x[idx])
-        if tr is None:
-            hit = _leaf(kind, src, dst, x[idx], lib[idx], ref[idx], pol)
-            out[idx[hit]] = lid(kind)
-            continue
-        sel, src2, x2 = tr
-        idx, x2 = idx[sel], x2[sel]
-        if not idx.size:
-            continue
-        ref2 = _cast(x2, dst, src=src2, **pol)
-        same = lib[idx] == ref2
-        out[idx[same]] = lid(kind)
-        rest = ~same
-        if rest.any():
-            others = tuple(k for k in kinds if k != kind)
-            sub = _explain(others, src2, dst, x2[rest], lib[idx[rest]], ref2[rest], pol, labels)
-            for j in np.unique(sub[sub != 0]):
-                out[idx[rest][sub == j]] = lid(f"{kind}+{labels[j]}")
-    return out
-
-
-def classify_ids(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne",
-                 overflow=None, version: str | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
-    """:func:`classify` as compact ids: (int16 array shaped like ``src_codes``, the label of each id).
-
-    Id 0 is ``""`` (the codes agree), id 1 ``"unexplained"``; use this form for large sweeps.
-    """
-    src, dst = format_of(src), format_of(dst)
-    x = np.asarray(src_codes).astype(src.code_dtype)
-    lib = np.asarray(lib_codes).astype(dst.code_dtype)
-    if x.shape != lib.shape:
-        raise ValueError(f"src_codes has shape {x.shape}, lib_codes {lib.shape}")
-    pol = {"rounding": rounding, "overflow": overflow}
-    ref = _cast(x, dst, src=src, **pol)
-    out = np.zeros(x.shape, np.int16)
-    labels = ["", "unexplained"]
-    mm = np.flatnonzero(lib.ravel() != ref.ravel())
-    if mm.size:
-        kinds = tuple(dict.fromkeys(d.kind for d in deviations_for(library, src, dst, version=version)))
-        ids = _explain(kinds, src, dst, x.ravel()[mm], lib.ravel()[mm], ref.ravel()[mm], pol, labels)
-        out.ravel()[mm] = np.where(ids == 0, 1, ids)
-    return out, tuple(labels)
-
-
-def classify(library: str, src, dst, src_codes, lib_codes, *, rounding: str = "rne", overflow=None,
-             version: str | None = None) -> np.ndarray:
-    """Label each element of a library-vs-numoracle comparison.
-
-    Returns a string array shaped like ``src_codes``: ``""`` where the library's code equals
-    ``numoracle.cast(src_codes, dst, src=src, rounding=rounding, overflow=overflow)``, the kind
-    (or ``"kind+kind"`` chain) of the known deviation of ``library`` that explains the
-    difference, or ``"unexplained"``. Only the deviations that ``library`` at ``version`` shows
-    apply (None: the installed version; ``"any"``: every record, see :func:`deviations_for`).
-    """
-    ids, labels = classify_ids(library, src, dst, src_codes, lib_codes, rounding=rounding, overflow=overflow,
-                               version=version)
-    return np.array(labels)[ids]

@@ -7,7 +7,7 @@
 ``fn`` is any callable that takes a native array of the source dtype (numpy / ml_dtypes; TF32 in
 its float32 container) and returns the converted array (numpy / ml_dtypes array, torch tensor,
 or anything ``np.asarray`` reads, e.g. a jax array), or one of the library names ``"numpy"``,
-``"ml_dtypes"``, ``"torch"``, ``"jax"`` (then :class:`Converter` runs ``deviations.native_cast``).
+``"ml_dtypes"``, ``"torch"``, ``"jax"`` (then :class:`Converter` runs ``native.native_cast``).
 The known deviations applied are those the installed version of the library shows; the report's
 ``known_note`` names the recorded ones it no longer shows (``"fixed in 0.7"``).
 
