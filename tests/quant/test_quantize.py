@@ -22,6 +22,7 @@ from numoracle.core.twins.exact import round_value, value_of
 from numoracle.quant.arith import div_round, div_values, mul_round, mul_values
 from numoracle.quant.layout import Layout
 from numoracle.quant.quantizer import dequantize, quantize
+from optional import needs
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 INT8, UINT8, E4M3 = no.INT8, no.UINT8, no.FP8_E4M3FN
@@ -444,7 +445,7 @@ def test_final_rounding_modes_and_stochastic_rounding():
 
 # ---- inputs and bad input -----------------------------------------------------------------------
 def test_torch_and_ml_dtypes_inputs_read_exactly():
-    import torch
+    torch = needs("torch")
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal((4, 32)).astype(ml_dtypes.bfloat16)
