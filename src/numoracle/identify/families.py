@@ -5,17 +5,24 @@ own accumulator (else identify's ``acc``), operands None means the inputs as giv
   the inputs rounded to TF32 by rne, rtz or rna: a tensor core never reads FP32), promoted variants, and the
   plain orders (sequential, pairwise, numpy's) in each accumulator format; block FMA variants at small K.
 * splits of K (even and CUTLASS-tiled) and the ways their partials meet.
-* sums: torch's CUDA heuristics, the plain orders in each accumulator format, a grid of reduction trees and chunked scans.
+* sums: torch's CUDA heuristics, the plain orders, CPU kernels' orders (torch's cascade, XLA's chunks and lanes,
+  interleaved accumulators, split by thread count), the plain orders in each accumulator format, a grid of reduction
+  trees and chunked scans.
+* CPU matmul / dot units: interleaved lane accumulators (OpenBLAS, XLA) with and without FMA, XLA's chunks.
 """
 
 from __future__ import annotations
 
 from ..core.formats import BF16, FP16, FP32, FP64, Format
+from ..models.cpuorders import Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaVector
 from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
 
-__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K", "Sequential"]
+__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K", "Sequential",
+           "cpu_sums", "cpu_units", "is_cpu", "THREADS"]
+
+THREADS = (2, 4, 8, 16)   # thread counts a CPU kernel may split one long reduction over (at::parallel_for)
 
 # The GPUs of the preset table (aliases are the same tensor cores), tried in this order of likelihood; a GPU
 # added to the table is tried after these.
@@ -57,7 +64,36 @@ def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list
     plain = [Sequential(), Pairwise()]
     trials += [(o, None, None) for o in plain]
     trials += [(o, a, None) for a in acc_formats(fmt, acc, out)[1:] for o in plain]
+    if fmt.name in ("fp32", "fp64"):      # CPU BLAS kernels (fp16 / bf16 / fp8 inputs: tensor cores, their budget)
+        trials += [(o, None, None) for o in cpu_units()]
     return list(dict.fromkeys(trials))
+
+
+def cpu_units() -> list[Order]:
+    """CPU BLAS units: k interleaved lanes (with FMA and without: products rounded first), combined pairwise or by
+    halving, the n % k tail in the lanes or after them; XLA's chunks; a sequential chain without FMA."""
+    found: list[Order] = [Interleaved(1, fma=False), XlaChunks(32, fma=False), XlaChunks(32)]
+    found += [Interleaved(k, how, tail, fma) for fma in (True, False) for k in (4, 8, 16)
+              for how in ("pairwise", "halving") for tail in ("lanes", "after")]
+    return found
+
+
+def is_cpu(order: Order) -> bool:
+    return isinstance(order, (Interleaved, XlaChunks, XlaVector, VectorCascade, ThreadSplit))
+
+
+def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:
+    """CPU kernels' sums: torch's cascade (8 or 16 lanes; 16-bit inputs read as two float vectors; one column's
+    cascade and its 4-accumulator path for sums over a strided axis), split over THREADS threads where one long
+    sum is computed; XLA's chunks and vector lanes; interleaved accumulators."""
+    narrow = in_fmt.bits <= 16
+    torch = [VectorCascade(8, load=2 if narrow else 1), VectorCascade(16, load=2 if narrow else 1),
+             VectorCascade(1, 1), VectorCascade(1, 4)]
+    if nout == 1 and n > 32768:
+        torch = [ThreadSplit(t, 32768, o, o) for o in torch[:2] for t in THREADS] + torch
+    xla = [XlaChunks(32), XlaVector(16, 4), XlaChunks(64), XlaVector(8, 4)]
+    lanes = [Interleaved(k, how) for k in (2, 4, 8, 16) for how in ("sequential", "pairwise", "halving")]
+    return list(dict.fromkeys(torch + xla + lanes))
 
 
 def variants(fmt: Format) -> list[Trial]:
@@ -118,5 +154,6 @@ def sum_stages(in_fmt: Format, n: int, nout: int, acc: Format, out: Format) -> l
     grid = [GpuReduce(v, lanes, w, 1, lay) for lay, lanes in (("vector", 32), ("unroll", 1), ("unroll", 32))
             for v in (1, 2, 4, 8) for w in ((1, 2, 4, 8, 16) if lanes == 32 else (2, 4, 8, 16, 32))]
     grid += [ChunkedScan(w, a) for w in (32, 64, 128, 256, 512, 1024) for a in dict.fromkeys((in_fmt, acc))]
+    cpu = [(o, None, None) for o in cpu_sums(in_fmt, n, nout)]
     return [("torch heuristic", [(o, None, None) for o in torch_like]), ("plain orders", [(o, None, None) for o in plain]),
-            ("accumulator", other_acc), ("reduction trees", [(o, None, None) for o in grid])]
+            ("cpu kernels", cpu), ("accumulator", other_acc), ("reduction trees", [(o, None, None) for o in grid])]

@@ -183,7 +183,7 @@ class _Search:
                           "ways their partials meet")
         from .permute import permutation_stage
         ranked = self.best(("unit",), len(self.scored), by_bias=True)
-        ranked.sort(key=lambda c: c.acc is not None)       # units in another accumulator split last (stable)
+        ranked.sort(key=lambda c: (c.acc is not None, F.is_cpu(c.order)))   # other accumulators, CPU lanes last
         permuted = False
         for i, c in enumerate(ranked):
             win = self.split_stage(c, many=i < keep)   # 24..64 slices for the `keep` likeliest units

@@ -2,10 +2,11 @@
 every reproducing candidate by what it computes on other inputs.
 
 Rivals: every candidate of the stages the search went through up to the winner (the rest of the winner's stage
-included: the first match is not the only one), and for sums the plain orders in every accumulator format. Each
-rival that reproduces the pruning rows is confirmed on every output through simulate. The reproducing candidates
-are then simulated on drawn inputs (:func:`numoracle.identify.separate.separating_inputs`): two that differ on
-some drawn input are arithmetically different, so the outputs cannot tell which one the kernel used (AMBIGUOUS);
+included: the first match is not the only one), and for sums the plain orders in every accumulator format and the
+CPU kernels' orders. Each rival that reproduces the pruning rows is confirmed on every output through simulate. The
+reproducing candidates are then simulated on drawn inputs (:func:`numoracle.identify.separate.separating_inputs`): two
+that differ on some drawn input are arithmetically different, so the outputs cannot tell which one the kernel used
+(AMBIGUOUS);
 two that agree on every drawn input are one arithmetic (REPRODUCED names the first and counts the others).
 """
 
@@ -35,7 +36,7 @@ def _rivals(search: Any, win: Candidate, tried: list) -> None:
             search.run(stage, trials, collect=True)
     if p.op == "sum" and all(stage != "given" for stage, _ in tried):     # given candidates: those only
         for stage, trials in F.sum_stages(p.in_fmt, p.K, p.n_outputs, p.acc, p.out):
-            if stage in ("plain orders", "accumulator"):
+            if stage in ("plain orders", "cpu kernels", "accumulator"):
                 search.run(stage, trials, collect=True)
 
 
