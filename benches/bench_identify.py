@@ -8,7 +8,8 @@ the slowest case that succeeds), cuBLAS bf16 at K = 1024 (found at the first sta
 last bit of every output flipped (no model reproduces it: the whole search), torch's bf16 row sums (16384 long);
 a simulated 16x4096x16 fp16 matmul with every output's last bit flipped (NOT REPRODUCED: target at most 10 s);
 ``--tf32 FILE``: every FP32 run of a TF32 recording (tags ``fp32_*``, triton and cuBLAS) from its FP32 inputs as
-recorded (the search finds the operand rounding): verdict, order, rounding, seconds.
+recorded (the search finds the operand rounding): verdict, order, rounding, seconds; ``--cpu``: every recording of
+this machine's CPU kernels (tests/data/cpu, benches/record_cpu_kernels.py): seconds per verdict.
 Targets: NOT REPRODUCED at 16x4096x16 in at most 10 s, a typical REPRODUCED in at most 2 s, on 2 cores.
 """
 
@@ -33,9 +34,12 @@ def main() -> None:
     ap.add_argument("--suffix", default="_subset")
     ap.add_argument("--rows", type=int, default=None, help="use only the first N output rows")
     ap.add_argument("--tf32", default=None, help="a TF32 recording (.npz with fp32_* tags) to identify run by run")
+    ap.add_argument("--cpu", action="store_true", help="the CPU kernels' recordings (tests/data/cpu): time per verdict")
     args = ap.parse_args()
     if args.tf32:
         return tf32(args.tf32, args.rows)
+    if args.cpu:
+        return cpu()
     d = Path(args.dir)
     mm = np.load(d / f"mm_2{args.suffix}.npz")
     red = np.load(d / f"red_3_bfloat16{args.suffix}.npz")
@@ -88,6 +92,22 @@ def tf32(path: str, rows: int | None) -> None:
             print(f"{tag + '__' + kernel:<48} {rep.verdict:<11} {len(rep.candidates):>5} "
                   f"{time.perf_counter() - t0:>8.2f}  {name}")
     print(f"{named} of {total} runs REPRODUCED bit for bit from their FP32 inputs")
+
+
+def cpu() -> None:
+    """identify_order on every CPU recording (no re-runs, no fresh data: the search alone), timed per verdict."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "identify"))
+    from test_cpu_recordings import identify, recordings
+    times: dict[str, list[float]] = {}
+    for fmt, tag, name in recordings():
+        t0 = time.perf_counter()
+        rep = identify(fmt, tag, name)[0]
+        times.setdefault(rep.verdict, []).append(time.perf_counter() - t0)
+    print(f"{'verdict':<15} {'runs':>5} {'mean s':>7} {'max s':>7}")
+    for v, ts in sorted(times.items()):
+        print(f"{v:<15} {len(ts):>5} {np.mean(ts):>7.2f} {max(ts):>7.2f}")
+    print(f"all {sum(len(t) for t in times.values())} recordings: {sum(sum(t) for t in times.values()):.1f} s")
 
 
 if __name__ == "__main__":
