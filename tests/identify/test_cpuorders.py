@@ -73,3 +73,14 @@ def test_thread_split_chunks_and_depths():
     assert b.depth < 200 < no.expected_error_bound("sum", "fp32", 4096, order="sequential").depth
     assert no.expected_error_bound("sum", "fp32", 4096, order=str(O.XlaVector())) == \
         no.expected_error_bound("sum", "fp32", 4096, order=O.XlaVector())
+
+
+def test_xla_scan_as_revealed():
+    # jax.jit(jnp.cumsum)(X)[:, -1] at n = 300: chains of 16, the first 16 block sums chained, the next two added,
+    # then the levels from the top down: (G + (b16 + b17)) + rest
+    blocks = [_chain(16 * i, 16 * i + 16) for i in range(18)]
+    g = blocks[0]
+    for blk in blocks[1:16]:
+        g = f"({g}+{blk})"
+    text = f"(({g}+({blocks[16]}+{blocks[17]}))+{_chain(288, 300)})"
+    _same(O.XlaScan(), O.TreeOrder.from_text(text))

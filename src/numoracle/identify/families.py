@@ -14,7 +14,7 @@ own accumulator (else identify's ``acc``), operands None means the inputs as giv
 from __future__ import annotations
 
 from ..core.formats import BF16, FP16, FP32, FP64, Format
-from ..models.cpuorders import Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaVector
+from ..models.cpuorders import Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaScan, XlaVector
 from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
@@ -79,20 +79,20 @@ def cpu_units() -> list[Order]:
 
 
 def is_cpu(order: Order) -> bool:
-    return isinstance(order, (Interleaved, XlaChunks, XlaVector, VectorCascade, ThreadSplit))
+    return isinstance(order, (Interleaved, XlaChunks, XlaVector, XlaScan, VectorCascade, ThreadSplit))
 
 
 def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:
     """CPU kernels' sums: torch's cascade (8 or 16 lanes; 16-bit inputs read as two float vectors; one column's
     cascade and its 4-accumulator path for sums over a strided axis), split over THREADS threads where one long
-    sum is computed; XLA's chunks and vector lanes; interleaved accumulators."""
+    sum is computed; XLA's chunks, vector lanes and cumsum's cascade; interleaved accumulators."""
     narrow = in_fmt.bits <= 16
-    torch = [VectorCascade(8, load=2 if narrow else 1), VectorCascade(16, load=2 if narrow else 1),
+    torch: list[Order] = [VectorCascade(8, load=2 if narrow else 1), VectorCascade(16, load=2 if narrow else 1),
              VectorCascade(1, 1), VectorCascade(1, 4)]
     if nout == 1 and n > 32768:
         torch = [ThreadSplit(t, 32768, o, o) for o in torch[:2] for t in THREADS] + torch
-    xla = [XlaChunks(32), XlaVector(16, 4), XlaChunks(64), XlaVector(8, 4)]
-    lanes = [Interleaved(k, how) for k in (2, 4, 8, 16) for how in ("sequential", "pairwise", "halving")]
+    xla: list[Order] = [XlaChunks(32), XlaVector(16, 4), XlaScan(16), XlaChunks(64), XlaVector(8, 4)]
+    lanes: list[Order] = [Interleaved(k, how) for k in (2, 4, 8, 16) for how in ("sequential", "pairwise", "halving")]
     return list(dict.fromkeys(torch + xla + lanes))
 
 
@@ -155,5 +155,6 @@ def sum_stages(in_fmt: Format, n: int, nout: int, acc: Format, out: Format) -> l
             for v in (1, 2, 4, 8) for w in ((1, 2, 4, 8, 16) if lanes == 32 else (2, 4, 8, 16, 32))]
     grid += [ChunkedScan(w, a) for w in (32, 64, 128, 256, 512, 1024) for a in dict.fromkeys((in_fmt, acc))]
     cpu = [(o, None, None) for o in cpu_sums(in_fmt, n, nout)]
+    cpu += [(XlaScan(16), in_fmt, None)] if in_fmt != acc and in_fmt.bits >= 16 else []   # XLA scans in the input type
     return [("torch heuristic", [(o, None, None) for o in torch_like]), ("plain orders", [(o, None, None) for o in plain]),
             ("cpu kernels", cpu), ("accumulator", other_acc), ("reduction trees", [(o, None, None) for o in grid])]

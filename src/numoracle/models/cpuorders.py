@@ -36,6 +36,8 @@ parameterised by it, for any n; tests/identify/test_cpu_recordings.py checks the
   first: ``d_k`` chunks of level k where d_k are the base-``unroll`` digits of the number of blocks, and each
   lane adds its chunk sums in order; the terms after the last block (lane by lane, from +0) are added to it;
   then a halving tree over the lanes (lane i + lane i + lanes/2, ...).
+* ``XlaScan(block, levels)``: the last element of XLA's CPU ``jnp.cumsum``: a cascade of ``block``-term chains
+  (the class docstring), its levels added from the top down.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from .gpuorders import _Builder
 from .orders import Order, Schedule, Wave, _posint, _slices_then, build
 from .orderspec import OrderSpec
 
-__all__ = ["VectorCascade", "ThreadSplit", "Interleaved", "XlaChunks", "XlaVector", "schedule_depth",
+__all__ = ["VectorCascade", "ThreadSplit", "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "schedule_depth",
            "COMBINES"]
 
 COMBINES = ("sequential", "pairwise", "halving")
@@ -97,14 +99,16 @@ def _combine(b: _Builder, lanes: list, how: str) -> np.ndarray | None:
 
 # ---- torch: the cascade sum -------------------------------------------------------------------------------
 
-def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int) -> np.ndarray | None:
-    """``multi_row_sum`` over items (S, W), every column independent: (W,) ids, None when S = 0 (+0)."""
+def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int, fixed: bool = False,
+             top_down: bool = False) -> np.ndarray | None:
+    """``multi_row_sum`` over items (S, W), every column independent: (W,) ids, None when S = 0 (+0). fixed: the
+    step is 2^min_power whatever S; top_down: the levels are added from the last one down to level 0."""
     S = items.shape[0]
     if S == 0:
         return None
     if levels == 1:
         return _chain_from(b, None, items.T)
-    step = 1 << max(min_power, _ceil_log2(S) // levels)
+    step = 1 << (min_power if fixed else max(min_power, _ceil_log2(S) // levels))
     nb = S // step
     accs: list = [None] * levels
     if S % step:
@@ -127,8 +131,8 @@ def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int) -> np.
             vals = _chain_from(b, None, grp.reshape(-1, step)).reshape(g, -1)
         else:
             vals = None
-    res = accs[0]
-    for a in accs[1:]:
+    res = None
+    for a in (accs[::-1] if top_down else accs):
         res = _add_opt(b, res, a)
     return res
 
@@ -364,6 +368,33 @@ class XlaVector(Order):
             rem = _lane_chains(b, rest, L)
             lane_sums = [_add_opt(b, m, r) for m, r in zip(lane_sums, rem)]
         res = _combine(b, lane_sums, "halving")
+        if res is None:
+            res = b.zeros(1)
+        return Schedule(n, b.nv, b.waves, int(res[0]))
+
+
+@dataclass(frozen=True)
+class XlaScan(Order):
+    """The last element of XLA's CPU ``jnp.cumsum`` of a row: blocks of ``block`` terms (chains from +0), the block
+    sums in groups of ``block`` (chains), and so on up ``levels`` levels (the last keeps all it gets); the rest of
+    each level is its own chain; the levels are then added from the top down to the terms after the last block."""
+
+    block: int = 16
+    levels: int = 8
+
+    def __post_init__(self):
+        object.__setattr__(self, "block", _posint(self.block, "XlaScan block"))
+        object.__setattr__(self, "levels", _posint(self.levels, "XlaScan levels"))
+        if self.block < 2 or self.block & (self.block - 1):
+            raise ValueError(f"XlaScan block must be a power of two >= 2, got {self.block}")
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        b = _Builder(key)
+        t = -1 - np.arange(n, dtype=np.int64)
+        res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True)
         if res is None:
             res = b.zeros(1)
         return Schedule(n, b.nv, b.waves, int(res[0]))
