@@ -170,7 +170,15 @@ def permutation_stage(search: Any, units: list, top: int = 3) -> Any:
             if s > p.K:
                 break
             split = SplitK(s, c.order)
-            res = permutation_search(p.op, p.read(c.operands), target, p.out, split, c.acc or p.acc)
+            inputs = p.read(c.operands)
+            if search.sub is not None and len(p.codes.shape) == 2:   # the pruning rows first: a split whose
+                ncol = p.codes.shape[1]                               # partials explain them all is searched
+                some = (np.asarray(search.sub)[:, None] * ncol + np.arange(ncol)).ravel()   # on every element
+                pre = permutation_search(p.op, inputs, target, p.out, split, c.acc or p.acc, elements=some)
+                if not pre.explained[some].all():
+                    best = max(best, (int(pre.explained.sum()), pre), key=lambda t: t[0])
+                    continue
+            res = permutation_search(p.op, inputs, target, p.out, split, c.acc or p.acc)
             order = res.order(tuple(p.codes.shape))
             if order is not None:
                 search.notes.append(f"per-element permutations of {s} partials: {res.note()}")
