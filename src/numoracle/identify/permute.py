@@ -23,7 +23,6 @@ from ..core.formats import FP64, Format
 from ..models.orders import Order, SplitK
 from ..models.ordertext import order_text
 from ..models.simulation import simulate
-from . import families as F
 
 __all__ = ["PermutationResult", "permutation_search", "permutation_stage", "split_of", "EXHAUSTIVE"]
 
