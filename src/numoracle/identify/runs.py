@@ -115,7 +115,7 @@ def explain_runs(codes_a: np.ndarray, codes_b: np.ndarray, fmt: Format, op: str,
     for split, how in dict.fromkeys(splits):
         P = partials(op, ins, split, accf)
         explained, unexplained, exhaustive, searched = {}, {}, True, differ
-        for name, v in (("run_a", va), ("run_b", vb)):
+        for v in (va, vb):
             # a sample first: where most of it is no reordering, the explanation cannot hold for the bulk, and
             # searching every order for every element (the costly part) would change nothing
             pre = permutation_search(op, ins, v, ofmt, split, accf, elements=sample, P=P)
