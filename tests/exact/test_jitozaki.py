@@ -54,8 +54,8 @@ def frac_matmul(a: np.ndarray, b: np.ndarray) -> list[list[Fraction]]:
 
 def plan_of(a, b):
     A, B = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    _, sA = ozaki._bit_range(A, 1)
-    _, sB = ozaki._bit_range(B, 0)
+    _, sA = ozaki.line_bit_range(A, 1)
+    _, sB = ozaki.line_bit_range(B, 0)
     return ozaki._plan(sA, sB, A.shape[1], A.shape[0], B.shape[1])
 
 
@@ -194,7 +194,7 @@ def test_bit_range_kernel():
     X[5] = np.ldexp(rng.integers(1, 2**52, 53).astype(np.float64), -1074)
     for axis in (0, 1):
         with jit.disabled():
-            want = ozaki._bit_range(X, axis)
+            want = ozaki.line_bit_range(X, axis)
         got = _kernels().bit_range(X, axis)
         assert all(np.array_equal(g, w) for g, w in zip(got, want)), axis
 
@@ -205,9 +205,9 @@ def test_digits_kernel_matches_numpy_on_the_lines_used():
     X[2] = 0.0
     X[3, 5] = 2.0**-1074  # a line of wide span: more slices than the others
     for axis in (0, 1):
-        E, span = ozaki._bit_range(X, axis)
+        E, span = ozaki.line_bit_range(X, axis)
         for beta in (9, 21, 26):
-            S = ozaki._slices(span, beta)
+            S = ozaki.slice_counts(span, beta)
             count = int(S.max())
             with jit.disabled():
                 want = ozaki._digits(X, E, beta, count, axis, S)
@@ -257,7 +257,7 @@ def test_add_product_kernel():
         a = np.zeros((off // 32 + 4, 12, 9), np.int64)
         b = a.copy()
         _kernels().add_product(a, G, off, rows, cols)
-        ozaki._add_shifted(b, G.astype(np.int64), off, np.ix_(rows, cols))
+        ozaki.add_shifted(b, G.astype(np.int64), off, np.ix_(rows, cols))
         assert np.array_equal(a, b), off
 
 
@@ -280,10 +280,10 @@ def test_early_rounding_gives_the_full_results(monkeypatch, fallback):
 
     a, b = _ill(60)
     A, B = a.astype(np.float64), b.astype(np.float64)
-    E, sA = ozaki._bit_range(A, 1)
-    _, sB = ozaki._bit_range(B, 0)
+    E, sA = ozaki.line_bit_range(A, 1)
+    _, sB = ozaki.line_bit_range(B, 0)
     ba, bb, _ = ozaki._plan(sA, sB, A.shape[1], A.shape[0], B.shape[1])
-    nA, nB = int(ozaki._slices(sA, ba).max()), int(ozaki._slices(sB, bb).max())
+    nA, nB = int(ozaki.slice_counts(sA, ba).max()), int(ozaki.slice_counts(sB, bb).max())
     head = ozakitail.head_pairs(nA, nB, ba, bb, A.shape[1], [A.shape[0]] * nA, [B.shape[1]] * nB)
     assert head is not None  # the early rounding is tried
     seen = []
@@ -411,7 +411,7 @@ def test_bit_range_kernel_float32_bit_fields():
     X[6] = np.ldexp(rng.integers(1, 2**23, 31).astype(np.float64), -149).astype(np.float32)  # subnormals
     for axis in (0, 1):
         with jit.disabled():
-            want = ozaki._bit_range(X.astype(np.float64), axis)
+            want = ozaki.line_bit_range(X.astype(np.float64), axis)
         got = _kernels().bit_range(X, axis)
         assert all(np.array_equal(g, w) for g, w in zip(got, want)), axis
 
@@ -456,7 +456,7 @@ def test_bit_range_finite_flags_nan_and_inf():
         X[2, 3] = np.finfo(dt).max
         for axis in (0, 1):
             E, span, fin = jz.bit_range_finite(X, axis)
-            want = ozaki._bit_range(X.astype(np.float64), axis)
+            want = ozaki.line_bit_range(X.astype(np.float64), axis)
             assert fin and np.array_equal(E, want[0]) and np.array_equal(span, want[1])
         for bad in (np.inf, -np.inf, np.nan):
             Y = X.copy()
@@ -473,9 +473,9 @@ def test_add_product_kernel_whole_blocks_and_minus():
         a = rng.integers(-(2**40), 2**40, (max(off, minus or 0) // 32 + 4, 6, 11))
         b = a.copy()
         _kernels().add_product(a, G, off, rows, cols, minus=minus)
-        ozaki._add_shifted(b, G.astype(np.int64), off, None)
+        ozaki.add_shifted(b, G.astype(np.int64), off, None)
         if minus is not None:
-            ozaki._add_shifted(b, (-G).astype(np.int64), minus, None)
+            ozaki.add_shifted(b, (-G).astype(np.int64), minus, None)
         assert np.array_equal(a, b), (off, minus)
 
 

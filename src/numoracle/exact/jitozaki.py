@@ -4,10 +4,10 @@ Imported lazily when ``core.jit.kernel_for`` picks it for an ``ozaki.Pass`` (cor
 ``covers``, ``run``, ``calls``; once the "split" pass is taken its passes are called by name, counted too).
 Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one pass over the data:
 :func:`all_finite` (``np.isfinite(v).all()`` of float bits, one reduction); :func:`bit_range`
-(``_bit_range``: per line (E, span) from the float64 or float32 bit fields); :func:`digits` (``_digits``:
+(``line_bit_range``: per line (E, span) from the float64 or float32 bit fields); :func:`digits` (``_digits``:
 all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
 reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
-:func:`add_product` (``_add_shifted`` of one product into the limbs); :func:`round_limbs` (carries, RNE, RO).
+:func:`add_product` (``add_shifted`` of one product into the limbs); :func:`round_limbs` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
@@ -124,7 +124,7 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> t
 
 @calls.counting
 def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ozaki._bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
+    """``ozaki.line_bit_range``: per row (axis=1) or column (axis=0) of finite float64 or float32 X, (E, span)
     (float32 read from its own bit fields: the same values as of the float64 widening)."""
     return bit_range_finite.__wrapped__(X, axis)[:2]
 
@@ -267,7 +267,7 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     columns (axis=1) or rows (axis=0) k0:k1 (all of them: k1 None), read in place.
 
     ``S`` the slices per line; slice s is complete where at least half the lines have it, else
-    only on those lines (the others hold garbage: ``ozaki._ozaki`` reads just those lines).
+    only on those lines (the others hold garbage: ``ozaki.ozaki_product`` reads just those lines).
     ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
     2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._products``). ``slot``: the planes
     are this thread's cached ones for that name (see _planes), valid until the next call for it.
@@ -332,7 +332,7 @@ def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool)
 @calls.counting
 def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
                 minus: int | None = None) -> None:
-    """limbs[:, rows x cols] += G * 2^off (``ozaki._add_shifted``); G float64 integers, |G| <= 2^53.
+    """limbs[:, rows x cols] += G * 2^off (``ozaki.add_shifted``); G float64 integers, |G| <= 2^53.
     ``minus`` (whole blocks only): also limbs -= G * 2^minus, in the same pass."""
     G = np.ascontiguousarray(G)
     if rows.size == limbs.shape[1] and cols.size == limbs.shape[2]:  # every line: rows, cols = 0, 1, ...

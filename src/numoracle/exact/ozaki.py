@@ -17,7 +17,7 @@ from ..core import jit
 from . import ozakitail
 from .exactsum import limbs_to_fractions, round_limbs
 
-_MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
+MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki split handles exactly
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
 _MIN_CHUNK = 512  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
@@ -49,7 +49,7 @@ def compiled(name: str, X: np.ndarray) -> Any:
 
 
 # ---- exact_matmul: the Ozaki split ------------------------------------------------------------
-def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def line_bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row (axis=1) or column (axis=0) of finite float64 X: (E, span).
 
     E: the least integer with max|x| < 2^E. span = E - (exponent of the lowest set bit of any
@@ -86,8 +86,8 @@ def _bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return E, span
 
 
-def _scan(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """_bit_range of float32 / float64 X as it is, where the compiled kernel finds in the same pass
+def scan_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """line_bit_range of float32 / float64 X as it is, where the compiled kernel finds in the same pass
     that X is all finite; None otherwise (no numba, integers, or a NaN / infinity in X)."""
     run = compiled("bit_range_finite", X)
     if run is None:
@@ -96,7 +96,7 @@ def _scan(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
     return (E, span) if finite else None
 
 
-def _slices(span: np.ndarray, beta: int) -> np.ndarray:
+def slice_counts(span: np.ndarray, beta: int) -> np.ndarray:
     """Slices per line: ceil((span + 1) / beta) (0 for all-zero lines); see _digits."""
     return np.where(span > 0, (span + beta) // beta, 0) if span.size else span
 
@@ -106,13 +106,13 @@ def _digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int,
     """``count`` slices of balanced integer digits of X, line by line (rows: axis=1).
 
     t = X * 2^(beta - 1 - E) per line, so |t| < 2^(beta - 1). The scaling is exact: t has X's
-    significant bits and its lowest bit is 2^(beta - 1 - span) >= 2^-1074 (span <= _MAX_SPAN).
+    significant bits and its lowest bit is 2^(beta - 1 - span) >= 2^-1074 (span <= MAX_SPAN).
     Each step: d = rint(t) (RNE to an integer, exact; |d| <= 2^(beta - 1)), then
     t = (t - d) * 2^beta. t - d is exact (it consists of t's bits below the unit, or is t
     when d = 0) and |t - d| <= 1/2, so the new |t| <= 2^(beta - 1) and the product is exact.
     After ceil((span + 1) / beta) slices t is 0: every bit has been moved into a digit, and
     X = 2^(E - beta + 1) * sum_s d_s * 2^(-s beta). Works on blocks of rows that fit in cache.
-    ``S`` (slices per line, see _slices): a slice that fewer than half of a block's lines need is
+    ``S`` (slices per line, see slice_counts): a slice that fewer than half of a block's lines need is
     computed on those lines only (the others' t is already 0, so their digits are 0).
     """
     shape = (-1, 1) if axis == 1 else (1, -1)
@@ -150,7 +150,7 @@ def _digit_lines(t: np.ndarray, d: np.ndarray, few: np.ndarray, scale: float, ax
     t[sel] = tt
 
 
-def _add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) -> None:
+def add_shifted(limbs: np.ndarray, g: np.ndarray, off: int, idx: tuple | None) -> None:
     """limbs += g * 2^off, for an int64 array g with |g| <= 2^53 (idx: a sub-block of entries)."""
     q, r = off // 32, off % 32
     p0 = (g & ((1 << (32 - r)) - 1)) << r  # the low 32 - r bits of g, shifted: in [0, 2^32)
@@ -166,7 +166,7 @@ def _gemm_lines(spans: np.ndarray, betas: np.ndarray) -> tuple[np.ndarray, np.nd
     """For each digit width in ``betas``: (lines entering all slices' GEMMs, slices that enter whole).
 
     A slice enters whole where at least half the lines have it, else on those lines only (see
-    _split); line i has ceil((span_i + 1) / beta) slices (see _slices). One histogram of slice
+    _split); line i has ceil((span_i + 1) / beta) slices (see slice_counts). One histogram of slice
     counts per width, summed from the top, gives the lines having each slice.
     """
     size, nb = spans.size, betas.size
@@ -214,9 +214,9 @@ def _add(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.
         return
     whole = rows.size == limbs.shape[1] and cols.size == limbs.shape[2]
     g = G.astype(np.int64)
-    _add_shifted(limbs, g, off, None if whole else np.ix_(rows, cols))
+    add_shifted(limbs, g, off, None if whole else np.ix_(rows, cols))
     if minus is not None:
-        _add_shifted(limbs, np.negative(g, out=g), minus, None if whole else np.ix_(rows, cols))
+        add_shifted(limbs, np.negative(g, out=g), minus, None if whole else np.ix_(rows, cols))
 
 
 class _Side(NamedTuple):
@@ -389,13 +389,13 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side
     return rr, cc
 
 
-def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
-    """Exact A @ B (finite float64, spans <= _MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
+def ozaki_product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
+    """Exact A @ B (finite float64, spans <= MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
     M, K = A.shape
     N = B.shape[1]
     kern = compiled("split", A)
     ba, bb, kara = _plan(sA, sB, K, M, N)
-    SA, SB = _slices(sA, ba), _slices(sB, bb)
+    SA, SB = slice_counts(sA, ba), slice_counts(sB, bb)
     a, b_all = _side(A, EA, SA, ba, 1, kara), _side(B, EB, SB, bb, 0, kara)
     nA, nB_max = len(a.lines), len(b_all.lines)
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
@@ -426,7 +426,7 @@ def _ozaki(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     return rne.ravel(), ro.ravel(), None if fr is None else fr.ravel()
 
 
-def _float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def float_lines(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """(float64 values, per-line flag: exact in float64), zeroing the lines that are not.
 
     float32 values stay float32 for the compiled kernels (they widen each value as they read it:

@@ -61,7 +61,7 @@ def _pieces(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sh = np.maximum(e - 53, 0)
     m = np.ldexp(f, e - sh).astype(np.int64)  # R / 2^sh: an integer below 2^53 (exact)
     q, r = sh // L, sh % L
-    p0 = (m & ((np.int64(1) << (L - r)) - 1)) << r  # m 2^r = p0 + rest 2^32, as in ozaki._add_shifted
+    p0 = (m & ((np.int64(1) << (L - r)) - 1)) << r  # m 2^r = p0 + rest 2^32, as in ozaki.add_shifted
     rest = m >> (L - r)
     return q.astype(np.int64), np.array([p0, rest & ((1 << L) - 1), rest >> L])
 

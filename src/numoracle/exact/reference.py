@@ -68,7 +68,16 @@ from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
-from .ozaki import _MAX_SPAN, _add_shifted, _bit_range, _float_lines, _ozaki, _scan, _slices, compiled
+from .ozaki import (
+    MAX_SPAN,
+    add_shifted,
+    compiled,
+    float_lines,
+    line_bit_range,
+    ozaki_product,
+    scan_finite,
+    slice_counts,
+)
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
@@ -214,10 +223,10 @@ def _sum_rows(v: np.ndarray, exact: bool) -> tuple:
     the limb accumulator of ``exactsum.sum_terms`` (any data; ~3x slower on narrow data).
     """
     R, n = v.shape
-    f, ok = _float_lines(v, 1)
-    E, span = _bit_range(f, 1)
+    f, ok = float_lines(v, 1)
+    E, span = line_bit_range(f, 1)
     beta = 54 - max(n - 1, 0).bit_length()  # n * 2^(beta - 1) <= 2^53
-    S = _slices(span, beta)
+    S = slice_counts(span, beta)
     ok &= S <= _SUM_SLICES
     rne, ro = np.zeros(R), np.zeros(R)
     fr = np.empty(R, object) if exact else None
@@ -239,7 +248,7 @@ def _sum_split(f: np.ndarray, E: np.ndarray, S: int, beta: int, exact: bool) -> 
     """Row sums by digit slices: the sum of one slice's digits is exact in float64.
 
     The digits are those of ``_digits`` (|d| <= 2^(beta - 1), exact steps; S <= _SUM_SLICES
-    keeps the span <= 6 * 54 < _MAX_SPAN, so the scaling is exact); a row of n of them sums to
+    keeps the span <= 6 * 54 < MAX_SPAN, so the scaling is exact); a row of n of them sums to
     at most n * 2^(beta - 1) <= 2^53, and so does every partial sum that np.sum (any order) or
     the tile loop forms: each is an integer that float64 holds exactly.
     """
@@ -267,7 +276,7 @@ def _sum_split(f: np.ndarray, E: np.ndarray, S: int, beta: int, exact: bool) -> 
     nl = ((S - 1) * beta + 54 + 32) // 32 + 3
     limbs = np.zeros((nl, R), np.int64)
     for s in range(S):
-        _add_shifted(limbs, sums[s].astype(np.int64), (S - 1 - s) * beta, None)  # |sum| <= 2^53: exact
+        add_shifted(limbs, sums[s].astype(np.int64), (S - 1 - s) * beta, None)  # |sum| <= 2^53: exact
     fr = limbs_to_fractions(limbs, base) if exact else None
     rne, ro = round_limbs(limbs, base)
     return rne, ro, fr
@@ -373,25 +382,25 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
 def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     """Exact 2-D product of value arrays; returns raveled (rne, ro, fr, nan, pinf, ninf, negzero).
 
-    Rows of A and columns of B that the Ozaki split handles (spans <= _MAX_SPAN, values exact in
+    Rows of A and columns of B that the Ozaki split handles (spans <= MAX_SPAN, values exact in
     float64) go through it; the entries of any other row or column are exact dot products.
     """
     M, K = va.shape
     N = vb.shape[1]
-    pa, pb = _scan(va, 1), _scan(vb, 0)  # bit ranges and finiteness in one pass, where it can
+    pa, pb = scan_finite(va, 1), scan_finite(vb, 0)  # bit ranges and finiteness in one pass, where it can
     ca, cb = _Classes(va, pa is not None), _Classes(vb, pb is not None)
-    A, rows_ok = _float_lines(ca.fin, 1)
-    B, cols_ok = _float_lines(cb.fin, 0)
-    EA, sA = pa or _bit_range(A, 1)
-    EB, sB = pb or _bit_range(B, 0)
-    rows_ok &= sA <= _MAX_SPAN
-    cols_ok &= sB <= _MAX_SPAN
+    A, rows_ok = float_lines(ca.fin, 1)
+    B, cols_ok = float_lines(cb.fin, 0)
+    EA, sA = pa or line_bit_range(A, 1)
+    EB, sB = pb or line_bit_range(B, 0)
+    rows_ok &= sA <= MAX_SPAN
+    cols_ok &= sB <= MAX_SPAN
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     ri, ci = np.flatnonzero(rows_ok), np.flatnonzero(cols_ok)
     if ri.size and ci.size:
         whole = ri.size == M and ci.size == N
-        a, b, c = _ozaki(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci], sB[ci], exact)
+        a, b, c = ozaki_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci], sB[ci], exact)
         a, b = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
         if whole:  # every entry from the split: its arrays as they are
             rne, ro, fr = a, b, None if c is None else c.reshape(M, N)
