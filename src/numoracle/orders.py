@@ -5,6 +5,7 @@ vocabulary: ``parse(str(o)) == o``; every function that takes an order takes an 
 """
 
 from .models.cpuorders import (  # noqa: F401  CPU kernels' orders (torch, XLA, BLAS lanes, thread splits)
+    GotoBlocks,
     Interleaved,
     ThreadSplit,
     VectorCascade,
@@ -29,4 +30,4 @@ from .models.treeorder import PerPosition, TreeOrder  # noqa: F401  explicit tre
 __all__ = [*_base_all, "TiledSplitK", "GpuReduce", "ChunkedScan", "cutlass_slices", "torch_sum_order",
            "torch_cumsum_order", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name",
            "parse", "as_order", "order_text", "TreeOrder", "PerPosition", "VectorCascade", "ThreadSplit",
-           "Interleaved", "XlaChunks", "XlaVector", "XlaScan"]
+           "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "GotoBlocks"]

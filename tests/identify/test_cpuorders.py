@@ -8,7 +8,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.models.cpuorders import schedule_depth, xla_chunk_sizes
+from numoracle.models.cpuorders import goto_blocks, schedule_depth, xla_chunk_sizes
 
 # revealed trees (reveal_order(torch.sum / jax.jit(jnp.sum), "sum", n=n, dtype="fp32").order.text())
 TORCH = {
@@ -84,3 +84,15 @@ def test_xla_scan_as_revealed():
         g = f"({g}+{blk})"
     text = f"(({g}+({blocks[16]}+{blocks[17]}))+{_chain(288, 300)})"
     _same(O.XlaScan(), O.TreeOrder.from_text(text))
+
+
+@pytest.mark.parametrize(("K", "sizes"), [(600, [300, 300]), (1000, [384, 308, 308]), (1001, [384, 309, 308]),
+                                          (1500, [384, 384, 366, 366]), (385, [193, 192]), (384, [384])])
+def test_goto_blocks_as_revealed(K, sizes):
+    # torch.mm on this machine's CPU: chains over K blocks, each from +0, added in order (reveal_order's trees)
+    assert goto_blocks(K, 384) == sizes
+    starts = np.cumsum([0] + sizes)
+    text = _chain(0, sizes[0])
+    for lo, hi in zip(starts[1:-1], starts[2:]):
+        text = f"({text}+{_chain(int(lo), int(hi))})"
+    _same(O.GotoBlocks(384), O.TreeOrder.from_text(text), draws=1)

@@ -19,6 +19,8 @@ parameterised by it, for any n; tests/identify/test_cpu_recordings.py checks the
 * ``ThreadSplit(threads, grain, inner, combine)``: ``at::parallel_for``: T = min(threads, ceil(n / grain)) chunks
   of ceil(n / T) terms (the last the rest), each reduced by ``inner``; the T partials by ``combine`` (torch's
   two-pass reduction of one output: the partials reduced by the same kernel). T = 1 is ``inner`` itself.
+* ``GotoBlocks(q, inner)``: a GotoBLAS GEMM's K loop: blocks of q (the last two balanced when fewer than 2q remain),
+  each reduced by ``inner`` from +0 and added to the result in order (torch's CPU ``mm``: q = 384).
 * ``Interleaved(k, combine, tail, fma)``: k lane accumulators from +0, lane l adds terms ``l, l + k, ...`` in
   order (OpenBLAS sgemm: 16 lanes; XLA's CPU matmul: 4); ``tail="lanes"``: every term goes to its lane;
   ``"after"``: the last ``n % k`` terms are added one by one to the combined lanes. The lanes are combined by
@@ -47,11 +49,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .gpuorders import _Builder
-from .orders import Order, Schedule, Wave, _posint, _slices_then, build
+from .orders import Order, Schedule, Sequential, Wave, _posint, _slices_then, build
 from .orderspec import OrderSpec
 
-__all__ = ["VectorCascade", "ThreadSplit", "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "schedule_depth",
-           "COMBINES"]
+__all__ = ["VectorCascade", "ThreadSplit", "GotoBlocks", "Interleaved", "XlaChunks", "XlaVector", "XlaScan",
+           "schedule_depth", "goto_blocks", "xla_chunk_sizes", "COMBINES"]
 
 COMBINES = ("sequential", "pairwise", "halving")
 
@@ -224,6 +226,40 @@ class ThreadSplit(Order):
         if len(sizes) == 1:
             return build(self.inner, n, key)
         return _slices_then(sizes, self.inner, key, self.combine, key)
+
+
+def goto_blocks(n: int, q: int) -> list[int]:
+    """The K blocks of ``GotoBlocks(q)`` over n terms."""
+    sizes, left = [], n
+    while left > 0:
+        size = q if left >= 2 * q else (left - left // 2 if left > q else left)
+        sizes.append(size)
+        left -= size
+    return sizes or [0]
+
+
+@dataclass(frozen=True)
+class GotoBlocks(Order):
+    """The K loop of a GotoBLAS-style GEMM (OpenBLAS ``level3.c``; torch's CPU ``mm`` here with q = 384): blocks of
+    ``q`` terms while at least 2q remain, a rest between q and 2q split into ceil(r/2) and floor(r/2); each block
+    reduced by ``inner`` from +0 and added to the running result (C += A_blk B_blk) in order."""
+
+    q: int = 384
+    inner: Order = Sequential()
+
+    def __post_init__(self):
+        object.__setattr__(self, "q", _posint(self.q, "GotoBlocks q (the K block)"))
+        if not isinstance(self.inner, Order):
+            raise TypeError(f"GotoBlocks inner must be an Order, got {self.inner!r}")
+
+    def spec(self) -> OrderSpec:
+        return _spec(self)
+
+    def _schedule(self, n, key):
+        sizes = goto_blocks(n, self.q)
+        if len(sizes) == 1:
+            return build(self.inner, n, key)
+        return _slices_then(sizes, self.inner, key, Sequential(), key)
 
 
 # ---- interleaved lane accumulators ------------------------------------------------------------------------

@@ -33,7 +33,8 @@ ORDER_CLASSES: dict[str, type] = {c.__name__: c for c in (
     orders.Sequential, orders.Pairwise, orders.Blocked, orders.SplitK, orders.BlockFMA, orders.Promoted,
     orders.NumpyPairwise, gpuorders.TiledSplitK, gpuorders.GpuReduce, gpuorders.ChunkedScan,
     treeorder.TreeOrder, treeorder.PerPosition, cpuorders.VectorCascade, cpuorders.ThreadSplit,
-    cpuorders.Interleaved, cpuorders.XlaChunks, cpuorders.XlaVector, cpuorders.XlaScan)}
+    cpuorders.Interleaved, cpuorders.XlaChunks, cpuorders.XlaVector, cpuorders.XlaScan,
+    cpuorders.GotoBlocks)}
 
 
 def _bad(text: str, why: str) -> ValueError:
