@@ -101,7 +101,7 @@ def render() -> dict[str, str]:
         if data:   # constants (formats, tables) are made at import: listed here, not collected from the source
             body += ["| constant | what it is |", "|---|---|"]
             body += [f"| `{pub}` | {DATA_LINES.get(pub) or _line(obj)} |" for pub, obj in data] + [""]
-        for pub, qual, obj in pages[p]:
+        for _, qual, obj in pages[p]:
             if inspect.isclass(obj) or inspect.isroutine(obj):
                 body += [f"::: {qual}", "    options:", "      show_root_full_path: false", ""]
         files[f"{p}.md"] = "\n".join(body)

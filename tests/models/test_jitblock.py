@@ -176,7 +176,7 @@ def _runs(order, K: int, src_ins):
     from numoracle.models import program
     from numoracle.models import simulation as sim
     from numoracle.models.steps import BlockRun
-    src, _, K_, _, _ = sim._sources("matmul", src_ins)
+    src, _, K_, _, _ = sim.read_sources("matmul", src_ins)
     prog = program.prepare(order, K_, order.acc, no.Rounding.of("rne"), True, False, src)
     return [len(st.steps) for st in prog.steps if isinstance(st, BlockRun)]
 

@@ -17,14 +17,14 @@ of ones (label 0) with the inputs.
 2. Ep = floor(log2 amax) from amax's exponent field (amax is a normal float64: ``covers``), raised to
    raw for subnormal inputs; Ec = c's exponent clamped at -126 (an FP32 register), -1 for c = 0.
    spc (K&M's carry flag) and E = the largest label, exactly as block_fma; the scale 2^(F + spc - E)
-   and its inverse are built from their exponent fields (``_scales``, branch-free).
+   and its inverse are built from their exponent fields (``block_scales``, branch-free).
 3. Pass 2: Y = t_k * scale (exact: a power of two, no underflow by ``covers``), S += trunc(Y); with
    a sticky bit, S += 2 trunc(Y) + sign(Y - trunc Y), i.e. sign(Y) when bits were shifted out. The
    integers stay below 2^53 (2^24 for a float32 S), so they add exactly in any order.
 4. c joins the same way, in float64; v = S / scale (a power-of-two scaling, exact).
 5. Every v is rounded as if in the output format's normal range (core/jitround.round_bits, the kernels'
    one rounding step: one integer addition and mask, as Arith._round_bits), and the others are counted.
-6. Those others, one by one (``_others``): inf / NaN give their IEEE sum, S = 0 gives +0, the rest the
+6. Those others, one by one (``block_others``): inf / NaN give their IEEE sum, S = 0 gives +0, the rest the
    same step for a whole value (core/jitround.round_value: the subnormal grid as Arith._slow, overflow as
    the engine, with K&M's rule that a result reaching 2^(emax+1) is +-inf, as block_fma).
 
@@ -71,7 +71,7 @@ def _pow2(e):
 
 
 @jit.njit
-def _scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_inputs):
+def block_scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_inputs):
     """Step 2 for one row of outputs, branch-free (selects): E, K&M's carry flag, the scale 2^(F + spc - E)
     and its inverse (halved with a sticky bit: S then counts half units). As block_fma: has_p = some
     product != 0; Ep = floor(log2 amax), raised to the max raw label for subnormal inputs; Ec = c's
@@ -111,7 +111,7 @@ def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
 
 
 @jit.njit
-def _pass2(a, b, i, ks, j0, j1, scw, S, sticky):
+def block_pass2(a, b, i, ks, j0, j1, scw, S, sticky):
     """Step 3 for output row i: S = the sum of trunc(t * scale) (exact: integers below 2^53, or below 2^24
     for a float32 S). With a sticky bit, 2 trunc(Y) + sign(Y) when bits were shifted out: Y - trunc(Y)
     is exact and has Y's sign then, 0 otherwise."""
@@ -131,7 +131,7 @@ def _pass2(a, b, i, ks, j0, j1, scw, S, sticky):
 
 
 @jit.njit
-def _others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim):
+def block_others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim):
     """Step 6: the outputs step 5 does not cover, one by one: inf / NaN give their IEEE sum (the terms in
     order, then c), a zero sum +0, the rest the kernels' rounding of a whole value (core/jitround.round_value:
     the subnormal grid, the overflow policy, K&M's infinities; inputs with inf / NaN: every output of the
@@ -174,10 +174,10 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
             base = r * B + (i - i0) * nj
             _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
             am64[:] = amax                                                                 # 2. the scales
-            _scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+            block_scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
             for j in range(nj):
                 scw[j] = min(scale[j], clamp)
-            _pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
+            block_pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
             for j in range(nj):                   # 4. c joins the same way, in float64; v = S / scale
                 yc = c[base + j] * scale[j]
                 tc = np.trunc(yc)
@@ -188,7 +188,7 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
                 odd += jr.outside(bits, g) > g.span
                 ob[base + j] = jr.round_bits(bits, mode, g)
             if odd or not finite:                 # 6.
-                _others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim)
+                block_others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim)
 
 
 # ======================================================================================================

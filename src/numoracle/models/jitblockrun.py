@@ -15,7 +15,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from . import jitblock
-from .jitblock import _others, _pass2, _scales
+from .jitblock import block_others, block_pass2, block_scales
 from .steps import BlockRun
 
 __all__ = ["covers", "run", "calls", "run_kernel"]
@@ -47,12 +47,12 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
     """Step 1 for output row i, outputs t0..t1-1: max |t| and the max raw label over the block's terms ks
     (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN). The labels are float32 (small
     integers: exact) and both maxima plain compare-selects, so the loop runs in float lanes; with
-    inf / NaN among the inputs every output is decided by that sum instead (``_others``), so how a
+    inf / NaN among the inputs every output is decided by that sum instead (``block_others``), so how a
     NaN product meets the maximum does not matter."""
     for j in range(t1 - t0):
         amax[j] = 0.0
         lmax[j] = -(1 << 30)
-        fsum[j] = -0.0                       # _others reads it for every output it sees
+        fsum[j] = -0.0                       # block_others reads it for every output it sees
     for kk in range(ks.size):
         k = ks[kk]
         ak, lak = a[k, i], la[k, i]
@@ -106,13 +106,14 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, frac, sticky,
                         _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
                         for j in range(nt):
                             am64[j] = amax[j]
-                        _scales(amax_b, lmax, cur.view(np.int64), 0, scale_b, inv_b, frac, sticky, carry, sub_inputs)
+                        block_scales(amax_b, lmax, cur.view(np.int64), 0, scale_b, inv_b, frac, sticky, carry,
+                                     sub_inputs)
                         for j in range(nt):
                             scw[j] = min(scale[j], clamp)
-                        _pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
+                        block_pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
                         odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
                         if odd or not finite:
-                            _others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
+                            block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
                 for q in range(g1 - g0):
                     o = r * B + (g0 + q - i0) * nj + t0 - j0
                     out[o:o + nt] = acc[steps & 1, q, :nt]

@@ -37,7 +37,7 @@ from ..core import jit
 from ..core import jitround as jr
 from ..core.policy import Rounding
 from .accumulate import Arith, native_fp32_ok
-from .simsources import _MatSource
+from .simsources import MatSource
 from .steps import Chain
 
 __all__ = ["covers", "run", "calls"]
@@ -95,7 +95,7 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
     buf[cur] is kept). Inlined with a constant mode and rterm: the inner loop has no branch and vectorises."""
     worst = jr.k(P.lo, 0)                       # the largest offset (one unsigned max per element)
     for i in range(ni):
-        a = at[k, i0 + i]                       # (not NaN: _chain sends such tiles to _tile_fix)
+        a = at[k, i0 + i]                       # (not NaN: chain_schedule sends such tiles to _tile_fix)
         sc, sn = buf[cur, i], buf[1 - cur, i]
         for j in range(sc.size):
             y = a * brow[j]
@@ -164,7 +164,7 @@ def _tile_fix(buf, cur, ni, at, k, i0, brow, offs, mode, rterm, P, P64, lim):
 
 
 @jit.njit
-def _chain(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
+def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
     """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :].
 
     Rows of outputs are taken in tiles whose running sums (two buffers: read one, write the other) stay in
@@ -251,7 +251,7 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
         mode = _HW
     ids = np.ascontiguousarray(step.ids, np.int64)
     s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
-    if isinstance(sub, _MatSource):
+    if isinstance(sub, MatSource):
         at, bm = (sub.at32, sub.b32) if f32 else (sub.at, sub.b)
         lo, units = sub.lo, sub.hi - sub.lo
     else:
@@ -261,4 +261,4 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
     rterm = rnd is not None and variant != "f32"
     calls.add()
     offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
-    return _chain(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)
+    return chain_schedule(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .accumulate import block_fma
-from .simsources import _as_index
+from .simsources import as_index
 from .steps import Add, BlockRun, BlockStep, Chain, Const, Context, Load
 
 __all__ = ["RUNNERS", "PASS"]
@@ -66,13 +66,13 @@ def _chain_rows(st: Chain, V, sub, r0: int, r1: int) -> np.ndarray:
 
     def addend(j):
         if kind == "t":
-            ids = slice(int(data[r0, j]), int(data[r0, j]) + 1) if one else _as_index(data[r0:r1, j])
+            ids = slice(int(data[r0, j]), int(data[r0, j]) + 1) if one else as_index(data[r0:r1, j])
             t = sub.terms32(ids) if f32 else sub.terms(ids)
             if rnd is not None and variant != "f32":   # fma=False: the term is rounded to acc first
                 t = rnd.round32(t) if f32 else rnd.round(t)
             return t
         if kind == "v":
-            ids = slice(int(data[r0, j]), int(data[r0, j]) + 1) if one else _as_index(data[r0:r1, j])
+            ids = slice(int(data[r0, j]), int(data[r0, j]) + 1) if one else as_index(data[r0:r1, j])
             return V[ids].astype(np.float32) if f32 else V[ids]
         return data[j].part(r0, r1).fetch(V, sub, rnd)
 
@@ -102,7 +102,7 @@ def _chain_f32(st: Chain, V, sub, r0: int, r1: int, s: np.ndarray, addend) -> np
     block = max(1, PASS // lanes)
     for j0 in range(0, n, block):
         j1 = min(j0 + block, n)
-        ids = _as_index(st.ids[r0:r1, j0:j1].T.ravel())
+        ids = as_index(st.ids[r0:r1, j0:j1].T.ravel())
         t = sub.terms32(ids) if st.addends == "t" else V[ids].astype(np.float32)
         run = np.concatenate([s.reshape(lanes, 1), t.reshape(j1 - j0, lanes).T], axis=1)
         s = np.add.accumulate(run, axis=1)[:, -1].reshape(s.shape)
@@ -114,7 +114,7 @@ def run_block(st: BlockStep, V, sub, ctx: Context) -> np.ndarray:
     tids, B = st.tids, V.shape[1]
     res = np.empty((tids.shape[0], B))
     for r0, r1 in _pieces(tids.shape[0], tids.shape[1], B):
-        flat = _as_index(tids[r0:r1].ravel())
+        flat = as_index(tids[r0:r1].ravel())
         T = (sub.terms32_copy(flat) if st.b32 else sub.terms_copy(flat)).reshape(r1 - r0, tids.shape[1], B)
         X = sub.labels(flat).reshape(r1 - r0, tids.shape[1], B)
         res[r0:r1] = block_fma(T, X, st.c.part(r0, r1).fetch(V, sub, None), st.order, st.ar, ctx.sub_inputs)

@@ -42,12 +42,12 @@ from .orderspec import OrderSpec
 from .schedule import (
     Schedule,
     Wave,
-    _chain,
-    _combine2,
-    _const_sched,
-    _parallel,
-    _split_groups,
-    _substitute,
+    chain_schedule,
+    combine2,
+    const_schedule,
+    parallel_schedules,
+    split_groups,
+    substitute,
 )
 
 __all__ = [
@@ -58,14 +58,14 @@ __all__ = [
 def _slices_then(sizes: list[int], inner: Order, key: tuple, outer: Order, outer_key: tuple,
                  perm: np.ndarray | None = None) -> Schedule:
     """Reduce each slice with ``inner``, then the partials (in slice order, or ``perm``) with ``outer``."""
-    groups, pos = _split_groups(sizes, lambda size: _build_value(inner, size, key))
-    waves, res_grouped, nv = _parallel(groups)
+    groups, pos = split_groups(sizes, lambda size: _build_value(inner, size, key))
+    waves, res_grouped, nv = parallel_schedules(groups)
     partial = np.empty(len(sizes), np.int64)
     partial[pos] = res_grouped
     if perm is not None:
         partial = partial[np.asarray(perm, np.int64)]
     outer_s = _build_value(outer, len(sizes), outer_key)
-    owaves, result = _substitute(outer_s, partial, nv)
+    owaves, result = substitute(outer_s, partial, nv)
     return Schedule(int(sum(sizes)), nv + outer_s.n_vals, waves + owaves, result)
 
 
@@ -128,7 +128,7 @@ class Sequential(Order):
         return OrderSpec("sequential")
 
     def _schedule(self, n, key):
-        return _chain(n, key, 0.0)
+        return chain_schedule(n, key, 0.0)
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,11 @@ class Pairwise(Order):
 
     def _schedule(self, n, key):
         if n == 0:
-            return _const_sched(0, 0.0, key)
+            return const_schedule(0, 0.0, key)
         if n == 1:
             return Schedule(1, 0, [], -1)
         left = n - n // 2
-        return _combine2(_build(self, left, key), _build(self, n - left, key), key)
+        return combine2(_build(self, left, key), _build(self, n - left, key), key)
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class Blocked(Order):
 
     def _schedule(self, n, key):
         if n == 0:
-            return _const_sched(0, 0.0, key)
+            return const_schedule(0, 0.0, key)
         sizes = [self.b] * (n // self.b) + ([n % self.b] if n % self.b else [])
         okey = (self.outer_acc, key[1]) if self.outer_acc is not None else key
         return _slices_then(sizes, self.inner, key, self.outer, okey)
@@ -337,8 +337,8 @@ class NumpyPairwise(Order):
         ckey = (self.carry, "rne") if self.carry is not None else akey
         step = n if self.chunk is None else self.chunk
         sizes = [min(step, n - lo) for lo in range(0, n, step)] or [0]
-        groups, pos = _split_groups(sizes, lambda size: _numpy_pw(size, akey))
-        waves, res_grouped, nv = _parallel(groups)
+        groups, pos = split_groups(sizes, lambda size: _numpy_pw(size, akey))
+        waves, res_grouped, nv = parallel_schedules(groups)
         partial = np.empty(len(sizes), np.int64)
         partial[pos] = res_grouped
         # out = +0 (carry); out = fl_carry(fl_acc(out + PW(chunk))) chunk by chunk (few chunks: plain adds)
@@ -355,7 +355,7 @@ class NumpyPairwise(Order):
 @lru_cache(maxsize=4096)
 def _numpy_pw(n: int, key: tuple) -> Schedule:
     if n < 8:
-        return _chain(n, key, -0.0)
+        return chain_schedule(n, key, -0.0)
     if n <= 128:
         waves = [Wave("load", key, np.arange(8), -1 - np.arange(8))]      # r_j = t_j
         r = np.arange(8)
@@ -375,7 +375,7 @@ def _numpy_pw(n: int, key: tuple) -> Schedule:
         return Schedule(n, nv, waves, res)
     n2 = n // 2
     n2 -= n2 % 8
-    return _combine2(_numpy_pw(n2, key), _numpy_pw(n - n2, key), key)
+    return combine2(_numpy_pw(n2, key), _numpy_pw(n - n2, key), key)
 
 
 @lru_cache(maxsize=4096)

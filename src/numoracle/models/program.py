@@ -17,7 +17,7 @@ from ..core.formats import FP64, Format
 from ..core.policy import Rounding
 from .accumulate import ZERO_SOURCE, Arith, block_format, native_fp32_ok
 from .orders import BlockFMA, Order, build
-from .simsources import _FP32, _as_index, _fits
+from .simsources import FP32_TRIPLE, as_index, triple_fits
 from .steps import Add, BlockRun, BlockStep, Chain, Const, Load, Operand, Program
 
 __all__ = ["prepare", "structure"]
@@ -117,7 +117,7 @@ def structure(order, K, acc, mode, fma, ftz, native) -> Program:
             steps.append(BlockStep(dst=slot[w.dst], c=Operand(w.a, slot), tids=-1 - w.b, order=bo, ar=ar_out))
             continue
         ar = arith(*w.key)
-        dst = _as_index(slot[w.dst])
+        dst = as_index(slot[w.dst])
         if w.kind == "const":
             vsrc[w.dst] = 0
             steps.append(Const(dst=dst, value=w.const))
@@ -132,11 +132,11 @@ def structure(order, K, acc, mode, fma, ftz, native) -> Program:
             b = Operand(w.b, slot)
             steps.append(Add(dst=dst, a=a, b=b, ar=ar, rnd=rnd, sources=ops, terms=a.t is not None or b.t is not None))
         else:   # chain: the running sums are in ar's format; the addends are terms, values, or both
-            steps.append(_chain(dst, a, w.b, slot, ar, rnd, ops))
+            steps.append(chain_schedule(dst, a, w.b, slot, ar, rnd, ops))
     return Program(_block_runs(steps), int(slot[s.result]), nslots, containers[vsrc[s.result]])
 
 
-def _chain(dst, a: Operand, b: np.ndarray, slot: np.ndarray, ar: Arith, rnd, sources: tuple) -> Chain:
+def chain_schedule(dst, a: Operand, b: np.ndarray, slot: np.ndarray, ar: Arith, rnd, sources: tuple) -> Chain:
     isv = b >= 0
     if not isv.any():
         kind, ids = "t", -1 - b
@@ -149,7 +149,7 @@ def _chain(dst, a: Operand, b: np.ndarray, slot: np.ndarray, ar: Arith, rnd, sou
 
 
 def _slots(v) -> np.ndarray:
-    """An operand's value slots (simsources._as_index gives a slice where they are consecutive)."""
+    """An operand's value slots (simsources.as_index gives a slice where they are consecutive)."""
     return np.arange(v.start, v.stop) if isinstance(v, slice) else np.asarray(v)
 
 
@@ -188,7 +188,7 @@ def _plan(ar: Arith, ops: tuple, terms: bool, rnd, term_src: tuple) -> str:
     if max(o[2] for o in ops) + 1 - min(o[1] for o in ops) <= 53:
         return "direct"   # both operands are multiples of 2^q below 2^h: their sum fits 53 bits, exactly
     if (ar.mode is Rounding.NEAREST_EVEN and ar.fmt.precision <= 25 and ar.fmt.nan == "ieee"
-            and all(_fits(o, ar.triple) for o in ops)):
+            and all(triple_fits(o, ar.triple) for o in ops)):
         # both operands are in the p-bit format and 53 >= 2p + 2: rounding fl64(x+y) to nearest once
         # more is innocuous (Figueroa 1995; Roux 2014 covers subnormals and overflow)
         return "direct"
@@ -235,7 +235,7 @@ def prepare(order, K, acc, mode, fma, ftz, src) -> Program:
 
 
 def _variant(st: Chain, plan: str, t32_exact: bool, t32_fp32_rounded: bool) -> str:
-    in32 = all(_fits(o, _FP32) for o in st.sources) and st.addends != "m"
+    in32 = all(triple_fits(o, FP32_TRIPLE) for o in st.sources) and st.addends != "m"
     if in32 and st.ar.native and plan == "direct" and (not st.terms or t32_exact or t32_fp32_rounded):
         # s = fl32(s + t) is IEEE binary32 addition: one RNE rounding of the exact sum of two FP32
         # numbers (the plan certifies that rounding fl64(s + t) once more would be innocuous too)

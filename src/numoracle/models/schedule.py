@@ -57,7 +57,7 @@ def _shift(r: np.ndarray, voff: np.ndarray, toff: np.ndarray) -> np.ndarray:
     return np.where(r >= 0, r + v, r - t).reshape((-1,) + r.shape[1:])
 
 
-def _parallel(groups: list[tuple[Schedule, np.ndarray]]) -> tuple[list, np.ndarray, int]:
+def parallel_schedules(groups: list[tuple[Schedule, np.ndarray]]) -> tuple[list, np.ndarray, int]:
     """Run independent schedules side by side. groups: (schedule, term offsets of its copies).
 
     Returns (waves, result refs of every copy in group order, total values). Wave i of every copy is
@@ -86,7 +86,7 @@ def _parallel(groups: list[tuple[Schedule, np.ndarray]]) -> tuple[list, np.ndarr
     return waves, np.concatenate(results) if results else np.empty(0, np.int64), nv
 
 
-def _substitute(s: Schedule, refs: np.ndarray, voff: int) -> tuple[list, int]:
+def substitute(s: Schedule, refs: np.ndarray, voff: int) -> tuple[list, int]:
     """Waves of ``s`` reading ``refs[t]`` for its term t, its values moved up by ``voff``."""
     refs = np.asarray(refs, np.int64)
 
@@ -99,11 +99,11 @@ def _substitute(s: Schedule, refs: np.ndarray, voff: int) -> tuple[list, int]:
     return waves, int(sub(np.array([s.result]))[0])
 
 
-def _const_sched(n_terms: int, value: float, key: tuple) -> Schedule:
+def const_schedule(n_terms: int, value: float, key: tuple) -> Schedule:
     return Schedule(n_terms, 1, [Wave("const", key, np.array([0]), const=value)], 0)
 
 
-def _chain(n: int, key: tuple, start: float) -> Schedule:
+def chain_schedule(n: int, key: tuple, start: float) -> Schedule:
     """s = start; s = fl(s + t_i), i = 0..n-1 (one "chain" wave)."""
     waves = [Wave("const", key, np.array([0]), const=start)]
     if n:
@@ -111,14 +111,14 @@ def _chain(n: int, key: tuple, start: float) -> Schedule:
     return Schedule(n, len(waves), waves, len(waves) - 1)
 
 
-def _combine2(left: Schedule, right: Schedule, key: tuple) -> Schedule:
+def combine2(left: Schedule, right: Schedule, key: tuple) -> Schedule:
     """fl(left + right), the two sides evaluated side by side."""
-    waves, res, nv = _parallel([(left, [0]), (right, [left.n_terms])])
+    waves, res, nv = parallel_schedules([(left, [0]), (right, [left.n_terms])])
     waves.append(Wave("add", key, np.array([nv]), res[:1], res[1:]))
     return Schedule(left.n_terms + right.n_terms, nv + 1, waves, nv)
 
 
-def _split_groups(sizes: list[int], build_one) -> tuple[list[tuple[Schedule, np.ndarray]], np.ndarray]:
+def split_groups(sizes: list[int], build_one) -> tuple[list[tuple[Schedule, np.ndarray]], np.ndarray]:
     """Group consecutive slices by size: [(schedule for that size, term offsets of its slices)], and
     the slice indices in group order."""
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)

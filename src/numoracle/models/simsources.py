@@ -12,10 +12,10 @@ from .accumulate import native_fp32_ok, triple
 
 _OPS = ("sum", "dot", "matmul")
 _ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
-_FP32 = triple(FP32)
+FP32_TRIPLE = triple(FP32)
 
 
-def _fits(src: tuple, dst: tuple) -> bool:
+def triple_fits(src: tuple, dst: tuple) -> bool:
     return src[0] <= dst[0] and src[1] >= dst[1] and src[2] <= dst[2]
 
 
@@ -60,7 +60,7 @@ class _Source:
     def terms_fp32(self) -> bool:
         """The inputs and every term (input or exact product) are FP32 numbers, and float32 arithmetic
         has gradual underflow here: float32 multiplication then gives the terms exactly."""
-        return native_fp32_ok() and self.inputs_fit_fp32 and _fits(self.info(), _FP32)
+        return native_fp32_ok() and self.inputs_fit_fp32 and triple_fits(self.info(), FP32_TRIPLE)
 
     def view(self, lo, hi):
         s = object.__new__(type(self))
@@ -98,7 +98,7 @@ class _SumSource(_Source):
         return self.lt[ids, self.lo:self.hi]
 
 
-class _MatSource(_Source):
+class MatSource(_Source):
     """Terms t[k] of output (i, j): A[i, k] * B[k, j], exact in float64 (checked by the caller)."""
 
     def __init__(self, a, b, fa, fb, p, q, h):
@@ -137,7 +137,7 @@ class _MatSource(_Source):
         return t.reshape(t.shape[:-2] + (-1,))
 
 
-def _sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format], bool]:
+def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format], bool]:
     if op not in _OPS:
         raise ValueError(f"unknown op {op!r}; simulate supports {', '.join(_OPS)}")
     need = 1 if op == "sum" else 2
@@ -152,7 +152,7 @@ def _sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format],
             raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
         q, h, sub = _stats(x, fmt)
         src = _SumSource(x, fmt, q, h)
-        src.inputs_fit_fp32 = _fits(triple(fmt), _FP32)
+        src.inputs_fit_fp32 = triple_fits(triple(fmt), FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
     (a, fa), (b, fb) = vals
     if op == "dot":
@@ -173,8 +173,8 @@ def _sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format],
     qb, hb, sb = _stats(b, fb)
     if (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits) < -1074 or fa.emax + fb.emax > 1021:
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
-    src = _MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
-    src.inputs_fit_fp32 = _fits(triple(fa), _FP32) and _fits(triple(fb), _FP32)
+    src = MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
+    src.inputs_fit_fp32 = triple_fits(triple(fa), FP32_TRIPLE) and triple_fits(triple(fb), FP32_TRIPLE)
     return src, shape, K, [fa, fb], sa or sb
 
 
@@ -182,7 +182,7 @@ def _sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Format],
 # Compiled schedule: slots (SSA values -> reusable rows of one buffer) and per-wave plans
 # ======================================================================================================
 
-def _as_index(ids: np.ndarray):
+def as_index(ids: np.ndarray):
     """A slice when ids are consecutive (a view, no copy), else the index array."""
     ids = np.asarray(ids, np.int64)
     if ids.size and ids[-1] - ids[0] == ids.size - 1 and (ids.size < 3 or (np.diff(ids) == 1).all()):

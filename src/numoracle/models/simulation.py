@@ -37,7 +37,7 @@ from .dispatch import assign
 from .orders import Order, Sequential
 from .ordertext import as_order
 from .program import prepare
-from .simsources import _sources
+from .simsources import read_sources
 from .steps import BlockRun, BlockStep, Context, Program
 
 __all__ = ["simulate"]
@@ -111,7 +111,7 @@ def simulate(op: str, *inputs: Any, arith: Arithmetic | None = None, acc: Any = 
     """
     if not isinstance(op, str):
         raise TypeError(f"op must be 'sum', 'dot' or 'matmul', got {type(op).__name__}")
-    src, shape, K, fmts, sub_inputs = _sources(op, inputs)
+    src, shape, K, fmts, sub_inputs = read_sources(op, inputs)
     order = as_order(order, fmts[0] if fmts else None, default=Sequential())
     if getattr(order, "per_position", False):   # a PerPosition order: one simulate per distinct order
         return order.simulate_positions(simulate, op, inputs, acc=acc, rounding=rounding, fma=fma, out=out,

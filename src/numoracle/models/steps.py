@@ -22,7 +22,7 @@ import numpy as np
 from ..core.formats import Format
 from .accumulate import Arith
 from .orders import BlockFMA
-from .simsources import _as_index
+from .simsources import as_index
 
 __all__ = ["Operand", "Step", "Const", "Load", "Add", "Chain", "BlockStep", "BlockRun", "Program", "Context"]
 
@@ -37,8 +37,8 @@ class Operand:
         isv = refs >= 0
         self.vrows, self.trows = np.flatnonzero(isv), np.flatnonzero(~isv)
         self.vals = refs[isv]
-        self.v = _as_index(slot[self.vals]) if self.vals.size else None
-        self.t = _as_index(-1 - refs[~isv]) if self.trows.size else None
+        self.v = as_index(slot[self.vals]) if self.vals.size else None
+        self.t = as_index(-1 - refs[~isv]) if self.trows.size else None
 
     def part(self, r0: int, r1: int) -> Operand:
         """The operand of rows r0..r1-1 (cached)."""
