@@ -120,6 +120,39 @@ def _baselines(tmp):
         "identify_order": (lambda actual, op, x, candidates: no.identify_order(actual, op, x, candidates=candidates),
                            dict(actual=np.asarray(no.simulate("sum", M16, acc="fp32"), np.float32), op="sum", x=M16,
                                 candidates=[no.orders.Sequential(), no.orders.Pairwise()])),
+        **_new_baselines(qx),
+    }
+
+
+def _new_baselines(qx):
+    """The reveal, separation, codebook, int4, GGUF, dequantise-then-matmul and P3109 functions."""
+    from numoracle.quant.codebook import Codebook
+
+    W = np.linspace(-1, 1, 64, dtype=np.float32).reshape(16, 4)
+    cq = no.quantize_codebook(qx, "nf4", block=16)
+    iw = no.quantize_int4(W, group=8)
+    dm = no.dequant_matmul(np.ones((2, 16), np.float16), iw, W=W)
+    return {
+        "reveal_order": (no.reveal_order, dict(fn=np.sum, op="sum", n=8, dtype="fp32", max_calls=20000,
+                                               max_seconds=5.0, verify=True, kinds=("normal",), draws=1, seed=0)),
+        "separating_inputs": (no.separating_inputs, dict(orders=[no.orders.Sequential(), no.orders.Pairwise()],
+                                                         op="sum", shape=(2, 16), dtype="fp16", acc="fp32", out=None,
+                                                         seed=0, pools=1, pool_rows=8)),
+        "codebook_of": (no.codebook_of, dict(x="nf4")),
+        "register_codebook": (no.register_codebook, dict(cb=Codebook("fuzz_cb", (-1.0, -0.5, 0.5, 1.0)),
+                                                         replace=True)),
+        "quantize_codebook": (no.quantize_codebook, dict(x=qx, codebook="nf4", block=16)),
+        "dequantize_codebook": (no.dequantize_codebook, dict(codes=cq.codes, absmax=cq.absmax, codebook="nf4",
+                                                             block=16, out="fp32")),
+        "quantize_int4": (no.quantize_int4, dict(W=W, group=8, convention="gptq", scale_fmt="fp16")),
+        "dequantize_int4": (no.dequantize_int4, dict(codes=iw.codes, scales=iw.scales, zeros=iw.zeros, group=8,
+                                                     convention="gptq", out="fp16")),
+        "gguf_quantize": (no.gguf_quantize, dict(x=qx, qtype="Q8_0")),
+        "gguf_dequantize": (no.gguf_dequantize, dict(data=no.gguf_quantize(qx, "Q8_0"), qtype="Q8_0", shape=(32,))),
+        "dequant_matmul": (no.dequant_matmul, dict(x=np.ones((2, 16), np.float16), w=iw, acc="fp32", order=None,
+                                                   out="fp16", W=W)),
+        "dequant_matmul_check": (no.dequant_matmul_check, dict(actual=dm.reference, dm=dm, against="dequantized")),
+        "p3109_format": (no.p3109_format, dict(precision=3, signed=True, domain="extended")),
     }
 
 
@@ -210,7 +243,9 @@ NAMES = ["cast", "decode", "encode", "as_native", "explain", "classify_cast_chai
          "poison_like", "quantize", "dequantize", "quantization_error_bound", "sqnr", "cosine", "sqnr_bound",
          "cosine_bound", "quantized_matmul_bound", "check_quantized_close", "boundary_values", "sweep",
          "write_golden", "read_golden", "compare_golden", "assert_golden", "format_of", "register", "Format",
-         "Format.ieee_like", "identify_order"]
+         "Format.ieee_like", "identify_order", "reveal_order", "separating_inputs", "codebook_of", "register_codebook",
+         "quantize_codebook", "dequantize_codebook", "quantize_int4", "dequantize_int4", "gguf_quantize",
+         "gguf_dequantize", "dequant_matmul", "dequant_matmul_check", "p3109_format"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -247,6 +282,7 @@ CLI_VALID = {
     "tolerance": ["dot", "--dtype", "bf16", "-K", "64"], "boundary": ["fp16", "fp8_e4m3fn"],
     "sweep": ["fp8_e5m2", "fp8_e4m3fn", "--against", "ml_dtypes", "--inputs", "64"],
     "plot": ["bound", "-K", "16", "--samples", "2"], "tables": ["--only", "formats"],
+    "reveal": ["numpy:sum", "sum", "--n", "16", "--max-calls", "20000", "--max-seconds", "5"],
 }
 CLI_BAD = ["", "garbage", "-1", "0", "1e99999999", "nan", "inf", "1,,2", "fp99", "--", "0x", "1/0",
            "99999999999999999999999"]

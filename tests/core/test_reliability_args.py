@@ -253,3 +253,41 @@ def test_the_widest_carried_formats_are_accepted():
     assert Format.ieee_like(11, 40).max_finite < 2**1024
     with pytest.raises(ValueError, match="smallest value"):
         Format("low", 11, 52, 1100)  # values below 2^-1074
+
+
+# ---- the shared helpers: choices, numbers, arrays ---------------------------------------------
+def test_check_choice_number_and_array_name_the_argument():
+    from numoracle.core.args import check_array, check_choice, check_number
+    from numoracle.core.errors import ArgumentTypeError
+
+    assert check_choice("gptq", "convention", ("gptq", "awq")) == "gptq"
+    with pytest.raises(ValueError, match="convention must be one of 'gptq', 'awq', got 'x'"):
+        check_choice("x", "convention", ("gptq", "awq"))
+    with pytest.raises(ArgumentTypeError, match="convention must be one of .* got ndarray"):
+        check_choice(np.array([]), "convention", ("gptq", "awq"))
+    assert check_number(5, "max_seconds") == 5.0
+    assert check_number(Fraction(1, 4), "s", 0, 1) == 0.25
+    for bad in (0, -1.0, math.nan, math.inf, 2**80):
+        with pytest.raises(ValueError, match=r"max_seconds must be a number in \(0, 1e\+09\]"):
+            check_number(bad, "max_seconds", 0.0, 1e9)
+    for bad in (True, "5", 1j, np.ones(1)):
+        with pytest.raises(TypeError, match="max_seconds must be a number"):
+            check_number(bad, "max_seconds")
+    bf = np.ones(3, ml_dtypes.bfloat16)
+    assert check_array(bf, "scales", np.float64).dtype == np.float64
+    assert check_array([1, 2], "codes").dtype.kind == "i"
+    for bad in ([[1.0], [2.0, 3.0]], np.array(["a"]), np.array([1j]), [True], None, object()):
+        with pytest.raises(ValueError, match="scales must be an array of"):
+            check_array(bad, "scales")
+
+
+def test_codebook_blocks_longer_than_the_array_are_one_block():
+    from numoracle import dequantize_codebook, quantize_codebook
+
+    x = np.linspace(-1, 2, 40, dtype=np.float32)
+    one, huge = quantize_codebook(x, "nf4", block=40), quantize_codebook(x, "nf4", block=2**80)
+    assert np.array_equal(one.codes, huge.codes) and np.array_equal(one.absmax, huge.absmax)
+    assert np.array_equal(dequantize_codebook(huge.codes, huge.absmax, "nf4", 2**80), one.dequantize())
+    assert np.array_equal(huge.absmax_per_element(), np.full(40, one.absmax[0]))
+    with pytest.raises(ValueError, match="block must lie in"):
+        quantize_codebook(x, "nf4", block=0)

@@ -7,14 +7,16 @@ what they are.
 
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
 from .errors import ArgumentTypeError, NumoracleError
 
-__all__ = ["check_bool", "check_int"]
+__all__ = ["check_bool", "check_int", "check_choice", "check_number", "check_array"]
 
 
 def check_bool(x: Any, name: str) -> bool:
@@ -39,3 +41,44 @@ def check_int(x: Any, name: str, lo: int | None = None, hi: int | None = None) -
         raise NumoracleError(f"{name} must lie in [{lo_s}, {hi_s}], got {v:.6g}" if abs(v) > 2**64 else
                              f"{name} must lie in [{lo_s}, {hi_s}], got {v}")
     return v
+
+
+def check_choice(x: Any, name: str, choices: Sequence[str]) -> str:
+    """``x`` as one of the strings ``choices``; refuses anything else (other strings, arrays, None)."""
+    if isinstance(x, str) and x in choices:
+        return x
+    got = repr(x) if isinstance(x, str) else f"{type(x).__name__} {x!r:.40}"
+    raise (NumoracleError if isinstance(x, str) else ArgumentTypeError)(
+        f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {got}")
+
+
+def check_number(x: Any, name: str, lo: float = 0.0, hi: float = math.inf) -> float:
+    """``x`` as a float in (lo, hi]; refuses bools, strings, complex numbers, arrays and NaN."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number, got {type(x).__name__} {x!r:.40}")
+    try:
+        v = float(x)
+    except OverflowError:  # an int past float's range
+        v = math.inf if cast(int, x) > 0 else -math.inf
+    if not lo < v <= hi:
+        raise NumoracleError(f"{name} must be a number in ({lo:g}, {hi:g}], got {x!r:.40}")
+    return v
+
+
+def check_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
+    """``x`` as a numpy array of real numbers (ints or floats; ml_dtypes floats too), converted to ``dtype`` if
+    given; refuses ragged lists, strings, bools, complex numbers and objects, naming ``name``."""
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise NumoracleError(f"{name} must be an array of numbers, got {type(x).__name__} ({e})") from None
+    ok = a.dtype.kind in "iuf"
+    if a.dtype.kind == "V":  # ml_dtypes' floats (bfloat16, float8_*) convert to float64; other records do not
+        try:
+            a.astype(np.float64)
+            ok = True
+        except (ValueError, TypeError):
+            ok = False
+    if not ok:
+        raise ArgumentTypeError(f"{name} must be an array of real numbers, got {type(x).__name__} of dtype {a.dtype}")
+    return a if dtype is None else a.astype(dtype)

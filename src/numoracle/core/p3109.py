@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .args import check_bool, check_choice
 from .formats import Format, format_of, register
 
 __all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1", "refuse_p1_ties"]
@@ -51,8 +52,8 @@ def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended
     if isinstance(precision, bool) or not isinstance(precision, int) or not 1 <= precision <= 7:
         raise ValueError(f"P3109 8-bit formats have precision 1..7 here, got {precision!r} (P = 8 has no exponent "
                          "bits, which numoracle's Format cannot carry)")
-    if domain not in ("extended", "finite"):
-        raise ValueError(f"domain must be 'extended' or 'finite', got {domain!r}")
+    domain = check_choice(domain, "domain", ("extended", "finite"))
+    signed = check_bool(signed, "signed")
     k, p = 8, precision
     tag = f"binary8p{p}{'s' if signed else 'u'}{domain[0]}"
     if signed:

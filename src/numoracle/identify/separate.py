@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_choice, check_int
 from ..core.formats import FP32, Format, format_of
 from ..core.interop import as_native
 from ..core.convert import cast, decode
@@ -150,23 +151,18 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
     ``pool_rows`` drawn rows until every pair differs somewhere; pairs still equal are listed (``not_separated``).
     """
     items = list(orders) if isinstance(orders, (list, tuple)) else [orders]
-    items = [c[0] if isinstance(c, list) else c for c in items]
+    items = [c[0] if isinstance(c, list) and c else c for c in items]
+    if not items:
+        raise ValueError("orders is empty: give the orders (or Arithmetic values) to separate")
     ariths = [_as_arith(o, acc, out) for o in items]     # in the order given (equal ones are never separated)
     if out is None:     # one output format for all, so that their codes compare: the widest accumulator
         wide = max((a.accumulator for a in ariths), key=lambda f: (f.precision, f.emax))
         ariths = [a if a.out is not None else a.replace(out=wide) for a in ariths]
     fmt = format_of(dtype)
-    op = str(op).lower()
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    if op == "matmul":
-        M, K, N = shape
-    elif op == "sum":
-        M, K = shape if len(shape) == 2 else (1, shape[0])
-        N = 1
-    elif op == "dot":
-        M, K, N = 1, shape[0], 1
-    else:
-        raise ValueError(f"unknown op {op!r}; separating_inputs supports sum, dot, matmul")
+    op = check_choice(op.lower() if isinstance(op, str) else op, "op", ("sum", "dot", "matmul"))
+    M, K, N = _dims(op, shape)
+    seed, pools = check_int(seed, "seed", 0), check_int(pools, "pools", 1, 1 << 10)
+    pool_rows = check_int(pool_rows, "pool_rows", 1, 1 << 16)
     ofmt = ariths[0].out or ariths[0].accumulator
     rng = np.random.default_rng(seed)
     B = _in_format(rng.standard_normal((K, N)), fmt) if op != "sum" else None
@@ -196,10 +192,23 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
         kinds.append(k)
     A = np.stack(chosen[:M])
     inputs = (A,) if op == "sum" else ((A[0], B[:, 0]) if op == "dot" else (A, B))
-    if op == "sum" and len(shape) == 1:
+    if op == "sum" and (isinstance(shape, (int, np.integer)) or len(shape) == 1):
         inputs = (A[0],)
     outs = [simulate(op, *inputs, arith=a, codes=True) for a in ariths]
     return SeparatingInputs(op, inputs, [_name(a) for a in ariths], outs, ariths, sorted(pairs), kinds[:M])
+
+
+def _dims(op: str, shape: Any) -> tuple[int, int, int]:
+    """(M, K, N) of op's shape: sum (n,) or (rows, n), dot (K,), matmul (M, K, N); each size in 1 .. 2^24."""
+    s = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    want = {"sum": (1, 2), "dot": (1,), "matmul": (3,)}[op]
+    if not isinstance(s, (tuple, list)) or len(s) not in want:
+        form = {"sum": "(n,) or (rows, n)", "dot": "(K,)", "matmul": "(M, K, N)"}[op]
+        raise ValueError(f"shape must be {form} for {op}, got {type(shape).__name__} {shape!r:.40}")
+    d = [check_int(v, "shape", 1, 1 << 24) for v in s]
+    if op == "matmul":
+        return d[0], d[1], d[2]
+    return (d[0], d[1], 1) if len(d) == 2 else (1, d[0], 1)
 
 
 def _run(a: Arithmetic, op: str, rows: np.ndarray, B: np.ndarray | None) -> np.ndarray:

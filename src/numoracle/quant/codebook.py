@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_array, check_int
 from ..core.convert import cast
 from ..core.formats import FP32, format_of
 from ..core.interop import to_codes
@@ -223,23 +224,29 @@ class CodebookQuantized:
     shape: tuple[int, ...]
 
     def absmax_per_element(self) -> np.ndarray:
-        return np.repeat(self.absmax, self.block)[: int(np.prod(self.shape, dtype=np.int64))]
+        return self.absmax[_block_index(int(np.prod(self.shape, dtype=np.int64)), self.block)]
 
     def dequantize(self, out: Any = "fp32") -> np.ndarray:
         """``fl32(v[code] * absmax)``, then cast to ``out`` (FP16 / BF16 round once more), as float64 values."""
         return dequantize_codebook(self.codes, self.absmax, self.codebook, self.block, out)
 
 
+def _block_index(n: int, block: int) -> np.ndarray:
+    """The block of each of n elements (blocks of ``block``; any block >= n is one block)."""
+    return np.arange(n) // min(block, max(n, 1))
+
+
 def dequantize_codebook(codes: Any, absmax: Any, codebook: Any, block: int, out: Any = "fp32") -> np.ndarray:
     """bitsandbytes' dequantisation: ``fl32(v[code] * absmax[block])`` then rounded to ``out``; float64 values."""
     cb = codebook_of(codebook)
-    c = np.asarray(codes)
-    a = np.asarray(absmax, dtype=np.float32).ravel()
+    c = check_array(codes, "codes")
+    a = check_array(absmax, "absmax", np.float32).ravel()
+    block = check_int(block, "block", 1)
     n = c.size
     if a.size != -(-n // block):
         raise ValueError(f"{n} codes in blocks of {block} need {-(-n // block)} absmax values, got {a.size}")
     v = cb.decode(c.ravel()).astype(np.float32)
-    y = (v * np.repeat(a, block)[:n]).astype(np.float64)  # one FP32 rounding (numpy float32 multiply)
+    y = (v * a[_block_index(n, block)]).astype(np.float64)  # one FP32 rounding (numpy float32 multiply)
     dst = format_of(out)
     if dst != FP32:
         from ..core.convert import decode
@@ -258,19 +265,19 @@ def quantize_codebook(x: Any, codebook: Any = "nf4", *, block: int = 64) -> Code
     if cb.max_abs != 1.0:
         raise ValueError(f"codebook {cb.name}: blockwise absmax quantisation maps absmax to +-1, but the table's "
                          f"largest magnitude is {cb.max_abs!r}; use codebook.normalized()")
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise ValueError(f"block must be a positive int, got {block!r}")
+    block = check_int(block, "block", 1)
     xv = _fp32_values(x, "x")
     flat = xv.ravel()
     if not np.all(np.isfinite(flat)):
         raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
                          "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
     nb = -(-flat.size // block)
-    pad = np.zeros(nb * block, dtype=np.float32)
+    b = min(block, max(flat.size, 1))  # a block longer than x is one block of x's length
+    pad = np.zeros(nb * b, dtype=np.float32)
     pad[: flat.size] = np.abs(flat)
-    absmax = pad.reshape(nb, block).max(axis=1) if nb else np.zeros(0, np.float32)
+    absmax = pad.reshape(nb, b).max(axis=1) if nb else np.zeros(0, np.float32)
     recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
-    t = np.clip(flat * np.repeat(recip, block)[: flat.size], np.float32(-1), np.float32(1))
+    t = np.clip(flat * recip[_block_index(flat.size, block)], np.float32(-1), np.float32(1))
     codes = cb.encode(t).reshape(xv.shape)
     return CodebookQuantized(codes, absmax.astype(np.float32), cb, int(block), tuple(xv.shape))
 

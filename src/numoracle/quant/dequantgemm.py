@@ -22,6 +22,8 @@ import numpy as np
 
 from ..bounds.boundmath import add_up, margin, mul_up
 from ..bounds.expected import ErrorBound, expected_error_bound
+from ..core.args import check_array, check_choice
+from ..core.errors import ArgumentTypeError
 from ..core.formats import FP16, AnyFormat, format_of
 from ..exact.reference import exact_matmul
 from .int4 import Int4Weights
@@ -73,7 +75,7 @@ def dequant_matmul(x: Any, w: Int4Weights | Any, *, acc: Any = "fp32", order: An
     kern = np.asarray(b.tolerance(x2, wt), dtype=np.float64)
     quant = np.zeros_like(kern)
     if W is not None:
-        Wv = np.asarray(W, dtype=np.float64)
+        Wv = check_array(W, "W", np.float64)
         if Wv.shape != wt.shape:
             raise ValueError(f"W has shape {Wv.shape}, the dequantised weights {wt.shape}")
         err = np.abs(wt - Wv)  # not exact in float64 everywhere: add half an ulp of each difference
@@ -87,7 +89,7 @@ def dequant_matmul(x: Any, w: Int4Weights | Any, *, acc: Any = "fp32", order: An
     ref = np.asarray(decode(ref, o), dtype=np.float64) if ref.dtype != np.float64 else ref
     shape = (wt.shape[1],) if xv.ndim == 1 else (x2.shape[0], wt.shape[1])
     r = [a.reshape(shape) for a in (ref, ex, kern, quant, add_up(kern, quant))]
-    ew = None if W is None else np.asarray(exact_matmul(x2, np.asarray(W, dtype=np.float64)), np.float64).reshape(shape)
+    ew = None if W is None else np.asarray(exact_matmul(x2, Wv), np.float64).reshape(shape)
     return DequantMatmul(*r, b, wt, ew)
 
 
@@ -97,15 +99,19 @@ def dequant_matmul_check(actual: Any, dm: DequantMatmul, *, against: str = "dequ
     ``against="dequantized"``: |actual - x @ w~| <= kernel (the accumulation alone: the kernel multiplies w~);
     ``"weights"``: |actual - x @ W| <= total (needs W given to :func:`dequant_matmul`).
     """
-    a = np.asarray(actual, dtype=np.float64).reshape(dm.exact.shape)
+    if not isinstance(dm, DequantMatmul):
+        raise ArgumentTypeError(f"dm must be what dequant_matmul returns (a DequantMatmul), got {type(dm).__name__} "
+                                f"{dm!r:.40}")
+    against = check_choice(against, "against", ("dequantized", "weights"))
+    a = check_array(actual, "actual", np.float64)
+    if a.shape != dm.exact.shape:
+        raise ValueError(f"actual has shape {a.shape}; the reference x @ w~ has shape {dm.exact.shape}")
     if against == "dequantized":
         ref, tol = dm.exact, dm.kernel
-    elif against == "weights":
+    else:
         if dm.exact_w is None:
             raise ValueError("against='weights' needs the original weights: dequant_matmul(..., W=W)")
         ref, tol = dm.exact_w, dm.total
-    else:
-        raise ValueError(f"against must be 'dequantized' or 'weights', got {against!r}")
     err = np.abs(a - ref)
     tol = add_up(tol, mul_up(np.abs(ref), 2.0**-52))  # ref is x @ w~ (or x @ W) rounded to float64
     bad = ~(err <= tol)

@@ -23,9 +23,13 @@ ValueError (ggml has no rule for them); a scale beyond FP16's range is stored as
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+
+from ..core.args import check_array, check_int
+from ..core.errors import ArgumentTypeError
 
 __all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes", "GGUF_QUANTISERS"]
 
@@ -38,20 +42,36 @@ _F = np.float32
 
 
 def _qtype(qtype: Any) -> str:
-    name = str(getattr(qtype, "name", qtype)).upper()
-    if name not in GGUF_TYPES:
-        raise ValueError(f"unknown GGUF type {qtype!r}; valid: {', '.join(GGUF_TYPES)}")
-    return name
+    name = getattr(qtype, "name", qtype)  # a str, or gguf's GGMLQuantizationType (an enum with a name)
+    if not isinstance(name, str) or name.upper() not in GGUF_TYPES:
+        got = repr(qtype) if isinstance(qtype, str) else f"{type(qtype).__name__} {qtype!r:.40}"
+        raise (ValueError if isinstance(name, str) else ArgumentTypeError)(
+            f"unknown GGUF type {got}; qtype must be one of {', '.join(GGUF_TYPES)}")
+    return name.upper()
+
+
+def _raw(data: Any) -> np.ndarray:
+    """GGUF data as bytes: bytes-like objects, or a numeric numpy array (read as its memory)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return np.frombuffer(data, np.uint8)
+    try:
+        a = np.asarray(data)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"data must be GGUF bytes (bytes or a uint8 array), got {type(data).__name__} ({e})") from None
+    if a.dtype.kind not in "iufV":
+        raise ArgumentTypeError(f"data must be GGUF bytes (bytes or a uint8 array), got {type(data).__name__} of "
+                                f"dtype {a.dtype}")
+    return np.ascontiguousarray(a).view(np.uint8).ravel()
 
 
 def gguf_blocks(data: Any, qtype: Any) -> np.ndarray:
     """Raw bytes -> (n_blocks, bytes per block) uint8; a length that is not whole blocks raises ValueError."""
     name = _qtype(qtype)
-    b = np.ascontiguousarray(np.asarray(data)).view(np.uint8).ravel()
+    b = _raw(data)
     n, size = GGUF_TYPES[name]
     if b.size % size:
-        raise ValueError(f"{name}: {size} bytes per block of {n} values; got {b.size} bytes, not a whole number of "
-                         f"blocks ({b.size / size:.3f}): a truncated tensor, or another type's data")
+        raise ValueError(f"data: {name} has {size} bytes per block of {n} values; got {b.size} bytes, not a whole "
+                         f"number of blocks ({b.size / size:.3f}): a truncated tensor, or another type's data")
     return b.reshape(-1, size)
 
 
@@ -107,7 +127,7 @@ def _fp32_blocks(x: Any, name: str) -> np.ndarray:
     if name not in _QUANTISERS:
         raise ValueError(f"{name}: numoracle dequantises the K-quants but does not quantise them (ggml's "
                          "quantize_row_*_K_ref searches scales iteratively); quantisable: " + ", ".join(_QUANTISERS))
-    v = np.asarray(x)
+    v = check_array(x, "x")
     if v.dtype != np.float32:
         f = v.astype(np.float64)
         if not np.array_equal(f.astype(np.float32).astype(np.float64), f, equal_nan=True):
@@ -175,8 +195,12 @@ def gguf_dequantize(data: Any, qtype: Any, shape: Any = None) -> np.ndarray:
         y = _legacy(b, name)
     y = y.ravel()
     if shape is not None:
-        shape = tuple(int(s) for s in np.atleast_1d(shape))
-        if int(np.prod(shape, dtype=np.int64)) != y.size:
-            raise ValueError(f"{name}: {b.shape[0]} blocks hold {y.size} values, not shape {shape}")
-        y = y.reshape(shape)
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        if not isinstance(dims, (tuple, list)):
+            raise ArgumentTypeError(f"shape must be an int or a tuple of ints, got {type(shape).__name__} "
+                                    f"{shape!r:.40}")
+        dims = tuple(check_int(s, "shape", 0) for s in dims)
+        if math.prod(dims) != y.size:
+            raise ValueError(f"data holds {b.shape[0]} {name} blocks of {y.size} values, not shape {shape}")
+        y = y.reshape(dims)
     return y

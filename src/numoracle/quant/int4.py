@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_array, check_choice, check_int
 from ..core.convert import cast, decode
 from ..core.formats import FP16, UINT4, AnyFormat, format_of
 from .packing import pack, pack_zeros, unpack, unpack_zeros
@@ -54,16 +55,19 @@ def _values_of(a: Any, fmt: AnyFormat, what: str) -> np.ndarray:
 def dequantize_int4(codes: Any, scales: Any, zeros: Any, *, group: int, convention: str = "gptq",
                     out: Any = "fp16") -> np.ndarray:
     """Dequantised weights ``(K, N)`` as float64 values of ``out`` (see the module doc for each convention)."""
-    if convention not in INT4_CONVENTIONS:
-        raise ValueError(f"unknown int4 convention {convention!r}; valid: {', '.join(INT4_CONVENTIONS)}")
-    q = np.asarray(codes)
+    convention = check_choice(convention, "convention", INT4_CONVENTIONS)
+    q = check_array(codes, "codes")
     if q.ndim != 2 or q.dtype.kind not in "iu":
         raise ValueError(f"{convention}: codes are a 2-D integer matrix (K, N), got {q.dtype} {q.shape}")
-    s, z = np.asarray(scales, dtype=np.float64), np.asarray(zeros, dtype=np.float64)
+    s, z = check_array(scales, "scales", np.float64), check_array(zeros, "zeros", np.float64)
     K, N = q.shape
-    if group < 1 or K % group or s.shape != (K // group, N) or z.shape != s.shape:
-        raise ValueError(f"{convention}: codes {q.shape} in groups of {group} along K need scales and zero points "
-                         f"of shape ({K // max(group, 1)}, {N}); got {s.shape} and {z.shape}")
+    group = check_int(group, "group", 1)
+    if K % group:
+        raise ValueError(f"{convention}: codes {q.shape} in groups of {group} along K: K must be a multiple of group")
+    for name, v in (("scales", s), ("zeros", z)):
+        if v.shape != (K // group, N):
+            raise ValueError(f"{convention}: codes {q.shape} in groups of {group} along K need {name} of shape "
+                             f"({K // group}, {N}), got {v.shape}")
     dst = format_of(out)
     se, ze = np.repeat(s, group, axis=0), np.repeat(z, group, axis=0)
     d = q.astype(np.float64) - ze  # exact: small integers, or an integer minus an FP16 value
@@ -135,8 +139,12 @@ def quantize_int4(W: Any, *, group: int = 128, convention: str = "gptq", scale_f
     granularity=('group', group), axis=0, symmetric=False, scale_fmt=scale_fmt)``, stored for ``convention``."""
     from .quantizer import quantize
 
-    if convention not in INT4_CONVENTIONS:
-        raise ValueError(f"unknown int4 convention {convention!r}; valid: {', '.join(INT4_CONVENTIONS)}")
+    convention = check_choice(convention, "convention", INT4_CONVENTIONS)
+    group = check_int(group, "group", 1)
+    try:
+        scale_fmt = format_of(scale_fmt)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"scale_fmt: {e}") from None
     q = quantize(W, UINT4, granularity=("group", group), axis=0, symmetric=False, scale_fmt=scale_fmt)
     if q.codes.ndim != 2:
         raise ValueError(f"W must be a 2-D matrix (K, N), got shape {q.codes.shape}")

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_bool, check_choice, check_int, check_number
+from ..core.errors import ArgumentTypeError
 from ..core.formats import FP32, Format
 from ..models.orders import BlockFMA, Order
 from ..models.simulation import simulate
@@ -76,18 +78,28 @@ class RevealReport:
 
 
 def _check_args(op: Any, n: Any, shape: Any) -> tuple[int, tuple | None]:
-    if op not in ("sum", "dot", "matmul"):
-        raise ValueError(f"op must be 'sum', 'dot' or 'matmul', got {op!r}")
+    op = check_choice(op, "op", ("sum", "dot", "matmul"))
     if op == "matmul":
-        if shape is None or len(tuple(shape)) != 3:
-            raise ValueError("matmul needs shape=(M, K, N): fn(A[M, K], B[K, N]) -> [M, N]")
-        shape = tuple(int(s) for s in shape)
-        if min(shape) < 1:
-            raise ValueError(f"shape must be positive, got {shape}")
+        if not isinstance(shape, (tuple, list, np.ndarray)) or len(shape) != 3:
+            raise ValueError(f"matmul needs shape=(M, K, N): fn(A[M, K], B[K, N]) -> [M, N], got {shape!r:.40}")
+        shape = tuple(check_int(s, "shape", 1, 1 << 24) for s in shape)
         return shape[1], shape
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"{op} needs n, the number of terms (an int >= 2), got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= 1 << 24:
+        raise ValueError(f"{op} needs n, the number of terms (an int in [2, 2^24]), got {n!r:.40}")
     return int(n), None
+
+
+def _check_budgets(fn: Any, max_calls: Any, max_seconds: Any, verify: Any, kinds: Any, draws: Any,
+                   seed: Any) -> tuple:
+    if not callable(fn):
+        raise ArgumentTypeError(f"fn must be a callable (the kernel), got {type(fn).__name__} {fn!r:.40}")
+    if not isinstance(kinds, (tuple, list)) or not kinds or not all(isinstance(k, str) and k in KINDS
+                                                                      for k in kinds):
+        raise ValueError(f"kinds must be a non-empty tuple of {', '.join(KINDS)}, got {type(kinds).__name__} "
+                         f"{kinds!r:.40}")
+    return (check_int(max_calls, "max_calls", 1), check_number(max_seconds, "max_seconds", 0.0, 1e9),
+            check_bool(verify, "verify"), tuple(kinds), None if draws is None else check_int(draws, "draws", 1, 1000),
+            check_int(seed, "seed", 0))
 
 
 def _run(p: Prober, inputs: tuple) -> np.ndarray:
@@ -220,8 +232,10 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     is not deterministic or not a summation tree gets a report with that verdict and ``order=None``.
     """
     K, shape = _check_args(op, n, shape)
+    max_calls, max_seconds, verify, kinds, draws, seed = _check_budgets(fn, max_calls, max_seconds, verify, kinds,
+                                                                        draws, seed)
     fmt = input_format(dtype)
-    p = Prober(fn, op, K, shape, fmt, int(max_calls), float(max_seconds))
+    p = Prober(fn, op, K, shape, fmt, max_calls, max_seconds)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     draws = draws or (2 if op == "matmul" else 6)
