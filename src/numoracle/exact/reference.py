@@ -67,17 +67,8 @@ from ..core import jit
 from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
+from . import ozaki
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
-from .ozaki import (
-    MAX_SPAN,
-    add_shifted,
-    compiled,
-    float_lines,
-    line_bit_range,
-    ozaki_product,
-    scan_finite,
-    slice_counts,
-)
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
 
@@ -130,7 +121,7 @@ def _products_exact(fa: AnyFormat, fb: AnyFormat) -> bool:
 
 def _all_finite(v: np.ndarray) -> bool:
     """No NaN or infinity in the float64 / float32 array v (in a large call: one compiled max reduction)."""
-    run = compiled("all_finite", v)
+    run = ozaki.compiled("all_finite", v)
     return run(v) if run is not None else bool(np.isfinite(v).all())
 
 
@@ -223,10 +214,10 @@ def _sum_rows(v: np.ndarray, exact: bool) -> tuple:
     the limb accumulator of ``exactsum.sum_terms`` (any data; ~3x slower on narrow data).
     """
     R, n = v.shape
-    f, ok = float_lines(v, 1)
-    E, span = line_bit_range(f, 1)
+    f, ok = ozaki.float_lines(v, 1)
+    E, span = ozaki.line_bit_range(f, 1)
     beta = 54 - max(n - 1, 0).bit_length()  # n * 2^(beta - 1) <= 2^53
-    S = slice_counts(span, beta)
+    S = ozaki.slice_counts(span, beta)
     ok &= S <= _SUM_SLICES
     rne, ro = np.zeros(R), np.zeros(R)
     fr = np.empty(R, object) if exact else None
@@ -276,7 +267,7 @@ def _sum_split(f: np.ndarray, E: np.ndarray, S: int, beta: int, exact: bool) -> 
     nl = ((S - 1) * beta + 54 + 32) // 32 + 3
     limbs = np.zeros((nl, R), np.int64)
     for s in range(S):
-        add_shifted(limbs, sums[s].astype(np.int64), (S - 1 - s) * beta, None)  # |sum| <= 2^53: exact
+        ozaki.add_shifted(limbs, sums[s].astype(np.int64), (S - 1 - s) * beta, None)  # |sum| <= 2^53: exact
     fr = limbs_to_fractions(limbs, base) if exact else None
     rne, ro = round_limbs(limbs, base)
     return rne, ro, fr
@@ -382,25 +373,26 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
 def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     """Exact 2-D product of value arrays; returns raveled (rne, ro, fr, nan, pinf, ninf, negzero).
 
-    Rows of A and columns of B that the Ozaki split handles (spans <= MAX_SPAN, values exact in
+    Rows of A and columns of B that the Ozaki split handles (spans <= ozaki.MAX_SPAN, values exact in
     float64) go through it; the entries of any other row or column are exact dot products.
     """
     M, K = va.shape
     N = vb.shape[1]
-    pa, pb = scan_finite(va, 1), scan_finite(vb, 0)  # bit ranges and finiteness in one pass, where it can
+    pa, pb = ozaki.scan_finite(va, 1), ozaki.scan_finite(vb, 0)  # bit ranges and finiteness in one pass, where it can
     ca, cb = _Classes(va, pa is not None), _Classes(vb, pb is not None)
-    A, rows_ok = float_lines(ca.fin, 1)
-    B, cols_ok = float_lines(cb.fin, 0)
-    EA, sA = pa or line_bit_range(A, 1)
-    EB, sB = pb or line_bit_range(B, 0)
-    rows_ok &= sA <= MAX_SPAN
-    cols_ok &= sB <= MAX_SPAN
+    A, rows_ok = ozaki.float_lines(ca.fin, 1)
+    B, cols_ok = ozaki.float_lines(cb.fin, 0)
+    EA, sA = pa or ozaki.line_bit_range(A, 1)
+    EB, sB = pb or ozaki.line_bit_range(B, 0)
+    rows_ok &= sA <= ozaki.MAX_SPAN
+    cols_ok &= sB <= ozaki.MAX_SPAN
     rne, ro = np.zeros((M, N)), np.zeros((M, N))
     fr = np.empty((M, N), object) if exact else None
     ri, ci = np.flatnonzero(rows_ok), np.flatnonzero(cols_ok)
     if ri.size and ci.size:
         whole = ri.size == M and ci.size == N
-        a, b, c = ozaki_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci], sB[ci], exact)
+        a, b, c = ozaki.ozaki_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci],
+                                      sB[ci], exact)
         a, b = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
         if whole:  # every entry from the split: its arrays as they are
             rne, ro, fr = a, b, None if c is None else c.reshape(M, N)
@@ -469,7 +461,7 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     >>> float(exact_matmul(a, b)[0, 0])
     1.0
     """
-    sa, sb = np.shape(A), np.shape(B)   # compiled kernels only where the work repays them (core/jit.py)
+    sa, sb = np.shape(A), np.shape(B)   # ozaki.compiled kernels only where the work repays them (core/jit.py)
     with jit.for_work(int(np.prod(sa, dtype=np.int64)) * (sb[-1] if len(sb) > 1 else 1)):
         return _exact_matmul(A, B, fmt_a, fmt_b, out, exact)
 
