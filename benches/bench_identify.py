@@ -22,8 +22,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from numoracle.identify.search import identify_order
 from numoracle.identify.report import order_name
+from numoracle.identify.search import identify_order
 
 ROOT = Path(__file__).resolve().parent.parent
 

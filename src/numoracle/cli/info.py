@@ -98,7 +98,7 @@ _INT4_LAYOUT = {
 def _held_info(name: str) -> dict[str, Any] | None:
     """What ``numoracle info`` shows for a codebook, a GGUF type or a packed int4 convention (None: none)."""
     from ..quant.blockcheck import block_format
-    from ..quant.gguf import GGUF_QUANTISERS as _QUANTISERS, GGUF_TYPES
+    from ..quant.gguf import GGUF_QUANTISERS, GGUF_TYPES
     from ..quant.packing import PACKINGS
 
     key = str(name).strip()
@@ -113,10 +113,10 @@ def _held_info(name: str) -> dict[str, Any] | None:
     if isinstance(kind, str):
         e, b = GGUF_TYPES[kind]
         return {"name": kind, "kind": "GGUF block type", "block_values": e, "block_bytes": b,
-                "bits_per_value": 8 * b / e, "layout": _GGUF_LAYOUT[kind], "quantise": kind in _QUANTISERS,
+                "bits_per_value": 8 * b / e, "layout": _GGUF_LAYOUT[kind], "quantise": kind in GGUF_QUANTISERS,
                 "dequantise": True, "source": "ggml ggml-quants.c; gguf-py 0.19.0 gguf/quants.py",
                 "use": (f"gguf_quantize(x, '{kind}'); assert_quantized_close(bytes, x, fmt='{kind}'); "
-                        if kind in _QUANTISERS else f"gguf_dequantize(bytes, '{kind}'); ")
+                        if kind in GGUF_QUANTISERS else f"gguf_dequantize(bytes, '{kind}'); ")
                 + f"quantized_matmul_bound(A, B, qb=GgufWeights(bytes, '{kind}', (N, K)))"}
     if key.lower() in PACKINGS:
         c = key.lower()
@@ -130,14 +130,14 @@ def _held_info(name: str) -> dict[str, Any] | None:
 def _held_rows(kind: str, json_: bool = False) -> list[Any]:
     """Rows of the codebooks, GGUF types or int4 conventions (dicts for JSON)."""
     from ..quant.codebook import codebooks
-    from ..quant.gguf import GGUF_QUANTISERS as _QUANTISERS, GGUF_TYPES
+    from ..quant.gguf import GGUF_QUANTISERS, GGUF_TYPES
     from ..quant.packing import PACKINGS
 
     if kind == "codebooks":
         rows = [[cb.name, len(cb.values), cb.bits, cb.max_abs, float(np.min(np.abs(cb.table)[cb.table != 0])),
                  cb.source] for cb in codebooks()]
     elif kind == "gguf":
-        rows = [[n, e, b, f"{8 * b / e:g}", "yes" if n in _QUANTISERS else "no", "yes"]
+        rows = [[n, e, b, f"{8 * b / e:g}", "yes" if n in GGUF_QUANTISERS else "no", "yes"]
                 for n, (e, b) in GGUF_TYPES.items()]
     elif kind == "p3109":
         from ..core.p3109 import P3109_FORMATS

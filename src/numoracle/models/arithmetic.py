@@ -28,22 +28,13 @@ from ..core.convert import cast, decode
 from ..core.formats import FP32, Format, format_of
 from ..core.interop import to_codes
 from ..core.policy import Rounding
-from .orders import Sequential
+from .orders import Sequential, float_format
 from .ordertext import as_order, order_text
 
 __all__ = ["Arithmetic", "takes_arithmetic", "FIELDS"]
 
 _ARRAYS = ("x", "a", "b")   # the checks' input arrays (read as the kernel reads them when operands are rounded)
 FIELDS = ("acc", "order", "rounding", "fma", "ftz", "out", "out_rounding", "operands", "operands_rounding")
-
-
-def _fmt(x: Any, what: str) -> Format | None:
-    if x is None:
-        return None
-    f = format_of(x)
-    if not isinstance(f, Format):
-        raise ValueError(f"Arithmetic {what} must be a float format, got the integer format {f.name}")
-    return f
 
 
 @dataclass(frozen=True)
@@ -71,11 +62,11 @@ class Arithmetic:
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
         set_("order", as_order(self.order))
-        set_("acc", _fmt(self.acc, "acc"))
+        set_("acc", float_format(self.acc, "Arithmetic acc"))
         if self.acc is not None and self.order.acc is not None and self.order.acc != self.acc:
             raise ValueError(f"acc={self.acc.name} conflicts with the order's own accumulator {self.order.acc.name}")
-        set_("out", _fmt(self.out, "out"))
-        set_("operands", _fmt(self.operands, "operands"))
+        set_("out", float_format(self.out, "Arithmetic out"))
+        set_("operands", float_format(self.operands, "Arithmetic operands"))
         set_("rounding", Rounding.of(self.rounding).value)
         set_("out_rounding", None if self.out_rounding is None else Rounding.of(self.out_rounding).value)
         set_("operands_rounding", Rounding.of(self.operands_rounding).value)

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gpuorders import _Builder
-from .orders import Order, Schedule, Sequential, Wave, _posint, _slices_then, build
+from .gpuorders import WaveBuilder
+from .orders import Order, Schedule, Sequential, Wave, build, positive_int, slices_then
 from .orderspec import OrderSpec
 
 __all__ = ["VectorCascade", "ThreadSplit", "GotoBlocks", "Interleaved", "XlaChunks", "XlaVector", "XlaScan",
@@ -68,21 +68,21 @@ def _spec(o: Order) -> OrderSpec:
     return OrderSpec("schedule", params=(o,))
 
 
-def _chain_from(b: _Builder, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
+def _chain_from(b: WaveBuilder, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
     """Per row of addends (W, L): s = start (None: +0); s = fl(s + a_j). Returns (W,) value ids."""
     w = addends.shape[0]
     s = b.zeros(w) if start is None else np.asarray(start, np.int64)
     return s if addends.shape[1] == 0 else b.chain(s, addends)
 
 
-def _add_opt(b: _Builder, x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+def _add_opt(b: WaveBuilder, x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
     """fl(x + y), where None is +0 (left out: adding +0 is exact)."""
     if x is None or y is None:
         return y if x is None else x
     return b.add(x, y)
 
 
-def _combine(b: _Builder, lanes: list, how: str) -> np.ndarray | None:
+def _combine(b: WaveBuilder, lanes: list, how: str) -> np.ndarray | None:
     """Lane values (each (W,) ids or None for +0) combined sequentially, pairwise or by halving."""
     if how == "sequential" or len(lanes) <= 1:
         res = None
@@ -101,7 +101,7 @@ def _combine(b: _Builder, lanes: list, how: str) -> np.ndarray | None:
 
 # ---- torch: the cascade sum -------------------------------------------------------------------------------
 
-def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int, fixed: bool = False,
+def _cascade(b: WaveBuilder, items: np.ndarray, levels: int, min_power: int, fixed: bool = False,
              top_down: bool = False) -> np.ndarray | None:
     """``multi_row_sum`` over items (S, W), every column independent: (W,) ids, None when S = 0 (+0). fixed: the
     step is 2^min_power whatever S; top_down: the levels are added from the last one down to level 0."""
@@ -139,7 +139,7 @@ def _cascade(b: _Builder, items: np.ndarray, levels: int, min_power: int, fixed:
     return res
 
 
-def _row_sum(b: _Builder, items: np.ndarray, accumulators: int, levels: int, min_power: int) -> np.ndarray | None:
+def _row_sum(b: WaveBuilder, items: np.ndarray, accumulators: int, levels: int, min_power: int) -> np.ndarray | None:
     """torch's ``row_sum`` over items (m, W): ``accumulators`` interleaved cascades, the rest into the first."""
     m, A = items.shape[0], accumulators
     S = m // A
@@ -167,7 +167,7 @@ class VectorCascade(Order):
 
     def __post_init__(self):
         for f in ("lanes", "accumulators", "levels", "load"):
-            object.__setattr__(self, f, _posint(getattr(self, f), f"VectorCascade {f}"))
+            object.__setattr__(self, f, positive_int(getattr(self, f), f"VectorCascade {f}"))
         if self.load > 2:
             raise ValueError(f"VectorCascade load must be 1 (one vector per load) or 2 (a narrow type read as two "
                              f"float vectors and added), got {self.load}")
@@ -178,7 +178,7 @@ class VectorCascade(Order):
         return _spec(self)
 
     def _schedule(self, n, key):
-        b = _Builder(key)
+        b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
         L, per = self.lanes, self.lanes * self.load
         if n < per:                                            # the scalar path
@@ -207,8 +207,8 @@ class ThreadSplit(Order):
     combine: Order = VectorCascade()
 
     def __post_init__(self):
-        object.__setattr__(self, "threads", _posint(self.threads, "ThreadSplit threads"))
-        object.__setattr__(self, "grain", _posint(self.grain, "ThreadSplit grain"))
+        object.__setattr__(self, "threads", positive_int(self.threads, "ThreadSplit threads"))
+        object.__setattr__(self, "grain", positive_int(self.grain, "ThreadSplit grain"))
         for o, what in ((self.inner, "inner"), (self.combine, "combine")):
             if not isinstance(o, Order):
                 raise TypeError(f"ThreadSplit {what} must be an Order, got {o!r}")
@@ -225,7 +225,7 @@ class ThreadSplit(Order):
         sizes = self.chunks(n)
         if len(sizes) == 1:
             return build(self.inner, n, key)
-        return _slices_then(sizes, self.inner, key, self.combine, key)
+        return slices_then(sizes, self.inner, key, self.combine, key)
 
 
 def goto_blocks(n: int, q: int) -> list[int]:
@@ -248,7 +248,7 @@ class GotoBlocks(Order):
     inner: Order = Sequential()
 
     def __post_init__(self):
-        object.__setattr__(self, "q", _posint(self.q, "GotoBlocks q (the K block)"))
+        object.__setattr__(self, "q", positive_int(self.q, "GotoBlocks q (the K block)"))
         if not isinstance(self.inner, Order):
             raise TypeError(f"GotoBlocks inner must be an Order, got {self.inner!r}")
 
@@ -259,12 +259,12 @@ class GotoBlocks(Order):
         sizes = goto_blocks(n, self.q)
         if len(sizes) == 1:
             return build(self.inner, n, key)
-        return _slices_then(sizes, self.inner, key, Sequential(), key)
+        return slices_then(sizes, self.inner, key, Sequential(), key)
 
 
 # ---- interleaved lane accumulators ------------------------------------------------------------------------
 
-def _terms(b: _Builder, n: int, fma: bool) -> np.ndarray:
+def _terms(b: WaveBuilder, n: int, fma: bool) -> np.ndarray:
     t = -1 - np.arange(n, dtype=np.int64)
     if fma or n == 0:
         return t
@@ -273,7 +273,7 @@ def _terms(b: _Builder, n: int, fma: bool) -> np.ndarray:
     return ids
 
 
-def _lane_chains(b: _Builder, t: np.ndarray, k: int) -> list:
+def _lane_chains(b: WaveBuilder, t: np.ndarray, k: int) -> list:
     """Lane j: chain from +0 over t[j], t[j + k], ...; lanes of equal length in one wave. None for empty lanes."""
     n = t.size
     out: list = [None] * k
@@ -296,7 +296,7 @@ class Interleaved(Order):
     fma: bool = True
 
     def __post_init__(self):
-        object.__setattr__(self, "k", _posint(self.k, "Interleaved k (lanes)"))
+        object.__setattr__(self, "k", positive_int(self.k, "Interleaved k (lanes)"))
         if self.combine not in COMBINES:
             raise ValueError(f"Interleaved combine must be one of {COMBINES}, got {self.combine!r}")
         if self.tail not in ("lanes", "after"):
@@ -308,7 +308,7 @@ class Interleaved(Order):
         return _spec(self)
 
     def _schedule(self, n, key):
-        b = _Builder(key)
+        b = WaveBuilder(key)
         t = _terms(b, n, self.fma)
         main = n if self.tail == "lanes" else n - n % self.k
         res = _combine(b, _lane_chains(b, t[:main], self.k), self.combine)
@@ -338,14 +338,14 @@ class XlaChunks(Order):
     fma: bool = True
 
     def __post_init__(self):
-        object.__setattr__(self, "chunk", _posint(self.chunk, "XlaChunks chunk"))
+        object.__setattr__(self, "chunk", positive_int(self.chunk, "XlaChunks chunk"))
         object.__setattr__(self, "fma", bool(self.fma))
 
     def spec(self) -> OrderSpec:
         return _spec(self)
 
     def _schedule(self, n, key):
-        b = _Builder(key)
+        b = WaveBuilder(key)
         t = _terms(b, n, self.fma)
         sizes = xla_chunk_sizes(n, self.chunk)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -369,8 +369,8 @@ class XlaVector(Order):
     unroll: int = 4
 
     def __post_init__(self):
-        object.__setattr__(self, "lanes", _posint(self.lanes, "XlaVector lanes"))
-        object.__setattr__(self, "unroll", _posint(self.unroll, "XlaVector unroll"))
+        object.__setattr__(self, "lanes", positive_int(self.lanes, "XlaVector lanes"))
+        object.__setattr__(self, "unroll", positive_int(self.unroll, "XlaVector unroll"))
         if self.unroll < 2:
             raise ValueError("XlaVector unroll must be >= 2")
 
@@ -378,7 +378,7 @@ class XlaVector(Order):
         return _spec(self)
 
     def _schedule(self, n, key):
-        b = _Builder(key)
+        b = WaveBuilder(key)
         L, U = self.lanes, self.unroll
         t = -1 - np.arange(n, dtype=np.int64)
         nb = n // (L * U)
@@ -419,8 +419,8 @@ class XlaScan(Order):
     levels: int = 8
 
     def __post_init__(self):
-        object.__setattr__(self, "block", _posint(self.block, "XlaScan block"))
-        object.__setattr__(self, "levels", _posint(self.levels, "XlaScan levels"))
+        object.__setattr__(self, "block", positive_int(self.block, "XlaScan block"))
+        object.__setattr__(self, "levels", positive_int(self.levels, "XlaScan levels"))
         if self.block < 2 or self.block & (self.block - 1):
             raise ValueError(f"XlaScan block must be a power of two >= 2, got {self.block}")
 
@@ -428,7 +428,7 @@ class XlaScan(Order):
         return _spec(self)
 
     def _schedule(self, n, key):
-        b = _Builder(key)
+        b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
         res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True)
         if res is None:

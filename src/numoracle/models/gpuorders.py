@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .orders import Order, Schedule, Sequential, Wave, _fmt, _posint, _reduces_values, _slices_then
+from .orders import Order, Schedule, Sequential, Wave, check_reduces_values, float_format, positive_int, slices_then
 from .orderspec import OrderSpec
 
 __all__ = ["TiledSplitK", "GpuReduce", "ChunkedScan", "torch_sum_order", "torch_cumsum_order", "cutlass_slices"]
@@ -65,13 +65,13 @@ class TiledSplitK(Order):
     combine_acc: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "s", _posint(self.s, "TiledSplitK slice count s"))
-        object.__setattr__(self, "tile", _posint(self.tile, "TiledSplitK tile (the K-step slices are aligned to)"))
-        object.__setattr__(self, "combine_acc", _fmt(self.combine_acc, "combine_acc"))
+        object.__setattr__(self, "s", positive_int(self.s, "TiledSplitK slice count s"))
+        object.__setattr__(self, "tile", positive_int(self.tile, "TiledSplitK tile (the K-step slices are aligned to)"))
+        object.__setattr__(self, "combine_acc", float_format(self.combine_acc, "combine_acc"))
         for o, what in ((self.inner, "inner"), (self.combine, "combine")):
             if not isinstance(o, Order):
                 raise TypeError(f"TiledSplitK {what} must be an Order, got {o!r}")
-        _reduces_values(self.combine, "TiledSplitK combine")
+        check_reduces_values(self.combine, "TiledSplitK combine")
 
     @property
     def acc(self):
@@ -82,11 +82,11 @@ class TiledSplitK(Order):
 
     def _schedule(self, n, key):
         ckey = (self.combine_acc, key[1]) if self.combine_acc is not None else key
-        return _slices_then(cutlass_slices(n, self.s, self.tile), self.inner, key, self.combine, ckey)
+        return slices_then(cutlass_slices(n, self.s, self.tile), self.inner, key, self.combine, ckey)
 
 
 def _pow2(x: Any, what: str) -> int:
-    v = _posint(x, what)
+    v = positive_int(x, what)
     if v & (v - 1):
         raise ValueError(f"{what} must be a power of two (GPU block dimensions are), got {v}")
     return v
@@ -103,10 +103,10 @@ class GpuReduce(Order):
     layout: str = "vector"
 
     def __post_init__(self):
-        object.__setattr__(self, "vec", _posint(self.vec, "GpuReduce vec (accumulators per thread)"))
+        object.__setattr__(self, "vec", positive_int(self.vec, "GpuReduce vec (accumulators per thread)"))
         object.__setattr__(self, "lanes", _pow2(self.lanes, "GpuReduce lanes"))
         object.__setattr__(self, "warps", _pow2(self.warps, "GpuReduce warps"))
-        object.__setattr__(self, "blocks", _posint(self.blocks, "GpuReduce blocks"))
+        object.__setattr__(self, "blocks", positive_int(self.blocks, "GpuReduce blocks"))
         if self.layout not in ("vector", "unroll"):
             raise ValueError(f"GpuReduce layout must be 'vector' (vectorised row loads) or 'unroll' (strided "
                              f"inputs), got {self.layout!r}")
@@ -145,7 +145,7 @@ class GpuReduce(Order):
     def _schedule(self, n, key):
         T, V = self.threads, self.vec
         ids, lengths = self.assignment(n)
-        b = _Builder(key)
+        b = WaveBuilder(key)
         cur = b.zeros(T * V).reshape(T, V).copy()   # a copy: the wave keeps its own ids
         for length in sorted(set(lengths.ravel().tolist()) - {0}):
             ti, ai = np.nonzero(lengths == length)
@@ -167,7 +167,7 @@ class GpuReduce(Order):
             part = self._block_tree(b, g_acc.reshape(1, G))
         return Schedule(n, b.nv, b.waves, int(part[0]))
 
-    def _block_tree(self, b: _Builder, vals: np.ndarray) -> np.ndarray:
+    def _block_tree(self, b: WaveBuilder, vals: np.ndarray) -> np.ndarray:
         """Step 4 for every block: vals (blocks, warps * lanes) -> (blocks,) value ids."""
         v = vals.reshape(vals.shape[0], self.warps, self.lanes)
         while v.shape[2] > 1:
@@ -180,7 +180,7 @@ class GpuReduce(Order):
         return w[:, 0]
 
 
-class _Builder:
+class WaveBuilder:
     """Waves of one schedule with fresh value ids (SSA)."""
 
     def __init__(self, key: tuple):
@@ -232,8 +232,8 @@ def torch_sum_order(n: int, outputs: int, itemsize: int, *, contiguous: bool = T
     (H100/H200: 132 and 2048). Checked bit for bit on an H200 (torch 2.11) for 4- and 2-byte types,
     rows of 1000, 4096, 16384 and 256 or 64 outputs (docs/gpu.md); other shapes follow the same rules.
     """
-    n, outputs = _posint(n, "n (elements per sum)"), _posint(outputs, "outputs (number of sums)")
-    itemsize = _posint(itemsize, "itemsize (bytes per element)")
+    n, outputs = positive_int(n, "n (elements per sum)"), positive_int(outputs, "outputs (number of sums)")
+    itemsize = positive_int(itemsize, "itemsize (bytes per element)")
     vt0 = 4
     if contiguous:
         vectorize = n > 128
@@ -270,13 +270,13 @@ class ChunkedScan(Order):
 
     def __post_init__(self):
         object.__setattr__(self, "width", _pow2(self.width, "ChunkedScan width"))
-        object.__setattr__(self, "acc", _fmt(self.acc, "ChunkedScan acc"))
+        object.__setattr__(self, "acc", float_format(self.acc, "ChunkedScan acc"))
 
     def spec(self) -> OrderSpec:
         return OrderSpec("gpureduce", self.width, acc=self.acc, params=(self.width,))
 
     def _schedule(self, n, key):
-        b = _Builder((self.acc or key[0], key[1]))
+        b = WaveBuilder((self.acc or key[0], key[1]))
         carry = b.zeros(1)
         W = self.width
         for lo in range(0, n, W):
@@ -296,7 +296,7 @@ def torch_cumsum_order(n: int, rows: int, acc: Any = None) -> ChunkedScan:
     ``2 * num_threads_x`` with ``log2 num_threads_x = clamp((9 + ceil_log2 n - ceil_log2 rows) / 2, 4, 9)``
     (unsigned arithmetic: a negative numerator clamps to 9). ``acc``: the input dtype (torch scans in it).
     Checked bit for bit on an H200 (torch 2.11) for float32, float16, bfloat16 and the shapes of docs/gpu.md."""
-    n, rows = _posint(n, "n (row length)"), _posint(rows, "rows")
+    n, rows = positive_int(n, "n (row length)"), positive_int(rows, "rows")
     lx, ly = (n - 1).bit_length(), (rows - 1).bit_length()
     num = 9 + lx - ly
     log_x = 9 if num < 0 else min(max(num // 2, 4), 9)

@@ -55,7 +55,7 @@ __all__ = [
     "Schedule", "Wave", "build",
 ]
 
-def _slices_then(sizes: list[int], inner: Order, key: tuple, outer: Order, outer_key: tuple,
+def slices_then(sizes: list[int], inner: Order, key: tuple, outer: Order, outer_key: tuple,
                  perm: np.ndarray | None = None) -> Schedule:
     """Reduce each slice with ``inner``, then the partials (in slice order, or ``perm``) with ``outer``."""
     groups, pos = split_groups(sizes, lambda size: _build_value(inner, size, key))
@@ -74,7 +74,7 @@ def _slices_then(sizes: list[int], inner: Order, key: tuple, outer: Order, outer
 # =====================================================================================================
 
 
-def _fmt(x: Any, what: str) -> Format | None:
+def float_format(x: Any, what: str) -> Format | None:
     if x is None:
         return None
     f = format_of(x)
@@ -83,7 +83,7 @@ def _fmt(x: Any, what: str) -> Format | None:
     return f
 
 
-def _reduces_values(o: Order, what: str) -> None:
+def check_reduces_values(o: Order, what: str) -> None:
     """An order that reduces partials (accumulator values) cannot hold a block FMA or numpy's loop:
     those read products / array elements."""
     if isinstance(o, (BlockFMA, NumpyPairwise, Promoted)):
@@ -91,10 +91,10 @@ def _reduces_values(o: Order, what: str) -> None:
                          f"partial results (accumulator values), not products; got {type(o).__name__}")
     for sub in (getattr(o, "inner", None), getattr(o, "outer", None), getattr(o, "combine", None)):
         if sub is not None:
-            _reduces_values(sub, what)
+            check_reduces_values(sub, what)
 
 
-def _posint(x: Any, what: str) -> int:
+def positive_int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
         raise ValueError(f"{what} must be a positive int, got {x!r}")
     return int(x)
@@ -157,12 +157,12 @@ class Blocked(Order):
     outer_acc: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "b", _posint(self.b, "Blocked block size b"))
-        object.__setattr__(self, "outer_acc", _fmt(self.outer_acc, "outer_acc"))
+        object.__setattr__(self, "b", positive_int(self.b, "Blocked block size b"))
+        object.__setattr__(self, "outer_acc", float_format(self.outer_acc, "outer_acc"))
         for o, what in ((self.inner, "inner"), (self.outer, "outer")):
             if not isinstance(o, Order):
                 raise TypeError(f"Blocked {what} must be an Order, got {o!r}")
-        _reduces_values(self.outer, "Blocked outer")
+        check_reduces_values(self.outer, "Blocked outer")
 
     def spec(self) -> OrderSpec:
         return OrderSpec("blocked", self.b, self.inner.spec(), self.outer.spec(), self.outer_acc)
@@ -172,7 +172,7 @@ class Blocked(Order):
             return const_schedule(0, 0.0, key)
         sizes = [self.b] * (n // self.b) + ([n % self.b] if n % self.b else [])
         okey = (self.outer_acc, key[1]) if self.outer_acc is not None else key
-        return _slices_then(sizes, self.inner, key, self.outer, okey)
+        return slices_then(sizes, self.inner, key, self.outer, okey)
 
 
 @dataclass(frozen=True)
@@ -186,8 +186,8 @@ class SplitK(Order):
     combine_acc: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "s", _posint(self.s, "SplitK slice count s"))
-        object.__setattr__(self, "combine_acc", _fmt(self.combine_acc, "combine_acc"))
+        object.__setattr__(self, "s", positive_int(self.s, "SplitK slice count s"))
+        object.__setattr__(self, "combine_acc", float_format(self.combine_acc, "combine_acc"))
         if self.permutation is not None:
             p = tuple(int(i) for i in self.permutation)
             if sorted(p) != list(range(self.s)):
@@ -196,7 +196,7 @@ class SplitK(Order):
         for o, what in ((self.inner, "inner"), (self.combine, "combine")):
             if not isinstance(o, Order):
                 raise TypeError(f"SplitK {what} must be an Order, got {o!r}")
-        _reduces_values(self.combine, "SplitK combine")
+        check_reduces_values(self.combine, "SplitK combine")
 
     def spec(self) -> OrderSpec:
         return OrderSpec("splitk", self.s, self.inner.spec(), self.combine.spec(), self.combine_acc)
@@ -204,7 +204,7 @@ class SplitK(Order):
     def _schedule(self, n, key):
         sizes = [(j + 1) * n // self.s - j * n // self.s for j in range(self.s)]
         ckey = (self.combine_acc, key[1]) if self.combine_acc is not None else key
-        return _slices_then(sizes, self.inner, key, self.combine, ckey, self.permutation)
+        return slices_then(sizes, self.inner, key, self.combine, ckey, self.permutation)
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ class BlockFMA(Order):
     acc: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "n", _posint(self.n, "BlockFMA block size n"))
+        object.__setattr__(self, "n", positive_int(self.n, "BlockFMA block size n"))
         if not isinstance(self.frac_bits, (int, np.integer)) or not 1 <= self.frac_bits <= 40:
             raise ValueError(f"frac_bits must be an int in 1..40 (the aligned window stays exact in float64), "
                              f"got {self.frac_bits!r}")
@@ -257,7 +257,7 @@ class BlockFMA(Order):
         object.__setattr__(self, "out_rounding", r.value)
         if self.out_frac_bits is not None and not 1 <= int(self.out_frac_bits) <= 50:
             raise ValueError(f"out_frac_bits must be in 1..50, got {self.out_frac_bits!r}")
-        object.__setattr__(self, "acc", _fmt(self.acc, "BlockFMA acc"))
+        object.__setattr__(self, "acc", float_format(self.acc, "BlockFMA acc"))
 
     def spec(self) -> OrderSpec:
         return OrderSpec("blockfma", self.n, frac_bits=self.frac_bits, truncate=bool(self.truncate), acc=self.acc,
@@ -285,8 +285,8 @@ class Promoted(Order):
     outer_acc: Any = FP32
 
     def __post_init__(self):
-        object.__setattr__(self, "every", _posint(self.every, "Promoted interval every"))
-        object.__setattr__(self, "outer_acc", _fmt(self.outer_acc, "outer_acc"))
+        object.__setattr__(self, "every", positive_int(self.every, "Promoted interval every"))
+        object.__setattr__(self, "outer_acc", float_format(self.outer_acc, "outer_acc"))
         if not isinstance(self.inner, Order):
             raise TypeError(f"Promoted inner must be an Order, got {self.inner!r}")
 
@@ -325,9 +325,9 @@ class NumpyPairwise(Order):
 
     def __post_init__(self):
         if self.chunk is not None:
-            object.__setattr__(self, "chunk", _posint(self.chunk, "NumpyPairwise chunk"))
-        object.__setattr__(self, "acc", _fmt(self.acc, "NumpyPairwise acc"))
-        object.__setattr__(self, "carry", _fmt(self.carry, "NumpyPairwise carry"))
+            object.__setattr__(self, "chunk", positive_int(self.chunk, "NumpyPairwise chunk"))
+        object.__setattr__(self, "acc", float_format(self.acc, "NumpyPairwise acc"))
+        object.__setattr__(self, "carry", float_format(self.carry, "NumpyPairwise carry"))
 
     def spec(self) -> OrderSpec:
         return OrderSpec("numpy", self.chunk or 0, outer_acc=self.carry, acc=self.acc)

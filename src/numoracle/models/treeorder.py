@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..core.policy import Rounding
-from .orders import BlockFMA, Order, Schedule, Wave, _fmt, _posint
+from .orders import BlockFMA, Order, Schedule, Wave, float_format, positive_int
 from .orderspec import OrderSpec
 
 __all__ = ["TreeOrder", "PerPosition"]
@@ -49,7 +49,7 @@ def _norm_step(s: Any) -> Any:
     if not isinstance(s, tuple) or len(s) != 2:
         raise ValueError(f"TreeOrder step must be (format or None, rounding or None) or a BlockFMA, got {s!r}")
     fmt, mode = s
-    return (_fmt(fmt, "TreeOrder step format"), None if mode is None else Rounding.of(mode).value)
+    return (float_format(fmt, "TreeOrder step format"), None if mode is None else Rounding.of(mode).value)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class TreeOrder(Order):
     out: Any = None
 
     def __post_init__(self):
-        n = _posint(self.n, "TreeOrder n (terms)")
+        n = positive_int(self.n, "TreeOrder n (terms)")
         object.__setattr__(self, "n", n)
         nodes = tuple(tuple(int(c) for c in ch) for ch in self.nodes)
         steps = tuple(_norm_step(s) for s in (self.steps or ((None, None),)))
@@ -80,7 +80,7 @@ class TreeOrder(Order):
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "steps", steps)
         for f in ("acc", "leaf", "out"):
-            object.__setattr__(self, f, _fmt(getattr(self, f), f"TreeOrder {f}"))
+            object.__setattr__(self, f, float_format(getattr(self, f), f"TreeOrder {f}"))
         self._check_tree()
 
     @staticmethod
