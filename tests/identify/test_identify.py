@@ -60,7 +60,8 @@ def test_scaled_mm_fast0_is_deepseek(shape):
     assert rep.to_dict()["name"] == 'preset("deepseek", "fp8")'
 
 
-@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dt", ["float32", pytest.param("float16", marks=pytest.mark.slow),
+                                pytest.param("bfloat16", marks=pytest.mark.slow)])   # 16-bit: 6-7 s each
 def test_torch_sums(dt):
     d = np.load(DATA / f"red_3_{dt}_subset.npz")
     for tag, rows in (("256x1000", 256), ("64x16384", 64)):

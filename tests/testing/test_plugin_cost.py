@@ -58,6 +58,7 @@ def _pytest_start(tmp: Path, *args: str) -> float:
     return time.perf_counter() - t0
 
 
+@pytest.mark.slow   # times ten pytest start-ups (5 s); a timing comparison belongs on an idle machine
 def test_pytest_start_up_with_and_without_the_plugin(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n", encoding="utf-8")
     runs = [(_pytest_start(tmp_path), _pytest_start(tmp_path, "-p", "no:numoracle")) for _ in range(4)]  # interleaved

@@ -449,6 +449,7 @@ def _editable_install() -> tuple[str, str | None]:
     return str(dist.locate_file("")), dist.read_text("direct_url.json")
 
 
+@pytest.mark.slow   # builds a venv and pip-installs into it (6 s)
 @pytest.mark.skipif(sys.platform == "win32", reason="the venv layout below is POSIX")
 def test_fresh_venv_install(tmp_path):
     """``pip install ".[test]"`` into a new venv; the documented sample then fails with the report and passes
