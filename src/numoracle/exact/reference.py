@@ -50,9 +50,8 @@ result per format from a single exact computation (a check needs float64 and its
 Specials follow IEEE 754: any NaN operand, inf - inf, or 0 * inf gives NaN; otherwise an
 infinite term gives an infinity of its sign. An exact zero is +0, except -0 when every term
 is -0 (a sum of -0s; products with a zero factor and opposite signs), as IEEE addition gives.
-An empty reduction (K = 0) is +0. With ``exact=True`` the non-finite entries hold
-``float('nan')`` / ``float('inf')`` / ``float('-inf')`` and the others ``fractions.Fraction``.
-Results of a full reduction are scalars (``np.float64`` or ``Fraction``); otherwise arrays.
+An empty reduction (K = 0) is +0. With ``exact=True`` the non-finite entries hold ``float('nan')`` /
+``float('inf')`` / ``float('-inf')``, the others ``fractions.Fraction``. A full reduction gives a scalar.
 """
 
 from __future__ import annotations
@@ -67,6 +66,7 @@ from ..core import jit
 from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
 from ..core.interop import to_codes
+from ..core.npcompat import normalize_axis_tuple
 from . import ozaki
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
 
@@ -285,7 +285,7 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
         v2, shape = v.reshape(1, -1), ()
     else:
         try:
-            axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+            axes = normalize_axis_tuple(axis, v.ndim)
         except (OverflowError, TypeError, ValueError) as e:  # numpy's AxisError is a ValueError
             raise ValueError(f"axis {axis!r} is not an axis of an array with {v.ndim} dimensions ({e})") from None
         keep = [d for d in range(v.ndim) if d not in axes]
