@@ -314,7 +314,9 @@ class NumpyPairwise(Order):
     ``out = fl_carry(fl_acc(out + PW(c)))``. A contiguous or strided array with no cast is one
     chunk (``chunk=None``); a buffered reduction (a cast, e.g. ``np.sum(x16, dtype=np.float32)``)
     gets chunks of ``np.getbufsize()`` = 8192. float16: ``acc=FP32``, ``carry=FP16``
-    (``preset("numpy", "fp16")``). Reducing a non-last axis is not pairwise: ``np.sum(X, axis=0)``
+    (``preset("numpy", "fp16")``). numpy 1.x (1.24-1.26) buffers a contiguous float32 reduction too: there
+    ``np.sum`` is ``NumpyPairwise(chunk=8192)`` (measured on numpy 1.24.0; the preset is numpy 2's).
+    Reducing a non-last axis is not pairwise: ``np.sum(X, axis=0)``
     of a C-contiguous X adds row after row, which is ``Sequential()`` on X.T. All verified against
     numpy 2.4 in tests/test_simulate.py.
     """

@@ -47,6 +47,7 @@ from ..core.interop import native_dtype
 from ..core.policy import Rounding
 from ..core.twins import exact
 from ..core.twins.exact import floor_log2, pow2
+from .printers import register_printers
 
 __all__ = ["codes", "values", "code_arrays", "value_arrays", "ties", "near_overflow", "subnormals"]
 
@@ -128,28 +129,7 @@ def _emit(codes_st: SearchStrategy[int], fmt: AnyFormat, as_codes: bool) -> Sear
     return _drawn(codes_st, _as_int if as_codes else (lambda c: _scalar(c, fmt)))
 
 
-def _ml_dtypes_repr(obj: Any, p: Any, cycle: bool) -> None:
-    """How hypothesis prints an ml_dtypes scalar: ``ml_dtypes.bfloat16(1.5)``, or from its bits for NaN."""
-    name = type(obj).__name__
-    f = float(obj)
-    if f != f:  # NaN: its bits, so that the payload and sign survive the paste
-        bits = np.array([obj]).view(f"u{np.dtype(type(obj)).itemsize}")[0]
-        p.text(f"np.uint{8 * bits.itemsize}({int(bits):#x}).view(ml_dtypes.{name})")
-    else:
-        p.text(f"ml_dtypes.{name}({f!r})".replace("(inf)", "(float('inf'))").replace("(-inf)", "(float('-inf'))"))
-
-
-def _register_printers() -> None:
-    import ml_dtypes
-    from hypothesis.vendor.pretty import for_type_by_name
-
-    for name in dir(ml_dtypes):
-        t = getattr(ml_dtypes, name)
-        if isinstance(t, type) and name.startswith(("float", "bfloat")):
-            for_type_by_name(t.__module__, t.__name__, _ml_dtypes_repr)
-
-
-_register_printers()
+register_printers()
 
 
 @dataclass(frozen=True)
