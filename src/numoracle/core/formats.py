@@ -471,7 +471,8 @@ def format_of(x: Any) -> AnyFormat:
         raise ValueError("bool arrays have no numoracle format; convert to uint8 first")
     fmt = _from_dtype_name(dt.name)
     if fmt is None:
-        raise ValueError(f"dtype {dt} has no numoracle format")
+        given = "" if isinstance(x, np.dtype) else f" (read from {x!r:.60})"
+        raise ValueError(f"dtype {dt}{given} has no numoracle format")
     return fmt
 
 

@@ -314,6 +314,9 @@ def quantization_error_bound(q: Any, x: Any, **quantize_params: Any) -> QuantErr
     from .quantizer import Quantized, quantize
 
     xv = _as_values(x, "x")
+    if isinstance(q, np.ndarray) or hasattr(q, "__array__") and not isinstance(q, Quantized):
+        raise TypeError(f"q must be the Quantized of x, an element format or quantize's keyword arguments, not an "
+                        f"array ({type(q).__name__}); the values go in x")
     if isinstance(q, Mapping):
         q = quantize(x, **{**q, **quantize_params})
     elif not isinstance(q, Quantized):
