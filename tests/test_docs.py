@@ -187,6 +187,8 @@ def test_ci_tests_the_declared_lower_bounds_before_the_main_run():
         name, version = p.split("==")
         assert any(r.replace(" ", "") == f"{name}>={version}" for r in
                    project["dependencies"] + project["optional-dependencies"]["test"]), p
-    assert 'pins="$(python .ci/lower_bounds.py)"' in script and '"$oldest/bin/pip" install $pins pytest' in script
+    assert 'pins="$(python .ci/lower_bounds.py)"' in script and 'printf \'%s\\n\' $pins > "$constraints"' in script
+    assert '"$oldest/bin/pip" install -c "$constraints" -e ".[test]"' in script   # the whole test extra, pinned
+    assert '"$oldest/bin/python" -m pytest || rc=$?' in script   # the whole default tier, as the README runs it
     assert script.index('"$oldest/bin/python" -m pytest') < script.index('pip install "torch==2.13.0"')
     assert 'if [ "$rc" -eq 5 ]' in script and 'exit "$rc"' in script

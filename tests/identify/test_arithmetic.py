@@ -5,16 +5,15 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from test_identify import _mm
 
 import numoracle as no
 from numoracle import orders as O
 from numoracle.identify.search import identify_order
 from numoracle.models.gpuorders import TiledSplitK
 
-from test_identify import _mm
 
-
-@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("fmt", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])   # bf16: the same path
 def test_the_identified_arithmetic_checks_the_recorded_kernel(fmt):
     d, a, b, _ = _mm(f"{fmt}_128x4096x128_cancel")
     out = d[f"{fmt}_128x4096x128_cancel__torch_mm_out_fp32"]
