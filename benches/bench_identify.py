@@ -58,7 +58,8 @@ def main() -> None:
     a16 = rng.standard_normal((16, 4096)).astype(np.float16)
     b16 = rng.standard_normal((4096, 16)).astype(np.float16)
     from numoracle import orders, simulate
-    y16 = simulate("matmul", a16, b16, order=orders.TiledSplitK(3, 64, orders.preset("h200", "fp16"))).astype(np.float32)
+    y16 = simulate("matmul", a16, b16,
+                   order=orders.TiledSplitK(3, 64, orders.preset("h200", "fp16"))).astype(np.float32)
     cases.append(("16x4096x16 simulated cuBLAS-like", lambda: identify_order(y16, "matmul", a16, b16)))
     y16f = (y16.view(np.uint32) ^ np.uint32(1)).view(np.float32)
     cases.append(("no model: 16x4096x16, last bits flipped", lambda: identify_order(y16f, "matmul", a16, b16)))

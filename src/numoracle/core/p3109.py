@@ -40,7 +40,8 @@ import numpy as np
 from .args import check_bool, check_choice
 from .formats import Format, format_of, register
 
-__all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1", "refuse_p1_ties"]
+__all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1",
+           "refuse_p1_ties"]
 
 P1_TIE_NOTE = ("P = 1: numoracle.cast breaks rne / rto ties on the significand (the larger magnitude, IEEE "
                "754-2019's precision-1 rule); P3109 breaks them on the encoding (the even code): use "

@@ -19,8 +19,8 @@ from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slic
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
 
-__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K", "Sequential",
-           "cpu_sums", "cpu_units", "is_cpu", "THREADS"]
+__all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K",
+           "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS"]
 
 THREADS = (2, 4, 8, 16)   # thread counts a CPU kernel may split one long reduction over (at::parallel_for)
 
@@ -146,7 +146,8 @@ def combines(split: Order, K: int, out: Format, acc: Format) -> list[tuple[str, 
 
 
 def sum_stages(in_fmt: Format, n: int, nout: int, acc: Format, out: Format) -> list[tuple[str, list[Trial]]]:
-    """Sums: torch's CUDA heuristics; plain orders; the same in the other accumulator formats; reduction trees and chunked scans."""
+    """Sums: torch's CUDA heuristics; plain orders; the same in the other accumulator formats; reduction trees and
+    chunked scans."""
     itemsize = max(1, -(-in_fmt.bits // 8))
     torch_like = list(dict.fromkeys([*(torch_sum_order(n, nout, itemsize, contiguous=c) for c in (True, False)),
                                      torch_cumsum_order(n, nout, in_fmt)]))
@@ -158,5 +159,6 @@ def sum_stages(in_fmt: Format, n: int, nout: int, acc: Format, out: Format) -> l
     grid += [ChunkedScan(w, a) for w in (32, 64, 128, 256, 512, 1024) for a in dict.fromkeys((in_fmt, acc))]
     cpu = [(o, None, None) for o in cpu_sums(in_fmt, n, nout)]
     cpu += [(XlaScan(16), in_fmt, None)] if in_fmt != acc and in_fmt.bits >= 16 else []   # XLA scans in the input type
-    return [("torch heuristic", [(o, None, None) for o in torch_like]), ("plain orders", [(o, None, None) for o in plain]),
-            ("cpu kernels", cpu), ("accumulator", other_acc), ("reduction trees", [(o, None, None) for o in grid])]
+    return [("torch heuristic", [(o, None, None) for o in torch_like]),
+            ("plain orders", [(o, None, None) for o in plain]), ("cpu kernels", cpu), ("accumulator", other_acc),
+            ("reduction trees", [(o, None, None) for o in grid])]

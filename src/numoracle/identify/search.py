@@ -31,7 +31,6 @@ import numpy as np
 from ..core.convert import cast
 from ..core.formats import FP32
 from ..core.progress import progress
-from ..models.gpuorders import TiledSplitK
 from ..models.orders import Order
 from ..models.ordertext import as_order
 from ..models.simulation import simulate
@@ -122,7 +121,8 @@ class _Search:
 
     def perm_units(self) -> list[Candidate]:
         """Units for the atomics stage: the two closest, and the plain sequential one in the given accumulator."""
-        plain = [c for c in self.scored if c.stage == "unit" and c.acc is None and type(c.order).__name__ == "Sequential"]
+        plain = [c for c in self.scored
+                 if c.stage == "unit" and c.acc is None and type(c.order).__name__ == "Sequential"]
         return list({c.key: c for c in self.best(("unit",), 2) + plain[:1]}.values())
 
     def split_stage(self, unit: Candidate, many: bool, collect: bool = False,
@@ -135,7 +135,8 @@ class _Search:
         fast = p.acc == FP32 and unit_acc == FP32 and p.op != "sum" and unit.acc is None
         win = None
         for split in (F.splits(unit.order, p.K, many) if only is None else only):
-            combos = [(how, o) for how, o in F.combines(split, p.K, p.out, p.acc) if (o, unit.acc, ops) not in self.keys]
+            combos = [(how, o) for how, o in F.combines(split, p.K, p.out, p.acc)
+                      if (o, unit.acc, ops) not in self.keys]
             if not combos or self.over_budget():
                 continue
             if fast:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..core.args import check_choice, check_int
+from ..core.convert import cast, decode
 from ..core.formats import FP32, Format, format_of
 from ..core.interop import as_native
-from ..core.convert import cast, decode
 from ..models.arithmetic import Arithmetic
 from ..models.orders import Order
 from ..models.ordertext import order_text
@@ -63,7 +63,8 @@ def _rows(kind: str, n_rows: int, K: int, rng: np.random.Generator) -> np.ndarra
         x *= 2.0 ** -8
         x[np.arange(n_rows), rng.integers(0, K, n_rows)] = rng.choice([-1.0, 1.0], n_rows) * rng.uniform(1, 2, n_rows)
     elif kind == "near_pow2":
-        x = np.sign(x) * np.exp2(rng.integers(-4, 5, (n_rows, K))) * (1 + rng.uniform(-2.0 ** -8, 2.0 ** -8, (n_rows, K)))
+        wobble = 1 + rng.uniform(-2.0 ** -8, 2.0 ** -8, (n_rows, K))
+        x = np.sign(x) * np.exp2(rng.integers(-4, 5, (n_rows, K))) * wobble
     return x
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from ..core.args import check_array, check_int
 from ..core.errors import ArgumentTypeError
 
-__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes", "GGUF_QUANTISERS"]
+__all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes",
+           "GGUF_QUANTISERS"]
 
 # name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
 GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),

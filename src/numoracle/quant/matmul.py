@@ -359,9 +359,9 @@ class _Operand:
         self.K = self.x.shape[axis_k]
         self.q = q
         if q is not None and not hasattr(q, "params"):
-            raise TypeError(f"q{name.lower()} is a {type(q).__name__}, not a Quantized; weight-only weights (Int4Weights, "
-                            "CodebookQuantized, GgufWeights) go through quantized_matmul_bound(A, B, qb=weights), "
-                            "the dequantise-then-accumulate bound")
+            raise TypeError(f"q{name.lower()} is a {type(q).__name__}, not a Quantized; weight-only weights "
+                            "(Int4Weights, CodebookQuantized, GgufWeights) go through "
+                            "quantized_matmul_bound(A, B, qb=weights), the dequantise-then-accumulate bound")
         if q is None:
             self.fmt = to_codes(X)[1]
             self.v, self.s, self.g = self.x, np.ones_like(self.x), 1.0

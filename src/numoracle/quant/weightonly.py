@@ -1,4 +1,5 @@
-"""Weight-only formats in the matmul bound: codebooks (NF4 ...), packed int4 and GGUF blocks, dequantise-then-accumulate.
+"""Weight-only formats in the matmul bound: codebooks (NF4 ...), packed int4 and GGUF blocks, dequantised, then
+accumulated.
 
 The kernel modelled: each weight is dequantised into ``w~`` (every rounding of its format's dequantiser, then
 rounded once into ``weights_fmt``, the format the kernel multiplies in), and ``C = A @ w~`` is accumulated in
@@ -144,8 +145,8 @@ class DequantMatmulBound:
 
     def __str__(self) -> str:
         return "\n".join([
-            f"DequantMatmulBound  weights {self.weights} dequantised into {self.weights_fmt.name}; A {self.dtype.name}; "
-            f"K = {self.K}",
+            f"DequantMatmulBound  weights {self.weights} dequantised into {self.weights_fmt.name}; "
+            f"A {self.dtype.name}; K = {self.K}",
             "  |C - A B| <= tol(A, w~) + |A| |w~ - B|   (per output element; w~ = the dequantised weights)",
             "  tol: the accumulation of A @ w~ (expected_error_bound('matmul', ...)):",
             *("    " + line for line in str(self.inner).splitlines()),
@@ -172,7 +173,8 @@ class DequantMatmulBound:
         b = np.asarray(to_values(B), dtype=np.float64)
         a2 = a.reshape(1, -1) if a.ndim == 1 else a
         if a2.ndim != 2 or b.ndim != 2 or a2.shape[1] != b.shape[0] or b.shape[0] != self.K:
-            raise ValueError(f"A @ B needs A (M, K) or (K,) and B (K, N) with K = {self.K}; got {a.shape} and {b.shape}")
+            raise ValueError(f"A @ B needs A (M, K) or (K,) and B (K, N) with K = {self.K}; "
+                             f"got {a.shape} and {b.shape}")
         w = _weights(q, b.shape, self.weights_fmt)
         kern = np.asarray(self.inner.tolerance(a2, w), dtype=np.float64)
         err = np.abs(w - b)
@@ -207,7 +209,8 @@ class DequantMatmulBound:
             what = "A @ B" if against == "weights" else "A @ w~"
             raise AssertionError(f"{int(bad.sum())} of {c.size} outputs outside the dequantise-then-accumulate bound "
                                  f"({self.weights}; acc {self.inner.acc.name}, order {self.inner.order}; against "
-                                 f"{against}); worst at {tuple(int(k) for k in i)}: got {float(c[i])!r}, {what} = {float(ref[i])!r}, "
+                                 f"{against}); worst at {tuple(int(k) for k in i)}: got {float(c[i])!r}, "
+                                 f"{what} = {float(ref[i])!r}, "
                                  f"|error| {err[i]:.6g} > bound {tol[i]:.6g}")
 
 
