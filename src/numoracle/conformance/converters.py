@@ -13,6 +13,7 @@ from ..core.formats import format_of
 from ..core.interop import as_native
 from .deviations import LIBRARIES
 from .native import native_cast
+from .versions import installed_version
 
 
 # ---- converters -----------------------------------------------------------------------------
@@ -38,12 +39,9 @@ class Converter:
 
 
 def _library_version(library: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"{library} {version(library)}"
-    except PackageNotFoundError:
-        return library
+    """``"ml_dtypes 0.7.0"`` for a sweep's header; the bare name where the version is unknown."""
+    v = installed_version(library)
+    return library if v is None else f"{library} {v}"
 
 
 def _fn_name(fn: Callable) -> str:
