@@ -96,3 +96,15 @@ def test_goto_blocks_as_revealed(K, sizes):
     for lo, hi in zip(starts[1:-1], starts[2:]):
         text = f"({text}+{_chain(int(lo), int(hi))})"
     _same(O.GotoBlocks(384), O.TreeOrder.from_text(text), draws=1)
+
+
+@pytest.mark.parametrize(("make", "msg"), [
+    (lambda: O.Interleaved(4, fma="no"), "Interleaved fma must be True or False"),
+    (lambda: O.XlaChunks(32, fma=0), "XlaChunks fma must be True or False"),
+    (lambda: O.VectorCascade(min_power=2.5), "VectorCascade min_power must be an int"),
+    (lambda: O.VectorCascade(min_power=31), r"VectorCascade min_power must lie in \[0, 30\]"),
+])
+def test_bad_parameters_are_refused(make, msg):
+    # fma="no" was read as True (bool("no")): a silently different order
+    with pytest.raises(ValueError, match=msg):
+        make()

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.args import check_bool, check_int
 from .gpuorders import WaveBuilder
 from .orders import Order, Schedule, Sequential, Wave, build, positive_int, slices_then
 from .orderspec import OrderSpec
@@ -63,9 +64,18 @@ def _ceil_log2(x: int) -> int:
     return 1 if x <= 2 else int(x - 1).bit_length()
 
 
-def _spec(o: Order) -> OrderSpec:
-    """The bounds read these orders through their schedule's depth (bounds/boundpath.py, kind "schedule")."""
-    return OrderSpec("schedule", params=(o,))
+class _ScheduleOrder(Order):
+    """These orders' bounds read their schedule's depth (bounds/boundpath.py, kind "schedule")."""
+
+    def spec(self) -> OrderSpec:
+        return OrderSpec("schedule", params=(self,))
+
+
+def _result(b: WaveBuilder, n: int, res: np.ndarray | None) -> Schedule:
+    """The Schedule of b's waves with result res ((1,) ids; None: +0, no term added)."""
+    if res is None:
+        res = b.zeros(1)
+    return Schedule(n, b.nv, b.waves, int(res[0]))
 
 
 def _chain_from(b: WaveBuilder, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
@@ -156,7 +166,7 @@ def _row_sum(b: WaveBuilder, items: np.ndarray, accumulators: int, levels: int, 
 
 
 @dataclass(frozen=True)
-class VectorCascade(Order):
+class VectorCascade(_ScheduleOrder):
     """torch's CPU ``sum`` (``cascade_sum``): vectors of ``lanes`` into ``accumulators`` cascades (module docstring)."""
 
     lanes: int = 8
@@ -171,11 +181,7 @@ class VectorCascade(Order):
         if self.load > 2:
             raise ValueError(f"VectorCascade load must be 1 (one vector per load) or 2 (a narrow type read as two "
                              f"float vectors and added), got {self.load}")
-        if not isinstance(self.min_power, (int, np.integer)) or not 0 <= self.min_power <= 30:
-            raise ValueError(f"VectorCascade min_power must be an int in 0..30, got {self.min_power!r}")
-
-    def spec(self) -> OrderSpec:
-        return _spec(self)
+        object.__setattr__(self, "min_power", check_int(self.min_power, "VectorCascade min_power", 0, 30))
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
@@ -190,15 +196,13 @@ class VectorCascade(Order):
             lanes = _row_sum(b, items, self.accumulators, self.levels, self.min_power)
             assert lanes is not None
             res = _chain_from(b, None, np.concatenate([t[nv * per:], lanes])[None, :])
-        if res is None:
-            res = b.zeros(1)
-        return Schedule(n, b.nv, b.waves, int(res[0]))
+        return _result(b, n, res)
 
 
 # ---- a split by thread count ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ThreadSplit(Order):
+class ThreadSplit(_ScheduleOrder):
     """``at::parallel_for``'s split of one reduction over ``threads`` threads (module docstring)."""
 
     threads: int = 2
@@ -218,9 +222,6 @@ class ThreadSplit(Order):
         size = -(-n // T)
         return [min(size, n - lo) for lo in range(0, n, size)] or [0]
 
-    def spec(self) -> OrderSpec:
-        return _spec(self)
-
     def _schedule(self, n, key):
         sizes = self.chunks(n)
         if len(sizes) == 1:
@@ -239,7 +240,7 @@ def goto_blocks(n: int, q: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class GotoBlocks(Order):
+class GotoBlocks(_ScheduleOrder):
     """The K loop of a GotoBLAS-style GEMM (OpenBLAS ``level3.c``; torch's CPU ``mm`` here with q = 384): blocks of
     ``q`` terms while at least 2q remain, a rest between q and 2q split into ceil(r/2) and floor(r/2); each block
     reduced by ``inner`` from +0 and added to the running result (C += A_blk B_blk) in order."""
@@ -251,9 +252,6 @@ class GotoBlocks(Order):
         object.__setattr__(self, "q", positive_int(self.q, "GotoBlocks q (the K block)"))
         if not isinstance(self.inner, Order):
             raise TypeError(f"GotoBlocks inner must be an Order, got {self.inner!r}")
-
-    def spec(self) -> OrderSpec:
-        return _spec(self)
 
     def _schedule(self, n, key):
         sizes = goto_blocks(n, self.q)
@@ -287,7 +285,7 @@ def _lane_chains(b: WaveBuilder, t: np.ndarray, k: int) -> list:
 
 
 @dataclass(frozen=True)
-class Interleaved(Order):
+class Interleaved(_ScheduleOrder):
     """k interleaved lane accumulators, combined sequentially, pairwise or by halving (module docstring)."""
 
     k: int = 2
@@ -302,10 +300,7 @@ class Interleaved(Order):
         if self.tail not in ("lanes", "after"):
             raise ValueError(f"Interleaved tail must be 'lanes' (each term in its lane) or 'after' (the n % k last "
                              f"terms added after the lanes), got {self.tail!r}")
-        object.__setattr__(self, "fma", bool(self.fma))
-
-    def spec(self) -> OrderSpec:
-        return _spec(self)
+        object.__setattr__(self, "fma", check_bool(self.fma, f"{type(self).__name__} fma"))
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
@@ -314,9 +309,7 @@ class Interleaved(Order):
         res = _combine(b, _lane_chains(b, t[:main], self.k), self.combine)
         if main < n:
             res = _chain_from(b, res, t[main:][None, :])
-        if res is None:
-            res = b.zeros(1)
-        return Schedule(n, b.nv, b.waves, int(res[0]))
+        return _result(b, n, res)
 
 
 # ---- XLA ---------------------------------------------------------------------------------------------------
@@ -331,7 +324,7 @@ def xla_chunk_sizes(n: int, chunk: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class XlaChunks(Order):
+class XlaChunks(_ScheduleOrder):
     """XLA's CPU sum of short rows: chunks of ``chunk`` terms, the rest split between the first and the last."""
 
     chunk: int = 32
@@ -339,10 +332,7 @@ class XlaChunks(Order):
 
     def __post_init__(self):
         object.__setattr__(self, "chunk", positive_int(self.chunk, "XlaChunks chunk"))
-        object.__setattr__(self, "fma", bool(self.fma))
-
-    def spec(self) -> OrderSpec:
-        return _spec(self)
+        object.__setattr__(self, "fma", check_bool(self.fma, f"{type(self).__name__} fma"))
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
@@ -358,11 +348,11 @@ class XlaChunks(Order):
         res = sums[0]
         if len(sums) > 1:
             res = _chain_from(b, res, np.array([[int(s[0]) for s in sums[1:]]], np.int64))
-        return Schedule(n, b.nv, b.waves, int(res[0]))
+        return _result(b, n, res)
 
 
 @dataclass(frozen=True)
-class XlaVector(Order):
+class XlaVector(_ScheduleOrder):
     """XLA's CPU vectorised sum: ``lanes`` strided lanes, nested chunks of ``unroll`` (module docstring)."""
 
     lanes: int = 16
@@ -373,9 +363,6 @@ class XlaVector(Order):
         object.__setattr__(self, "unroll", positive_int(self.unroll, "XlaVector unroll"))
         if self.unroll < 2:
             raise ValueError("XlaVector unroll must be >= 2")
-
-    def spec(self) -> OrderSpec:
-        return _spec(self)
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
@@ -404,13 +391,11 @@ class XlaVector(Order):
             rem = _lane_chains(b, rest, L)
             lane_sums = [_add_opt(b, m, r) for m, r in zip(lane_sums, rem)]
         res = _combine(b, lane_sums, "halving")
-        if res is None:
-            res = b.zeros(1)
-        return Schedule(n, b.nv, b.waves, int(res[0]))
+        return _result(b, n, res)
 
 
 @dataclass(frozen=True)
-class XlaScan(Order):
+class XlaScan(_ScheduleOrder):
     """The last element of XLA's CPU ``jnp.cumsum`` of a row: blocks of ``block`` terms (chains from +0), the block
     sums in groups of ``block`` (chains), and so on up ``levels`` levels (the last keeps all it gets); the rest of
     each level is its own chain; the levels are then added from the top down to the terms after the last block."""
@@ -424,16 +409,11 @@ class XlaScan(Order):
         if self.block < 2 or self.block & (self.block - 1):
             raise ValueError(f"XlaScan block must be a power of two >= 2, got {self.block}")
 
-    def spec(self) -> OrderSpec:
-        return _spec(self)
-
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
         res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True)
-        if res is None:
-            res = b.zeros(1)
-        return Schedule(n, b.nv, b.waves, int(res[0]))
+        return _result(b, n, res)
 
 
 # ---- the bounds ----------------------------------------------------------------------------------------------
