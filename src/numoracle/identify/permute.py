@@ -12,14 +12,16 @@ orders with those permutations; identify_order confirms it through simulate like
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast
 from ..core.formats import FP64, Format
+from ..core.policy import Rounding
+from ..models.accumulate import Arith
 from ..models.orders import Order, SplitK
 from ..models.ordertext import order_text
 from ..models.simulation import simulate
@@ -91,19 +93,12 @@ def _perms(s: int, max_perms: int, seed: int) -> tuple[list[tuple[int, ...]], bo
     return out, False
 
 
-def _add(x: np.ndarray, y: np.ndarray, fmt: Format) -> np.ndarray:
-    """fl(x + y) in fmt for values of fmt (float64 holds the sum exactly for formats up to FP32's range of
-    FP16/FP32 partials met here; the result is a guide, confirmed through simulate)."""
-    s = x + y
-    if fmt == FP64:
-        return s
-    if fmt.name == "fp32":
-        return s.astype(np.float32).astype(np.float64)
-    if fmt.name == "fp16":      # numpy's float64 -> float16 conversion rounds once, to nearest even
-        return s.astype(np.float16).astype(np.float64)
-    with np.errstate(all="ignore"):
-        from ..core.convert import decode
-        return decode(cast(s, fmt), fmt)
+def _adder(fmt: Format) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """fl(x + y) in fmt (round to nearest even) for values of fmt: the exact rounding of simulate
+    (models.accumulate.Arith). The search only picks the candidate orders; simulate confirms them."""
+    a = Arith(fmt, Rounding.NEAREST_EVEN, False)
+    plan = "f64" if fmt == FP64 else "odd"
+    return lambda x, y: a.add(x, y, plan)
 
 
 def partials(op: str, inputs: tuple, split: SplitK, acc: Format) -> np.ndarray:
@@ -130,6 +125,7 @@ def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, 
     cfmt = split.combine_acc or acc
     want = np.asarray(target, np.float64).ravel()
     perms, exhaustive = _perms(split.s, max_perms, seed)
+    add, to_out = _adder(cfmt), Arith(out, Rounding.NEAREST_EVEN, False).round
     found = np.full(want.size, -1, np.int64)
     pending = np.zeros(want.size, bool)
     pending[np.arange(want.size) if elements is None else np.asarray(elements, np.int64)] = True
@@ -141,18 +137,12 @@ def permutation_search(op: str, inputs: tuple, target: np.ndarray, out: Format, 
         vals = P[todo][:, idx]                                    # (e, q, s)
         acc_v = np.zeros(vals.shape[:2])
         for j in range(split.s):
-            acc_v = _add(acc_v, vals[:, :, j], cfmt)
-        res = acc_v if out == cfmt else _round_out(acc_v, out)
+            acc_v = add(acc_v, vals[:, :, j])
+        res = acc_v if out == cfmt else to_out(acc_v)
         hit = (res == want[todo, None]) | (np.isnan(res) & np.isnan(want[todo, None]))
         any_hit = hit.any(axis=1)
         found[todo[any_hit]] = c0 + hit[any_hit].argmax(axis=1)
     return PermutationResult(split, found, perms, exhaustive)
-
-
-def _round_out(v: np.ndarray, out: Format) -> np.ndarray:
-    from ..core.convert import decode
-    with np.errstate(all="ignore"):
-        return decode(cast(v, out), out)
 
 
 def permutation_stage(search: Any, units: list, top: int = 3) -> Any:
