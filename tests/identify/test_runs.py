@@ -81,3 +81,17 @@ def test_identify_finds_per_element_combine_orders(fmt):
     assert rep.winner is not None and rep.winner.stage == "permutation", str(rep)
     got = no.simulate("matmul", A, B, arith=rep.arithmetic).astype(rb.dtype)
     np.testing.assert_array_equal(got, rb)
+
+
+def test_sampled_exact_explanation_says_so_and_claims_nothing_for_the_rest():
+    """When most of a sample of the differing elements is no reordering, only the sample is searched: the
+    explanation keeps the real count of differing elements, says the search was a sample, and is neither
+    complete nor established (it was the sample's size passed as n_differ, read as "every one of 64")."""
+    A, B, (ra, _), acc = _atomic_runs("fp16", m=16, n=16)
+    bad = np.nextafter(ra, np.inf, dtype=ra.dtype)                 # every element one ULP off: no reordering
+    from numoracle.identify.runs import explain_runs
+    codes = [np.asarray(x).view(np.uint16).ravel() for x in (ra, bad)]
+    e = explain_runs(*codes, no.FP16, "matmul", (A, B), acc, None, {})
+    assert e.split is not None and e.n_differ == ra.size == 256 and e.n_searched == 64 and e.sampled
+    assert not e.complete and not e.established
+    assert "a sample of 64 of the 256 differing elements" in e.text(), e.text()

@@ -20,7 +20,7 @@ from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, S
 from ..models.presets import GPU_PRESETS, preset
 
 __all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K",
-           "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS"]
+           "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS", "preset_inputs", "tensor_core_units"]
 
 THREADS = (2, 4, 8, 16)   # thread counts a CPU kernel may split one long reduction over (at::parallel_for)
 
@@ -41,10 +41,26 @@ def acc_formats(in_fmt: Format, acc: Format, out: Format) -> list[Format]:
     return list(dict.fromkeys([acc, FP32, FP64, in_fmt, out, FP16, BF16]))
 
 
+def preset_inputs(fmt: Format) -> str:
+    """The preset table's name for what a tensor core reads from ``fmt`` inputs (FP32 inputs: TF32)."""
+    return {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
+
+
+def tensor_core_units(fmt: Format) -> list[Order]:
+    """The block FMA of every GPU of the preset table that takes ``fmt`` inputs, likeliest GPU first."""
+    found: list[Order] = []
+    for gpu in _GPUS:
+        try:
+            found.append(preset(gpu, preset_inputs(fmt)))
+        except ValueError:
+            continue
+    return list(dict.fromkeys(found))
+
+
 def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list[Trial]:
     """matmul/dot unit stage: block FMAs of the presets that take this input format (on rounded operands where
     the tensor core reads a narrower format), promoted block FMAs, then the plain orders in each accumulator."""
-    name = {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
+    name = preset_inputs(fmt)
     tc: list[Order] = []
     for gpu in _GPUS:
         try:

@@ -19,7 +19,7 @@ import numpy as np
 from ..core.convert import decode
 from ..core.formats import Format, format_of
 from ..models.orders import Order, Sequential, SplitK
-from ..models.presets import preset
+from .families import tensor_core_units
 from .permute import EXHAUSTIVE, partials, permutation_search, split_of
 from .problem import native
 
@@ -33,21 +33,26 @@ class ExactExplanation:
     """Which differing elements are the other run's partials combined in another order."""
 
     split: Order | None           # the split whose partials were permuted (None: no split found)
-    n_differ: int
-    explained: dict[str, int]     # run name -> differing elements reproduced by some order of the partials
-    unexplained: dict[str, np.ndarray]   # run name -> flat indices no order reproduces
-    exhaustive: bool
+    n_differ: int                 # elements whose bits differ between the runs
+    explained: dict[str, int]     # run name -> searched elements reproduced by some order of the partials
+    unexplained: dict[str, np.ndarray]   # run name -> searched flat indices no order reproduces
+    exhaustive: bool              # every order of the partials was tried
     how: str                      # where the split came from
+    n_searched: int | None = None  # differing elements searched (None: all n_differ; fewer: a sample)
+
+    @property
+    def sampled(self) -> bool:
+        return self.n_searched is not None and self.n_searched < self.n_differ
 
     @property
     def complete(self) -> bool:
-        return self.split is not None and all(v.size == 0 for v in self.unexplained.values())
+        return self.split is not None and not self.sampled and all(v.size == 0 for v in self.unexplained.values())
 
     @property
     def established(self) -> bool:
         """The same-partials explanation holds for the bulk (at least 90 % of each run's differing elements, every
         order searched): an element it leaves out is then no reordering of these partials."""
-        if self.split is None or not self.exhaustive or not self.n_differ:
+        if self.split is None or not self.exhaustive or self.sampled or not self.n_differ:
             return False
         return all(n >= 0.9 * self.n_differ for n in self.explained.values())
 
@@ -61,21 +66,13 @@ class ExactExplanation:
                     f"partials ({order_text(self.split)}, {self.how}) combined in another order")
         bad = {r: int(v.size) for r, v in self.unexplained.items() if v.size}
         tried = "every order" if self.exhaustive else "a sample of the orders"
-        return (f"exact: {sum(bad.values())} differing element(s) ("
-                + ", ".join(f"{r}: {n}" for r, n in bad.items())
+        n = self.n_differ if not self.sampled else self.n_searched
+        of = (f" of a sample of {n} of the {self.n_differ} differing elements (most of the sample is no reordering, "
+              "so the rest were not searched)") if self.sampled else ""
+        return (f"exact: {sum(bad.values())} differing element(s){of} ("
+                + ", ".join(f"{r}: {k}" for r, k in bad.items())
                 + f") equal no order of the {s} split partials ({tried} tried; {order_text(self.split)}, {self.how}); "
-                f"the other {self.n_differ - max(bad.values())} are those partials combined in another order")
-
-
-def _units(fmt: Format) -> list[Order]:
-    name = {"fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp32": "tf32"}.get(fmt.name, fmt.name)
-    found: list[Order] = [Sequential()]
-    for gpu in ("h100", "a100", "b200", "v100"):
-        try:
-            found.append(preset(gpu, name))
-        except ValueError:
-            pass
-    return list(dict.fromkeys(found))
+                f"the other {n - max(bad.values(), default=0)} are those partials combined in another order")
 
 
 def _find_split(op: str, ins: tuple, target: np.ndarray, out: Format, acc: Format, probe: int = 16) -> SplitK | None:
@@ -83,7 +80,7 @@ def _find_split(op: str, ins: tuple, target: np.ndarray, out: Format, acc: Forma
     n = target.size
     first = np.arange(min(probe, n))
     cut = ins if op != "matmul" else (ins[0][: max(1, -(-first.size // ins[1].shape[1]))], ins[1])
-    for unit in _units(format_of(ins[0].dtype)):
+    for unit in [Sequential(), *tensor_core_units(format_of(ins[0].dtype))]:
         for s in range(2, EXHAUSTIVE + 1):
             split = SplitK(s, unit)
             m = cut[0].shape[0] * ins[1].shape[1] if op == "matmul" else first.size
@@ -128,7 +125,6 @@ def explain_runs(codes_a: np.ndarray, codes_b: np.ndarray, fmt: Format, op: str,
             explained[name] = int(ok.sum())
             unexplained[name] = searched[~ok]
             exhaustive &= res.exhaustive
-        if searched is sample:
-            how += f"; {sample.size} of the {differ.size} differing elements searched (most are no reordering)"
-        found.append(ExactExplanation(split, int(searched.size), explained, unexplained, exhaustive, how))
+        found.append(ExactExplanation(split, int(differ.size), explained, unexplained, exhaustive, how,
+                                      int(searched.size)))
     return max(found, key=lambda e: sum(e.explained.values()))
