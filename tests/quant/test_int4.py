@@ -82,3 +82,15 @@ def test_gemv_bound_holds_for_torch_and_catches_a_corruption(acc):
     bad[5] = np.float16(float(bad[5]) + 4 * float(dm.kernel[5]) + 0.01)
     with pytest.raises(AssertionError, match="worst at \\(5,\\)"):
         dequant_matmul_check(bad, dm)
+
+
+def test_dequantisation_rounds_once_for_any_float64_scale():
+    # 7 * s is just above 1 + 2^-11 (FP16's midpoint between 1 and 1 + 2^-10); float64 rounds the product onto
+    # the midpoint, and a second rounding into FP16 would give 1.0 (ties to even): the exact result is 1 + 2^-10
+    s = float.fromhex("0x1.24b6db6db6db7p-3")
+    w = dequantize_int4(np.array([[7]]), np.array([[s]]), np.array([[0]]), group=1, convention="gptq", out="fp16")
+    assert w[0, 0] == 1 + 2**-10
+    # hqq: q - z is rounded once into FP16 too; a float64 zero point whose difference float64 cannot hold raises
+    with pytest.raises(ValueError, match="hqq: q - zero"):
+        dequantize_int4(np.array([[1]]), np.array([[1.0]]), np.array([[-(2**-11 + 2**-60)]]), group=1,
+                        convention="hqq")

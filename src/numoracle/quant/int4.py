@@ -9,7 +9,8 @@ reads them back, checking every shape, dtype and range.
 Dequantisation, each rounding as the libraries' kernels do it (sources in docs/quantization.md, "Packed int4"):
 
 * ``gptq``, ``gptq_v2``, ``awq``, ``ct``: integer zero points; ``w = fl_out((q - z) * s)``: ``q - z`` is an exact
-  small integer, the product is rounded once into ``out`` (FP16 in their kernels);
+  small integer, the product is rounded once into ``out`` (FP16 in their kernels; ``quant/arith.mul_values``,
+  exact for any float64 scale);
 * ``hqq``: zero points are floating-point values (FP16); ``w = fl_out(fl_out(q - z) * s)``: two roundings
   (hqq/core/quantize.py ``Quantizer.dequantize``: ``(W_r - zero) * scale`` in ``compute_dtype``).
 
@@ -27,7 +28,9 @@ import numpy as np
 
 from ..core.args import check_array, check_choice, check_int
 from ..core.convert import cast, decode
+from ..core.eft import two_sum_error
 from ..core.formats import FP16, UINT4, AnyFormat, format_of
+from .arith import mul_values
 from .packing import pack, pack_zeros, unpack, unpack_zeros
 
 __all__ = ["Int4Weights", "quantize_int4", "dequantize_int4", "INT4_CONVENTIONS"]
@@ -70,13 +73,18 @@ def dequantize_int4(codes: Any, scales: Any, zeros: Any, *, group: int, conventi
                              f"({K // group}, {N}), got {v.shape}")
     dst = format_of(out)
     se, ze = np.repeat(s, group, axis=0), np.repeat(z, group, axis=0)
-    d = q.astype(np.float64) - ze  # exact: small integers, or an integer minus an FP16 value
+    qf = q.astype(np.float64)
+    d = qf - ze  # exact for small integers, or an integer minus an FP16 value; checked below for any float64
     if convention == "hqq":
+        if np.any(two_sum_error(qf, -ze, d) != 0):
+            raise ValueError("hqq: q - zero is not exact in float64 for these zero points, so it cannot be rounded "
+                             "once into out as HQQ does; zero points are values of the kernel's format (FP16): "
+                             "round them first")
         d = _round(d, dst)
     elif not np.array_equal(z, np.round(z)):
         raise ValueError(f"{convention}: zero points are integers in this convention; HQQ's are floats "
                          "(convention='hqq')")
-    return _round(d * se, dst)  # exact in float64 (<= 5 + 11 significant bits for FP16 scales), rounded once
+    return np.asarray(mul_values(d, se, dst), dtype=np.float64)  # (q - z) * s rounded once, for any scale
 
 
 @dataclass(frozen=True, eq=False)
