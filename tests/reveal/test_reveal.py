@@ -141,3 +141,25 @@ def test_bad_arguments(kw, msg):
     op = kw.pop("op")
     with pytest.raises(ValueError, match=msg):
         reveal_order(np.sum, op, **kw)
+
+
+def test_sampled_node_formats_are_labelled():
+    # more than 512 probeable nodes: a sample is probed; agreeing answers must still say they are a sample
+    from numoracle.core.formats import FP32
+    from numoracle.reveal.nodes import node_steps
+
+    class Stub:
+        n, nodes = 1000, [(0, 1)] * 999
+
+        def probeable(self):
+            return list(range(1000, 1998))
+
+        def precision(self, v, likely):
+            return 24
+
+        def rounding(self, v, p):
+            return "rne"
+
+    steps, kinds, notes = node_steps(Stub())
+    assert steps == [(FP32, "rne")] and set(kinds) == {0}
+    assert any("sample" in x and "of 998 nodes" in x for x in notes), notes

@@ -154,7 +154,8 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
         cands = [root]
         notes.append("additions probed at the root (through the output format)")
     elif not cands:
-        return [(None, None)], [0] * len(probe.nodes), ["no addition could be probed alone: the accumulator's"]
+        return [(None, None)], [0] * len(probe.nodes), ["no addition could be probed alone: additions are "
+                                                         "modelled in the accumulator format (simulate's acc)"]
     rng = rng or np.random.default_rng(0)
     if len(cands) <= 512:
         pick = cands
@@ -183,8 +184,11 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
     kinds = [steps.index(keys[common])] * len(probe.nodes)
     for v, p in found.items():
         kinds[v - probe.n] = steps.index(keys[p])
-    if len(found) < len(cands) and len(set(found.values())) > 1:
-        notes.append(f"node formats probed on {len(found)} of {len(cands)} nodes; the others take the commonest")
+    if len(found) < len(cands):
+        notes.append(f"node formats probed on a sample of {len(found)} of {len(cands)} nodes; the others take the "
+                     "commonest (not probed)")
+    if len(found) > len(keys):
+        notes.append("roundings probed at one node per format; the other nodes of that format assumed alike")
     return steps, kinds, notes
 
 
