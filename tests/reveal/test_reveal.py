@@ -163,3 +163,10 @@ def test_sampled_node_formats_are_labelled():
     steps, kinds, notes = node_steps(Stub())
     assert steps == [(FP32, "rne")] and set(kinds) == {0}
     assert any("sample" in x and "of 998 nodes" in x for x in notes), notes
+
+
+def test_verification_says_it_is_a_sample():
+    rep = reveal_order(np.sum, "sum", n=8, kinds=("normal",), draws=2)
+    assert rep.verified and "on 2 random inputs of each kind (normal)" in str(rep)
+    with pytest.raises(ValueError, match="n, the number of terms; n must be an int"):
+        reveal_order(np.sum, "sum", n=8.0)
