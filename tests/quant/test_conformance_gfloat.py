@@ -1,8 +1,9 @@
 """Conformance: numoracle's P3109 binary8pP formats (core/p3109.py) against gfloat 0.5.2.
 
-Every code decoded; random FP64 values (2^16 per format and mode in the default tier, 2^20 with -m slow)
-plus each format's boundary values (midpoints of neighbours, max finite and beyond) rounded with
-TiesToEven / TowardZero / TowardPositive / TowardNegative, saturating and not. numoracle's side is p3109_cast:
+Every code decoded; random FP64 values (2^12 per format in the default tier, 2^20 with -m slow) plus each
+format's boundary values (midpoints of neighbours, max finite and beyond), each rounded in all 10 pairs of
+TiesToEven / TiesToAway / TowardZero / TowardPositive / TowardNegative, saturating and not. numoracle's side
+is p3109_cast:
 numoracle.cast except at P = 1 ties (rne), where the engine breaks ties on the significand (the larger magnitude,
 IEEE 754-2019's precision-1 rule) and P3109 on the encoding (the even code): a deviation of numoracle's cast from
 P3109, not of gfloat, checked below. Report: docs/conformance.md.
