@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.interop import to_codes
 from .codebook import Codebook, CodebookQuantized, codebook_of, codebooks, dequantize_codebook, quantize_codebook
-from .gguf import GGUF_TYPES, gguf_blocks, gguf_codes, gguf_dequantize, gguf_reference
+from .gguf import GGUF_TYPES, gguf_blocks, gguf_codes, gguf_dequantize, gguf_reference, gguf_values
 
 __all__ = ["BlockCheckReport", "BlockElement", "block_format", "check_block_quantized"]
 
@@ -204,15 +204,6 @@ def _check_codebook(actual: Any, x: Any, cb: Codebook, block: int, actual_scales
 
 
 # ---- GGUF ----------------------------------------------------------------------------------------
-def _gguf_value(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, name: str) -> np.ndarray:
-    """ggml's dequantisation of codes q (as stored) with FP32 d (and m), as float64 (quant/gguf.py _legacy)."""
-    f = np.float32
-    if m is not None:
-        return ((q.astype(f) * d).astype(f) + m).astype(f).astype(np.float64)
-    off = {"Q8_0": 0, "Q4_0": 8, "Q5_0": 16}[name]
-    return ((q - off).astype(f) * d).astype(f).astype(np.float64)
-
-
 def _check_gguf(actual: Any, x: Any, name: str, allow: int, show: int) -> BlockCheckReport:
     if name not in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
         raise ValueError(f"{name}: numoracle has no reference quantiser for the K-quants (ggml's iterative scale "
@@ -231,7 +222,7 @@ def _check_gguf(actual: Any, x: Any, name: str, allow: int, show: int) -> BlockC
         same = av == ev
         ac = np.where(same, eq.reshape(shape), -1)
         for step in (-1, 1):  # the neighbouring code, dequantised as the reference block's fields say
-            nb = _gguf_value(eq + step, rd, rm, name).reshape(shape)
+            nb = gguf_values(eq + step, rd, rm, name).astype(np.float64).reshape(shape)
             ac = np.where((ac < 0) & (nb == av), (eq + step).reshape(shape), ac)
         tie = ~same & tie_t & (ac >= 0)
         return _report(f"GGUF {name}", "values", xv, ac, av, eq.reshape(shape), ev, t.reshape(shape), same, tie,

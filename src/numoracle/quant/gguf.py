@@ -175,7 +175,11 @@ def gguf_codes(b: np.ndarray, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _legacy(b: np.ndarray, name: str) -> np.ndarray:
-    q, d, m = gguf_codes(b, name)
+    return gguf_values(*gguf_codes(b, name), name)
+
+
+def gguf_values(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, name: str) -> np.ndarray:
+    """ggml's dequantisation of codes q (as stored) with FP32 d (and m), as float32 (any q, e.g. a neighbour)."""
     if name == "Q8_0":
         return (q.astype(_F) * d).astype(_F)
     if m is not None:
