@@ -159,3 +159,10 @@ def test_random_trees_against_plain_float32(seed):
     x = _data((4, n))
     got = no.simulate("sum", x, order=t)
     assert [float(g) for g in got] == [float(_evaluate(t, row)) for row in x]
+
+
+@pytest.mark.parametrize("kw", [{"nodes": ((0, 1.9), (3, 2))}, {"nodes": ((0, 1), (3, 2)), "kinds": (0.5, 0.2)}])
+def test_float_refs_are_refused_not_truncated(kw):
+    # (0, 1.9) was read as (0, 1) and kinds (0.5, 0.2) as (0, 0): a different tree, silently
+    with pytest.raises(TypeError, match="must be an int"):
+        O.TreeOrder(3, **kw)

@@ -28,6 +28,7 @@ level by level, each vectorised over every output.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,14 @@ def _norm_step(s: Any) -> Any:
     return (float_format(fmt, "TreeOrder step format"), None if mode is None else Rounding.of(mode).value)
 
 
+def _index(x: Any, what: str) -> int:
+    """x as an int index; a float (1.9) is refused, not truncated."""
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{what} must be an int (a ref or a step index), got {type(x).__name__} {x!r:.40}") from None
+
+
 @dataclass(frozen=True)
 class TreeOrder(Order):
     """An explicit summation tree over ``n`` terms (see the module docstring)."""
@@ -67,9 +76,9 @@ class TreeOrder(Order):
     def __post_init__(self):
         n = positive_int(self.n, "TreeOrder n (terms)")
         object.__setattr__(self, "n", n)
-        nodes = tuple(tuple(int(c) for c in ch) for ch in self.nodes)
+        nodes = tuple(tuple(_index(c, "TreeOrder nodes: a child") for c in ch) for ch in self.nodes)
         steps = tuple(_norm_step(s) for s in (self.steps or ((None, None),)))
-        kinds = tuple(int(k) for k in self.kinds)
+        kinds = tuple(_index(k, "TreeOrder kinds: an entry") for k in self.kinds)
         if kinds and not any(kinds):
             kinds = ()
         if kinds and (len(kinds) != len(nodes) or min(kinds) < 0 or max(kinds) >= len(steps)):
