@@ -70,6 +70,8 @@ def test_atomic_split_k_runs_explained_exactly_and_a_corrupted_element_is_not(fm
     assert c.verdict == "UNEXPLAINED" and c.n_unexplained == 1, str(c)
     assert list(c.exact.unexplained["run_b"]) == [i] and c.exact.exhaustive
     assert c.unexplained[0][0] == "run_b" and c.unexplained[0][1].index == np.unravel_index(i, ra.shape)
+    assert c.by_exact and "equal no order of the split partials" in c.summary()
+    assert "inside the bound" in str(c) and "outside the bound" not in str(c), str(c)   # it said outside
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "fp32"])
@@ -95,3 +97,12 @@ def test_sampled_exact_explanation_says_so_and_claims_nothing_for_the_rest():
     assert e.split is not None and e.n_differ == ra.size == 256 and e.n_searched == 64 and e.sampled
     assert not e.complete and not e.established
     assert "a sample of 64 of the 256 differing elements" in e.text(), e.text()
+
+
+def test_unexplained_by_the_bound_does_not_claim_the_partials_were_searched():
+    """Every element far off: UNEXPLAINED by the bound, the exact search stops at its sample. The summary said
+    the elements "equal no order of the split partials" though only a sample of them was searched."""
+    A, B, (ra, _), acc = _atomic_runs("fp16", m=16, n=16)
+    c = no.compare_runs(ra, (ra.astype(np.float64) * 100).astype(ra.dtype), "matmul", A, B, acc=acc, identify=False)
+    assert c.verdict == "UNEXPLAINED" and not c.by_exact and c.exact.sampled, str(c)
+    assert "outside every order's bound" in c.summary(), c.summary()

@@ -44,6 +44,7 @@ class RunComparison:
     identified: dict[str, Any] = field(default_factory=dict)  # run name -> the order reproducing it, or None
     ulp_format: AnyFormat | None = None  # the format max_run_ulps counts in (the output format when it holds them)
     exact: Any = None  # identify.runs.ExactExplanation: differing elements as the same split partials reordered
+    by_exact: bool = False  # UNEXPLAINED because ``exact`` found elements no order of the partials gives (in bound)
 
     def _diff_text(self) -> str:
         ufmt = self.ulp_format or self.out_format
@@ -63,8 +64,7 @@ class RunComparison:
             return f"REORDERING: {self._diff_text()}, " + (
                 "each differing element is the other run's split partials combined in another order" if exact else
                 "every element within a reordering's bound")
-        why = "equal no order of the split partials" if self.exact is not None and not exact and \
-            self.exact.split is not None and self.exact.exhaustive else "outside every order's bound"
+        why = "equal no order of the split partials" if self.by_exact else "outside every order's bound"
         return f"UNEXPLAINED: {self._diff_text()}; {self.n_unexplained} element(s) {why}"
 
     def __str__(self) -> str:
@@ -84,10 +84,15 @@ class RunComparison:
             lines = [f"REORDERING: {diff}, and every element of both runs lies within the error bound of a "
                      f"reordered accumulation around the exact result (max error/bound {self.max_ratio:.4g}): "
                      "expected from split-K, atomics or other order changes"]
+        elif self.by_exact:
+            lines = [f"UNEXPLAINED: {diff}; {self.n_unexplained} element(s) equal no order of the split partials "
+                     f"that give the others, though inside the bound (max error/bound {self.max_ratio:.4g}): a "
+                     "corrupted element, not a reordering", "elements no order of the partials gives:"]
         else:
             lines = [f"UNEXPLAINED: {diff}; {self.n_unexplained} element(s) lie outside the bound of every order "
                      f"considered (max error/bound {self.max_ratio:.4g}): a bug, not a reordering"]
             lines.append("worst elements outside the bound:")
+        if v == "UNEXPLAINED":
             lines += element_table([e for _, e in self.unexplained], self.out_format, "run index",
                                    [r for r, _ in self.unexplained])
         if self.identified:
@@ -221,15 +226,15 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
     from ..identify.search import identify_runs
 
     found = identify_runs(identify, {"run_a": run_a, "run_b": run_b}, op, inputs, acc, out, axis)
-    why = None
+    why, by_exact = None, False
     if exact and isinstance(fa, Format):
         from ..identify.runs import explain_runs
         ins = inputs if op != "sum" else (np.moveaxis(np.asarray(inputs[0]), axis, -1),)
         why = explain_runs(ca, cb, fa, op, ins, acc, out, found)
         lost = [(name, int(i)) for name, idx in why.unexplained.items() for i in idx]
         if why.established and lost and verdict == "REORDERING":
-            verdict, n_bad = "UNEXPLAINED", len(lost)
+            verdict, n_bad, by_exact = "UNEXPLAINED", len(lost), True
             bad = [(0.0, name, st.element(judged[name], i, shape)) for name, i in lost]
     return RunComparison(verdict, unexplained=[(r, e) for _, r, e in bad[:show]], n_unexplained=n_bad, bound=bound,
-                         max_ratio=mr, identified=found, exact=why, **base)
+                         max_ratio=mr, identified=found, exact=why, by_exact=by_exact, **base)
 
