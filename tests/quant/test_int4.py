@@ -94,3 +94,19 @@ def test_dequantisation_rounds_once_for_any_float64_scale():
     with pytest.raises(ValueError, match="hqq: q - zero"):
         dequantize_int4(np.array([[1]]), np.array([[1.0]]), np.array([[-(2**-11 + 2**-60)]]), group=1,
                         convention="hqq")
+
+
+def test_from_packed_names_what_is_wrong():
+    from numoracle.quant.int4 import Int4Weights, quantize_int4
+
+    W = np.random.default_rng(3).standard_normal((256, 8)).astype(np.float32)
+    packed = quantize_int4(W, group=128, convention="gptq").pack()
+    with pytest.raises(ValueError, match="not a multiple of group"):
+        Int4Weights.from_packed(packed, convention="gptq", shape=(256, 8), group=96)
+    with pytest.raises(ValueError, match="gptq stores its weights as qweight, qzeros, scales; .* lack qzeros"):
+        Int4Weights.from_packed({k: v for k, v in packed.items() if k != "qzeros"}, convention="gptq",
+                                shape=(256, 8), group=128)
+    with pytest.raises(ValueError, match="convention"):
+        Int4Weights.from_packed(packed, convention="gtpq", shape=(256, 8), group=128)
+    back = Int4Weights.from_packed(packed, convention="gptq", shape=(256, 8), group=128)
+    assert np.array_equal(back.codes, quantize_int4(W, group=128, convention="gptq").codes)

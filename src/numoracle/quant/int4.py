@@ -121,10 +121,21 @@ class Int4Weights:
     def from_packed(cls, tensors: dict[str, Any], *, convention: str, shape: tuple[int, int], group: int,
                     scale_fmt: Any = FP16) -> Int4Weights:
         """Read a convention's tensors back (``shape`` = (K, N)); wrong shapes, dtypes or ranges raise ValueError."""
-        if convention not in INT4_CONVENTIONS:
-            raise ValueError(f"unknown int4 convention {convention!r}; valid: {', '.join(INT4_CONVENTIONS)}")
-        K, N = shape
+        convention = check_choice(convention, "convention", INT4_CONVENTIONS)
+        group = check_int(group, "group", 1)
+        if len(tuple(shape)) != 2:
+            raise ValueError(f"shape must be (K, N), got {shape!r}")
+        K, N = (check_int(d, "shape", 1) for d in shape)
+        if K % group:
+            raise ValueError(f"{convention}: K = {K} is not a multiple of group = {group}; the layout stores "
+                             f"one scale and zero point per {group} rows, so pass the group the weights were made with")
         G = K // group
+        need = {"hqq": ("W_q", "scale", "zero"), "ct": ("weight_packed", "weight_zero_point", "weight_scale")}.get(
+            convention, ("qweight", "qzeros", "scales"))
+        missing = [k for k in need if k not in tensors]
+        if missing:
+            raise ValueError(f"{convention} stores its weights as {', '.join(need)}; the tensors given lack "
+                             f"{', '.join(missing)} (keys: {', '.join(map(str, tensors)) or 'none'})")
         sf = format_of(scale_fmt)
         if convention == "hqq":
             codes = unpack(tensors["W_q"], "hqq", (K, N))
