@@ -41,12 +41,6 @@ from .report import Candidate, IdentifyReport
 __all__ = ["identify_order", "IdentifyReport", "Candidate"]
 
 
-def _last_acc(order: Order, acc: Any) -> Any:
-    """The format of an order's last rounding before the output (its combine's, outer's, or own accumulator)."""
-    last = next((getattr(order, f) for f in ("combine_acc", "outer_acc", "carry") if getattr(order, f, None)), None)
-    return last or order.acc or acc
-
-
 def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
     """FP32 partials combined in IEEE binary32 arithmetic (round to nearest even), as SplitK's combines."""
     if how == "tree":
