@@ -17,7 +17,6 @@ distinct trees among the output positions.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ class Masking:
         # FP32's; smaller while a probe overflows (a narrower accumulator)
         top = min(prod * f.emax, getattr(g, "emax", 62) - 2, max(125, f.emax - 1))
         low = max(prod * (f.emin - f.man_bits), getattr(g, "emin", -1000) - getattr(g, "man_bits", 0))
-        need = math.ceil(math.log2(max(p.n, 2))) + 2
+        need = (max(p.n, 2) - 1).bit_length() + 2   # ceil(log2 n), in integers
         if p.n >= 2 ** getattr(g, "precision", 64):
             raise RevealError(f"the output format {g.name} cannot count {p.n} terms exactly (p = {g.precision}); "
                               "reveal needs n < 2^p of the output format")
