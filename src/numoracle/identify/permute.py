@@ -154,12 +154,12 @@ def permutation_stage(search: Any, units: list, top: int = 3) -> Any:
     from ..core.convert import decode
     target = decode(p.codes, p.out)
     for c in units[:top]:
+        inputs = p.read(c.operands)
         best = (0, None)
         for s in range(3, EXHAUSTIVE + 1):
             if s > p.K:
                 break
             split = SplitK(s, c.order)
-            inputs = p.read(c.operands)
             if search.sub is not None and len(p.codes.shape) == 2:   # the pruning rows first: a split whose
                 ncol = p.codes.shape[1]                               # partials explain them all is searched
                 some = (np.asarray(search.sub)[:, None] * ncol + np.arange(ncol)).ravel()   # on every element
