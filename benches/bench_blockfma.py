@@ -16,8 +16,8 @@ import ml_dtypes
 import numpy as np
 from timing import best_times, shape_parser
 
+from numoracle import orders
 from numoracle.core import jit
-from numoracle.models import orders
 from numoracle.models.simulation import simulate
 
 

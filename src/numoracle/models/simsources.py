@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from ..core.inputs import exact_float64
 from .accumulate import native_fp32_ok, triple
 
 _OPS = ("sum", "dot", "matmul")
+_MAG, _INF = 0x7FFF_FFFF_FFFF_FFFF, 0x7FF0_0000_0000_0000   # float64 bits: magnitude mask, +inf
 _ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
 FP32_TRIPLE = triple(FP32)
 
@@ -30,22 +32,50 @@ def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:
     """(q, h, subnormals): the finite nonzero values are multiples of 2^q and below 2^h.
 
     q = floor(log2 min|v|) - (p - 1), floored at the format's quantum: a value with at most p
-    significant bits has its lowest bit at or above floor(log2|v|) - (p - 1).
+    significant bits has its lowest bit at or above floor(log2|v|) - (p - 1). min and max are read on
+    the bits: the bit patterns of |v| order as the values, so the largest pattern below the infinity's
+    is max |v| over the finite values, and the smallest pattern - 1 as an unsigned word (a zero's wraps
+    around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
     """
-    a = np.abs(v).ravel()
-    a = a[(a > 0) & (a < np.inf)]
-    if a.size == 0:
+    b = np.ascontiguousarray(v).reshape(-1).view(np.int64) & _MAG
+    if b.size == 0:
         return 10**6, -(10**6), False
-    mn, mx = a.min(), a.max()
+    top = int(b.max())
+    if top >= _INF:                             # inf / NaN among them: the largest finite pattern
+        top = int(b.max(where=b < _INF, initial=0))
+    b -= 1
+    low = int(b.view(np.uint64).min()) + 1
+    if top == 0 or low >= _INF:                 # no finite nonzero value
+        return 10**6, -(10**6), False
+    mn, mx = (float(np.int64(w).view(np.float64)) for w in (low, top))
     q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
     return q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin)
 
 
 def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
-    """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros _ZERO_LABEL; inf/NaN 0 (unused)."""
-    fin = np.isfinite(v) & (v != 0)
-    e = np.frexp(np.where(fin, v, 1.0))[1] - 1
-    return np.where(v == 0, _ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
+    """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros _ZERO_LABEL; inf/NaN 0 (unused).
+
+    floor(log2|v|) of a normal float64 is its biased exponent field - 1023; a subnormal float64's field
+    (0) gives -1023, below every format's emin (>= -1022 here), so the clamp gives emin as for its
+    true exponent."""
+    if fmt.emin < -1022:                        # (no format simulate takes: its values are normal float64)
+        fin = np.isfinite(v) & (v != 0)
+        e = np.frexp(np.where(fin, v, 1.0))[1] - 1
+        return np.where(v == 0, _ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
+    v = np.ascontiguousarray(v)
+    top = v.view(np.uint16)[..., 3::4] if sys.byteorder == "little" else v.view(np.uint16)[..., 0::4]
+    e = top & 0x7FF0                            # the top 16 bits: sign, exponent field, 4 fraction bits
+    e >>= 4
+    e = e.view(np.int16)
+    e -= 1023
+    zeros = e.size and e.min() == -1023         # zeros (or float64 subnormals: emin after the clamp)
+    special = e.size and e.max() == 1024        # inf / NaN
+    marks = (e == -1023) & (v == 0) if zeros else None, e == 1024 if special else None
+    np.maximum(e, fmt.emin, out=e)
+    for m, label in zip(marks, (_ZERO_LABEL, 0)):
+        if m is not None:
+            e[m] = label
+    return e
 
 
 class _Source:
