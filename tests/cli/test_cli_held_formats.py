@@ -36,7 +36,7 @@ def test_formats_all_lists_every_section(capsys):
     assert _section(out, "packed int4 conventions") == list(PACKINGS)
     assert _section(out, "IEEE P3109") == list(P3109_FORMATS)
     q4k = next(ln for ln in out.splitlines() if ln.startswith("Q4_K "))
-    assert q4k.split() == ["Q4_K", "256", "144", "4.5", "no", "yes"]
+    assert q4k.split() == ["Q4_K", "256", "144", "4.5", "yes", "yes"]
     p3 = next(ln for ln in out.splitlines() if ln.startswith("binary8p3se "))
     assert p3.split()[:6] == ["binary8p3se", "8", "5", "2", "16", "fnuz"]
 
@@ -63,7 +63,7 @@ def test_formats_json_has_every_kind(capsys):
 
 @pytest.mark.parametrize("name, kind, key, value", [
     ("nf4", "codebook", "codes", "16"), ("bnb_fp4", "codebook", "ties", "down"),
-    ("Q5_1", "GGUF block type", "block_bytes", "24"), ("gguf:q2_k", "GGUF block type", "quantise", "no"),
+    ("Q5_1", "GGUF block type", "block_bytes", "24"), ("gguf:q2_k", "GGUF block type", "quantise", "yes"),
     ("awq", "packed int4 convention", "source", PACKINGS["awq"])])
 def test_info_describes_held_formats(capsys, name, kind, key, value):
     rc, out, _ = run(capsys, "info", name)

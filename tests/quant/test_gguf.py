@@ -52,11 +52,23 @@ def test_q6_k_hand_block():
     assert y[0] == 0.5 * 2 * (47 - 32) and y[1] == 0.5 * 2 * -32 and y[64] == 0.5 * b[192 + 4].view(np.int8) * (1 - 32)
 
 
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+def test_block_whose_reciprocal_scale_overflows_gets_code_bytes_zero(name):
+    # values below 2^-125: 1 / d overflows FP32, x * id is +-inf or NaN; ggml (x86) converts that to INT_MIN,
+    # whose low byte is 0 (numpy's int64 cast, clamped to 15, gave 0xF nibbles here before)
+    x = (np.random.default_rng(2).standard_normal(32) * 2.0**-130).astype(np.float32)
+    b = gguf_quantize(x, name)
+    head = 4 if name in ("Q4_1", "Q5_1") else 2
+    assert not b[head:].any() and not gguf_dequantize(b, name).any()
+
+
 def test_refusals():
     with pytest.raises(ValueError, match="144 bytes per block of 256 values; got 100 bytes"):
         gguf_blocks(np.zeros(100, np.uint8), "Q4_K")
-    with pytest.raises(ValueError, match="does not quantise"):
-        gguf_quantize(np.zeros(256, np.float32), "Q4_K")
+    with pytest.raises(ValueError, match="not a multiple of 256"):
+        gguf_quantize(np.zeros(255, np.float32), "Q4_K")
+    with pytest.raises(ValueError, match="NaN"):
+        gguf_quantize(np.full(256, np.inf, np.float32), "Q6_K")
     with pytest.raises(ValueError, match="not a multiple of 32"):
         gguf_quantize(np.zeros(33, np.float32), "Q8_0")
     with pytest.raises(ValueError, match="NaN"):

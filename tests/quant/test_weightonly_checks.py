@@ -90,11 +90,6 @@ def test_gguf_library_output_passes():
         no.assert_quantized_close(gq.quantize(X, t), X, fmt=t)
 
 
-def test_gguf_k_quants_name_the_bound_instead():
-    with pytest.raises(ValueError, match=r"quantized_matmul_bound\(A, B, qb=GgufWeights"):
-        no.check_quantized_close(np.zeros(144, np.uint8), np.zeros(256, np.float32), fmt="Q4_K")
-
-
 # ---- packed int4 --------------------------------------------------------------------------------
 def test_int4_weights_pass_and_a_corrupted_code_fails():
     W = RNG.standard_normal((256, 32)).astype(np.float16).astype(np.float32)

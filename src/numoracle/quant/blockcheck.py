@@ -1,5 +1,5 @@
 """The quantisation check for block formats that are not a numoracle Format: codebooks (NF4, bitsandbytes FP4,
-yours) with blockwise absmax, and GGUF's legacy blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
+yours) with blockwise absmax, and GGUF's blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K).
 
 ``check_quantized_close(actual, x, fmt="nf4", granularity=("block", 64))`` and ``check_quantized_close(actual, x,
 fmt="Q4_0")`` come here (``quant/check.py`` dispatches on ``fmt``). The reference is ``quantize_codebook`` /
@@ -12,7 +12,8 @@ fmt="Q4_0")`` come here (``quant/check.py`` dispatches on ``fmt``). The referenc
 
 Classes: ``exact``; ``tie`` (one code away, where the reference's scaled value t was a tie: on a codebook
 boundary, or a GGUF ``t`` with fraction exactly 1/2); ``mismatch``. Scales: codebook absmax is an exact
-maximum (no rounding), GGUF's d / m fields are compared as stored: any difference fails, with the block named.
+maximum (no rounding), GGUF's d / m fields are compared as stored (K-quants: each element's ``d * sc`` and
+``dmin * m``, the super-block and sub-block scales together): any difference fails, with the block named.
 """
 
 from __future__ import annotations
@@ -205,10 +206,6 @@ def _check_codebook(actual: Any, x: Any, cb: Codebook, block: int, actual_scales
 
 # ---- GGUF ----------------------------------------------------------------------------------------
 def _check_gguf(actual: Any, x: Any, name: str, allow: int, show: int) -> BlockCheckReport:
-    if name not in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
-        raise ValueError(f"{name}: numoracle has no reference quantiser for the K-quants (ggml's iterative scale "
-                         "search), so there are no expected codes to compare; check what the weights do instead: "
-                         "quantized_matmul_bound(A, B, qb=GgufWeights(data, qtype, shape)) bounds x @ W")
     ref, eq, t = gguf_reference(x, name)
     xv = np.asarray(x, dtype=np.float64)
     shape = xv.shape
@@ -232,11 +229,15 @@ def _check_gguf(actual: Any, x: Any, name: str, allow: int, show: int) -> BlockC
         raise ValueError(f"{name}: actual holds {blocks.shape[0]} blocks; x ({xv.size} values) makes {ref.shape[0]}")
     aq, ad, am = gguf_codes(blocks, name)
     _, rd, rm = gguf_codes(ref, name)
-    fields_bad = (ad.view(np.uint32) != rd.view(np.uint32)).ravel()
+    differs = ad.view(np.uint32) != rd.view(np.uint32)  # (n, 1); K-quants (n, 256): d * sub-block scale
     if rm is not None:
-        fields_bad |= (am.view(np.uint32) != rm.view(np.uint32)).ravel()
-    witness = [f"block {int(i)}: d {float(ad[i, 0])!r} vs {float(rd[i, 0])!r}"
-               + (f", m {float(am[i, 0])!r} vs {float(rm[i, 0])!r}" if rm is not None else "")
+        differs |= am.view(np.uint32) != rm.view(np.uint32)
+    fields_bad = differs.any(axis=1)
+    at = differs.argmax(axis=1)
+    what = "d * sc" if name.endswith("_K") else "d"
+    witness = [f"block {int(i)}{f' element {int(at[i])}' if name.endswith('_K') else ''}: {what} "
+               f"{float(ad[i, at[i]])!r} vs {float(rd[i, at[i]])!r}"
+               + (f", m {float(am[i, at[i]])!r} vs {float(rm[i, at[i]])!r}" if rm is not None else "")
                for i in np.flatnonzero(fields_bad)[:show]]
     av = gguf_dequantize(blocks, name).astype(np.float64).reshape(shape)
     same = (aq == eq).reshape(shape)

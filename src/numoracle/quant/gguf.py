@@ -1,5 +1,5 @@
-"""llama.cpp's GGUF block quantisations: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (quantise + dequantise) and the K-quants
-Q2_K .. Q6_K (dequantise; ``quant/ggufk.py``), byte for byte in GGUF's block layout.
+"""llama.cpp's GGUF block quantisations: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q2_K .. Q6_K (quantise:
+``quant/ggufkq.py``; dequantise: ``quant/ggufk.py``), byte for byte in GGUF's block layout.
 
 The definition is ggml's C reference (``ggml/src/ggml-quants.c``, ``quantize_row_q*_ref`` /
 ``dequantize_row_q*``), mirrored in numpy by the ``gguf`` package (``gguf/quants.py``, 0.19.0). Every step is one
@@ -37,8 +37,7 @@ __all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "ggu
 # name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
 GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
               "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
-GGUF_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
-_QUANTISERS = GGUF_QUANTISERS
+GGUF_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 _F = np.float32
 
 
@@ -92,7 +91,7 @@ def _qh(q: np.ndarray) -> np.ndarray:
 
 
 def _recip(d: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         return np.where(d == 0, _F(0), _F(1) / np.where(d == 0, _F(1), d)).astype(_F)
 
 
@@ -102,32 +101,38 @@ def _roundf(v: np.ndarray) -> np.ndarray:
     return np.copysign(np.floor(a + 0.5), v)
 
 
+def _codes(v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Integer codes; 0 where t is not finite (1 / d overflowed: a block of values below about 2^-125). ggml
+    converts that inf / NaN to an integer (undefined in C); x86's conversion gives INT_MIN, whose low byte is 0
+    (ggml 0.25.3 built for x86-64 writes 0; gguf-py 0.19.0's numpy casts to uint8 give 0 too). d is FP16 0 there,
+    so every value dequantises to +-0 whatever the codes."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(t), v, 0).astype(np.int64)
+
+
 def _reference(x: np.ndarray, name: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(the block's byte fields in order, codes q (n, 32), the scaled values t before rounding, float64)."""
     if name == "Q8_0":
         d = (np.abs(x).max(axis=1, keepdims=True) / _F(127)).astype(_F)
         t = (x * _recip(d)).astype(_F)
-        q = _roundf(t).astype(np.int64)
+        q = _codes(_roundf(t), t)
         return [_f16(d), q.astype(np.int8).view(np.uint8)], q, t.astype(np.float64)
     if name in ("Q4_0", "Q5_0"):
         steps = _F(8) if name == "Q4_0" else _F(16)
         i = np.abs(x).argmax(axis=1)[:, None]
         d = (np.take_along_axis(x, i, axis=1) / -steps).astype(_F)
         t = (x * _recip(d)).astype(_F)
-        q = np.minimum(np.trunc((t + (steps + _F(0.5))).astype(_F)), 2 * steps - 1).astype(np.int64)
+        q = _codes(np.minimum(np.trunc((t + (steps + _F(0.5))).astype(_F)), 2 * steps - 1), t)
         return [_f16(d)] + ([_qh(q)] if name == "Q5_0" else []) + [_nibbles(q)], q, t.astype(np.float64)
     top = _F(15) if name == "Q4_1" else _F(31)
     lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
     d = ((hi - lo).astype(_F) / top).astype(_F)
     t = (((x - lo).astype(_F)) * _recip(d)).astype(_F)
-    q = np.minimum(np.trunc((t + _F(0.5)).astype(_F)), top).astype(np.int64)
+    q = _codes(np.minimum(np.trunc((t + _F(0.5)).astype(_F)), top), t)
     return [_f16(d), _f16(lo)] + ([_qh(q)] if name == "Q5_1" else []) + [_nibbles(q)], q, t.astype(np.float64)
 
 
 def _fp32_blocks(x: Any, name: str) -> np.ndarray:
-    if name not in _QUANTISERS:
-        raise ValueError(f"{name}: numoracle dequantises the K-quants but does not quantise them (ggml's "
-                         "quantize_row_*_K_ref searches scales iteratively); quantisable: " + ", ".join(_QUANTISERS))
     v = check_array(x, "x")
     if v.dtype != np.float32:
         f = v.astype(np.float64)
@@ -143,9 +148,15 @@ def _fp32_blocks(x: Any, name: str) -> np.ndarray:
 
 
 def gguf_reference(x: Any, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The quantiser's bytes (n_blocks, bytes per block), codes q (n_blocks, 32) as stored (Q4_0: 0..15, Q8_0:
-    -128..127) and the scaled values t it rounded (``x * id``, Q4_1 / Q5_1 ``(x - min) * id``; FP32, as float64)."""
+    """The quantiser's bytes (n_blocks, bytes per block), codes q (n_blocks, values per block) as stored (Q4_0:
+    0..15, Q8_0: -128..127, Q6_K: 0..63) and the scaled values t it rounded last (``x * id``, Q4_1 / Q5_1
+    ``(x - min) * id``, K-quants ``(x + dm) / d`` or ``x / d``, NaN where a sub-block's d is 0; FP32, as float64)."""
     name = _qtype(qtype)
+    if name.endswith("_K"):
+        from .ggufkq import quantize_k
+
+        k = quantize_k(_fp32_blocks(x, name), name)
+        return k.data, k.codes, k.t
     parts, q, t = _reference(_fp32_blocks(x, name), name)
     return np.concatenate(parts, axis=1), q, t
 
@@ -156,8 +167,13 @@ def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
 
 
 def gguf_codes(b: np.ndarray, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Blocks (n, bytes) of a legacy type -> (codes q (n, 32) as stored, d (n, 1) FP32, m (n, 1) FP32 or None)."""
+    """Blocks (n, bytes) -> (codes q (n, 32) as stored, d (n, 1) FP32, m (n, 1) FP32 or None); K-quants: codes
+    (n, 256) and each element's factors ``d * sc`` and ``dmin * m`` (n, 256) (``quant/ggufk.k_codes``)."""
     name = _qtype(qtype)
+    if name.endswith("_K"):
+        from .ggufk import k_codes
+
+        return k_codes(b, name)
     d = b[:, 0:2].copy().view(np.float16).astype(_F)
     if name == "Q8_0":
         return b[:, 2:].copy().view(np.int8).astype(np.int64), d, None
@@ -180,6 +196,10 @@ def _legacy(b: np.ndarray, name: str) -> np.ndarray:
 
 def gguf_values(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, name: str) -> np.ndarray:
     """ggml's dequantisation of codes q (as stored) with FP32 d (and m), as float32 (any q, e.g. a neighbour)."""
+    if name.endswith("_K"):
+        from .ggufk import k_values
+
+        return k_values(q, d, m, name)
     if name == "Q8_0":
         return (q.astype(_F) * d).astype(_F)
     if m is not None:

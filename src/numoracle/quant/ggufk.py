@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dequantize_k", "scale_min_k4"]
+__all__ = ["dequantize_k", "scale_min_k4", "k_codes", "k_values"]
 
 _F = np.float32
 
@@ -103,3 +103,37 @@ def dequantize_k(b: np.ndarray, name: str) -> np.ndarray:
         s = np.repeat(b[:, 192:208].view(np.int8).astype(_F), 16, axis=1)
         return ((_f16(b, 208) * s).astype(_F) * (q - 32).astype(_F)).astype(_F)
     raise ValueError(f"{name} is not a K-quant (Q2_K .. Q6_K)")
+
+
+def k_codes(b: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(n, bytes) super-blocks -> (codes q (n, 256) as stored, each element's FP32 factor ``d * sc`` (n, 256), its
+    ``dmin * m`` (n, 256) or None): the fields :func:`k_values` turns into values (exact products, as ggml's)."""
+    b = b.astype(np.uint8)
+    if name == "Q2_K":
+        sc = b[:, 0:16].astype(np.int64)
+        q, (d, dm), subs = _two_bits(b[:, 16:80].astype(np.int64)), (_f16(b, 80), _f16(b, 82)), (sc & 0xF, sc >> 4)
+    elif name == "Q3_K":
+        q = _two_bits(b[:, 32:96].astype(np.int64)) | (_bit(b[:, 0:32].astype(np.int64)) << 2)
+        return q, np.repeat((_f16(b, 108) * _q3_scales(b[:, 96:108]).astype(_F)).astype(_F), 16, axis=1), None
+    elif name in ("Q4_K", "Q5_K"):
+        q = (_nibble4(b[:, 16:144].astype(np.int64)) if name == "Q4_K" else
+             _nibble4(b[:, 48:176].astype(np.int64)) | (_bit(b[:, 16:48].astype(np.int64)) << 4))
+        (d, dm), subs = (_f16(b, 0), _f16(b, 2)), scale_min_k4(b[:, 4:16])
+    elif name == "Q6_K":
+        e = _e()
+        ql = b[:, 0:128].astype(np.int64)
+        q = ((ql[:, (e // 128) * 64 + e % 64] >> (4 * ((e % 128) // 64))) & 0xF) | (
+            _two_bits(b[:, 128:192].astype(np.int64)) << 4)
+        return q, np.repeat((_f16(b, 208) * b[:, 192:208].view(np.int8).astype(_F)).astype(_F), 16, axis=1), None
+    else:
+        raise ValueError(f"{name} is not a K-quant (Q2_K .. Q6_K)")
+    rep = 256 // subs[0].shape[1]
+    return (q, np.repeat((d * subs[0].astype(_F)).astype(_F), rep, axis=1),
+            np.repeat((dm * subs[1].astype(_F)).astype(_F), rep, axis=1))
+
+
+def k_values(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, name: str) -> np.ndarray:
+    """ggml's value of codes q (as stored; any q, e.g. a neighbour) with the per-element fields of :func:`k_codes`."""
+    off = {"Q3_K": 4, "Q6_K": 32}.get(name, 0)
+    y = (d * (q - off).astype(_F)).astype(_F)  # exact
+    return y if m is None else (y - m).astype(_F)  # the one rounding
