@@ -220,17 +220,19 @@ def test_tf32_runs(kind):
 
 @pytest.mark.slow
 def test_tf32_cublas_k4096_splits_in_24():
-    """cuBLAS TF32 at K = 4096: 24 slices of 192 terms (the last 64), each chained by the block FMA from zero."""
+    """cuBLAS TF32 at K = 4096, from the FP32 inputs as recorded: 24 slices of 192 terms (the last 64), each
+    chained by the block FMA from zero, on the inputs rounded to TF32 to nearest. The search tries the plain unit's
+    splits ahead of its promoted forms (Promoted(192, unit) is one of them), so the 24-way split is reached."""
     d = np.load(DATA / "mm_tf32_6_subset.npz")
     tag = "fp32_128x4096x128_randn"
-    a, b = (no.as_native(no.cast(d[f"{tag}__{w}"], "tf32"), "tf32") for w in ("A", "B"))
-    # 32 outputs make the error-direction guide noisy: let the 24..64-slice splits try every unit (keep=9);
-    # on the whole recording (16384 outputs) the default keep=3 finds it
-    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b, keep=9)
+    a, b = d[f"{tag}__A"], d[f"{tag}__B"]
+    rep = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b)
     assert isinstance(rep.order, TiledSplitK) and rep.order.inner == O.preset("h200", "tf32"), str(rep)
+    assert rep.winner.operands == ("tf32", "rne"), str(rep)
     assert cutlass_slices(4096, rep.order.s, rep.order.tile) == [192] * 21 + [64]
     same = O.Promoted(192, O.preset("h200", "tf32"), no.FP32)                     # the same arithmetic
-    assert identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b, candidates=[same]).order == same
+    ra, rb = (no.as_native(no.cast(x, "tf32"), "tf32") for x in (a, b))
+    assert identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", ra, rb, candidates=[same]).order == same
 
 
 def test_unit_from_a_small_k_slice_then_the_split():

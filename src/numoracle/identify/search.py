@@ -31,7 +31,7 @@ import numpy as np
 from ..core.convert import cast
 from ..core.formats import FP32
 from ..core.progress import progress
-from ..models.orders import Order
+from ..models.orders import Order, Promoted
 from ..models.ordertext import as_order
 from ..models.simulation import simulate
 from . import families as F
@@ -52,6 +52,24 @@ def _meet(parts: list[np.ndarray], how: str) -> np.ndarray:
     for q in (parts[::-1] if how == "rev" else parts):
         s = s + q
     return s
+
+
+def _plain_first(ranked: list[Candidate]) -> list[Candidate]:
+    """Units in rank order, but a unit U moved up just ahead of its first ``Promoted(e, U)`` form (same operands
+    and accumulator): ``Promoted(e, U)`` is U split into slices of e whose partials are added in order, one of
+    U's own splits, so U's splits are tried first, where any e (192, 384, ...) is found, not only 32, 64, 128."""
+    def family(c: Candidate) -> tuple:
+        inner = c.order.inner if isinstance(c.order, Promoted) else c.order
+        return inner, c.acc, c.operands
+    plain = {family(c): c for c in ranked if not isinstance(c.order, Promoted)}
+    out: list[Candidate] = []
+    for c in ranked:
+        u = plain.pop(family(c), None) if isinstance(c.order, Promoted) else None
+        if u is not None:
+            out.append(u)
+        if c not in out:
+            out.append(c)
+    return out
 
 
 class _Search:
@@ -177,7 +195,7 @@ class _Search:
         self.notes.append("no block FMA or plain order alone reproduces the outputs: trying splits of K and the "
                           "ways their partials meet")
         from .permute import permutation_stage
-        ranked = self.best(("unit",), len(self.scored), by_bias=True)
+        ranked = _plain_first(self.best(("unit",), len(self.scored), by_bias=True))
         ranked.sort(key=lambda c: (c.acc is not None, F.is_cpu(c.order)))   # other accumulators, CPU lanes last
         permuted = False
         for i, c in enumerate(ranked):
@@ -197,7 +215,7 @@ class _Search:
 
 def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto", acc: Any = FP32, out: Any = None,
                    rows: Any = None, prune_rows: int = 8, keep: int = 3, outputs: int | None = None,
-                   units: Any = (), seed: int = 0, budget_s: float | None = None, max_candidates: int | None = 300,
+                   units: Any = (), seed: int = 0, budget_s: float | None = None, max_candidates: int | None = 360,
                    verdict: bool = True) -> IdentifyReport:
     """Rank candidate arithmetics by the fraction of the kernel's outputs they reproduce bit for bit.
 
