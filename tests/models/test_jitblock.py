@@ -214,3 +214,26 @@ def test_overflow_rows_among_tiles():
     _same("matmul", (a, b), order=order)
     got = simulate("matmul", a, b, order=order)
     assert np.isinf(got[[3, 17, 30]]).any() and np.isfinite(got[:3]).all()
+
+
+def test_truncating_blocks_float32_terms_below_float32_range():
+    # BF16 products from 2^-80 to 2^100 in one block: E near 100, so the small terms scaled by 2^(F - E)
+    # fall below float32's range (even to 0). A truncating block still takes float32 terms (terms32): those
+    # terms truncate to +-0 as the exact ones do; a sticky block does not (its sign bit needs them)
+    rng = np.random.default_rng(29)
+    m, K, n = 5, 96, 7
+    big = rng.random((m, K)) < 0.3
+    a = (rng.uniform(1, 2, (m, K)) * np.where(big, 2.0**50, 2.0**-40) * rng.choice([-1, 1], (m, K)))
+    b = (rng.uniform(1, 2, (K, n)) * np.exp2(rng.integers(-40, 51, (K, n))) * rng.choice([-1, 1], (K, n)))
+    a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    seen = []
+    real = jitblock.terms32
+    for truncate in (True, False):
+        order = O.BlockFMA(16, 25, truncate=truncate)
+        try:
+            jitblock.terms32 = lambda st: seen.append(real(st)) or seen[-1]
+            _same("matmul", (a, b), order=order)
+        finally:
+            jitblock.terms32 = real
+        assert seen and all(seen) == truncate
+        seen.clear()

@@ -221,11 +221,16 @@ def covers(step: BlockStep) -> bool:
 def terms32(step: BlockStep) -> bool:
     """float32 terms with float64 block sums: the inputs are FP32 numbers and their products too (float32
     multiplication is then exact), and every scale 2^(F + spc - E) and nonzero scaled term is a normal
-    float32 (the scaled terms are then exact, and so are their truncations)."""
+    float32 (the scaled terms are then exact, and so are their truncations). A truncating block (no sticky
+    bit) needs the scaled terms exact only where |Y| >= 1: those are normal float32 numbers of at most 24
+    bits, so exact; a smaller one may round (even to a subnormal or 0) but stays below 1 in magnitude, and
+    its truncation is +-0 either way, as the exact Y's: so there the large accumulators (E up to c's
+    exponent, far above the terms') need no bound."""
     _, qt, ht = step.info
     hi_e = max(ht, step.ar.fmt.emax + 1) + 2
     F = step.order.frac_bits
-    return step.terms_fp32 and F + 2 - qt <= 127 and F - hi_e >= -126 and qt + F - hi_e >= -126
+    small_ok = step.order.truncate or qt + F - hi_e >= -126    # the smallest scaled term
+    return step.terms_fp32 and F + 2 - qt <= 127 and F - hi_e >= -126 and small_ok
 
 
 class Inputs:
