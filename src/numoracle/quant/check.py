@@ -44,7 +44,7 @@ from .blockcheck import block_format, check_block_quantized
 from .checkreport import CLASSES, RANK, QuantCheckReport, QuantElement, QuantizedMismatch, code_hex
 from .error import _as_values, _expand, quantization_error_bound
 from .recipe import QuantRecipe, takes_recipe
-from .scale import mul_round
+from .scale import div_values, mul_round
 from .torchq import is_torch_quantized, scale_grid, torch_quantized_parts
 
 __all__ = ["assert_quantized_close", "check_quantized_close", "QuantCheckReport", "QuantizedMismatch",
@@ -125,7 +125,8 @@ def _requantize(x: Any, scales: np.ndarray, q: Any, params: dict) -> np.ndarray 
 
 _QUANTIZE_KEYS = ("fmt", "granularity", "axis", "symmetric", "scale_fmt", "scale_rule", "rounding", "clip",
                   "reciprocal", "compute", "overflow", "nan", "global_scale", "scale", "zero_point", "scale_rounding",
-                  "compute_rounding", "scale_range", "global_amax", "random_bits", "sr_bits")
+                  "compute_rounding", "scale_range", "global_amax", "random_bits", "sr_bits",
+                  "global_scale_convention")
 
 
 def _element_format(fmt: Any, actual: Any, tq: Any) -> Any:
@@ -193,6 +194,14 @@ def _unwrap(actual: Any, actual_scales: Any, q: Any, tq: Any, notes: list[str]) 
             raise ValueError("actual is a Quantized: its scales are compared; do not also pass actual_scales")
         if actual.fmt != fmt:
             raise TypeError(f"actual is quantised to {actual.fmt.name}, but the expected quantisation is to {fmt.name}")
+        mine, theirs = q.params.global_scale_convention, actual.params.global_scale_convention
+        if actual.global_scale is not None and mine != theirs:
+            raise ValueError(f"actual's NVFP4 global scale is stored in global_scale_convention={theirs!r} "
+                             f"({actual.global_scale!r}), but the check assumes {mine!r}: pass "
+                             f"global_scale_convention={theirs!r}")
+        if actual.global_scale is not None and actual.global_scale != q.global_scale:
+            notes.append(f"actual's global scale {actual.global_scale!r} differs from the expected "
+                         f"{q.global_scale!r} ({mine} convention)")
         return np.asarray(actual.codes), actual.scale_codes, actual.zero_points, False
     return actual, actual_scales, a_zp, zp_differ
 
@@ -206,13 +215,14 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
                           global_scale: float | None = None, scale: Any = None, zero_point: Any = None,
                           scale_rounding: Any = "rne", compute_rounding: Any = "rne", scale_range: str | None = None,
                           global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None,
-                          allow_outliers: int = 0, actual_scales: Any = None, show: int = 10) -> QuantCheckReport:
+                          global_scale_convention: str = "decode", allow_outliers: int = 0, actual_scales: Any = None,
+                          show: int = 10) -> QuantCheckReport:
     """Compare ``actual`` with ``numoracle.quantize(x, fmt, ...)`` (see the module docstring).
 
-    The quantisation parameters (``fmt`` to ``sr_bits``) are :func:`numoracle.quantize`'s. ``fmt`` may be
-    left out when ``actual`` says it: a :class:`~numoracle.Quantized` or a torch quantized tensor (qint8,
-    quint8, qint32; its scales and zero points are then compared too). ``allow_outliers``: the budget of
-    tie and scale-off-by-one-ULP outliers; ``actual_scales``: the kernel's scales; ``show``: rows listed.
+    The quantisation parameters (``fmt`` to ``global_scale_convention``) are :func:`numoracle.quantize`'s. ``fmt``
+    may be left out when ``actual`` says it: a :class:`~numoracle.Quantized` or a torch quantized tensor (qint8,
+    quint8, qint32; its scales and zero points compared too). ``allow_outliers``: the budget of tie and
+    scale-off-by-one-ULP outliers; ``actual_scales``: the kernel's scales; ``show``: rows listed.
     """
     from .quantizer import quantize
 
@@ -227,8 +237,7 @@ def check_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = None
     quantize_params = {k: given[k] for k in _QUANTIZE_KEYS} | int4  # the arguments quantize() takes, as passed
     xv = _as_values(x, "x")
     q = quantize(x, **quantize_params)
-    fmt = q.fmt
-    notes: list[str] = []
+    fmt, notes = q.fmt, list[str]()
     actual, actual_scales, a_zp, zp_differ_t = _unwrap(actual, actual_scales, q, tq, notes)
     mode, acodes, afmt = _actual_codes(actual, fmt, xv.shape)
     ec = np.asarray(q.codes).astype(np.uint64)
@@ -334,7 +343,10 @@ def _compare_scales(q: Any, actual_scales: Any, sfmt: Any, S_exp: np.ndarray, sh
                        f"{code_hex(int(esc.ravel()[i]), sfmt)} "
                        f"({float(np.asarray(q.scales).ravel()[i])!r})")
     act_grid = np.where(asc == esc, np.asarray(q.scales, np.float64), decode(asc, sfmt).astype(np.float64))
-    S_act = q.layout.expand(act_grid) * (q.global_scale if q.global_scale is not None else 1.0)
+    if q.params.global_scale_convention == "encode":  # compressed-tensors multiplies by fl(d / G)
+        S_act = q.layout.expand(div_values(act_grid, q.global_scale, q.params.compute))
+    else:
+        S_act = q.layout.expand(act_grid) * (q.global_scale if q.global_scale is not None else 1.0)
     return off1, offm, witness, S_act, act_grid
 
 
@@ -422,6 +434,7 @@ def assert_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = Non
                            global_scale: float | None = None, scale: Any = None, zero_point: Any = None,
                            scale_rounding: Any = "rne", compute_rounding: Any = "rne", scale_range: str | None = None,
                            global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None,
+                           global_scale_convention: str = "decode",
                            allow_outliers: int = 0, actual_scales: Any = None, show: int = 10,
                            msg: str | Callable[[str], str] | None = None) -> QuantCheckReport:
     """:func:`check_quantized_close`; raises :class:`QuantizedMismatch` unless it passed; returns the report.
@@ -435,7 +448,8 @@ def assert_quantized_close(actual: Any, x: Any, recipe: QuantRecipe | None = Non
         scale_rule=scale_rule, rounding=rounding, clip=clip, reciprocal=reciprocal, compute=compute,
         overflow=overflow, nan=nan, global_scale=global_scale, scale=scale, zero_point=zero_point,
         scale_rounding=scale_rounding, compute_rounding=compute_rounding, scale_range=scale_range,
-        global_amax=global_amax, random_bits=random_bits, sr_bits=sr_bits, allow_outliers=allow_outliers,
+        global_amax=global_amax, random_bits=random_bits, sr_bits=sr_bits,
+        global_scale_convention=global_scale_convention, allow_outliers=allow_outliers,
         actual_scales=actual_scales, show=show)
     if not r.passed:
         raise QuantizedMismatch(r, msg)

@@ -95,7 +95,7 @@ class QuantParams:
 
     ``block_shape[k]`` is the number of elements a block spans along axis ``k``; ``qmin`` / ``qmax``
     the element range after ``clip`` (integers) or +-max finite (floats); ``global_scale`` the NVFP4
-    per-tensor decode scale once computed (None otherwise).
+    per-tensor scale once computed, as ``global_scale_convention`` states it (None otherwise).
     """
 
     granularity: str | tuple  # "tensor" | "channel" | ("group", g) | ("block", n) | ("block", (r, c))
@@ -116,7 +116,8 @@ class QuantParams:
     sr_bits: int | None = None
     qmin: float = 0.0  # smallest / largest value of the element range (after clip)
     qmax: float = 0.0
-    global_scale: float | None = None  # NVFP4's per-tensor decode scale, once computed
+    global_scale: float | None = None  # NVFP4's per-tensor scale in global_scale_convention, once computed
+    global_scale_convention: str = "decode"  # "decode" (S_dec, a multiplier) or "encode" (G, a divisor)
 
     def layout(self, shape: tuple[int, ...]) -> Layout:
         return Layout(tuple(shape), self.block_shape)

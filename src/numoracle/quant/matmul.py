@@ -381,6 +381,10 @@ class _Operand:
         nb = grid.shape[axis_k] if grid.ndim == 2 else 1
         self.block = -(-self.K // nb)
         self.global_ = q.global_scale is not None
+        if q.params.global_scale_convention != "decode":
+            raise ValueError(f"{name} stores its NVFP4 global scale in global_scale_convention="
+                             f"{q.params.global_scale_convention!r}; the quantized-matmul bound models 'decode' "
+                             "(blocks scaled by d, the sum by S_dec): quantise with global_scale_convention='decode'")
         self.g = float(q.global_scale) if self.global_ else 1.0
         self.scale_fmt = q.params.scale_fmt
         self.hat = np.asarray(q.dequantize(), np.float64)

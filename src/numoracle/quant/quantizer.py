@@ -75,11 +75,12 @@ from typing import Any
 import numpy as np
 
 from ..core.convert import cast, decode
-from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, FP64, INT64, AnyFormat, IntFormat, format_of
+from ..core.formats import FP32, FP64, INT64, AnyFormat, IntFormat, format_of
 from ..core.interop import as_native, native_dtype, to_codes
 from ..core.p3109 import refuse_p1_ties
-from ..core.policy import Flags, Rounding, resolve_policy
-from .layout import Layout, QuantParams, parse_granularity
+from ..core.policy import Flags, Rounding
+from .layout import Layout, QuantParams
+from .params import GLOBAL_SCALE_CONVENTIONS, NAN_POLICIES, RULES, resolve_params
 from .recipe import takes_recipe
 from .scale import (
     Scales,
@@ -89,13 +90,9 @@ from .scale import (
     mul_round,
 )
 
-__all__ = ["quantize", "dequantize", "Quantized", "QuantParams", "Layout", "RULES", "NAN_POLICIES"]
+__all__ = ["quantize", "dequantize", "Quantized", "QuantParams", "Layout", "RULES", "NAN_POLICIES",
+           "GLOBAL_SCALE_CONVENTIONS"]
 
-RULES = ("absmax", "pow2", "rceil", "mx", "nvfp4")
-RULE_ALIASES = {"floor": "mx"}  # OCP MX's rule rounds the power of two down: floor(log2 amax) - emax_elem
-NAN_POLICIES = ("propagate", "ignore", "raise")
-_DEFAULT_GRANULARITY = {"mx": ("block", 32), "rceil": ("block", 32), "nvfp4": ("block", 16)}
-_DEFAULT_SCALE_FMT = {"mx": E8M0FNU, "rceil": E8M0FNU, "nvfp4": FP8_E4M3FN}
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +133,10 @@ class Quantized:
         return _element_values(self.codes, self.fmt)
 
     def scale_per_element(self) -> np.ndarray:
-        """The dequantisation scale of each element (scale * global_scale), x's shape."""
+        """The dequantisation scale of each element (scale * global_scale; NVFP4 in the encode convention
+        ``fl(scale / G)``, the divisor, as compressed-tensors multiplies by it), x's shape."""
+        if self.params.global_scale_convention == "encode":
+            return self.layout.expand(self.divisors)
         s = self.layout.expand(self.scales)
         return s * self.global_scale if self.global_scale is not None else s
 
@@ -216,75 +216,6 @@ def _input_values(x: Any) -> tuple[np.ndarray, bool]:
         return np.ascontiguousarray(a.astype(np.float32 if _fits_fp32(src) else np.float64)), _fits_fp32(src)
     v = decode(codes, src)
     return np.ascontiguousarray(v), False
-
-
-# ---- parameters --------------------------------------------------------------------------
-def _mode(x: Any, what: str) -> Rounding:
-    r = Rounding.of(x)
-    if r is Rounding.STOCHASTIC:
-        raise ValueError(f"{what} must be a deterministic rounding mode, not 'sr' (stochastic rounding applies "
-                         "to the final element cast: rounding='sr')")
-    return r
-
-
-def _int_range(fmt: IntFormat, clip: str) -> tuple[int, int]:
-    lo = fmt.min_value + (1 if clip == "narrow" else 0)
-    return lo, fmt.max_value
-
-
-def _resolve(shape: tuple[int, ...], fmt: AnyFormat, *, granularity: Any, axis: Any, symmetric: bool,
-             scale_fmt: Any, scale_rule: str, rounding: Any, clip: str | None, reciprocal: bool, compute: Any,
-             overflow: Any, nan: str, scale_rounding: Any, compute_rounding: Any, scale_range: str | None,
-             sr_bits: int | None, given: bool) -> QuantParams:
-    """Validate quantize's keywords and fill in the rule's defaults (errors say what to pass instead)."""
-    if not isinstance(scale_rule, str):
-        raise TypeError(f"scale_rule must be a rule's name ({', '.join(RULES)}), got {type(scale_rule).__name__} "
-                        f"{scale_rule!r:.40}")
-    scale_rule = RULE_ALIASES.get(scale_rule, scale_rule)
-    rule = "given" if given else scale_rule
-    if given and scale_rule not in ("absmax", "given"):
-        raise ValueError(f"scale= gives the scales; scale_rule={scale_rule!r} would compute them: pass one")
-    if rule not in (*RULES, "given"):
-        raise ValueError(f"unknown scale_rule {scale_rule!r}; valid: {', '.join(RULES)} (or 'floor', OCP's 'mx')")
-    if nan not in NAN_POLICIES:
-        raise ValueError(f"unknown nan policy {nan!r}; valid: {', '.join(NAN_POLICIES)}")
-    gran = _DEFAULT_GRANULARITY.get(rule, "tensor") if granularity is None else granularity
-    gran, ax, block = parse_granularity(gran, axis, shape)
-    sfmt = format_of(scale_fmt) if scale_fmt is not None else _DEFAULT_SCALE_FMT.get(rule, FP32)
-    if sfmt.is_integer:
-        raise ValueError(f"scale_fmt must be a float format, got {sfmt.name}")
-    cfmt = format_of(compute)
-    if cfmt.is_integer or cfmt.precision > 53:
-        raise ValueError(f"compute must be a float format of at most 53 bits of precision, got {cfmt.name}")
-    if fmt.is_integer and fmt.bits > 32:
-        raise ValueError(f"element formats of more than 32 bits are not supported, got {fmt.name}")
-    if not symmetric:
-        if not fmt.is_integer:
-            raise ValueError(f"symmetric=False (a zero point) needs an integer element format; {fmt.name} is a "
-                             "float format: use symmetric=True")
-        if rule not in ("absmax", "given"):
-            raise ValueError(f"asymmetric quantisation uses scale_rule='absmax' (the min/max range), not {rule!r}")
-    if rule == "nvfp4" and fmt.is_integer:
-        raise ValueError("scale_rule='nvfp4' needs a float element format (FP4 E2M1 for NVFP4)")
-    if clip is None:
-        clip = "narrow" if fmt.is_integer and fmt.signed and symmetric else "full"
-    if clip not in ("narrow", "full"):
-        raise ValueError(f"unknown clip {clip!r}; valid: 'narrow', 'full'")
-    if clip == "narrow" and not (fmt.is_integer and fmt.signed):
-        raise ValueError(f"clip='narrow' drops the most negative code of a signed integer format; {fmt.name} has "
-                         "none to drop: use clip='full'")
-    pol = resolve_policy(fmt, rounding, "saturate" if overflow is None else overflow, sr_bits=sr_bits)
-    if scale_range is None:
-        scale_range = "clamp" if rule in ("mx", "rceil") else "raise"
-    if scale_range not in ("raise", "clamp"):
-        raise ValueError(f"unknown scale_range {scale_range!r}; valid: 'raise', 'clamp'")
-    if fmt.is_integer:
-        qmin, qmax = _int_range(fmt, clip)
-    else:
-        qmin, qmax = -float(fmt.max_finite), float(fmt.max_finite)
-    return QuantParams(gran, ax, block, bool(symmetric), sfmt, rule, pol.rounding, clip, bool(reciprocal),
-                       cfmt, pol.overflow.value, nan, _mode(scale_rounding, "scale_rounding"),
-                       _mode(compute_rounding, "compute_rounding"), scale_range, pol.sr_bits, qmin, qmax)
 
 
 # ---- the element loop ------------------------------------------------------------------------
@@ -394,7 +325,8 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
              reciprocal: bool = False, compute: Any = "fp32", overflow: Any = None, nan: str = "propagate",
              global_scale: float | None = None, scale: Any = None, zero_point: Any = None,
              scale_rounding: Any = "rne", compute_rounding: Any = "rne", scale_range: str | None = None,
-             global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None) -> Quantized:
+             global_amax: float | None = None, random_bits: Any = None, sr_bits: int | None = None,
+             global_scale_convention: str = "decode") -> Quantized:
     """Quantise ``x`` into ``fmt`` modelling each rounding step of a kernel exactly (see the module doc).
 
     ``granularity``: ``"tensor"`` (default; ``("block", 32)`` for ``scale_rule="mx"``, ``("block", 16)``
@@ -406,7 +338,9 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     ``rounding`` (and ``random_bits``/``sr_bits`` for ``"sr"``) is the final cast's mode;
     ``compute_rounding`` the division's; ``scale_rounding`` the scale's. ``nan``: see the module doc.
     ``scale=`` / ``zero_point=`` give the scales (grid-shaped, or 1-D along ``axis`` per channel).
-    ``global_scale`` / ``global_amax``: the NVFP4 per-tensor decode scale, or the amax it comes from.
+    ``global_scale`` / ``global_amax``: the NVFP4 per-tensor scale, or the amax it comes from;
+    ``global_scale_convention``: how that scale is stored, ``"decode"`` (``amax / (448 * 6)``, TransformerEngine;
+    the default) or ``"encode"`` (its reciprocal ``448 * 6 / amax``, compressed-tensors' ``global_scale``).
     """
     fmt = format_of(fmt)
     refuse_p1_ties(fmt, rounding, "quantize")  # the engine breaks P = 1 ties unlike P3109 (core/p3109.py)
@@ -415,10 +349,11 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
         raise ValueError("global_scale is the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
     if global_amax is not None and scale_rule != "nvfp4":
         raise ValueError("global_amax feeds the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
-    p = _resolve(xv.shape, fmt, granularity=granularity, axis=axis, symmetric=symmetric, scale_fmt=scale_fmt,
+    p = resolve_params(xv.shape, fmt, granularity=granularity, axis=axis, symmetric=symmetric, scale_fmt=scale_fmt,
                  scale_rule=scale_rule, rounding=rounding, clip=clip, reciprocal=reciprocal, compute=compute,
                  overflow=overflow, nan=nan, scale_rounding=scale_rounding, compute_rounding=compute_rounding,
-                 scale_range=scale_range, sr_bits=sr_bits, given=scale is not None)
+                 scale_range=scale_range, sr_bits=sr_bits, given=scale is not None,
+                 global_scale_convention=global_scale_convention)
     if zero_point is not None and scale is None:
         raise ValueError("zero_point= goes with scale=; without scales, symmetric=False computes the zero points")
     rb = None
@@ -469,7 +404,7 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
     v = q.values()
     if q.zero_points is not None:
         v = v - q.layout.expand(q.zero_points)
-    s = q.layout.expand(q.scales)
+    s = q.scale_per_element() if q.params.global_scale_convention == "encode" else q.layout.expand(q.scales)
     elem_bits = q.fmt.bits + 1 if q.fmt.is_integer else q.fmt.precision
     glob_bits = q.params.compute.precision if q.global_scale is not None else 0
     exact = elem_bits + q.params.scale_fmt.precision + glob_bits <= 53  # NVFP4 checks this when it quantizes
@@ -477,7 +412,7 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         if exact:
             y = v * s
-            if q.global_scale is not None:
+            if q.global_scale is not None and q.params.global_scale_convention == "decode":
                 y = y * q.global_scale
             return y if out is None else cast(y, dst)
     if q.global_scale is not None:  # quantize refuses such NVFP4 precisions; never round v * s * g twice

@@ -46,6 +46,7 @@ class QuantRecipe:
     compute_rounding: Any = "rne"
     scale_range: str | None = None
     sr_bits: int | None = None
+    global_scale_convention: str = "decode"
 
     def __post_init__(self) -> None:
         from ..core.formats import format_of

@@ -224,6 +224,9 @@ def _asymmetric(xv: np.ndarray, fin: np.ndarray | None, fmt: AnyFormat, p: Quant
     return _with_nan(codes, bad, p.scale_fmt), zp
 
 
+GLOBAL_SCALE_CONVENTIONS_TEXT = {False: "the decode scale amax / (448 * 6)", True: "the encode scale 448 * 6 / amax"}
+
+
 def _nvfp4(fmt: Format, p: QuantParams, amax: np.ndarray, bad: np.ndarray, global_scale: float | None,
            global_amax: float | None) -> Scales:
     """TransformerEngine's NVFP4 reference recipe, each operation rounded in ``compute``."""
@@ -232,28 +235,38 @@ def _nvfp4(fmt: Format, p: QuantParams, amax: np.ndarray, bad: np.ndarray, globa
     if sfmt.precision + c.precision + fmt.precision > 53:
         raise ValueError("NVFP4-style scaling needs element, scale and compute precisions summing to <= 53 so "
                          "dequantize is exact")
+    enc = p.global_scale_convention == "encode"
+    if global_amax is not None:
+        ga = float(global_amax)
+    elif p.nan == "propagate" and bad.any():
+        ga = float("nan")
+    else:
+        ga = float(amax.max(initial=0.0))
+    num = float(mul_values(float(sfmt.max_finite), float(fmt.max_finite), c))
+    s_enc = min(float(div_values(num, ga, c)), cmax) if ga == ga else ga
+    if ga == 0 or np.isinf(ga) or s_enc == 0:
+        s_enc = 1.0
+    s_dec = float(div_values(1.0, s_enc, c))
     if global_scale is not None:
         g = float(global_scale)
+        conv = f"global_scale_convention={p.global_scale_convention!r} ({GLOBAL_SCALE_CONVENTIONS_TEXT[enc]})"
         if not (np.isfinite(g) and g > 0) or decode(cast(np.float64(g), c), c) != g:
-            raise ValueError(f"global_scale must be a positive finite value of compute={c.name}, got {global_scale!r}")
-        s_enc = float(div_values(1.0, g, c))
-        s_dec = g
-    else:
-        if global_amax is not None:
-            ga = float(global_amax)
-        elif p.nan == "propagate" and bad.any():
-            ga = float("nan")
-        else:
-            ga = float(amax.max(initial=0.0))
-        num = float(mul_values(float(sfmt.max_finite), float(fmt.max_finite), c))
-        s_enc = min(float(div_values(num, ga, c)), cmax) if ga == ga else ga
-        if ga == 0 or np.isinf(ga) or s_enc == 0:
-            s_enc = 1.0
-        s_dec = float(div_values(1.0, s_enc, c))
+            raise ValueError(f"global_scale must be a positive finite value of compute={c.name}, got {global_scale!r} "
+                             f"under {conv}")
+        if global_amax is not None and g != (s_enc if enc else s_dec):
+            other = "decode" if enc else "encode"
+            hint = (f"; it is the {other} scale of that amax: pass global_scale_convention={other!r}"
+                    if g == (s_dec if enc else s_enc) else "")
+            raise ValueError(f"global_scale={g!r} is not the scale global_amax={ga!r} gives under {conv}, which is "
+                             f"{s_enc if enc else s_dec!r}{hint}")
+        s_enc, s_dec = (g, float(div_values(1.0, g, c))) if enc else (float(div_values(1.0, g, c)), g)
     d_pre = mul_values(div_values(np.where(bad, 0.0, amax), float(fmt.max_finite), c), s_enc, c)
     d_pre = np.minimum(np.minimum(d_pre, cmax), float(sfmt.max_finite))
     d_pre = np.where(bad, np.nan, d_pre)
     codes = np.asarray(cast(d_pre, sfmt, rounding=p.scale_rounding, overflow="saturate"))
     d = decode(codes, sfmt)
-    divisors = mul_values(d, s_dec, c) if s_dec == s_dec else np.full(d.shape, np.nan)
-    return Scales(codes, d, None, s_dec, divisors, amax)
+    if s_dec != s_dec:
+        divisors = np.full(d.shape, np.nan)
+    else:  # compressed-tensors divides by fl(d / G); TransformerEngine by fl(d * S_dec)
+        divisors = div_values(d, s_enc, c) if enc else mul_values(d, s_dec, c)
+    return Scales(codes, d, None, s_enc if enc else s_dec, divisors, amax)
