@@ -13,6 +13,7 @@ from .models.cpuorders import (  # noqa: F401  CPU kernels' orders (torch, XLA, 
     XlaScan,
     XlaVector,
 )
+from .models.dotorders import MklDot, OpenBlasDot  # noqa: F401  BLAS dot kernels' orders
 from .models.gpuorders import (  # noqa: F401  GPU kernels' orders (identified on recorded H200 runs)
     ChunkedScan,
     GpuReduce,
@@ -30,4 +31,4 @@ from .models.treeorder import PerPosition, TreeOrder  # noqa: F401  explicit tre
 __all__ = [*_base_all, "TiledSplitK", "GpuReduce", "ChunkedScan", "cutlass_slices", "torch_sum_order",
            "torch_cumsum_order", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name",
            "parse", "as_order", "order_text", "TreeOrder", "PerPosition", "VectorCascade", "ThreadSplit",
-           "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "GotoBlocks"]
+           "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "GotoBlocks", "OpenBlasDot", "MklDot"]

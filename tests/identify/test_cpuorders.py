@@ -3,6 +3,8 @@ this machine (tests/reveal shows how), and their bounds' depth against the sched
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,63 @@ def test_bad_parameters_are_refused(make, msg):
     # fma="no" was read as True (bool("no")): a silently different order
     with pytest.raises(ValueError, match=msg):
         make()
+
+
+# ---- BLAS dot kernels (models/dotorders.py) ---------------------------------------------------------------------
+
+def _f32(x):
+    return np.float32(x)
+
+
+def test_openblas_dot_by_hand_at_37_terms():
+    """One block of 32 products in four 8-lane registers (from +0: each product rounded), the registers added in
+    order, 8 -> 4 lanes, two horizontal adds; the 5 tail products summed in double, plus the vector part."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(37).astype(np.float32)
+    b = (rng.standard_normal(37) * np.exp2(rng.integers(-9, 9, 37))).astype(np.float32)
+    p = a * b                                                       # float32 products, each rounded once
+    r = ((p[0:8] + p[8:16]) + p[16:24]) + p[24:32]
+    v = r[:4] + r[4:]
+    s = (v[0] + v[1]) + (v[2] + v[3])
+    t = 0.0
+    for x in p[32:]:
+        t += float(x)
+    want = _f32(t + float(s))
+    got = no.simulate("dot", a, b, order=O.OpenBlasDot())
+    assert _f32(got).view(np.uint32) == want.view(np.uint32)
+    assert O.parse(str(O.OpenBlasDot())) == O.OpenBlasDot()
+
+
+def test_mkl_dot_by_hand_at_32_and_5_terms():
+    rng = np.random.default_rng(5)
+    for n in (32, 5):
+        a = rng.standard_normal(n).astype(np.float32)
+        b = (rng.standard_normal(n) * np.exp2(rng.integers(-9, 9, n))).astype(np.float32)
+        p = np.zeros(32, np.float32)
+        p[:n] = a * b
+        r = p[:16] + p[16:]                                         # registers 0 and 1 (2 and 3 are +0)
+        r = r[:8] + r[8:]
+        r = r[:4] + r[4:]
+        want = (r[0] + r[1]) + (r[2] + r[3])
+        got = no.simulate("dot", a, b, order=O.MklDot())
+        assert _f32(got).view(np.uint32) == _f32(want).view(np.uint32), n
+    assert O.parse(str(O.MklDot())) == O.MklDot()
+
+
+@pytest.mark.parametrize(("lib", "order"), [("numpy", O.OpenBlasDot()), ("torch", O.MklDot())])
+def test_dot_models_reproduce_the_recorded_dots(lib, order):
+    """The recorded dots (tests/data/cpu: numpy 2.4.6's OpenBLAS and torch 2.13.0+cpu's MKL on an AVX-512 machine),
+    37 and 1000 terms, normal and cancelling data: the model gives the recorded bits."""
+    d = np.load(Path(__file__).resolve().parents[1] / "data" / "cpu" / "fp32.npz")
+    for tag in ("dot_37_normal", "dot_1000_normal", "dot_1000_cancel"):
+        got = no.simulate("dot", d[f"{tag}__A"], d[f"{tag}__B"], order=order)
+        assert _f32(got).view(np.uint32) == d[f"{tag}__{lib}_dot"].view(np.uint32), tag
+
+
+def test_dot_models_refuse_bad_shapes():
+    with pytest.raises(ValueError, match="power of two"):
+        O.OpenBlasDot(vec=6)
+    with pytest.raises(ValueError, match="wide"):
+        O.OpenBlasDot(vec=16, wide=8)
+    with pytest.raises(ValueError, match="power of two"):
+        O.MklDot(accumulators=3)

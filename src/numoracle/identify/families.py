@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..core.formats import BF16, FP16, FP32, FP64, Format
 from ..models.cpuorders import GotoBlocks, Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaScan, XlaVector
+from ..models.dotorders import MklDot, OpenBlasDot
 from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
@@ -88,8 +89,8 @@ def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list
 def cpu_units() -> list[Order]:
     """CPU BLAS units: k interleaved lanes (with FMA and without: products rounded first), combined pairwise or by
     halving, the n % k tail in the lanes or after them; XLA's chunks; a sequential chain without FMA; a GotoBLAS K loop
-    (blocks of q = 256, 384 or 512, each a sequential chain with FMA)."""
-    found: list[Order] = [Interleaved(1, fma=False), XlaChunks(32, fma=False), XlaChunks(32)]
+    (blocks of q = 256, 384 or 512, each a sequential chain with FMA); OpenBLAS's x86-64 sdot; MKL's dot."""
+    found: list[Order] = [Interleaved(1, fma=False), XlaChunks(32, fma=False), XlaChunks(32), OpenBlasDot(), MklDot()]
     found += [GotoBlocks(q) for q in (384, 256, 512)]
     found += [Interleaved(k, how, tail, fma) for fma in (True, False) for k in (4, 8, 16)
               for how in ("pairwise", "halving") for tail in ("lanes", "after")]
@@ -97,7 +98,8 @@ def cpu_units() -> list[Order]:
 
 
 def is_cpu(order: Order) -> bool:
-    return isinstance(order, (Interleaved, XlaChunks, XlaVector, XlaScan, VectorCascade, ThreadSplit, GotoBlocks))
+    return isinstance(order, (Interleaved, XlaChunks, XlaVector, XlaScan, VectorCascade, ThreadSplit, GotoBlocks,
+                              OpenBlasDot, MklDot))
 
 
 def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:

@@ -5,7 +5,8 @@ Rows of inputs are drawn from several kinds of data (normal values; magnitudes s
 16th term scaled by 2^12 with random signs, which makes long sums cancel; one large term among small ones; values
 near a power of two), every candidate is simulated on them, and rows are picked greedily until every pair of
 candidates differs on at least one output element (matmul: one row of A against a shared B; sum: one row; dot:
-one vector). Pairs that no drawn row tells apart are reported: on every input tried they are the same arithmetic.
+one vector against a shared one, a kernel call each: ``calls`` of them at most). Pairs that no drawn row tells
+apart are reported: on every input tried they are the same arithmetic.
 """
 
 from __future__ import annotations
@@ -127,11 +128,30 @@ class SeparatingInputs:
                 found.append(name)
         return found
 
+    @property
+    def calls(self) -> list[tuple]:
+        """The kernel's calls these inputs make: one, or for a dot given several vectors, one per row of
+        ``inputs[0]`` against ``inputs[1]`` (a single dot has one output: one call cannot tell more than two
+        orders apart, several can)."""
+        if self.op == "dot" and self.inputs[0].ndim == 2:
+            return [(a, self.inputs[1]) for a in self.inputs[0]]
+        return [self.inputs]
+
+    def rerun(self, fn: Any) -> list[str]:
+        """``fn`` (the kernel) called on these inputs as :attr:`calls` says, and the candidates whose outputs equal
+        its outputs bit for bit (:meth:`which`)."""
+        outs = [np.asarray(fn(*c)) for c in self.calls]
+        return self.which(outs[0] if len(outs) == 1 else np.stack(outs))
+
     def instructions(self) -> str:
         shapes = " and ".join("x".join(map(str, x.shape)) for x in self.inputs)
-        lines = [f"rerun the kernel on sep.inputs ({shapes}, {self.inputs[0].dtype}) from "
-                 f"numoracle.separating_inputs(rep.classes, {self.op!r}, shape, dtype); sep.which(new_output) names "
-                 f"the one of the {len(self.names)} candidates that reproduces it"]
+        how = (f"call the kernel once per row of sep.inputs[0] against sep.inputs[1] ({len(self.calls)} dots of "
+               f"{self.inputs[1].size}, {self.inputs[0].dtype}; sep.calls lists them) and pass the outputs stacked to "
+               f"sep.which(outputs), or call sep.rerun(kernel)" if len(self.calls) > 1 else
+               f"rerun the kernel on sep.inputs ({shapes}, {self.inputs[0].dtype}); sep.which(new_output) or "
+               "sep.rerun(kernel)")
+        lines = [f"{how} names the one of the {len(self.names)} candidates (from numoracle.separating_inputs("
+                 f"rep.classes, {self.op!r}, shape, dtype)) that reproduces it"]
         for i, j in self.not_separated:
             lines.append(f"no input tried separates {self.names[i]} from {self.names[j]}: the same arithmetic on "
                          "every input tried")
@@ -142,7 +162,7 @@ class SeparatingInputs:
 
 
 def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any = FP32, out: Any = None,
-                      seed: int = 0, pools: int = 4, pool_rows: int = 64) -> SeparatingInputs:
+                      seed: int = 0, pools: int = 4, pool_rows: int = 64, calls: int = 1) -> SeparatingInputs:
     """Inputs of the given shape and format on which the given orders give different outputs.
 
     orders: numoracle orders or :class:`numoracle.Arithmetic` values (an AMBIGUOUS report's ``classes`` work too:
@@ -150,6 +170,9 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
     dtype: the input format. acc: the accumulator where an order does not fix one; out: the format the kernel
     stores (16-bit outputs hide differences that FP32 outputs show). Rows are picked from ``pools`` pools of
     ``pool_rows`` drawn rows until every pair differs somewhere; pairs still equal are listed (``not_separated``).
+    calls: for "dot", how many vectors (kernel calls) may be used: one output tells at most two orders apart, so a
+    dot that must separate more gets up to ``calls`` rows in ``inputs[0]``, as many as it needs
+    (:attr:`SeparatingInputs.calls`, :meth:`SeparatingInputs.rerun`).
     """
     items = list(orders) if isinstance(orders, (list, tuple)) else [orders]
     items = [c[0] if isinstance(c, list) and c else c for c in items]
@@ -162,6 +185,9 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
     fmt = format_of(dtype)
     op = check_choice(op.lower() if isinstance(op, str) else op, "op", ("sum", "dot", "matmul"))
     M, K, N = _dims(op, shape)
+    calls = check_int(calls, "calls", 1, 1 << 10)
+    if op == "dot":
+        M = calls
     seed, pools = check_int(seed, "seed", 0), check_int(pools, "pools", 1, 1 << 10)
     pool_rows = check_int(pool_rows, "pool_rows", 1, 1 << 16)
     ofmt = ariths[0].out or ariths[0].accumulator
@@ -187,15 +213,20 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
             chosen.append(pool[r])
             kinds.append(ks[r])
             pairs = {(i, j) for i, j in pairs if np.array_equal(res[i][r], res[j][r])}
+    if op == "dot" and chosen:        # a dot: as many calls as the separation needed
+        M = len(chosen)
     while len(chosen) < M:            # the other rows: more drawn data of every kind
         k = KINDS[len(chosen) % len(KINDS)]
         chosen.append(_in_format(_rows(k, 1, K, rng), fmt)[0])
         kinds.append(k)
     A = np.stack(chosen[:M])
-    inputs = (A,) if op == "sum" else ((A[0], B[:, 0]) if op == "dot" else (A, B))
+    inputs = (A,) if op == "sum" else ((A[0] if M == 1 else A, B[:, 0]) if op == "dot" else (A, B))
     if op == "sum" and (isinstance(shape, (int, np.integer)) or len(shape) == 1):
         inputs = (A[0],)
-    outs = [simulate(op, *inputs, arith=a, codes=True) for a in ariths]
+    if op == "dot" and M > 1:        # one dot per row: the rows against the one column
+        outs = [np.asarray(_run(a, "matmul", A, B[:, :1])).ravel() for a in ariths]
+    else:
+        outs = [simulate(op, *inputs, arith=a, codes=True) for a in ariths]
     return SeparatingInputs(op, inputs, [_name(a) for a in ariths], outs, ariths, sorted(pairs), kinds[:M])
 
 
