@@ -237,3 +237,15 @@ def test_truncating_blocks_float32_terms_below_float32_range():
             jitblock.terms32 = real
         assert seen and all(seen) == truncate
         seen.clear()
+
+
+def test_int32_block_sums_near_their_bound():
+    # H100 FP16 blocks of 16 products just below 4 with K&M's carry: each scaled term just below 2^27, the
+    # block's sum just below 2^31 (the kernel's int32 sums, jitblockrun._pass2_int), of either sign
+    top = np.float16(2 - 2.0**-10)
+    order = O.preset("h100", "fp16")
+    for sign in (1, -1):
+        a = np.full((3, 64), top, np.float16)
+        b = np.full((64, 5), sign * top, np.float16)
+        b[:, 4] = np.float16(sign * 2.0**-14)                          # small terms in the last column
+        _same("matmul", (a, b), order=order)

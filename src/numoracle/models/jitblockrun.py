@@ -68,13 +68,27 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
 
 
 @jit.njit
-def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, frac, sticky, carry, sub_inputs,
+def _pass2_int(a, b, i, ks, t0, t1, scw, S):
+    """Step 3 of a truncating block with int32 sums (``run``'s choice: every |trunc(Y)| < 2^(F + 2) and
+    n 2^(F + 2) <= 2^31, so the sums are exact; all inputs finite): S = the sum of trunc(t * scale), the
+    truncation and the conversion one instruction (float to int conversion rounds toward zero)."""
+    for j in range(t1 - t0):
+        S[j] = 0
+    for kk in range(ks.size):
+        k = ks[kk]
+        ak, bk = a[k, i], b[k, t0:t1]
+        for j in range(t1 - t0):
+            S[j] += np.int32(ak * bk[j] * scw[j])
+
+
+@jit.njit
+def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
     c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32; S: the block sums' buffer (>= _JT), float32 where simulate's
-    _block32 holds.
+    _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
 
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
     so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
@@ -89,7 +103,7 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, frac, sticky,
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
         amax, scw, am64, fsum, scale, inv = amax_f[:nt], scw_f[:nt], am64_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
-        vbuf, lmax, Sb = vbuf_f[:nt], lmax_f[:nt], S[:nt]
+        vbuf, lmax, Sb, Sib = vbuf_f[:nt], lmax_f[:nt], S[:nt], Si[:nt]
         amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
         for r in range(w):
             for g0 in range(i0, i1, _ROWS):
@@ -110,7 +124,12 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, frac, sticky,
                                      sub_inputs)
                         for j in range(nt):
                             scw[j] = min(scale[j], clamp)
-                        block_pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
+                        if Si.size:
+                            _pass2_int(a, b, i, ks, t0, t1, scw, Sib)
+                            for j in range(nt):
+                                Sb[j] = Sib[j]
+                        else:
+                            block_pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
                         odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
                         if odd or not finite:
                             block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
@@ -142,7 +161,10 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     a, b = kin.ab(f32)
     out = np.empty(w * B)
     S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
-    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, int(bo.frac_bits),
+    # int32 block sums: a truncating block of finite inputs whose n terms |trunc(Y)| < 2^(F + 2) sum below 2^31
+    ints = bo.truncate and kin.finite and not b32 and nmax << (bo.frac_bits + 2) <= 1 << 31
+    Si = np.empty(j1 - j0 if ints else 0, np.int32)
+    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
                *kin.rounding(st0.ar))
     calls.add(len(steps))
