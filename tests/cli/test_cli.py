@@ -39,7 +39,12 @@ def rows(text: str) -> dict[str, str]:
 def test_formats_lists_every_registry_format_aligned(capsys):
     rc, out, _ = run(capsys, "formats")
     assert rc == 0
-    lines = out.splitlines()
+    registry_part, *held = out.split("\n\n")  # the registry first, then one section per kind of held format
+    assert [h.splitlines()[0].split(" (")[0] for h in held] == [
+        "codebooks", "GGUF block types", "packed int4 conventions", "IEEE P3109 8-bit formats"]
+    rc, alone, _ = run(capsys, "formats", "--kind", "registry")
+    assert rc == 0 and alone.strip() == registry_part.strip()
+    lines = registry_part.splitlines()
     assert lines[0].split()[:5] == ["name", "bits", "e", "m", "bias"]
     names = [ln.split()[0] for ln in lines[2:]]
     assert names == [f.name for f in registry()]

@@ -41,8 +41,11 @@ def test_formats_all_lists_every_section(capsys):
     assert p3.split()[:6] == ["binary8p3se", "8", "5", "2", "16", "fnuz"]
 
 
-def test_formats_default_is_the_registry_and_kind_picks_one_section(capsys):
+def test_formats_default_lists_every_section_and_kind_picks_one(capsys):
     rc, out, _ = run(capsys, "formats")
+    rc_all, out_all, _ = run(capsys, "formats", "--all")
+    assert rc == rc_all == 0 and out == out_all and _section(out, "GGUF block types") == list(GGUF_TYPES)
+    rc, out, _ = run(capsys, "formats", "--kind", "registry")
     assert rc == 0 and "codebooks" not in out and len(out.splitlines()) == len(registry()) + 2
     rc, out, _ = run(capsys, "formats", "--kind", "gguf")
     assert rc == 0 and out.startswith("GGUF block types") and "fp16" not in out

@@ -41,7 +41,7 @@ def format_summary(f: AnyFormat) -> dict[str, Any]:
 def _cmd_formats(args: argparse.Namespace) -> str:
     from ..core.p3109 import P3109_FORMATS
 
-    kinds = _KINDS if args.all else [args.kind] if args.kind else ["registry"]
+    kinds = [args.kind] if args.kind else _KINDS  # every section by default (--all: the same, kept for scripts)
     if args.json:
         d: dict[str, Any] = {"formats": [format_summary(f) for f in registry()]}
         d.update({k: _held_rows(k, json_=True) for k in _KINDS[1:] if k in kinds or not args.kind})
@@ -57,7 +57,7 @@ def _cmd_formats(args: argparse.Namespace) -> str:
     return "\n\n".join(parts)
 
 
-# the formats users hold that are not registry formats (numoracle formats --all / --kind)
+# the formats users hold that are not registry formats (numoracle formats lists them after the registry)
 _KINDS = ["registry", "codebooks", "gguf", "int4", "p3109"]
 _HEADS = {"codebooks": "codebooks (a value table per code; quantize_codebook, fmt=NAME in the checks and bounds):",
           "gguf": "GGUF block types (gguf_quantize / gguf_dequantize; fmt='Q4_0' in the checks, GgufWeights in the "
@@ -298,12 +298,13 @@ def _cmd_info(args: argparse.Namespace) -> str:
 
 def add_info_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``formats`` and ``info`` to a subparsers object (``cli.app`` calls this)."""
-    fm = sub.add_parser("formats", help="the registry as a table", description="Every registered format with its "
-                        "fields and extremes (exact). --json: {\"formats\": [...]}, see docs/cli.md.")
+    fm = sub.add_parser("formats", help="every format as tables", description="Every registered format with its "
+                        "fields and extremes (exact), then the formats users hold that are not registry formats, "
+                        "each kind in its own section: codebooks, GGUF block types, packed int4 conventions, IEEE "
+                        "P3109. --json: {\"formats\": [...], \"codebooks\": [...], ...}, see docs/cli.md.")
     fm.add_argument("--json", action="store_true", help="print a JSON object (every section's key)")
-    fm.add_argument("--all", action="store_true", help="also the codebooks, GGUF block types, packed int4 "
-                    "conventions and P3109 formats (not registered by default), each in its own section")
-    fm.add_argument("--kind", choices=_KINDS, help="one section only")
+    fm.add_argument("--all", action="store_true", help="every section (the default; kept for scripts)")
+    fm.add_argument("--kind", choices=_KINDS, help="one section only (--kind registry: the registry alone)")
     fm.set_defaults(run=_cmd_formats)
     i = sub.add_parser("info", help="every derived constant of one format",
                        description="Fields, extremes with their codes, eps, unit roundoffs, overflow thresholds "
