@@ -151,6 +151,29 @@ def test_fp32_chains_of_plain_float32_additions():
         assert same("matmul", (a, b), acc="fp32", fma=fma) == 1
 
 
+def test_fp32_chains_of_fused_multiply_adds(monkeypatch):
+    """FP32 accumulator, RNE, fp32 inputs, fma=True: IEEE binary32 fma in the kernel (products of 48 bits, one
+    rounding of s + a b), against numpy's float64 route: ties, subnormal results, overflow, inf and NaN."""
+    rng = np.random.default_rng(11)
+    taken = []
+    real = jitchain._fma32
+    monkeypatch.setattr(jitchain, "_fma32", lambda st, sub: taken.append(real(st, sub)) or taken[-1])
+    x = boundary(rng, (8, 500), no.FP32, 1, np.float32)
+    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float32), boundary(rng, (90, 7), no.FP32, 2, np.float32, along=1)
+    c = (rng.standard_normal((5, 300)) * 2.0**-63).astype(np.float32)      # products in FP32's subnormal range
+    d = (rng.standard_normal((300, 4)) * 2.0**-63).astype(np.float32)
+    assert same("sum", (x,), acc="fp32") == 1                      # (terms are FP32 numbers: float32 additions)
+    taken.clear()
+    assert same("matmul", (a, b), acc="fp32") == 1
+    assert same("matmul", (c, d), acc="fp32") == 1
+    assert same("dot", (a[0], b[:, 0]), acc="fp32") == 1
+    assert taken and all(taken)
+    taken.clear()
+    for kw in (dict(fma=False), dict(rounding="rtz"), dict(ftz=True)):    # not the fma: other routes
+        same("matmul", (a, b), acc="fp32", **kw)
+    assert not any(taken)
+
+
 def test_what_the_kernel_does_not_take_runs_on_numpy():
     """FP64 accumulators, chains over partial results (the outer Sequential of Blocked), and jit disabled."""
     rng = np.random.default_rng(5)

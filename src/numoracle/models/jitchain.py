@@ -20,7 +20,10 @@ method serves them all:
 Two word sizes: float64/uint64, and float32/uint32 (twice the SIMD lanes) for formats with p <= 22 inside
 FP32's normal range whose terms are exact in float32 (simulate's "low32" chains: FP16, BF16, FP8, TF32
 accumulators). simulate's "f32" chains (FP32 accumulator, RNE, terms exact or FP32-rounded products) are
-plain float32 additions here as in numpy (mode _HW). The loops: tiles of output rows (their running sums
+plain float32 additions here as in numpy (mode _HW). A chain with an FP32 accumulator in RNE (no ftz) whose
+terms are exact products of FP32 inputs and whose starting sums are FP32 numbers is IEEE binary32's fused
+multiply-add, s = fma(a, b, s): one RNE rounding of the exact s + a b, subnormals and overflow as the
+format's (mode _FMA; float32 words, however wide the products are). The loops: tiles of output rows (their running sums
 stay in L1), then the terms k, then the rows i of the tile, then the output columns j: the innermost loop
 is contiguous and branch-free, so LLVM vectorises it; a tile whose elements all stay in the normal range
 is never revisited (``_tile_fix`` redoes the others). NaN operands: x's NaN wins over y's, as in numpy's
@@ -32,12 +35,16 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..core import jit
 from ..core import jitround as jr
 from ..core.policy import Rounding
 from .accumulate import Arith, native_fp32_ok
-from .simsources import MatSource
+from .simsources import FP32_TRIPLE, MatSource, triple_fits
 from .steps import Chain
 
 __all__ = ["covers", "run", "calls"]
@@ -49,6 +56,7 @@ _TILE = 2048         # running sums held per block of output rows: two buffers o
 # mode codes
 _RNE, _DOWN = jit.RNE, jit.DOWN
 _HW = max(jit.MODE_CODES.values()) + 1   # this kernel's own: plain float32 addition (FP32 accumulator, RNE)
+_FMA = _HW + 1                           # and IEEE binary32 fused multiply-add (FP32 accumulator, RNE, exact terms)
 _MODES = jit.MODE_CODES
 # the rounding parameters (core/jitround.py): P a Grid of the lanes' words (uint32 or uint64), P64 the Grid
 # of float64 words, lim the Limits of the scalar route
@@ -57,6 +65,19 @@ _MODES = jit.MODE_CODES
 # ======================================================================================================
 # The vector steps
 # ======================================================================================================
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a b + c rounded once (LLVM's fma: one instruction where the CPU has FMA, a correct fmaf call elsewhere)."""
+    if a == b == c and isinstance(a, types.Float):
+        def codegen(context, builder, sig, args):
+            t = args[0].type
+            name = "llvm.fma.f32" if a == types.float32 else "llvm.fma.f64"
+            return builder.call(cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name),
+                                args)
+        return a(a, b, c), codegen
+    return None
+
 
 @jit.njit(inline="always")
 def _first_nan(x, r):
@@ -98,6 +119,9 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
         a = at[k, i0 + i]                       # (not NaN: chain_schedule sends such tiles to _tile_fix)
         sc, sn = buf[cur, i], buf[1 - cur, i]
         for j in range(sc.size):
+            if mode == _FMA:                    # IEEE binary32: s = fma(a, b, s) (no range check needed)
+                sn[j] = _first_nan(sc[j], _fma(a, brow[j], sc[j]))
+                continue
             y = a * brow[j]
             if rterm:                           # fma=False: the term is rounded to the accumulator first
                 yb = jr.as_bits(y)
@@ -122,10 +146,12 @@ def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
     """``_tile_loop`` with a constant mode for RNE and the plain float32 add (branch-free loops that vectorise);
     the other modes and fma=False (rterm) share one loop that branches on them, so that numba compiles
     three loops instead of fourteen (the compile time is the first call's)."""
-    if rterm or (mode != _RNE and mode != _HW):
+    if rterm or (mode != _RNE and mode != _HW and mode != _FMA):
         return _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
     if mode == _RNE:
         return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNE, False, P)
+    if mode == _FMA:
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _FMA, False, P)
     return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
 
 
@@ -133,6 +159,10 @@ def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
 def _row_redo(sc, sn, offs, a, brow, mode, rterm, P):
     """One row of ``_tile_loop`` (any a, NaN included; the mode a variable) that keeps each element's offset."""
     for j in range(sc.size):
+        if mode == _FMA:
+            sn[j] = _first_nan(sc[j], _fma(a, brow[j], sc[j]))
+            offs[j] = jr.k(P.lo, 0)
+            continue
         y = _first_nan(a, a * brow[j])
         off = jr.k(P.lo, 0)
         if rterm:
@@ -241,24 +271,48 @@ def covers(step: Chain) -> bool:
     return step.addends == "t" and not ar.is64 and ar.mode in _MODES and native_fp32_ok()
 
 
+def _fma32(step: Chain, sub) -> bool:
+    """Is the chain IEEE binary32's fused multiply-add (mode _FMA)? An FP32 accumulator in RNE without ftz
+    (Arith.native), terms that are exact products (fma=True) of FP32 inputs, starting sums that are FP32
+    numbers; the float environment's gradual underflow is ``covers``' check."""
+    return (step.variant != "f32" and step.rnd is None and step.ar.native and bool(sub.inputs_fit_fp32)
+            and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
+
+
+def _inputs32(sub, ctx) -> tuple:
+    """The call's inputs as float32 (exact: FP32 numbers): simulate's copies, else made once per call."""
+    src = ctx.src
+    if "jitchain32" not in ctx.kernels:
+        mat = isinstance(src, MatSource)
+        if hasattr(src, "b32" if mat else "xt32"):
+            ctx.kernels["jitchain32"] = (src.at32, src.b32) if mat else (src.xt32,)
+        else:
+            ctx.kernels["jitchain32"] = ((src.at.astype(np.float32), src.b.astype(np.float32)) if mat
+                                         else (src.xt.astype(np.float32),))
+    return ctx.kernels["jitchain32"]
+
+
 def run(step: Chain, V, sub, ctx) -> np.ndarray:
     """The step's rows for the chunk ``sub`` (``covers`` is true): what numpysteps.run_chain returns."""
     variant, ar, rnd = step.variant, step.ar, step.rnd
-    f32 = variant == "f32" or (variant == "low32" and _low32(ar))
+    fma = _fma32(step, sub)
+    f32 = fma or variant == "f32" or (variant == "low32" and _low32(ar))
     dt = np.float32 if f32 else np.float64
     mode, P, P64, lim = _params(ar, not f32)
     if variant == "f32":
         mode = _HW
+    if fma:
+        mode = _FMA
     ids = np.ascontiguousarray(step.ids, np.int64)
     s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
     if isinstance(sub, MatSource):
-        at, bm = (sub.at32, sub.b32) if f32 else (sub.at, sub.b)
+        at, bm = _inputs32(sub, ctx) if f32 else (sub.at, sub.b)
         lo, units = sub.lo, sub.hi - sub.lo
     else:
-        xt = sub.xt32 if f32 else sub.xt
+        xt = _inputs32(sub, ctx)[0] if f32 else sub.xt
         bm = np.ascontiguousarray(xt[:, sub.lo:sub.hi])
         at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
-    rterm = rnd is not None and variant != "f32"
+    rterm = rnd is not None and variant != "f32" and not fma
     calls.add()
     offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
     return chain_schedule(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)
