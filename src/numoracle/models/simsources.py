@@ -13,6 +13,7 @@ from .accumulate import native_fp32_ok, triple
 
 _OPS = ("sum", "dot", "matmul")
 _MAG, _INF = 0x7FFF_FFFF_FFFF_FFFF, 0x7FF0_0000_0000_0000   # float64 bits: magnitude mask, +inf
+_BLOCK = 1 << 15      # elements per block of _stats
 _ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
 FP32_TRIPLE = triple(FP32)
 
@@ -37,15 +38,16 @@ def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:
     is max |v| over the finite values, and the smallest pattern - 1 as an unsigned word (a zero's wraps
     around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
     """
-    b = np.ascontiguousarray(v).reshape(-1).view(np.int64) & _MAG
-    if b.size == 0:
-        return 10**6, -(10**6), False
-    top = int(b.max())
-    if top >= _INF:                             # inf / NaN among them: the largest finite pattern
-        top = int(b.max(where=b < _INF, initial=0))
-    b -= 1
-    low = int(b.view(np.uint64).min()) + 1
-    if top == 0 or low >= _INF:                 # no finite nonzero value
+    bits = np.ascontiguousarray(v).reshape(-1).view(np.int64)
+    top, low = 0, 1 << 64
+    for i in range(0, bits.size, _BLOCK):       # blocks that stay in cache (no array-sized temporaries)
+        b = bits[i:i + _BLOCK] & _MAG
+        t = int(b.max())
+        if t >= _INF:                           # inf / NaN among them: the largest finite pattern
+            t = int(b.max(where=b < _INF, initial=0))
+        b -= 1
+        top, low = max(top, t), min(low, int(b.view(np.uint64).min()) + 1)
+    if top == 0 or low >= _INF:                 # no finite nonzero value (or no value)
         return 10**6, -(10**6), False
     mn, mx = (float(np.int64(w).view(np.float64)) for w in (low, top))
     q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
