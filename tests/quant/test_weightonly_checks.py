@@ -118,11 +118,12 @@ def _weights(kind: str, W: np.ndarray):
     if kind == "nf4":
         q = quantize_codebook(W, "nf4", block=64)
         return q, W.T, q.dequantize("fp16").astype(np.float16).astype(np.float32).T
-    g = GgufWeights(gguf_quantize(W, "Q4_1"), "Q4_1", W.shape)
+    t = "Q5_K" if kind == "gguf_k" else "Q4_1"
+    g = GgufWeights(gguf_quantize(W, t), t, W.shape)
     return g, W.T, g.dequantize().astype(np.float16).astype(np.float32).T
 
 
-@pytest.mark.parametrize("kind", ["int4", "nf4", "gguf"])
+@pytest.mark.parametrize("kind", ["int4", "nf4", "gguf", "gguf_k"])
 @pytest.mark.parametrize("acc", ["fp32", "fp16"])
 def test_dequant_bound_holds_and_catches_a_corruption(kind, acc):
     W = RNG.standard_normal((48, 256)).astype(np.float32)  # the layer's (N, K) tensor
