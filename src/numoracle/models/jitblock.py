@@ -240,14 +240,36 @@ class Inputs:
     def __init__(self, src, sub_inputs: bool):
         self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
         if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
-            self.la, self.lb = src.lat.astype(np.int32), src.lb.astype(np.int32)   # int32 lanes: no widening
+            self._labels = (src.lat, src.lb)
             self.finite = bool(np.isfinite(src.at).all() and np.isfinite(src.b).all())
         else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
-            self.la, self.lb = np.zeros((src.xt.shape[0], 1), np.int32), src.lt.astype(np.int32)
+            self._labels = (np.zeros((src.xt.shape[0], 1), np.int16), src.lt)
             self.finite = bool(np.isfinite(src.xt).all())
-        self.laf, self.lbf = self.la.astype(np.float32), self.lb.astype(np.float32)   # jitblockrun's labels
+        self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}
+
+    def _labels_as(self, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """The labels (of A^T and B, or of ones and the inputs) as ``dtype``, made on first use."""
+        if dtype not in self._as:
+            self._as[dtype] = tuple(x.astype(dtype) for x in self._labels)
+        return self._as[dtype]
+
+    @property
+    def la(self) -> np.ndarray:
+        return self._labels_as(np.int32)[0]     # _block_kernel's: int32 lanes, no widening
+
+    @property
+    def lb(self) -> np.ndarray:
+        return self._labels_as(np.int32)[1]
+
+    @property
+    def laf(self) -> np.ndarray:
+        return self._labels_as(np.float32)[0]   # jitblockrun's: float lanes (small integers: exact)
+
+    @property
+    def lbf(self) -> np.ndarray:
+        return self._labels_as(np.float32)[1]
 
     @staticmethod
     def of(ctx) -> Inputs:
@@ -270,7 +292,7 @@ class Inputs:
 
     def bounds(self, sub) -> tuple[int, int, int, int]:
         """(i0, i1, j0, j1): the chunk's rows of A (matmul) or its batch columns (sum)."""
-        return (sub.lo, sub.hi, 0, self.lb.shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
+        return (sub.lo, sub.hi, 0, self._labels[1].shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
 
     def rounding(self, ar: Arith) -> tuple:
         """(mode code, Grid of float64 bits, Limits): the kernels' rounding parameters of ``ar``."""
