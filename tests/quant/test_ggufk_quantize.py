@@ -129,3 +129,15 @@ def test_check_passes_the_reference_and_names_a_corruption(name):
     bad[size + scale_byte] ^= 0x01
     with pytest.raises(AssertionError, match=r"block 1 element \d+: d \* sc"):
         no.assert_quantized_close(bad, x, fmt=name)
+
+
+@pytest.mark.parametrize("name, limit", [("Q2_K", 0.0075), ("Q3_K", 0.0040), ("Q4_K", 0.002), ("Q5_K", 0.002),
+                                         ("Q6_K", 0.002), ("Q4_0", 0.002), ("Q5_1", 0.002), ("Q8_0", 0.002)])
+def test_llama_cpp_total_quantization_error(name, limit):
+    # llama.cpp tests/test-quantize-fns.cpp: data 0.1 + 2 cos(i), i < 32 * 128; "array_rmse" = sqrt(sum d^2) / n
+    # below MAX_QUANTIZATION_TOTAL_ERROR (_2BITS 0.0075, _3BITS 0.0040, else 0.002)
+    i = np.arange(32 * 128)
+    x = (0.1 + 2 * np.cos(i.astype(f32)).astype(f32).astype(np.float64)).astype(f32)
+    y = gguf_dequantize(gguf_quantize(x, name), name)
+    err = np.sqrt(np.sum((x.astype(np.float64) - y) ** 2)) / x.size
+    assert err < limit and err > limit / 20  # within llama.cpp's limit, and a real quantisation error
