@@ -46,38 +46,74 @@ def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
 def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
     """Step 1 for output row i, outputs t0..t1-1: max |t| and the max raw label over the block's terms ks
     (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN). The labels are float32 (small
-    integers: exact) and both maxima plain compare-selects, so the loop runs in float lanes; with
-    inf / NaN among the inputs every output is decided by that sum instead (``block_others``), so how a
-    NaN product meets the maximum does not matter."""
-    for j in range(t1 - t0):
+    integers: exact) and both maxima plain compare-selects, so the loop runs in float lanes; four terms
+    meet in registers before each read and write of the maxima. With inf / NaN among the inputs every
+    output is decided by that sum instead (``block_others``), so how a NaN product meets the maximum does
+    not matter."""
+    n = t1 - t0
+    for j in range(n):
         amax[j] = 0.0
         lmax[j] = -(1 << 30)
         fsum[j] = -0.0                       # block_others reads it for every output it sees
-    for kk in range(ks.size):
+    q4 = ks.size - ks.size % 4
+    for kk in range(0, q4, 4):
+        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
+        a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
+        l0, l1, l2, l3 = la[k0, i], la[k1, i], la[k2, i], la[k3, i]
+        b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
+        m0, m1, m2, m3 = lb[k0, t0:t1], lb[k1, t0:t1], lb[k2, t0:t1], lb[k3, t0:t1]
+        for j in range(n):
+            x, y = np.abs(a0 * b0[j]), np.abs(a1 * b1[j])
+            x = x if x > y else y
+            y, z = np.abs(a2 * b2[j]), np.abs(a3 * b3[j])
+            y = y if y > z else z
+            x = x if x > y else y
+            amax[j] = x if x > amax[j] else amax[j]
+            u, v = l0 + m0[j], l1 + m1[j]
+            u = u if u > v else v
+            v, w = l2 + m2[j], l3 + m3[j]
+            v = v if v > w else w
+            u = u if u > v else v
+            lmax[j] = u if u > lmax[j] else lmax[j]
+    for kk in range(q4, ks.size):
         k = ks[kk]
         ak, lak = a[k, i], la[k, i]
         bk, lbk = b[k, t0:t1], lb[k, t0:t1]
-        for j in range(t1 - t0):
+        for j in range(n):
             m = np.abs(ak * bk[j])
             amax[j] = m if m > amax[j] else amax[j]
             q = lak + lbk[j]
             lmax[j] = q if q > lmax[j] else lmax[j]
-        if not finite:
-            for j in range(t1 - t0):
+    if not finite:
+        for kk in range(ks.size):
+            k = ks[kk]
+            ak, bk = a[k, i], b[k, t0:t1]
+            for j in range(n):
                 fsum[j] += ak * bk[j]
 
 
 @jit.njit
 def _pass2_int(a, b, i, ks, t0, t1, scw, S):
     """Step 3 of a truncating block with int32 sums (``run``'s choice: every |trunc(Y)| < 2^(F + 2) and
-    n 2^(F + 2) <= 2^31, so the sums are exact; all inputs finite): S = the sum of trunc(t * scale), the
-    truncation and the conversion one instruction (float to int conversion rounds toward zero)."""
-    for j in range(t1 - t0):
+    n 2^(F + 2) <= 2^31, so the sums are exact in any order; all inputs finite): S = the sum of
+    trunc(t * scale), the truncation and the conversion one instruction (float to int conversion rounds
+    toward zero); four terms meet in registers before each read and write of S."""
+    n = t1 - t0
+    for j in range(n):
         S[j] = 0
-    for kk in range(ks.size):
+    q4 = ks.size - ks.size % 4
+    for kk in range(0, q4, 4):
+        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
+        a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
+        b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
+        for j in range(n):
+            sc = scw[j]
+            S[j] += (np.int32(a0 * b0[j] * sc) + np.int32(a1 * b1[j] * sc)) + (np.int32(a2 * b2[j] * sc)
+                                                                             + np.int32(a3 * b3[j] * sc))
+    for kk in range(q4, ks.size):
         k = ks[kk]
         ak, bk = a[k, i], b[k, t0:t1]
-        for j in range(t1 - t0):
+        for j in range(n):
             S[j] += np.int32(ak * bk[j] * scw[j])
 
 
@@ -162,7 +198,7 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     out = np.empty(w * B)
     S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
     # int32 block sums: a truncating block of finite inputs whose n terms |trunc(Y)| < 2^(F + 2) sum below 2^31
-    ints = bo.truncate and kin.finite and not b32 and nmax << (bo.frac_bits + 2) <= 1 << 31
+    ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
     Si = np.empty(j1 - j0 if ints else 0, np.int32)
     run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
