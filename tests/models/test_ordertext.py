@@ -30,6 +30,7 @@ EVERY_ORDER = [
     O.Interleaved(16, "pairwise"), O.Interleaved(4, "halving", "after", False), O.XlaChunks(), O.XlaChunks(64, False),
     O.XlaVector(), O.XlaVector(8, 2), O.XlaScan(), O.XlaScan(8, 3),
     O.GotoBlocks(), O.GotoBlocks(256, O.Interleaved(16, "pairwise")),
+    O.OpenBlasDot(), O.OpenBlasDot(8, 2, 0, False, None), O.MklDot(), O.MklDot(8, 2),
 ]
 PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
     O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),
