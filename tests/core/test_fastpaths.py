@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core import fastpaths
+from numoracle.core import fastpaths, jit
 from numoracle.core.convert import cast_codes, engine_cast_codes
 from numoracle.core.fastpaths import FAST_CHUNK, select_fast_path
 from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
@@ -29,6 +29,14 @@ NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]
 ALL_MODES = MODES + ["sr"]
 SR_BITS = [1, 5, 13, 16, 21, 30, 32]  # below, at and above each pair's discarded width (16, 13, 20, 21)
 SR_FEW = [5, 16, 21, 31, 32]  # below / at / above the widths; 31 is the widest the wide lane takes
+
+
+@pytest.fixture(autouse=True)
+def _numpy_lanes():
+    """These tests hold the numpy lanes to the engine: the compiled kernel (tests/core/test_jitcast.py) stays off
+    whatever NUMORACLE_JIT says."""
+    with jit.disabled():
+        yield
 
 
 def policies(dst: Format, modes=ALL_MODES) -> list[Policy]:

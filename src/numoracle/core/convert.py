@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jit
 from .args import check_bool
 from .fastpaths import select_fast_path
 from .formats import FP64, INT64, UINT64, AnyFormat, format_of
@@ -117,7 +118,8 @@ def cast_codes(codes: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, r
     shape = codes.shape
     flat = codes.ravel().astype(src.code_dtype, copy=False)
     rflat = rand.ravel() if rand is not None else None
-    fast = select_fast_path(src, dst, pol)
+    with jit.for_work(flat.size):  # the compiled kernel where it repays its loading (core/jit.py)
+        fast = select_fast_path(src, dst, pol)
     if fast is None:
         if rflat is not None and rand_check is not None:
             rand_check(rflat)

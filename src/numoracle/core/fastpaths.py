@@ -23,16 +23,18 @@ which is exactly the next binade (and max + 1 ulp is the infinity's code in IEEE
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
+from . import jit
 from .fastwide import round_wide, wide_sr_ok
 from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
 from .policy import Flags, Overflow, Policy, Rounding, Tininess
 from .specialize import canonical_nan
 from .wordround import round_word
 
-__all__ = ["FAST_CHUNK", "select_fast_path"]
+__all__ = ["FAST_CHUNK", "CastStep", "select_fast_path"]
 
 FAST_CHUNK = 1 << 16  # elements per pass: the few uint32 temporaries (256 KiB each) stay in L2 (measured: 2^14-2^16)
 
@@ -51,8 +53,21 @@ _NONE = np.zeros(0, np.intp)
 _WIDE = 32  # ... or, with more than 1/_WIDE outside the normal lane, to the wide lane where it applies
 
 
+class CastStep(NamedTuple):
+    """One cast as the compiled backend's step (core/jit.py's kernel_for; core/jitcast.py covers it)."""
+
+    src: AnyFormat
+    dst: AnyFormat
+    pol: Policy
+
+
 def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | None:
-    """The specialised path of (src, dst, policy), or None where only the generic engine applies."""
+    """The specialised path of (src, dst, policy), or None where only the generic engine applies: the compiled
+    kernel (core/jitcast.py) where jit.kernel_for picks it, else a numpy lane below."""
+    step = CastStep(src, dst, pol)
+    kern = jit.kernel_for(step, "numoracle.core.jitcast")
+    if kern is not None:
+        return lambda flat, rand, want_flags, generic, rand_check=None: kern.run(step, flat, want_flags)
     if src == FP32 and dst in _NARROW:
         return _Narrow(dst, pol).run
     if src in _WIDEN and dst == FP32:

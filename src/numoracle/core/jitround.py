@@ -38,7 +38,8 @@ from .formats import Format
 from .policy import Overflow
 
 __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "outside", "round_value",
-           "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "zero_or", "k", "sign", "magnitude",
+           "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
+           "magnitude",
            "as_bits", "as_value", "nonzero", "like"]
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
@@ -74,6 +75,25 @@ def umax(typingctx, a, b):
     """The larger of two unsigned words (one vector max instruction)."""
     if isinstance(a, types.Integer) and a == b:
         return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned(">", *args), *args)
+    return None
+
+
+@intrinsic
+def umin(typingctx, a, b):
+    """The smaller of two unsigned words."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned("<", *args), *args)
+    return None
+
+
+@intrinsic
+def widen(typingctx, proto, v):
+    """The unsigned word v zero-extended to proto's integer type (uint16 codes read as uint32 words)."""
+    if isinstance(proto, types.Integer) and isinstance(v, types.Integer) and v.bitwidth <= proto.bitwidth:
+        def codegen(c, bld, sig, args):
+            t = args[0].type
+            return args[1] if args[1].type == t else bld.zext(args[1], t)
+        return proto(proto, v), codegen
     return None
 
 

@@ -1,0 +1,310 @@
+"""cast compiled (numba): IEEE float sources (FP64, FP32, BF16, FP16) to float formats, one pass per element.
+
+Imported only when ``core.jit.kernel_for`` picks it (core/jit.py's contract): ``covers(step)`` says from the
+formats and the policy whether a ``CastStep`` (core/fastpaths.py) runs here, ``run`` gives the engine's codes
+and flags (core/softfloat.py, docs/semantics.md), ``calls`` counts the casts run. Every element takes the same
+branch-free steps on words of the source's width (uint32 for FP32/BF16/FP16, uint64 for FP64), so LLVM
+vectorises the loop; the rounding mode is a constant of each loop (one loop per mode):
+
+1. a = the source magnitude's bits, e its exponent field (daz: a source subnormal reads as a zero);
+2. the word and its shift, as fastwide.py's lane: c = min(max(e, 1), e0) with e0 the source field of the
+   destination's smallest normal (>= 1: covers() asks), x = a - (c - 1) * 2^sman (the re-biased magnitude of
+   a normal result; the significand of a subnormal one), sh = sman - m + e0 - c, capped at sman + 2, where
+   x < 2^(sman + 1) is below half a quantum whatever the shift, so every mode decides as at the true shift;
+3. t = x rounded at sh by the mode (the increments of core/wordround.py, at one shift per element): the
+   destination's magnitude code, a carry running into the exponent field;
+4. ftz flushes 0 < t < 2^m (as rounded); t > max_mag overflows: +-max where the policy saturates or the mode
+   rounds toward zero on the element's side, else the 'over' code (inf, or the NaN: FN's positive,
+   FNUZ's 0x80);
+5. the sign (formats without -0 give +0; an unsigned format's negative nonzero values give its NaN);
+6. the source's infinities and NaNs by the policy (specialize.py's codes), selected last;
+7. flags, where asked: INEXACT (a dropped bit), UNDERFLOW (tiny, before or after rounding, and inexact; ftz),
+   OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
+
+Stochastic rounding, zero-less formats (E8M0), integers and the pairs whose destination normals start below the
+source's (FP16 -> BF16) stay on the numpy paths. tests/core/test_jitcast.py holds every step to the engine.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from . import jit
+from . import jitround as jr
+from .formats import BF16, FP16, FP32, FP64, Format
+from .policy import Flags, Overflow, Rounding, Tininess
+from .specialize import canonical_nan
+
+__all__ = ["covers", "run", "calls", "params"]
+
+calls = jit.Calls()  # casts run by the kernel (the tests read calls.count)
+
+RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
+_SOURCES = (FP64, FP32, BF16, FP16)
+_OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
+
+
+class Cast(NamedTuple):
+    """The constants of one (source, destination, policy), as words of the source's width (module docstring).
+
+    Source: sman mantissa bits, top (its sign's shift), magmask, inf (its infinity's magnitude), quiet (the quiet
+    bit), submax (its largest subnormal magnitude: daz). Destination: e0, s = sman - m, shcap, m, max_mag,
+    sign (its sign bit, 0 when unsigned), neg0 (all ones where -0 exists), unsigned (all ones for unsigned),
+    ovc / ovs (the 'over' code and the sign bit it takes, or 0), tmp / tmn (all ones where an overflow of a
+    positive / negative value gives max), infc / infs / inff (an infinity's code, sign bit, flags), nanc /
+    nanf (a NaN's code and flags; a signalling one adds INVALID), ftz, daz, after (tininess after rounding,
+    all ones), edge (the field of the binade under 2^emin: tininess after), bits (dst bits - 1: the sign's
+    shift)."""
+
+    sman: int
+    top: int
+    magmask: int
+    inf: int
+    quiet: int
+    submax: int
+    e0: int
+    s: int
+    shcap: int
+    m: int
+    max_mag: int
+    sign: int
+    neg0: int
+    unsigned: int
+    ovc: int
+    ovs: int
+    tmp: int
+    tmn: int
+    infc: int
+    infs: int
+    inff: int
+    nanc: int
+    nanf: int
+    ftz: int
+    daz: int
+    after: int
+    edge: int
+    bits: int
+
+
+def _source_e0(src: Format, dst: Format) -> int:
+    return dst.emin + src.bias
+
+
+def covers(step) -> bool:
+    """Does the kernel run this CastStep (src, dst, pol)? IEEE float sources, float destinations with subnormals
+    whose smallest normal lies in the source's normal range, every mode but stochastic rounding, every
+    overflow policy; nan_to='raise' stays with the engine (it raises)."""
+    src, dst, pol = step.src, step.dst, step.pol
+    if src not in _SOURCES or dst.is_integer or not dst.has_subnormals or src == dst:
+        return False
+    if pol.rounding is Rounding.STOCHASTIC or (pol.nan_to is not None and pol.nan_to.value == "raise"):
+        return False
+    return _source_e0(src, dst) >= 1 and dst.man_bits < src.man_bits
+
+
+def params(src: Format, dst: Format, pol) -> Cast:
+    """The Cast constants of (src, dst, pol) as words of the source's width."""
+    from .specialize import _inf_mag, _invalid_code
+
+    word = np.uint64 if src.bits == 64 else np.uint32
+    ones = (1 << (64 if src.bits == 64 else 32)) - 1
+    sman, m = src.man_bits, dst.man_bits
+    mode = pol.rounding
+    sat = pol.overflow is Overflow.SATURATE or mode in (Rounding.TOWARD_ZERO, Rounding.TO_ODD)
+    tmp = sat or mode is Rounding.DOWN        # a positive overflow gives +max
+    tmn = sat or mode is Rounding.UP          # a negative one -max
+    sb = dst.sign_bit
+    if pol.overflow is Overflow.IEEE or (dst.nan == "fnuz" and dst.has_inf):
+        ovc, ovs = dst.max_mag_code + 1, sb   # inf, signed
+    elif dst.nan == "fnuz":
+        ovc, ovs = canonical_nan(dst), 0      # 0x80
+    else:
+        ovc, ovs = dst.max_mag_code + 1, 0    # the FN NaN, positive (only SATURATE is left: never used)
+    nan_code = _invalid_code(dst, pol)
+    if pol.overflow is Overflow.IEEE:
+        infc, infs, inff = _inf_mag(dst), sb, 0
+    elif pol.overflow is Overflow.SATURATE:
+        infc, infs = dst.max_mag_code, sb
+        inff = int(Flags.OVERFLOW | Flags.INEXACT) if dst.has_inf else int(Flags.INVALID)
+    else:
+        infc, infs, inff = nan_code, 0, int(Flags.INVALID)
+    e0 = _source_e0(src, dst)
+    vals = (sman, src.bits - 1, src.mag_mask, src.max_mag_code + 1, src.quiet_bit, (1 << sman) - 1,
+            e0, sman - m, sman + 2, m, dst.max_mag_code, sb, ones if dst.has_negative_zero else 0,
+            0 if dst.signed else ones, ovc, ovs, ones if tmp else 0, ones if tmn else 0, infc, infs, inff,
+            nan_code, 0 if dst.has_nan else int(Flags.INVALID), ones if pol.ftz else 0, ones if pol.daz else 0,
+            ones if pol.tininess is Tininess.AFTER else 0, e0 - 1, dst.bits - 1)
+    return Cast(*(word(v) for v in vals))
+
+
+# ======================================================================================================
+# The kernel
+# ======================================================================================================
+
+@jit.njit(inline="always")
+def _round(x, sh, neg, mode, P):
+    """x rounded at bit sh (per element, sh <= sman + 2) by mode; neg: 1 for negative values."""
+    one = jr.k(x, 1)
+    mask = jr.sub(jr.shl(one, sh), one)
+    if mode == RNE:
+        half1 = jr.shr(mask, one)                 # half - 1; a tie carries only from an odd kept part
+        return jr.shr(jr.add(jr.add(x, half1), jr.and_(jr.shr(x, sh), one)), sh)
+    if mode == RNA:
+        return jr.shr(jr.add(x, jr.add(jr.shr(mask, one), one)), sh)
+    if mode == RTZ:
+        return jr.shr(x, sh)
+    if mode == UP or mode == DOWN:
+        away = neg if mode == DOWN else jr.xor(neg, one)
+        return jr.shr(jr.add(x, jr.and_(mask, jr.sub(jr.k(x, 0), away))), sh)
+    return jr.or_(jr.shr(x, sh), jr.above(jr.and_(x, mask), jr.k(x, 0)))   # ODD
+
+
+@jit.njit(inline="always")
+def _one(u, mode, P, want, plain, fixed):
+    """The code and flags (words) of the source code u (module docstring, steps 1-7); ``plain``: no daz, no ftz,
+    a signed destination (those steps compiled out); ``fixed``: e0 = 1, every shift is s (BF16 from FP32)."""
+    zero, one = jr.k(u, 0), jr.k(u, 1)
+    ones = jr.sub(zero, one)
+    # 1. the magnitude and its exponent field; daz reads a subnormal source as zero
+    a = jr.and_(u, P.magmask)
+    neg = jr.shr(u, P.top)
+    if not plain:
+        a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
+    e = jr.shr(a, P.sman)
+    # 2. the word and its shift
+    if fixed:                                                   # c = 1
+        x, sh = a, P.s
+    else:
+        c = jr.umin(jr.umax(e, one), P.e0)
+        x = jr.sub(a, jr.shl(jr.sub(c, one), P.sman))
+        sh = jr.umin(jr.sub(jr.add(P.s, P.e0), c), P.shcap)
+    # 3. the rounding
+    t = _round(x, sh, neg, mode, P)
+    # 4. ftz, overflow
+    flush = zero
+    if not plain:
+        small = jr.above(jr.shl(one, P.m), t)                   # t < 2^m
+        flush = jr.and_(P.ftz, jr.sub(zero, jr.and_(small, jr.above(t, zero))))
+        t = jr.and_(t, jr.xor(flush, ones))
+    ovf = jr.above(t, P.max_mag)
+    sbit = jr.and_(P.sign, jr.sub(zero, neg))
+    # 5. the sign: formats without -0 give +0
+    keep_sign = jr.or_(P.neg0, jr.sub(zero, jr.above(t, zero)))
+    code = jr.or_(t, jr.and_(sbit, keep_sign))
+    to_max = jr.zero_or(neg, P.tmp, P.tmn)
+    over = jr.zero_or(to_max, jr.or_(P.ovc, jr.and_(sbit, P.ovs)), jr.or_(P.max_mag, sbit))
+    code = jr.zero_or(ovf, code, over)
+    # an unsigned format: negative nonzero values are invalid (its NaN)
+    bad = zero
+    if not plain:
+        bad = jr.and_(P.unsigned, jr.sub(zero, jr.and_(neg, jr.above(a, zero))))
+        code = jr.zero_or(bad, code, P.nanc)
+    # 6. the source's infinities and NaNs
+    isnan = jr.above(a, P.inf)
+    isinf = jr.xor(jr.above(a, jr.sub(P.inf, one)), isnan)
+    infcode = jr.zero_or(jr.and_(bad, isinf), jr.or_(P.infc, jr.and_(sbit, P.infs)), P.nanc)
+    code = jr.zero_or(isinf, code, infcode)
+    code = jr.zero_or(isnan, code, P.nanc)
+    if not want:
+        return code, zero
+    # 7. flags
+    inexact = jr.above(jr.and_(x, jr.sub(jr.shl(one, sh), one)), zero)
+    tiny = jr.above(P.e0, e)
+    tiny = jr.and_(tiny, jr.xor(jr.and_(P.after, jr.sub(zero, _carries(a, e, neg, mode, P))), ones))
+    f = jr.or_(inexact, jr.shl(jr.and_(tiny, inexact), one))    # INEXACT = 1, UNDERFLOW = 2
+    f = jr.or_(f, jr.and_(jr.k(u, 3), jr.sub(zero, jr.and_(flush, one))))
+    f = jr.zero_or(ovf, f, jr.k(u, _OVF))
+    f = jr.zero_or(bad, f, jr.k(u, _INV))
+    inf_f = jr.zero_or(jr.and_(bad, isinf), P.inff, jr.k(u, _INV))
+    f = jr.zero_or(isinf, f, inf_f)
+    signalling = jr.zero_or(jr.and_(a, P.quiet), jr.k(u, _INV), zero)
+    f = jr.zero_or(isnan, f, jr.or_(P.nanf, signalling))
+    return code, f
+
+
+@jit.njit(inline="always")
+def _carries(a, e, neg, mode, P):
+    """Tininess after rounding: 1 where the value lies in the binade under 2^emin and its significand, rounded
+    to the destination's precision with an unbounded exponent, carries to 2^emin (then it is not tiny)."""
+    zero, one = jr.k(a, 0), jr.k(a, 1)
+    mant = jr.and_(a, P.submax)
+    lead = jr.shl(one, P.sman)
+    if_normal = jr.or_(mant, lead)                              # e >= 1
+    sig = jr.zero_or(e, jr.shl(mant, one), if_normal)           # e == 0: a subnormal's top bit moves up
+    on_edge = jr.zero_or(jr.xor(e, P.edge), one, zero)
+    # e0 == 1: the edge binade is the source's subnormals with their top bit set
+    on_edge = jr.and_(on_edge, jr.above(jr.or_(e, jr.shr(mant, jr.sub(P.sman, one))), zero))
+    r = _round(sig, P.s, neg, mode, P)
+    return jr.and_(on_edge, jr.shr(r, jr.add(P.m, one)))
+
+
+@jit.njit(inline="always")
+def _loop(src, out, fl, P, mode, want, plain, fixed):
+    for i in range(src.size):
+        c, f = _one(jr.widen(P.sman, src[i]), mode, P, want, plain, fixed)
+        out[i] = c
+        if want:
+            fl[i] = f
+
+
+@cache
+def _kernel(mode: int, want: bool, plain: bool, fixed: bool):
+    """The loop of one (mode, flags asked, plain, fixed: _one), its variant a constant inside (numba freezes the
+    closure's values; its disk cache keys on them): each compiled when first used."""
+    @jit.njit
+    def kernel(src, out, fl, P):
+        _loop(src, out, fl, P, mode, want, plain, fixed)
+    return kernel
+
+
+@intrinsic
+def _fptrunc(typingctx, b):
+    """The IEEE conversion's bits (RNE, gradual underflow, inf past the range): FP32 bits -> FP16 bits, FP64 bits
+    -> FP32 bits, widened to the source's word (one vector instruction: F16C's vcvtps2ph, cvtpd2ps)."""
+    if b in (types.uint32, types.uint64):
+        def codegen(c, bld, sig, args):
+            if b == types.uint32:
+                h = bld.fptrunc(bld.bitcast(args[0], ir.FloatType()), ir.HalfType())
+                return bld.zext(bld.bitcast(h, ir.IntType(16)), ir.IntType(32))
+            f = bld.fptrunc(bld.bitcast(args[0], ir.DoubleType()), ir.FloatType())
+            return bld.zext(bld.bitcast(f, ir.IntType(32)), ir.IntType(64))
+        return b(b), codegen
+    return None
+
+
+@jit.njit
+def _native(src, out, P):
+    """RNE under the IEEE overflow policy, no daz / ftz / flags, FP32 -> FP16 or FP64 -> FP32: the hardware's
+    conversion, every NaN then the canonical one."""
+    for i in range(src.size):
+        u = src[i]
+        out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc(u), P.nanc)
+
+
+def _is_native(src: Format, dst: Format, pol) -> bool:
+    """Is the hardware's conversion (_native) the cast? RNE with infinities past the range."""
+    return (src, dst) in ((FP32, FP16), (FP64, FP32)) and pol.rounding is Rounding.NEAREST_EVEN and \
+        pol.overflow is Overflow.IEEE
+
+
+@calls.counting
+def run(step, flat: np.ndarray, want_flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The codes (and flags) of the flat source codes ``flat``: the engine's."""
+    src, dst, pol = step.src, step.dst, step.pol
+    words = flat.view(np.dtype(src.code_dtype))
+    out = np.empty(flat.size, np.dtype(dst.code_dtype))
+    fl = np.empty(flat.size if want_flags else 0, np.uint8)
+    plain = not (pol.daz or pol.ftz) and dst.signed
+    P = params(src, dst, pol)
+    if not want_flags and plain and _is_native(src, dst, pol):
+        _native(words, out, P)
+        return out, None
+    fixed = _source_e0(src, dst) == 1
+    _kernel(jit.MODE_CODES[pol.rounding], bool(want_flags), plain, fixed)(words, out, fl, P)
+    return out, (fl if want_flags else None)

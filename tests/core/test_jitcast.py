@@ -1,0 +1,132 @@
+"""The compiled cast (core/jitcast.py) against the engine: codes and flags, bit for bit.
+
+Default tier (a few kernels compiled): FP32 -> FP8 E4M3FN and FP16 from boundary-weighted values and random
+bit patterns, with and without flags, and ``cast`` taking the kernel under ``jit.backend("numba")`` and not
+under ``"numpy"``. ``-m slow``: FP32 and FP64 sources to every float destination the kernel covers, every mode,
+overflow policy, daz / ftz and tininess, on boundary values (ties and their neighbours, the subnormal range
+and below it, the overflow threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and
+signalling) and random codes. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in
+every combination.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle.core import jit
+from numoracle.core.convert import engine_cast_codes
+from numoracle.core.fastpaths import CastStep
+from numoracle.core.formats import BF16, FP16, FP32, FP64, registry
+from numoracle.core.policy import resolve_policy
+from policies import MODES, overflows
+
+pytest.importorskip("numba")
+from numoracle.core import jitcast  # noqa: E402  (needs numba)
+
+FLOATS = [f for f in registry() if not f.is_integer]
+FLUSH = [(0, 0, "before"), (1, 0, "before"), (0, 1, "before"), (0, 0, "after"), (1, 1, "after")]
+
+
+def boundary(fmt, rng, n: int = 3000) -> np.ndarray:
+    """float64 values around fmt's grid (module docstring), both signs."""
+    e = rng.integers(fmt.emin - fmt.man_bits - 3, fmt.emax + 3, n)
+    x = np.ldexp(1 + rng.integers(0, 1 << 52, n) * 2.0**-52, e)
+    q = np.ldexp(1.0, np.maximum(e, fmt.emin) - fmt.man_bits)          # the grid's quantum at x
+    tie = (np.floor(x / q) + 0.5) * q
+    x = np.where(rng.random(n) < 0.3, tie * (1 + rng.choice([-1, 0, 0, 1], n) * 2.0**-50), x)
+    top, ulp = float(fmt.max_finite), 2.0 ** (fmt.emax - fmt.man_bits)
+    mn, ms = float(fmt.min_normal), float(fmt.min_subnormal)
+    edge = [top + ulp * d for d in (-1, -0.5, -0.25, 0, 0.25, 0.5, 0.5 + 2**-20, 0.75, 1, 2)]
+    edge += [mn, mn * (1 - 2**-30), mn * (1 - 2.0 ** -(fmt.man_bits + 1)), mn * (1 - 2.0 ** -(fmt.man_bits + 2)),
+             ms, ms / 2, ms / 2 * (1 + 2**-30), ms / 2 * (1 - 2**-30), ms / 4, 0.0, np.inf, np.nan, 2.0**-1074]
+    x = np.concatenate([x, edge])
+    return x * rng.choice([-1.0, 1.0], x.size)
+
+
+def codes_of(src, fmt, rng, n: int = 3000) -> np.ndarray:
+    """Source codes: fmt's boundary values rounded to src, random bit patterns, NaN payloads (quiet and
+    signalling), signed zeros and the source's subnormal edges."""
+    with np.errstate(all="ignore"):
+        v = boundary(fmt, rng, n)
+        if src == FP32:
+            extra = [0x7F800001, 0xFF800001, 0x7FC00000, 0xFFBFFFFF, 0x00000001, 0x807FFFFF, 0x00400000,
+                     0x7F7FFFFF, 0xFF7FFFFF, 0x80000000]
+            return np.concatenate([v.astype(np.float32).view(np.uint32),
+                                   rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32),
+                                   np.array(extra, np.uint32)])
+        extra = [0x7FF0000000000001, 0xFFF0000000000001, 0x7FF8000000000000, 1, 0x800FFFFFFFFFFFFF,
+                 0x0008000000000000, 0x8000000000000000]
+        return np.concatenate([v.view(np.uint64), rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2),
+                               np.array(extra, np.uint64)])
+
+
+def policies(dst, modes=MODES, flush=FLUSH):
+    for mode, ovf, (daz, ftz, tin) in itertools.product(modes, overflows(dst), flush):
+        yield resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), None, tin)
+
+
+def same(codes, src, dst, pol) -> bool:
+    """The kernel == the engine (codes and flags; codes without flags too); False where the kernel does not
+    cover the combination."""
+    step = CastStep(src, dst, pol)
+    if not jitcast.covers(step):
+        return False
+    want, want_fl = engine_cast_codes(codes, src, dst, pol, None, True)
+    got, got_fl = jitcast.run(step, codes, True)
+    got2, _ = jitcast.run(step, codes, False)
+    bad = np.flatnonzero((got != want) | (got_fl != want_fl) | (got2 != want))
+    if bad.size:
+        i = bad[0]
+        pytest.fail(f"{src.name} -> {dst.name} [{pol}]: {bad.size} differ; code {int(codes[i]):#x}: kernel "
+                    f"{int(got[i]):#x} flags {int(got_fl[i])} (without flags {int(got2[i]):#x}), engine "
+                    f"{int(want[i]):#x} flags {int(want_fl[i])}")
+    return True
+
+
+@pytest.mark.parametrize("dst", [no.FP8_E4M3FN, FP16], ids=lambda f: f.name)
+def test_fp32_rne_boundary_and_random_codes(dst, rng):
+    assert same(codes_of(FP32, dst, rng), FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
+
+
+def test_cast_takes_the_kernel_only_on_the_numba_backend(rng):
+    x = boundary(no.FP8_E4M3FN, rng).astype(np.float32)
+    before = jitcast.calls.count
+    with jit.backend("numpy"):
+        ref = no.cast(x, no.FP8_E4M3FN)
+    assert jitcast.calls.count == before
+    with jit.backend("numba"):
+        got = no.cast(x, no.FP8_E4M3FN)
+    assert jitcast.calls.count == before + 1
+    assert np.array_equal(got, ref)
+
+
+def test_what_the_kernel_leaves_to_the_numpy_paths():
+    pol = resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, 8)
+    assert not jitcast.covers(CastStep(FP32, no.FP8_E4M3FN, pol))                 # stochastic rounding
+    for dst in (no.E8M0FNU, no.INT8, FP32):                                        # no subnormals, integers, same
+        assert not jitcast.covers(CastStep(FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None)))
+    assert not jitcast.covers(CastStep(FP16, BF16, resolve_policy(BF16, "rne", None, None, False, False, None)))
+    raise_nan = resolve_policy(no.FP4_E2M1FN, "rne", None, "raise", False, False, None)
+    assert not jitcast.covers(CastStep(FP32, no.FP4_E2M1FN, raise_nan))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src", [FP32, FP64], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", FLOATS, ids=lambda f: f.name)
+def test_wide_sources_every_mode_and_policy(src, dst, rng):
+    codes = codes_of(src, dst, rng)
+    covered = [same(codes, src, dst, pol) for pol in policies(dst)]
+    assert any(covered) == (dst.has_subnormals and dst.man_bits < src.man_bits and dst.emin + src.bias >= 1)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("src", [FP16, BF16], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", FLOATS, ids=lambda f: f.name)
+def test_every_16_bit_code_every_mode_and_policy(src, dst):
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    for pol in policies(dst):
+        same(codes, src, dst, pol)
