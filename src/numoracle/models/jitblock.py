@@ -241,10 +241,9 @@ class Inputs:
         self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
         if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
             self._labels = (src.lat, src.lb)
-            self.finite = bool(np.isfinite(src.at).all() and np.isfinite(src.b).all())
         else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
             self._labels = (np.zeros((src.xt.shape[0], 1), np.int16), src.lt)
-            self.finite = bool(np.isfinite(src.xt).all())
+        self.finite = bool(src.finite)  # (read_sources: no inf / NaN among the inputs)
         self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}

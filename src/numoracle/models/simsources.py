@@ -29,8 +29,9 @@ def _exact(x: Any, what: str) -> tuple[np.ndarray, Format]:
     return v, fmt
 
 
-def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:
-    """(q, h, subnormals): the finite nonzero values are multiples of 2^q and below 2^h.
+def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool, bool]:
+    """(q, h, subnormals, finite): the finite nonzero values are multiples of 2^q and below 2^h; finite:
+    no inf or NaN among the values.
 
     q = floor(log2 min|v|) - (p - 1), floored at the format's quantum: a value with at most p
     significant bits has its lowest bit at or above floor(log2|v|) - (p - 1). min and max are read on
@@ -39,19 +40,19 @@ def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool]:
     around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
     """
     bits = np.ascontiguousarray(v).reshape(-1).view(np.int64)
-    top, low = 0, 1 << 64
+    top, low, finite = 0, 1 << 64, True
     for i in range(0, bits.size, _BLOCK):       # blocks that stay in cache (no array-sized temporaries)
         b = bits[i:i + _BLOCK] & _MAG
         t = int(b.max())
         if t >= _INF:                           # inf / NaN among them: the largest finite pattern
-            t = int(b.max(where=b < _INF, initial=0))
+            t, finite = int(b.max(where=b < _INF, initial=0)), False
         b -= 1
         top, low = max(top, t), min(low, int(b.view(np.uint64).min()) + 1)
     if top == 0 or low >= _INF:                 # no finite nonzero value (or no value)
-        return 10**6, -(10**6), False
+        return 10**6, -(10**6), False, finite
     mn, mx = (float(np.int64(w).view(np.float64)) for w in (low, top))
     q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
-    return q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin)
+    return q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite
 
 
 def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
@@ -182,8 +183,9 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
             raise ValueError("simulate('sum') reduces the last axis; got a 0-d input")
         if x.shape[-1] < 1:
             raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
-        q, h, sub = _stats(x, fmt)
+        q, h, sub, src_finite = _stats(x, fmt)
         src = _SumSource(x, fmt, q, h)
+        src.finite = src_finite
         src.inputs_fit_fp32 = triple_fits(triple(fmt), FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
     (a, fa), (b, fb) = vals
@@ -201,11 +203,12 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
     if fa.precision + fb.precision > 53:
         raise ValueError(f"products of {fa.name} x {fb.name} ({fa.precision} + {fb.precision} significant bits) "
                          "are not exact in float64; simulate needs p_a + p_b <= 53")
-    qa, ha, sa = _stats(a, fa)
-    qb, hb, sb = _stats(b, fb)
+    qa, ha, sa, fin_a = _stats(a, fa)
+    qb, hb, sb, fin_b = _stats(b, fb)
     if (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits) < -1074 or fa.emax + fb.emax > 1021:
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
     src = MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
+    src.finite = fin_a and fin_b                # no inf / NaN among the inputs (the kernels read it)
     src.inputs_fit_fp32 = triple_fits(triple(fa), FP32_TRIPLE) and triple_fits(triple(fb), FP32_TRIPLE)
     return src, shape, K, [fa, fb], sa or sb
 
