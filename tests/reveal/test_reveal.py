@@ -170,3 +170,12 @@ def test_verification_says_it_is_a_sample():
     assert rep.verified and "on 2 random inputs of each kind (normal)" in str(rep)
     with pytest.raises(ValueError, match="n, the number of terms; n must be an int"):
         reveal_order(np.sum, "sum", n=8.0)
+
+
+def test_fused_windows_are_probed_at_several_nodes_and_the_fit_is_reported():
+    """A block FMA chain: the window is probed at several fused nodes (not only the first), and the note says
+    whether the fitted block FMA reproduces every random output."""
+    rep = reveal_order(_kernel("dot", O.BlockFMA(8, 20)), "dot", n=64, dtype="fp16", draws=3)
+    note = next(x for x in rep.notes if x.startswith("fused nodes: window of"))
+    assert "probed at 8 of 8 nodes" in note and note.endswith("reproduces every random output"), note
+    assert not any("windows of [" in x for x in rep.notes)

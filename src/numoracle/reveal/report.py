@@ -109,6 +109,9 @@ def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
     return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
 
 
+FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
+
+
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
 
@@ -155,13 +158,22 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
         kinds[i] = len(steps)
     base = TreeOrder(p.n, tuple(nodes), tuple(kinds), tuple(steps) + tuple(placeholder), acc=acc, out=out)
     if fused:
-        f = probe.frac_bits(p.n + fused[0])
+        # the window probed at up to FUSED_PROBES fused nodes spread over the tree (first and last included)
+        at = sorted({fused[int(round(j))] for j in np.linspace(0, len(fused) - 1, min(FUSED_PROBES, len(fused)))})
+        windows = [probe.frac_bits(p.n + i) for i in at]
+        f = max(set(windows), key=windows.count)
+        if len(set(windows)) > 1:
+            notes.append(f"fused nodes: windows of {sorted(set(windows))} fraction bits at the {len(at)} nodes "
+                         f"probed; modelled with the commonest ({f}), which is not every node's arithmetic")
         nt = max(sum(c < p.n for c in nodes[i]) for i in fused)
         cands = [with_step(base, c) for c in fused_candidates(f, nt, None)]
         scores = [data.score(p.op, c, positions) for c in cands]
-        base = cands[int(np.argmin(scores))]
-        notes.append(f"fused nodes: window of {f} fraction bits probed; {base.steps[-1]} fitted on random data "
-                     f"({len(cands)} candidates)")
+        best = int(np.argmin(scores))
+        base = cands[best]
+        fit = ("reproduces every random output" if scores[best] == 0 else
+               f"the closest, still off on {scores[best]} random outputs")
+        notes.append(f"fused nodes: window of {f} fraction bits probed at {len(at)} of {len(fused)} nodes; "
+                     f"{base.steps[-1]} fitted on random data ({len(cands)} candidates): {fit}")
     if p.op != "sum":
         base = _leaves(p, base, probe, notes)
     return base
