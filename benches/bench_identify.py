@@ -22,8 +22,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from numoracle.identify.report import order_name
 from numoracle.identify.search import identify_order
+from numoracle.orders import order_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ def main() -> None:
         t0 = time.perf_counter()
         rep = fn()
         dt_s = time.perf_counter() - t0
-        found = order_name(rep.order)[:80] if rep.order is not None else rep.headline().split(": ", 1)[1][:60]
+        found = order_text(rep.order)[:80] if rep.order is not None else rep.headline().split(": ", 1)[1][:60]
         print(f"{name:<42} {rep.winner.total if rep.winner else 0:>8} {len(rep.candidates):>5} {dt_s:>8.2f}  "
               f"{rep.verdict}: {found}")
 

@@ -14,14 +14,9 @@ from ..models.arithmetic import Arithmetic
 from ..models.ordertext import order_text
 from ..models.presets import preset_name, preset_systems
 
-__all__ = ["Candidate", "IdentifyReport", "ulp_histogram", "order_name", "BUCKETS"]
+__all__ = ["Candidate", "IdentifyReport", "ulp_histogram", "BUCKETS"]
 
 BUCKETS = ("1", "2-3", "4-15", "16-255", ">=256")
-
-
-def order_name(order: Any) -> str:
-    """The order's text with every preset inside it written as the preset call that builds it (parses back)."""
-    return order_text(order)
 
 
 def preset_notes(order: Any) -> list[str]:
@@ -87,10 +82,10 @@ class Candidate:
         """The order's text, with the accumulator and operand rounding the search chose."""
         extra = ([f"acc={self.acc.name}"] if self.acc is not None else []) + (
             [f"operands {self.operands[0]} ({self.operands[1]})"] if self.operands else [])
-        return order_name(self.order) + (f" [{', '.join(extra)}]" if extra else "")
+        return order_text(self.order) + (f" [{', '.join(extra)}]" if extra else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"order": repr(self.order), "name": order_name(self.order), "stage": self.stage,
+        return {"order": repr(self.order), "name": order_text(self.order), "stage": self.stage,
                 "acc": None if self.acc is None else self.acc.name,
                 "operands": None if self.operands is None else list(self.operands),
                 "matched": self.matched, "total": self.total,
@@ -232,7 +227,7 @@ class IdentifyReport:
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reproduced": self.winner is not None,
                 "order": None if self.winner is None else repr(self.order),
-                "name": None if self.winner is None else order_name(self.order),
+                "name": None if self.winner is None else order_text(self.order),
                 "arithmetic": None if self.winner is None else str(self.arithmetic),
                 "classes": [[c.name for c in cls] for cls in self.classes],
                 "headline": self.headline(), "op": self.op, "shape": list(self.shape),

@@ -42,8 +42,7 @@ class RevealReport:
     order: Order | None
     calls: int
     seconds: float
-    verdict: str                   # "reproduced", "differs", "not deterministic", "not a tree"
-    verified: bool
+    verdict: str                   # "reproduced", "differs", "not deterministic", "not a tree", "not verified"
     mismatches: dict = field(default_factory=dict)   # kind -> (outputs that differ, outputs compared)
     tree_calls: int = 0
     node_calls: int = 0
@@ -51,6 +50,11 @@ class RevealReport:
     trees: int = 0                 # distinct trees among the output positions
     out_format: str | None = None
     notes: list = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        """The verdict is "reproduced": ``order`` gave fn's bits on every random input of the verification."""
+        return self.verdict == "reproduced"
 
     @property
     def fprev_basic_calls(self) -> int:
@@ -253,7 +257,7 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
 
     def report(order, verdict, **kw) -> RevealReport:
         return RevealReport(op, K, shape, fmt.name, order, p.calls, time.perf_counter() - t0, verdict,
-                            verdict == "reproduced", out_format=getattr(p.out_fmt, "name", None), **kw)
+                            out_format=getattr(p.out_fmt, "name", None), **kw)
 
     ones = np.ones(K)
     first, second = p.terms(ones), p.terms(ones)
