@@ -1,12 +1,12 @@
 """The compiled cast (core/jitcast.py) against the engine: codes and flags, bit for bit.
 
 Default tier (a few kernels compiled): FP32 -> FP8 E4M3FN and FP16 from boundary-weighted values and random
-bit patterns, with and without flags, and ``cast`` taking the kernel under ``jit.backend("numba")`` and not
-under ``"numpy"``. ``-m slow``: FP32 and FP64 sources to every float destination the kernel covers, every mode,
-overflow policy, daz / ftz and tininess, on boundary values (ties and their neighbours, the subnormal range
-and below it, the overflow threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and
-signalling) and random codes. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in
-every combination.
+bit patterns, with and without flags, stochastic rounding at every width, and ``cast`` taking the kernel
+under ``jit.backend("numba")`` and not under ``"numpy"``. ``-m slow``: FP32 and FP64 sources to every float
+destination the kernel covers, every mode, overflow policy (sr at several widths), daz / ftz and tininess, on
+boundary values (ties and their neighbours, the subnormal range and below it, the overflow threshold's
+neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
+``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from numoracle.core import jitcast  # noqa: E402  (needs numba)
 
 FLOATS = [f for f in registry() if not f.is_integer]
 FLUSH = [(0, 0, "before"), (1, 0, "before"), (0, 1, "before"), (0, 0, "after"), (1, 1, "after")]
+SR_BITS = [1, 5, 13, 16, 21, 31, 32]
 
 
 def boundary(fmt, rng, n: int = 3000) -> np.ndarray:
@@ -64,9 +65,14 @@ def codes_of(src, fmt, rng, n: int = 3000) -> np.ndarray:
                                np.array(extra, np.uint64)])
 
 
-def policies(dst, modes=MODES, flush=FLUSH):
+def policies(dst, modes=(*MODES, "sr"), flush=FLUSH):
+    """Every mode x overflow policy x (daz, ftz, tininess); sr at widths below, at and above the discarded bits."""
     for mode, ovf, (daz, ftz, tin) in itertools.product(modes, overflows(dst), flush):
-        yield resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), None, tin)
+        if mode != "sr":
+            yield resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), None, tin)
+        elif tin == "before":
+            for srb in SR_BITS:
+                yield resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), srb, tin)
 
 
 def same(codes, src, dst, pol) -> bool:
@@ -75,9 +81,13 @@ def same(codes, src, dst, pol) -> bool:
     step = CastStep(src, dst, pol)
     if not jitcast.covers(step):
         return False
-    want, want_fl = engine_cast_codes(codes, src, dst, pol, None, True)
-    got, got_fl = jitcast.run(step, codes, True)
-    got2, _ = jitcast.run(step, codes, False)
+    rand = None
+    if pol.sr_bits is not None:
+        rand = np.random.default_rng(pol.sr_bits).integers(0, 1 << pol.sr_bits, codes.size, dtype=np.uint64)
+        rand[::7] = (1 << pol.sr_bits) - 1                  # the largest: every nonzero fraction's carry
+    want, want_fl = engine_cast_codes(codes, src, dst, pol, rand, True)
+    got, got_fl = jitcast.run(step, codes, True, rand)
+    got2, _ = jitcast.run(step, codes, False, rand)
     bad = np.flatnonzero((got != want) | (got_fl != want_fl) | (got2 != want))
     if bad.size:
         i = bad[0]
@@ -104,9 +114,15 @@ def test_cast_takes_the_kernel_only_on_the_numba_backend(rng):
     assert np.array_equal(got, ref)
 
 
+def test_fp32_stochastic_rounding_at_every_width(rng):
+    codes = codes_of(FP32, no.FP8_E4M3FN, rng, 1000)
+    for srb in SR_BITS[:-1]:
+        assert same(codes, FP32, no.FP8_E4M3FN, resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, srb))
+
+
 def test_what_the_kernel_leaves_to_the_numpy_paths():
-    pol = resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, 8)
-    assert not jitcast.covers(CastStep(FP32, no.FP8_E4M3FN, pol))                 # stochastic rounding
+    pol = resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, 32)
+    assert not jitcast.covers(CastStep(FP32, no.FP8_E4M3FN, pol))                 # sr's sum past the word
     for dst in (no.E8M0FNU, no.INT8, FP32):                                        # no subnormals, integers, same
         assert not jitcast.covers(CastStep(FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None)))
     assert not jitcast.covers(CastStep(FP16, BF16, resolve_policy(BF16, "rne", None, None, False, False, None)))

@@ -67,7 +67,11 @@ def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | 
     step = CastStep(src, dst, pol)
     kern = jit.kernel_for(step, "numoracle.core.jitcast")
     if kern is not None:
-        return lambda flat, rand, want_flags, generic, rand_check=None: kern.run(step, flat, want_flags)
+        def compiled(flat, rand, want_flags, generic, rand_check=None):
+            if rand is not None and rand_check is not None:
+                rand_check(rand)
+            return kern.run(step, flat, want_flags, rand)
+        return compiled
     if src == FP32 and dst in _NARROW:
         return _Narrow(dst, pol).run
     if src in _WIDEN and dst == FP32:

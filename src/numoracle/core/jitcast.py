@@ -12,7 +12,9 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
    a normal result; the significand of a subnormal one), sh = sman - m + e0 - c, capped at sman + 2, where
    x < 2^(sman + 1) is below half a quantum whatever the shift, so every mode decides as at the true shift;
 3. t = x rounded at sh by the mode (the increments of core/wordround.py, at one shift per element): the
-   destination's magnitude code, a carry running into the exponent field;
+   destination's magnitude code, a carry running into the exponent field. Stochastic rounding adds
+   floor(f * 2^R) + rand at bit R (f the fraction at the true shift: docs/semantics.md), R below the word's
+   width;
 4. ftz flushes 0 < t < 2^m (as rounded); t > max_mag overflows: +-max where the policy saturates or the mode
    rounds toward zero on the element's side, else the 'over' code (inf, or the NaN: FN's positive,
    FNUZ's 0x80);
@@ -21,8 +23,10 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
 7. flags, where asked: INEXACT (a dropped bit), UNDERFLOW (tiny, before or after rounding, and inexact; ftz),
    OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
 
-Stochastic rounding, zero-less formats (E8M0), integers and the pairs whose destination normals start below the
-source's (FP16 -> BF16) stay on the numpy paths. tests/core/test_jitcast.py holds every step to the engine.
+RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
+conversion (``_native``). Zero-less formats (E8M0), integers and the pairs whose destination normals start
+below the source's (FP16 -> BF16) stay on the numpy paths. tests/core/test_jitcast.py holds every step to the
+engine.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = ["covers", "run", "calls", "params"]
 calls = jit.Calls()  # casts run by the kernel (the tests read calls.count)
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
+SR = jr.SR
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -60,7 +65,7 @@ class Cast(NamedTuple):
     positive / negative value gives max), infc / infs / inff (an infinity's code, sign bit, flags), nanc /
     nanf (a NaN's code and flags; a signalling one adds INVALID), ftz, daz, after (tininess after rounding,
     all ones), edge (the field of the binade under 2^emin: tininess after), bits (dst bits - 1: the sign's
-    shift)."""
+    shift), r (stochastic rounding's random bits per element, else 0), wmax (the word's width - 1)."""
 
     sman: int
     top: int
@@ -90,6 +95,8 @@ class Cast(NamedTuple):
     after: int
     edge: int
     bits: int
+    r: int
+    wmax: int
 
 
 def _source_e0(src: Format, dst: Format) -> int:
@@ -103,8 +110,10 @@ def covers(step) -> bool:
     src, dst, pol = step.src, step.dst, step.pol
     if src not in _SOURCES or dst.is_integer or not dst.has_subnormals or src == dst:
         return False
-    if pol.rounding is Rounding.STOCHASTIC or (pol.nan_to is not None and pol.nan_to.value == "raise"):
+    if pol.nan_to is not None and pol.nan_to.value == "raise":
         return False
+    if pol.rounding is Rounding.STOCHASTIC and pol.sr_bits >= (64 if src.bits == 64 else 32):
+        return False                          # (the random bits and the fraction's top bits share a word)
     return _source_e0(src, dst) >= 1 and dst.man_bits < src.man_bits
 
 
@@ -139,7 +148,8 @@ def params(src: Format, dst: Format, pol) -> Cast:
             e0, sman - m, sman + 2, m, dst.max_mag_code, sb, ones if dst.has_negative_zero else 0,
             0 if dst.signed else ones, ovc, ovs, ones if tmp else 0, ones if tmn else 0, infc, infs, inff,
             nan_code, 0 if dst.has_nan else int(Flags.INVALID), ones if pol.ftz else 0, ones if pol.daz else 0,
-            ones if pol.tininess is Tininess.AFTER else 0, e0 - 1, dst.bits - 1)
+            ones if pol.tininess is Tininess.AFTER else 0, e0 - 1, dst.bits - 1, pol.sr_bits or 0,
+            63 if src.bits == 64 else 31)
     return Cast(*(word(v) for v in vals))
 
 
@@ -148,25 +158,7 @@ def params(src: Format, dst: Format, pol) -> Cast:
 # ======================================================================================================
 
 @jit.njit(inline="always")
-def _round(x, sh, neg, mode, P):
-    """x rounded at bit sh (per element, sh <= sman + 2) by mode; neg: 1 for negative values."""
-    one = jr.k(x, 1)
-    mask = jr.sub(jr.shl(one, sh), one)
-    if mode == RNE:
-        half1 = jr.shr(mask, one)                 # half - 1; a tie carries only from an odd kept part
-        return jr.shr(jr.add(jr.add(x, half1), jr.and_(jr.shr(x, sh), one)), sh)
-    if mode == RNA:
-        return jr.shr(jr.add(x, jr.add(jr.shr(mask, one), one)), sh)
-    if mode == RTZ:
-        return jr.shr(x, sh)
-    if mode == UP or mode == DOWN:
-        away = neg if mode == DOWN else jr.xor(neg, one)
-        return jr.shr(jr.add(x, jr.and_(mask, jr.sub(jr.k(x, 0), away))), sh)
-    return jr.or_(jr.shr(x, sh), jr.above(jr.and_(x, mask), jr.k(x, 0)))   # ODD
-
-
-@jit.njit(inline="always")
-def _one(u, mode, P, want, plain, fixed):
+def _one(u, r, mode, P, want, plain, fixed):
     """The code and flags (words) of the source code u (module docstring, steps 1-7); ``plain``: no daz, no ftz,
     a signed destination (those steps compiled out); ``fixed``: e0 = 1, every shift is s (BF16 from FP32)."""
     zero, one = jr.k(u, 0), jr.k(u, 1)
@@ -179,13 +171,14 @@ def _one(u, mode, P, want, plain, fixed):
     e = jr.shr(a, P.sman)
     # 2. the word and its shift
     if fixed:                                                   # c = 1
-        x, sh = a, P.s
+        x, sh, full = a, P.s, P.s
     else:
         c = jr.umin(jr.umax(e, one), P.e0)
         x = jr.sub(a, jr.shl(jr.sub(c, one), P.sman))
-        sh = jr.umin(jr.sub(jr.add(P.s, P.e0), c), P.shcap)
+        full = jr.sub(jr.add(P.s, P.e0), c)
+        sh = jr.umin(full, P.shcap)
     # 3. the rounding
-    t = _round(x, sh, neg, mode, P)
+    t = jr.round_shift(x, sh, neg, mode, P, r, full)
     # 4. ftz, overflow
     flush = zero
     if not plain:
@@ -240,14 +233,16 @@ def _carries(a, e, neg, mode, P):
     on_edge = jr.zero_or(jr.xor(e, P.edge), one, zero)
     # e0 == 1: the edge binade is the source's subnormals with their top bit set
     on_edge = jr.and_(on_edge, jr.above(jr.or_(e, jr.shr(mant, jr.sub(P.sman, one))), zero))
-    r = _round(sig, P.s, neg, mode, P)
+    r = jr.round_shift(sig, P.s, neg, mode, P, zero, P.s)
     return jr.and_(on_edge, jr.shr(r, jr.add(P.m, one)))
 
 
 @jit.njit(inline="always")
-def _loop(src, out, fl, P, mode, want, plain, fixed):
+def _loop(src, rnd, out, fl, P, mode, want, plain, fixed):
     for i in range(src.size):
-        c, f = _one(jr.widen(P.sman, src[i]), mode, P, want, plain, fixed)
+        u = jr.widen(P.sman, src[i])
+        r = rnd[i] if mode == SR else jr.k(u, 0)
+        c, f = _one(u, r, mode, P, want, plain, fixed)
         out[i] = c
         if want:
             fl[i] = f
@@ -258,8 +253,8 @@ def _kernel(mode: int, want: bool, plain: bool, fixed: bool):
     """The loop of one (mode, flags asked, plain, fixed: _one), its variant a constant inside (numba freezes the
     closure's values; its disk cache keys on them): each compiled when first used."""
     @jit.njit
-    def kernel(src, out, fl, P):
-        _loop(src, out, fl, P, mode, want, plain, fixed)
+    def kernel(src, rnd, out, fl, P):
+        _loop(src, rnd, out, fl, P, mode, want, plain, fixed)
     return kernel
 
 
@@ -294,10 +289,14 @@ def _is_native(src: Format, dst: Format, pol) -> bool:
 
 
 @calls.counting
-def run(step, flat: np.ndarray, want_flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """The codes (and flags) of the flat source codes ``flat``: the engine's."""
+def run(step, flat: np.ndarray, want_flags: bool,
+        rand: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The codes (and flags) of the flat source codes ``flat``: the engine's; ``rand``: stochastic rounding's random
+    bits (each below 2^sr_bits: the caller checks)."""
     src, dst, pol = step.src, step.dst, step.pol
     words = flat.view(np.dtype(src.code_dtype))
+    word = np.uint64 if src.bits == 64 else np.uint32
+    rnd = np.zeros(0, word) if rand is None else np.ascontiguousarray(rand).astype(word, copy=False)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size if want_flags else 0, np.uint8)
     plain = not (pol.daz or pol.ftz) and dst.signed
@@ -306,5 +305,6 @@ def run(step, flat: np.ndarray, want_flags: bool) -> tuple[np.ndarray, np.ndarra
         _native(words, out, P)
         return out, None
     fixed = _source_e0(src, dst) == 1
-    _kernel(jit.MODE_CODES[pol.rounding], bool(want_flags), plain, fixed)(words, out, fl, P)
+    mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
+    _kernel(mode, bool(want_flags), plain, fixed)(words, rnd, out, fl, P)
     return out, (fl if want_flags else None)

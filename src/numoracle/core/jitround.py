@@ -11,6 +11,9 @@ overflow policy, NaN). Imported by the kernel modules only (it imports numba and
   side, RTZ nothing, RTO ORs "a dropped bit is set" into the last kept bit); a carry out of the kept bits
   moves into the exponent field, again the right value; max_finite is on the grid, so nothing rounds
   past it. Words of any integer type (uint32 / uint64 float bits, int64 integer windows).
+* ``round_shift(x, sh, neg, mode, P, r, full)``: an unsigned word rounded at a bit position of its own per element
+  (the casts' step: core/jitcast.py, jitcastint.py), the increments of core/wordround.py, stochastic rounding
+  included (mode SR, with the element's random bits).
 * ``outside(b, g)``: |x| - min_normal on the bits, above g.span exactly where x lies outside the normal
   range (the unsigned difference wraps around below min_normal; inf and NaN lie above max_finite).
 * ``round_value(v, mode, g, lim)``: the accumulator value of the exact float64 v, as the conversion
@@ -37,12 +40,14 @@ from . import jit
 from .formats import Format
 from .policy import Overflow
 
-__all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "outside", "round_value",
+__all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_shift", "outside", "round_value",
+           "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
            "magnitude",
            "as_bits", "as_value", "nonzero", "like"]
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
+SR = max(jit.MODE_CODES.values()) + 1   # round_shift's own: stochastic rounding, random bits per element
 IEEE, SATURATE, NAN = range(3)      # Limits.overflow
 
 
@@ -257,6 +262,35 @@ def round_bits(b, mode, g):
         return and_(add(b, and_(g.mask, sub(k(b, 0), away))), g.keep)
     # ODD: truncate, then set the last kept bit where a dropped bit was set
     return or_(and_(b, g.keep), shl(above(and_(b, g.mask), k(b, 0)), g.d))
+
+
+@jit.njit(inline="always")
+def round_shift(x, sh, neg, mode, P, r, full):
+    """The word x rounded at bit sh (one per element, up to P.shcap) by mode: the kept part, a carry included;
+    neg: 1 for negative values. The casts' step (core/jitcast.py, jitcastint.py): the increments of
+    core/wordround.py. Stochastic rounding (SR) reads the random bits r (< 2^P.r) and the uncapped shift
+    ``full`` (its fraction's top P.r bits, docs/semantics.md); P.wmax is the word's width - 1."""
+    one = k(x, 1)
+    if mode == SR:
+        # floor(f * 2^R): the fraction x mod 2^sh shifted down by full - R, or up by R - full (both capped to
+        # shifts within the word; the other one is discarded), plus r: its carry at bit R is the increment
+        frac = and_(x, sub(shl(one, sh), one))
+        down = shr(frac, umin(sub(full, P.r), P.shcap))
+        up = shl(frac, umin(sub(P.r, full), P.wmax))
+        fl = zero_or(above(P.r, full), down, up)
+        return add(shr(x, sh), shr(add(fl, r), P.r))
+    mask = sub(shl(one, sh), one)
+    if mode == RNE:
+        half1 = shr(mask, one)                 # half - 1; a tie carries only from an odd kept part
+        return shr(add(add(x, half1), and_(shr(x, sh), one)), sh)
+    if mode == RNA:
+        return shr(add(x, add(shr(mask, one), one)), sh)
+    if mode == RTZ:
+        return shr(x, sh)
+    if mode == UP or mode == DOWN:
+        away = neg if mode == DOWN else xor(neg, one)
+        return shr(add(x, and_(mask, sub(k(x, 0), away))), sh)
+    return or_(shr(x, sh), above(and_(x, mask), k(x, 0)))   # ODD
 
 
 @jit.njit(inline="always")
