@@ -49,9 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.args import check_bool, check_int
-from .gpuorders import WaveBuilder
-from .orders import Order, Schedule, Sequential, Wave, build, positive_int, slices_then
+from .orders import Order, Sequential, build, positive_int, slices_then
 from .orderspec import OrderSpec
+from .schedule import WaveBuilder
 
 __all__ = ["VectorCascade", "ThreadSplit", "GotoBlocks", "Interleaved", "XlaChunks", "XlaVector", "XlaScan",
            "schedule_depth", "goto_blocks", "xla_chunk_sizes", "COMBINES"]
@@ -64,32 +64,11 @@ def _ceil_log2(x: int) -> int:
     return 1 if x <= 2 else int(x - 1).bit_length()
 
 
-class _ScheduleOrder(Order):
+class ScheduleOrder(Order):
     """These orders' bounds read their schedule's depth (bounds/boundpath.py, kind "schedule")."""
 
     def spec(self) -> OrderSpec:
         return OrderSpec("schedule", params=(self,))
-
-
-def _result(b: WaveBuilder, n: int, res: np.ndarray | None) -> Schedule:
-    """The Schedule of b's waves with result res ((1,) ids; None: +0, no term added)."""
-    if res is None:
-        res = b.zeros(1)
-    return Schedule(n, b.nv, b.waves, int(res[0]))
-
-
-def _chain_from(b: WaveBuilder, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
-    """Per row of addends (W, L): s = start (None: +0); s = fl(s + a_j). Returns (W,) value ids."""
-    w = addends.shape[0]
-    s = b.zeros(w) if start is None else np.asarray(start, np.int64)
-    return s if addends.shape[1] == 0 else b.chain(s, addends)
-
-
-def _add_opt(b: WaveBuilder, x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
-    """fl(x + y), where None is +0 (left out: adding +0 is exact)."""
-    if x is None or y is None:
-        return y if x is None else x
-    return b.add(x, y)
 
 
 def _combine(b: WaveBuilder, lanes: list, how: str) -> np.ndarray | None:
@@ -97,15 +76,15 @@ def _combine(b: WaveBuilder, lanes: list, how: str) -> np.ndarray | None:
     if how == "sequential" or len(lanes) <= 1:
         res = None
         for v in lanes:
-            res = _add_opt(b, res, v)
+            res = b.add_opt(res, v)
         return res
     if how == "pairwise":
         h = len(lanes) - len(lanes) // 2
-        return _add_opt(b, _combine(b, lanes[:h], how), _combine(b, lanes[h:], how))
+        return b.add_opt(_combine(b, lanes[:h], how), _combine(b, lanes[h:], how))
     vals = list(lanes)
     while len(vals) > 1:          # halving: lane i + lane i + len/2 (an odd count keeps its last lane)
         h = len(vals) // 2
-        vals = [_add_opt(b, vals[i], vals[i + h]) for i in range(h)] + vals[2 * h:]
+        vals = [b.add_opt(vals[i], vals[i + h]) for i in range(h)] + vals[2 * h:]
     return vals[0]
 
 
@@ -119,33 +98,33 @@ def _cascade(b: WaveBuilder, items: np.ndarray, levels: int, min_power: int, fix
     if S == 0:
         return None
     if levels == 1:
-        return _chain_from(b, None, items.T)
+        return b.chain_from(None, items.T)
     step = 1 << (min_power if fixed else max(min_power, _ceil_log2(S) // levels))
     nb = S // step
     accs: list = [None] * levels
     if S % step:
-        accs[0] = _chain_from(b, None, items[nb * step:].T)
+        accs[0] = b.chain_from(None, items[nb * step:].T)
     vals = None                                                # (count, W): the sums level j receives
     if nb:
         blocks = items[:nb * step].reshape(nb, step, -1).transpose(0, 2, 1)        # (nb, W, step)
         w = blocks.shape[1]
-        vals = _chain_from(b, None, blocks.reshape(nb * w, step)).reshape(nb, w)
+        vals = b.chain_from(None, blocks.reshape(nb * w, step)).reshape(nb, w)
     for j in range(1, levels):
         if vals is None or vals.shape[0] == 0:
             break
         c = vals.shape[0]
         full = 0 if j == levels - 1 else c // step * step       # the last level keeps everything it gets
         if c > full:
-            accs[j] = _chain_from(b, None, vals[full:].T)
+            accs[j] = b.chain_from(None, vals[full:].T)
         if full:
             g = full // step
             grp = vals[:full].reshape(g, step, -1).transpose(0, 2, 1)
-            vals = _chain_from(b, None, grp.reshape(-1, step)).reshape(g, -1)
+            vals = b.chain_from(None, grp.reshape(-1, step)).reshape(g, -1)
         else:
             vals = None
     res = None
     for a in (accs[::-1] if top_down else accs):
-        res = _add_opt(b, res, a)
+        res = b.add_opt(res, a)
     return res
 
 
@@ -158,15 +137,15 @@ def _row_sum(b: WaveBuilder, items: np.ndarray, accumulators: int, levels: int, 
     acc = _cascade(b, cols, levels, min_power)
     parts: list = [None] * A if acc is None else list(acc.reshape(A, -1))
     if m > S * A:
-        parts[0] = _chain_from(b, parts[0], items[S * A:].T)
+        parts[0] = b.chain_from(parts[0], items[S * A:].T)
     res = parts[0]
     for p in parts[1:]:
-        res = _add_opt(b, res, p)
+        res = b.add_opt(res, p)
     return res
 
 
 @dataclass(frozen=True)
-class VectorCascade(_ScheduleOrder):
+class VectorCascade(ScheduleOrder):
     """torch's CPU ``sum`` (``cascade_sum``): vectors of ``lanes`` into ``accumulators`` cascades (module docstring)."""
 
     lanes: int = 8
@@ -195,14 +174,14 @@ class VectorCascade(_ScheduleOrder):
             items = vec[:, 0, :] if self.load == 1 else b.add(vec[:, 0, :].ravel(), vec[:, 1, :].ravel()).reshape(nv, L)
             lanes = _row_sum(b, items, self.accumulators, self.levels, self.min_power)
             assert lanes is not None
-            res = _chain_from(b, None, np.concatenate([t[nv * per:], lanes])[None, :])
-        return _result(b, n, res)
+            res = b.chain_from(None, np.concatenate([t[nv * per:], lanes])[None, :])
+        return b.result(n, res)
 
 
 # ---- a split by thread count ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ThreadSplit(_ScheduleOrder):
+class ThreadSplit(ScheduleOrder):
     """``at::parallel_for``'s split of one reduction over ``threads`` threads (module docstring)."""
 
     threads: int = 2
@@ -240,7 +219,7 @@ def goto_blocks(n: int, q: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class GotoBlocks(_ScheduleOrder):
+class GotoBlocks(ScheduleOrder):
     """The K loop of a GotoBLAS-style GEMM (OpenBLAS ``level3.c``; torch's CPU ``mm`` here with q = 384): blocks of
     ``q`` terms while at least 2q remain, a rest between q and 2q split into ceil(r/2) and floor(r/2); each block
     reduced by ``inner`` from +0 and added to the running result (C += A_blk B_blk) in order."""
@@ -262,15 +241,6 @@ class GotoBlocks(_ScheduleOrder):
 
 # ---- interleaved lane accumulators ------------------------------------------------------------------------
 
-def _terms(b: WaveBuilder, n: int, fma: bool) -> np.ndarray:
-    t = -1 - np.arange(n, dtype=np.int64)
-    if fma or n == 0:
-        return t
-    ids = b._new(n)                                            # every term rounded to the accumulator first
-    b.waves.append(Wave("load", b.key, ids, t))
-    return ids
-
-
 def _lane_chains(b: WaveBuilder, t: np.ndarray, k: int) -> list:
     """Lane j: chain from +0 over t[j], t[j + k], ...; lanes of equal length in one wave. None for empty lanes."""
     n = t.size
@@ -278,14 +248,14 @@ def _lane_chains(b: WaveBuilder, t: np.ndarray, k: int) -> list:
     lengths = [len(range(j, n, k)) for j in range(k)]
     for length in sorted(set(lengths) - {0}):
         js = [j for j in range(k) if lengths[j] == length]
-        ids = _chain_from(b, None, np.array([t[j::k] for j in js], np.int64))
+        ids = b.chain_from(None, np.array([t[j::k] for j in js], np.int64))
         for j, v in zip(js, ids):
             out[j] = np.array([v])
     return out
 
 
 @dataclass(frozen=True)
-class Interleaved(_ScheduleOrder):
+class Interleaved(ScheduleOrder):
     """k interleaved lane accumulators, combined sequentially, pairwise or by halving (module docstring)."""
 
     k: int = 2
@@ -304,12 +274,12 @@ class Interleaved(_ScheduleOrder):
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
-        t = _terms(b, n, self.fma)
+        t = b.terms(n, self.fma)
         main = n if self.tail == "lanes" else n - n % self.k
         res = _combine(b, _lane_chains(b, t[:main], self.k), self.combine)
         if main < n:
-            res = _chain_from(b, res, t[main:][None, :])
-        return _result(b, n, res)
+            res = b.chain_from(res, t[main:][None, :])
+        return b.result(n, res)
 
 
 # ---- XLA ---------------------------------------------------------------------------------------------------
@@ -324,7 +294,7 @@ def xla_chunk_sizes(n: int, chunk: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class XlaChunks(_ScheduleOrder):
+class XlaChunks(ScheduleOrder):
     """XLA's CPU sum of short rows: chunks of ``chunk`` terms, the rest split between the first and the last."""
 
     chunk: int = 32
@@ -336,23 +306,23 @@ class XlaChunks(_ScheduleOrder):
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
-        t = _terms(b, n, self.fma)
+        t = b.terms(n, self.fma)
         sizes = xla_chunk_sizes(n, self.chunk)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         sums: list = [None] * len(sizes)
         for size in sorted(set(sizes)):
             idx = [i for i, s in enumerate(sizes) if s == size]
-            ids = _chain_from(b, None, np.array([t[starts[i]:starts[i] + size] for i in idx], np.int64))
+            ids = b.chain_from(None, np.array([t[starts[i]:starts[i] + size] for i in idx], np.int64))
             for i, v in zip(idx, ids):
                 sums[i] = np.array([v])
         res = sums[0]
         if len(sums) > 1:
-            res = _chain_from(b, res, np.array([[int(s[0]) for s in sums[1:]]], np.int64))
-        return _result(b, n, res)
+            res = b.chain_from(res, np.array([[int(s[0]) for s in sums[1:]]], np.int64))
+        return b.result(n, res)
 
 
 @dataclass(frozen=True)
-class XlaVector(_ScheduleOrder):
+class XlaVector(ScheduleOrder):
     """XLA's CPU vectorised sum: ``lanes`` strided lanes, nested chunks of ``unroll`` (module docstring)."""
 
     lanes: int = 16
@@ -372,7 +342,7 @@ class XlaVector(_ScheduleOrder):
         lane_sums: list = [None] * L
         if nb:
             blk = t[:nb * L * U].reshape(nb, U, L).transpose(0, 2, 1)            # (block, lane, item)
-            level = _chain_from(b, None, blk.reshape(nb * L, U)).reshape(nb, L)  # level-1 chunks
+            level = b.chain_from(None, blk.reshape(nb * L, U)).reshape(nb, L)  # level-1 chunks
             levels = [level]
             while levels[-1].shape[0] >= U:
                 g = levels[-1].shape[0] // U
@@ -389,13 +359,13 @@ class XlaVector(_ScheduleOrder):
         rest = t[nb * L * U:]
         if rest.size:
             rem = _lane_chains(b, rest, L)
-            lane_sums = [_add_opt(b, m, r) for m, r in zip(lane_sums, rem)]
+            lane_sums = [b.add_opt(m, r) for m, r in zip(lane_sums, rem)]
         res = _combine(b, lane_sums, "halving")
-        return _result(b, n, res)
+        return b.result(n, res)
 
 
 @dataclass(frozen=True)
-class XlaScan(_ScheduleOrder):
+class XlaScan(ScheduleOrder):
     """The last element of XLA's CPU ``jnp.cumsum`` of a row: blocks of ``block`` terms (chains from +0), the block
     sums in groups of ``block`` (chains), and so on up ``levels`` levels (the last keeps all it gets); the rest of
     each level is its own chain; the levels are then added from the top down to the terms after the last block."""
@@ -413,7 +383,7 @@ class XlaScan(_ScheduleOrder):
         b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
         res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True)
-        return _result(b, n, res)
+        return b.result(n, res)
 
 
 # ---- the bounds ----------------------------------------------------------------------------------------------

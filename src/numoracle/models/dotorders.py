@@ -39,9 +39,9 @@ import numpy as np
 
 from ..core.args import check_bool, check_int
 from ..core.formats import FP64
-from .cpuorders import _chain_from, _result, _ScheduleOrder, _terms
-from .gpuorders import WaveBuilder
+from .cpuorders import ScheduleOrder
 from .orders import float_format, positive_int
+from .schedule import WaveBuilder
 
 __all__ = ["OpenBlasDot", "MklDot"]
 
@@ -59,7 +59,7 @@ def _lane_reduce(b: WaveBuilder, lanes: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class OpenBlasDot(_ScheduleOrder):
+class OpenBlasDot(ScheduleOrder):
     """OpenBLAS's x86-64 sdot: wide and narrow vector accumulators, lanes reduced, a tail summed in ``tail_acc``
     (module docstring)."""
 
@@ -88,12 +88,12 @@ class OpenBlasDot(_ScheduleOrder):
         A, V, W = self.accumulators, self.vec, self.wide
         main = n - n % (V * A)
         n_w = main - main % (W * A) if W else 0
-        t = _terms(b, main, self.fma)
+        t = b.terms(main, self.fma)
         acc = None
         if n_w:
             # 1. wide registers: row k * W + l holds terms blk * W * A + k * W + l over the blocks, in order
             blk = t[:n_w].reshape(n_w // (W * A), A, W).transpose(1, 2, 0).reshape(A * W, -1)
-            regs = _chain_from(b, None, blk).reshape(A, W)
+            regs = b.chain_from(None, blk).reshape(A, W)
             while regs.shape[1] > V:                 # folded: lane j + lane j + half
                 h = regs.shape[1] // 2
                 regs = b.add(regs[:, :h].ravel(), regs[:, h:].ravel()).reshape(A, h)
@@ -101,7 +101,7 @@ class OpenBlasDot(_ScheduleOrder):
         if main > n_w:
             # 2. narrow registers, continuing from the folded ones
             blk = t[n_w:main].reshape(-1, A, V).transpose(1, 2, 0).reshape(A * V, -1)
-            acc = _chain_from(b, acc, blk)
+            acc = b.chain_from(acc, blk)
         res = None
         if acc is not None:
             # 3. the registers added in order; 4. the lanes reduced
@@ -110,20 +110,19 @@ class OpenBlasDot(_ScheduleOrder):
                 res = b.add(res, acc[k * V:(k + 1) * V])
             res = _lane_reduce(b, res)
         if main == n:
-            return _result(b, n, res)
+            return b.result(n, res)
         # 5. the tail: products rounded to the accumulator, summed from +0 in tail_acc, plus the vector part
-        tail = b._new(n - main)
-        b.waves.append(_load(key, tail, -1 - np.arange(main, n, dtype=np.int64)))
+        tail = b.load(-1 - np.arange(main, n, dtype=np.int64))
         b.key = key if self.tail_acc is None else (self.tail_acc, key[1])
-        s = _chain_from(b, None, tail[None, :])
+        s = b.chain_from(None, tail[None, :])
         if res is not None:
             s = b.add(s, res)
         b.key = key
-        return _result(b, n, s)
+        return b.result(n, s)
 
 
 @dataclass(frozen=True)
-class MklDot(_ScheduleOrder):
+class MklDot(ScheduleOrder):
     """MKL's float32 dot (torch's CPU ``torch.dot``): registers filled by halving blocks, added pairwise, lanes
     reduced (module docstring)."""
 
@@ -159,14 +158,10 @@ class MklDot(_ScheduleOrder):
         for length in sorted({len(s) for s in slots}):
             which = [i for i, s in enumerate(slots) if len(s) == length]
             terms = np.array([[-1 - t for t in slots[i]] for i in which], np.int64).reshape(len(which), length)
-            ids[which] = _chain_from(b, None, terms)
+            ids[which] = b.chain_from(None, terms)
         regs = [ids[k * V:(k + 1) * V] for k in range(A)]
         # 4. the registers added pairwise, lane by lane; 5. the lanes reduced
         while len(regs) > 1:
             regs = [b.add(regs[i], regs[i + 1]) for i in range(0, len(regs), 2)]
-        return _result(b, n, _lane_reduce(b, regs[0]) if n else None)
+        return b.result(n, _lane_reduce(b, regs[0]) if n else None)
 
-
-def _load(key: tuple, dst: np.ndarray, terms: np.ndarray):
-    from .schedule import Wave
-    return Wave("load", key, dst, terms)

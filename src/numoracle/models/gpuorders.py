@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .orders import Order, Schedule, Sequential, Wave, check_reduces_values, float_format, positive_int, slices_then
+from .orders import Order, Schedule, Sequential, check_reduces_values, float_format, positive_int, slices_then
 from .orderspec import OrderSpec
+from .schedule import WaveBuilder
 
 __all__ = ["TiledSplitK", "GpuReduce", "ChunkedScan", "torch_sum_order", "torch_cumsum_order", "cutlass_slices"]
 
@@ -178,33 +179,6 @@ class GpuReduce(Order):
             h = w.shape[1] // 2
             w = b.add(w[:, :h].ravel(), w[:, h:].ravel()).reshape(w.shape[0], h)
         return w[:, 0]
-
-
-class WaveBuilder:
-    """Waves of one schedule with fresh value ids (SSA)."""
-
-    def __init__(self, key: tuple):
-        self.key, self.nv, self.waves = key, 0, []
-
-    def _new(self, k: int) -> np.ndarray:
-        ids = np.arange(self.nv, self.nv + k, dtype=np.int64)
-        self.nv += k
-        return ids
-
-    def zeros(self, k: int) -> np.ndarray:
-        ids = self._new(k)
-        self.waves.append(Wave("const", self.key, ids, const=0.0))
-        return ids
-
-    def chain(self, start: np.ndarray, addends: np.ndarray) -> np.ndarray:
-        ids = self._new(start.size)
-        self.waves.append(Wave("chain", self.key, ids, np.asarray(start, np.int64), np.asarray(addends, np.int64)))
-        return ids
-
-    def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        ids = self._new(x.size)
-        self.waves.append(Wave("add", self.key, ids, np.asarray(x, np.int64), np.asarray(y, np.int64)))
-        return ids
 
 
 # ---- torch's launch heuristic (ReduceConfig / setReduceConfig in Reduce.cuh) for sum ----------------------

@@ -128,3 +128,62 @@ def split_groups(sizes: list[int], build_one) -> tuple[list[tuple[Schedule, np.n
         groups.append((build_one(size), starts[idx]))
         order.append(idx)
     return groups, np.concatenate(order)
+
+
+class WaveBuilder:
+    """Waves of one schedule with fresh value ids (SSA), and the steps the orders build from: chains from a start
+    (or +0), additions where +0 is left out, terms rounded before they are added, the schedule's result."""
+
+    def __init__(self, key: tuple):
+        self.key, self.nv, self.waves = key, 0, []
+
+    def new(self, k: int) -> np.ndarray:
+        """k fresh value ids."""
+        ids = np.arange(self.nv, self.nv + k, dtype=np.int64)
+        self.nv += k
+        return ids
+
+    def zeros(self, k: int) -> np.ndarray:
+        ids = self.new(k)
+        self.waves.append(Wave("const", self.key, ids, const=0.0))
+        return ids
+
+    def chain(self, start: np.ndarray, addends: np.ndarray) -> np.ndarray:
+        ids = self.new(start.size)
+        self.waves.append(Wave("chain", self.key, ids, np.asarray(start, np.int64), np.asarray(addends, np.int64)))
+        return ids
+
+    def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        ids = self.new(x.size)
+        self.waves.append(Wave("add", self.key, ids, np.asarray(x, np.int64), np.asarray(y, np.int64)))
+        return ids
+
+    def load(self, refs: np.ndarray) -> np.ndarray:
+        """Each ref rounded to this builder's format (a term rounded before it is added)."""
+        ids = self.new(refs.size)
+        self.waves.append(Wave("load", self.key, ids, np.asarray(refs, np.int64)))
+        return ids
+
+    def chain_from(self, start: np.ndarray | None, addends: np.ndarray) -> np.ndarray:
+        """Per row of addends (W, L): s = start (None: +0); s = fl(s + a_j). Returns (W,) value ids."""
+        w = addends.shape[0]
+        s = self.zeros(w) if start is None else np.asarray(start, np.int64)
+        return s if addends.shape[1] == 0 else self.chain(s, addends)
+
+    def add_opt(self, x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+        """fl(x + y), where None is +0 (left out: adding +0 is exact)."""
+        if x is None or y is None:
+            return y if x is None else x
+        return self.add(x, y)
+
+    def terms(self, n: int, fma: bool) -> np.ndarray:
+        """Refs of terms 0..n-1 as the additions read them: exact (``fma``: products fused into the addition),
+        else each rounded to this builder's format first (a product rounded before it is added)."""
+        t = -1 - np.arange(n, dtype=np.int64)
+        return t if fma or n == 0 else self.load(t)
+
+    def result(self, n: int, res: np.ndarray | None) -> Schedule:
+        """The Schedule of these waves over n terms with result res ((1,) ids; None: +0, no term added)."""
+        if res is None:
+            res = self.zeros(1)
+        return Schedule(n, self.nv, self.waves, int(res[0]))

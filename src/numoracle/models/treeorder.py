@@ -38,6 +38,7 @@ import numpy as np
 from ..core.policy import Rounding
 from .orders import BlockFMA, Order, Schedule, Wave, float_format, positive_int
 from .orderspec import OrderSpec
+from .schedule import WaveBuilder
 
 __all__ = ["TreeOrder", "PerPosition"]
 
@@ -263,17 +264,12 @@ class TreeOrder(Order):
         return ax
 
 
-class _TreeBuilder:
+class _TreeBuilder(WaveBuilder):
     """A TreeOrder's Schedule: chains of two-child nodes of one step, grouped into waves level by level."""
 
     def __init__(self, t: TreeOrder, key: tuple):
-        self.t, self.key, self.nv = t, key, 0
-        self.waves: list[Wave] = []
-
-    def _ids(self, k: int) -> np.ndarray:
-        ids = np.arange(self.nv, self.nv + k, dtype=np.int64)
-        self.nv += k
-        return ids
+        super().__init__(key)
+        self.t = t
 
     def _wkey(self, step: tuple) -> tuple:
         return (step[0] if step[0] is not None else self.key[0], step[1] if step[1] is not None else self.key[1])
@@ -307,7 +303,7 @@ class _TreeBuilder:
         if not t.nodes:
             if t.out is None:
                 return Schedule(n, 0, [], -1)
-            d = self._ids(1)
+            d = self.new(1)
             self.waves.append(Wave("load", (t.out, self.key[1]), d, np.array([-1])))
             return Schedule(n, self.nv, self.waves, int(d[0]))
         chains, chain_of = self._chains()
@@ -315,12 +311,12 @@ class _TreeBuilder:
         ref[:n] = -1 - np.arange(n)
         raw = ref[:n].copy()                                  # fused nodes read the terms exactly
         if t.leaf is not None:
-            d = self._ids(n)
+            d = self.new(n)
             self.waves.append(Wave("load", (t.leaf, self.key[1]), d, raw.copy()))
             ref[:n] = d
         zero = None
         if any(isinstance(s, BlockFMA) for s in t.steps):
-            zero = int(self._ids(1)[0])
+            zero = int(self.new(1)[0])
             self.waves.append(Wave("const", self.key, np.array([zero]), const=0.0))
         level = np.zeros(len(chains), np.int64)
         for ci in sorted(range(len(chains)), key=lambda k: chains[k][-1]):   # a chain after every chain it reads
@@ -331,7 +327,7 @@ class _TreeBuilder:
             self._level([chains[ci] for ci in np.flatnonzero(level == lv)], ref, raw, zero)
         root = int(ref[n + len(t.nodes) - 1])
         if t.out is not None:
-            d = self._ids(1)
+            d = self.new(1)
             self.waves.append(Wave("load", (t.out, self.key[1]), d, np.array([root])))
             root = int(d[0])
         return Schedule(n, self.nv, self.waves, root)
@@ -350,19 +346,19 @@ class _TreeBuilder:
             else:
                 firsts.setdefault(self._wkey(st), []).append(c)
         for wkey, idx in loads.items():
-            d = self._ids(len(idx))
+            d = self.new(len(idx))
             self.waves.append(Wave("load", wkey, d, np.array([ref[t.nodes[i][0]] for i in idx], np.int64)))
             ref[n + np.asarray(idx)] = d
         for (st, _), idx in fused.items():
             acc_in = [int(ref[t.nodes[i][0]]) if t.nodes[i][0] >= n else zero for i in idx]
             terms = [[int(raw[c]) for c in t.nodes[i] if c < n] for i in idx]
-            d = self._ids(len(idx))
+            d = self.new(len(idx))
             k = (st, self.key[0] if st.acc is None else st.acc)
             self.waves.append(Wave("bfma", k, d, np.array(acc_in, np.int64), np.array(terms, np.int64)))
             ref[n + np.asarray(idx)] = d
         for wkey, cs in firsts.items():
             heads = [c[0] for c in cs]
-            d = self._ids(len(cs))
+            d = self.new(len(cs))
             a = np.array([ref[t.nodes[i][0]] for i in heads], np.int64)
             b = np.array([ref[t.nodes[i][1]] for i in heads], np.int64)
             self.waves.append(Wave("add", wkey, d, a, b))
@@ -375,7 +371,7 @@ class _TreeBuilder:
                 starts = np.array([ref[n + c[0]] for c in group], np.int64)
                 adds = np.array([[ref[next(r for r in t.nodes[i] if r != n + prev)]
                                   for prev, i in zip(c[:-1], c[1:])] for c in group], np.int64)
-                d = self._ids(len(group))
+                d = self.new(len(group))
                 self.waves.append(Wave("chain", wkey, d, starts, adds))
                 ref[n + np.array([c[-1] for c in group])] = d
 
