@@ -179,6 +179,21 @@ def covers(step: BlockRun) -> bool:
     return all(jitblock.covers(s) for s in step.steps)
 
 
+def _term_ids(step: BlockRun, ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(tids (steps, w, nmax), cnt (steps,)): each step's term ids, padded, and their counts; made once per
+    simulate call (the same for every chunk of the batch)."""
+    memo = ctx.kernels.setdefault("jitblockrun", {})
+    if id(step) not in memo:
+        steps = step.steps
+        nmax = max(st.tids.shape[1] for st in steps)
+        tids = np.zeros((len(steps), steps[0].c.width, nmax), np.int64)   # (w: the rows of c, as run fetches)
+        cnt = np.array([st.tids.shape[1] for st in steps], np.int64)
+        for s, st in enumerate(steps):
+            tids[s, :, :cnt[s]] = st.tids
+        memo[id(step)] = (step, tids, cnt)    # (the step kept: its id stays its own for the call)
+    return memo[id(step)][1:]
+
+
 def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     """The last step's outputs (rows, batch) of the run, computed in one kernel call (numpysteps.run_block_run)."""
     kin = jitblock.Inputs.of(ctx)
@@ -187,11 +202,8 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     bo, b32 = st0.order, st0.b32
     c = np.ascontiguousarray(st0.c.fetch(V, sub, None), np.float64)
     w, B = c.shape
-    nmax = max(st.tids.shape[1] for st in steps)
-    tids = np.zeros((len(steps), w, nmax), np.int64)
-    cnt = np.array([st.tids.shape[1] for st in steps], np.int64)
-    for s, st in enumerate(steps):
-        tids[s, :, :cnt[s]] = st.tids
+    tids, cnt = _term_ids(step, ctx)
+    nmax = tids.shape[2]
     i0, i1, j0, j1 = kin.bounds(sub)
     f32 = b32 or jitblock.terms32(st0)
     a, b = kin.ab(f32)
