@@ -1,12 +1,13 @@
 """The compiled cast (core/jitcast.py) against the engine: codes and flags, bit for bit.
 
-Default tier (a few kernels compiled): FP32 -> FP8 E4M3FN and FP16 from boundary-weighted values and random
-bit patterns, with and without flags, stochastic rounding at every width, and ``cast`` taking the kernel
+Default tier (a few kernels compiled): FP32 -> FP8 E4M3FN, FP16, INT8 and UINT32 from boundary-weighted values
+and random bit patterns, with and without flags, stochastic rounding at every width, and ``cast`` taking the kernel
 under ``jit.backend("numba")`` and not under ``"numpy"``. ``-m slow``: FP32 and FP64 sources to every float
 destination the kernel covers, every mode, overflow policy (sr at several widths), daz / ftz and tininess, on
 boundary values (ties and their neighbours, the subnormal range and below it, the overflow threshold's
 neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
-``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination.
+Integers (core/jitcastint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
+nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from numoracle.core.convert import engine_cast_codes
 from numoracle.core.fastpaths import CastStep
 from numoracle.core.formats import BF16, FP16, FP32, FP64, registry
 from numoracle.core.policy import resolve_policy
-from policies import MODES, overflows
+from policies import MODES, nan_tos, overflows
 
 pytest.importorskip("numba")
 from numoracle.core import jitcast  # noqa: E402  (needs numba)
 
 FLOATS = [f for f in registry() if not f.is_integer]
+INTS = [f for f in registry() if f.is_integer]
 FLUSH = [(0, 0, "before"), (1, 0, "before"), (0, 1, "before"), (0, 0, "after"), (1, 1, "after")]
 SR_BITS = [1, 5, 13, 16, 21, 31, 32]
 
@@ -48,11 +50,22 @@ def boundary(fmt, rng, n: int = 3000) -> np.ndarray:
     return x * rng.choice([-1.0, 1.0], x.size)
 
 
+def int_values(dst, rng, n: int) -> np.ndarray:
+    """float64 values around an integer format's range: near integers (ties, just off them), powers of two up to
+    2^70, and the limits min / max, half and one past them, 2^63, 2^64; both signs."""
+    k = n // 2
+    near = rng.integers(-2**12, 2**12, k) + rng.choice([0, 0.5, 0.25, 0.75, 1e-9, -1e-9, 0.5 + 1e-7], k)
+    wide = np.ldexp(rng.random(k) + 1, rng.integers(-5, 70, k))
+    lim = [float(dst.max_value) + d for d in (0, 0.5, 1)] + [float(dst.min_value) - d for d in (0, 0.5, 1)]
+    x = np.concatenate([near, wide, lim, [2.0**63, 2.0**64, 3 * 2.0**64]])
+    return np.concatenate([x, -x])
+
+
 def codes_of(src, fmt, rng, n: int = 3000) -> np.ndarray:
     """Source codes: fmt's boundary values rounded to src, random bit patterns, NaN payloads (quiet and
     signalling), signed zeros and the source's subnormal edges."""
     with np.errstate(all="ignore"):
-        v = boundary(fmt, rng, n)
+        v = int_values(fmt, rng, n) if fmt.is_integer else boundary(fmt, rng, n)
         if src == FP32:
             extra = [0x7F800001, 0xFF800001, 0x7FC00000, 0xFFBFFFFF, 0x00000001, 0x807FFFFF, 0x00400000,
                      0x7F7FFFFF, 0xFF7FFFFF, 0x80000000]
@@ -66,7 +79,13 @@ def codes_of(src, fmt, rng, n: int = 3000) -> np.ndarray:
 
 
 def policies(dst, modes=(*MODES, "sr"), flush=FLUSH):
-    """Every mode x overflow policy x (daz, ftz, tininess); sr at widths below, at and above the discarded bits."""
+    """Every mode x overflow policy x (daz, ftz, tininess); sr at widths below, at and above the discarded bits.
+    Integers: every mode x overflow policy x nan_to x daz."""
+    if dst.is_integer:
+        for mode, ovf, nt, daz in itertools.product(modes, overflows(dst), nan_tos(dst), (False, True)):
+            for srb in (SR_BITS if mode == "sr" else [None]):
+                yield resolve_policy(dst, mode, ovf, nt, False, daz, srb)
+        return
     for mode, ovf, (daz, ftz, tin) in itertools.product(modes, overflows(dst), flush):
         if mode != "sr":
             yield resolve_policy(dst, mode, ovf, None, bool(ftz), bool(daz), None, tin)
@@ -102,6 +121,13 @@ def test_fp32_rne_boundary_and_random_codes(dst, rng):
     assert same(codes_of(FP32, dst, rng), FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
 
 
+@pytest.mark.parametrize("dst", [no.INT8, no.UINT32], ids=lambda f: f.name)
+def test_fp32_to_integers_rne_and_rtz(dst, rng):
+    codes = codes_of(FP32, dst, rng)
+    for mode, ovf in itertools.product(("rne", "rtz"), overflows(dst)):
+        assert same(codes, FP32, dst, resolve_policy(dst, mode, ovf, None, False, False, None))
+
+
 def test_cast_takes_the_kernel_only_on_the_numba_backend(rng):
     x = boundary(no.FP8_E4M3FN, rng).astype(np.float32)
     before = jitcast.calls.count
@@ -123,7 +149,7 @@ def test_fp32_stochastic_rounding_at_every_width(rng):
 def test_what_the_kernel_leaves_to_the_numpy_paths():
     pol = resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, 32)
     assert not jitcast.covers(CastStep(FP32, no.FP8_E4M3FN, pol))                 # sr's sum past the word
-    for dst in (no.E8M0FNU, no.INT8, FP32):                                        # no subnormals, integers, same
+    for dst in (no.E8M0FNU, FP32):                                                 # no subnormals, the same
         assert not jitcast.covers(CastStep(FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None)))
     assert not jitcast.covers(CastStep(FP16, BF16, resolve_policy(BF16, "rne", None, None, False, False, None)))
     raise_nan = resolve_policy(no.FP4_E2M1FN, "rne", None, "raise", False, False, None)
@@ -132,16 +158,17 @@ def test_what_the_kernel_leaves_to_the_numpy_paths():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("src", [FP32, FP64], ids=lambda f: f.name)
-@pytest.mark.parametrize("dst", FLOATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", FLOATS + INTS, ids=lambda f: f.name)
 def test_wide_sources_every_mode_and_policy(src, dst, rng):
     codes = codes_of(src, dst, rng)
     covered = [same(codes, src, dst, pol) for pol in policies(dst)]
-    assert any(covered) == (dst.has_subnormals and dst.man_bits < src.man_bits and dst.emin + src.bias >= 1)
+    assert any(covered) == (dst.is_integer or (dst.has_subnormals and dst.man_bits < src.man_bits
+                                               and dst.emin + src.bias >= 1))
 
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("src", [FP16, BF16], ids=lambda f: f.name)
-@pytest.mark.parametrize("dst", FLOATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", FLOATS + INTS, ids=lambda f: f.name)
 def test_every_16_bit_code_every_mode_and_policy(src, dst):
     codes = np.arange(1 << 16, dtype=np.uint16)
     for pol in policies(dst):

@@ -24,9 +24,9 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
    OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
-conversion (``_native``). Zero-less formats (E8M0), integers and the pairs whose destination normals start
-below the source's (FP16 -> BF16) stay on the numpy paths. tests/core/test_jitcast.py holds every step to the
-engine.
+conversion (``_native``). Integer destinations take core/jitcastint.py's steps. Zero-less formats (E8M0) and
+the pairs whose destination normals start below the source's (FP16 -> BF16) stay on the numpy paths.
+tests/core/test_jitcast.py holds every step to the engine.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from numba.extending import intrinsic
 from . import jit
 from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64, Format
+from .jitcastint import int_covers, int_kernel, int_params
 from .policy import Flags, Overflow, Rounding, Tininess
 from .specialize import canonical_nan
 
@@ -104,11 +105,15 @@ def _source_e0(src: Format, dst: Format) -> int:
 
 
 def covers(step) -> bool:
-    """Does the kernel run this CastStep (src, dst, pol)? IEEE float sources, float destinations with subnormals
-    whose smallest normal lies in the source's normal range, every mode but stochastic rounding, every
-    overflow policy; nan_to='raise' stays with the engine (it raises)."""
+    """Does the kernel run this CastStep (src, dst, pol)? IEEE float sources; float destinations with subnormals
+    whose smallest normal lies in the source's normal range, and integers; every mode (stochastic rounding with
+    sr_bits below the word's width) and overflow policy; nan_to='raise' stays with the engine (it raises)."""
     src, dst, pol = step.src, step.dst, step.pol
-    if src not in _SOURCES or dst.is_integer or not dst.has_subnormals or src == dst:
+    if src not in _SOURCES:
+        return False
+    if dst.is_integer:
+        return int_covers(pol)
+    if not dst.has_subnormals or src == dst:
         return False
     if pol.nan_to is not None and pol.nan_to.value == "raise":
         return False
@@ -295,16 +300,19 @@ def run(step, flat: np.ndarray, want_flags: bool,
     bits (each below 2^sr_bits: the caller checks)."""
     src, dst, pol = step.src, step.dst, step.pol
     words = flat.view(np.dtype(src.code_dtype))
-    word = np.uint64 if src.bits == 64 else np.uint32
+    word = np.uint64 if src.bits == 64 or dst.is_integer else np.uint32
     rnd = np.zeros(0, word) if rand is None else np.ascontiguousarray(rand).astype(word, copy=False)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size if want_flags else 0, np.uint8)
+    mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
+    if dst.is_integer:
+        int_kernel(mode, bool(want_flags))(words, rnd, out, fl, int_params(src, dst, pol))
+        return out, (fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     P = params(src, dst, pol)
     if not want_flags and plain and _is_native(src, dst, pol):
         _native(words, out, P)
         return out, None
     fixed = _source_e0(src, dst) == 1
-    mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
     _kernel(mode, bool(want_flags), plain, fixed)(words, rnd, out, fl, P)
     return out, (fl if want_flags else None)

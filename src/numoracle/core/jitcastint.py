@@ -1,0 +1,135 @@
+"""cast compiled (numba) to integers: IEEE float sources (FP64, FP32, BF16, FP16) to INT2..INT64, UINT2..UINT64.
+
+Part of core/jitcast.py's kernel (its ``covers`` and ``run`` call here). Every element takes the same
+branch-free steps on uint64 words (the engine's integer steps, softfloat._round_pack_int, docs/semantics.md):
+
+1. a = the source magnitude's bits (daz: a source subnormal reads as a zero), e its exponent field, e' =
+   max(e, 1); the significand sig = mantissa | 2^sman where e >= 1; |x| = sig * 2^(e' - bias - sman);
+2. the integer: where e' - bias - sman >= 0 it is sig shifted up (exact; the low 64 bits, which is what
+   ``wrap`` keeps of a larger one: 0 once the shift reaches 64), else sig rounded at sh = bias + sman - e'
+   (jitround.round_shift, the shift >= 1, capped at sman + 2 except for stochastic rounding);
+3. out of range: |x| >= 2^64, or the integer above max (positive) or above -min (negative);
+4. the code: the integer's two's complement in the format's bits; ``saturate`` clamps out-of-range values to
+   min / max, ``wrap`` keeps the low bits;
+5. the source's infinities (``saturate``: min / max; ``wrap``: the nan_to value) and NaNs (the nan_to value);
+6. flags: INEXACT where a discarded bit is set and the value is in range, INVALID out of range and for
+   infinities and NaNs.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+
+from . import jit
+from . import jitround as jr
+from .policy import Flags, NanTo, Overflow, Rounding
+
+__all__ = ["IntCast", "int_params", "int_kernel", "int_covers"]
+
+_INVALID = int(Flags.INVALID)
+
+
+class IntCast(NamedTuple):
+    """The constants of one (source, integer destination, policy) as uint64 words: the source's sman, top (its
+    sign's shift), magmask, inf (its infinity's magnitude), submax (largest subnormal magnitude: daz), bs
+    (bias + sman); the destination's maxv, negmax (-min), mask (its bits), sat (all ones under saturate),
+    minc (min's code), nanc (the nan_to value's code), daz (all ones); round_shift's shcap, r, wmax."""
+
+    sman: int
+    top: int
+    magmask: int
+    inf: int
+    submax: int
+    bs: int
+    maxv: int
+    negmax: int
+    mask: int
+    sat: int
+    minc: int
+    nanc: int
+    daz: int
+    shcap: int
+    r: int
+    wmax: int
+
+
+def int_params(src, dst, pol) -> IntCast:
+    ones = (1 << 64) - 1
+    mask = (1 << dst.bits) - 1
+    nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
+    vals = (src.man_bits, src.bits - 1, src.mag_mask, src.max_mag_code + 1, (1 << src.man_bits) - 1,
+            src.bias + src.man_bits, dst.max_value, -dst.min_value, mask,
+            ones if pol.overflow is Overflow.SATURATE else 0, dst.min_value & mask, nan_val & mask,
+            ones if pol.daz else 0, src.man_bits + 2, pol.sr_bits or 0, 63)
+    return IntCast(*(np.uint64(v) for v in vals))
+
+
+@jit.njit(inline="always")
+def _one(u, r, mode, P, want):
+    """The code and flags (words) of the source code u (module docstring, steps 1-6)."""
+    zero, one = jr.k(u, 0), jr.k(u, 1)
+    ones = jr.sub(zero, one)
+    # 1. the magnitude, its exponent and significand
+    a = jr.and_(u, P.magmask)
+    neg = jr.shr(u, P.top)
+    a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
+    e = jr.shr(a, P.sman)
+    e1 = jr.umax(e, one)
+    sig = jr.or_(jr.and_(a, P.submax), jr.zero_or(e, zero, jr.shl(one, P.sman)))
+    # 2. the integer: shifted up (exact, low 64 bits) or rounded at sh
+    up = jr.xor(jr.above(P.bs, e1), one)                        # e' - bias - sman >= 0: no fraction
+    left = jr.sub(e1, P.bs)
+    shifted = jr.zero_or(jr.above(left, P.wmax), jr.shl(sig, jr.umin(left, P.wmax)), zero)
+    full = jr.sub(P.bs, e1)
+    sh = jr.umin(full, P.shcap)
+    rounded = jr.round_shift(sig, sh, neg, mode, P, r, full)
+    t = jr.zero_or(up, rounded, shifted)
+    # 3. out of range: |x| >= 2^64 (e' - bias >= 64), or past max / -min
+    big = jr.above(left, jr.sub(jr.k(u, 64), jr.add(P.sman, one)))
+    big = jr.and_(big, up)
+    over = jr.or_(big, jr.above(t, jr.zero_or(neg, P.maxv, P.negmax)))
+    # 4. the code: two's complement, clamped under saturate
+    code = jr.and_(jr.zero_or(neg, t, jr.sub(zero, t)), P.mask)
+    clamp = jr.zero_or(neg, P.maxv, P.minc)
+    code = jr.zero_or(jr.and_(over, jr.and_(P.sat, one)), code, clamp)
+    # 5. infinities and NaNs
+    isnan = jr.above(a, P.inf)
+    isinf = jr.xor(jr.above(a, jr.sub(P.inf, one)), isnan)
+    code = jr.zero_or(isinf, code, jr.zero_or(jr.and_(P.sat, one), P.nanc, clamp))
+    code = jr.zero_or(isnan, code, P.nanc)
+    if not want:
+        return code, zero
+    # 6. flags
+    frac = jr.and_(sig, jr.sub(jr.shl(one, sh), one))
+    inexact = jr.and_(jr.and_(jr.above(frac, zero), jr.xor(up, one)), jr.xor(over, one))
+    bad = jr.or_(over, jr.or_(isinf, isnan))
+    return code, jr.zero_or(bad, inexact, jr.k(u, _INVALID))
+
+
+@jit.njit(inline="always")
+def _loop(src, rnd, out, fl, P, mode, want):
+    for i in range(src.size):
+        u = jr.widen(P.sman, src[i])
+        r = rnd[i] if mode == jr.SR else jr.k(u, 0)
+        c, f = _one(u, r, mode, P, want)
+        out[i] = c
+        if want:
+            fl[i] = f
+
+
+@cache
+def int_kernel(mode: int, want: bool):
+    """The loop of one (mode, flags asked), compiled when first used (as jitcast._kernel)."""
+    @jit.njit
+    def kernel(src, rnd, out, fl, P):
+        _loop(src, rnd, out, fl, P, mode, want)
+    return kernel
+
+
+def int_covers(pol) -> bool:
+    """Every mode (stochastic rounding with sr_bits < 64), both overflow policies; nan_to='raise' raises: the
+    engine's."""
+    return pol.nan_to is not NanTo.RAISE and (pol.rounding is not Rounding.STOCHASTIC or pol.sr_bits < 64)
