@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import ArgumentTypeError, NumoracleError
 
-__all__ = ["check_bool", "check_int", "check_choice", "check_number", "check_array"]
+__all__ = ["check_bool", "check_int", "check_choice", "check_number", "check_array", "refuse_both"]
 
 
 def check_bool(x: Any, name: str) -> bool:
@@ -82,3 +82,13 @@ def check_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
     if not ok:
         raise ArgumentTypeError(f"{name} must be an array of real numbers, got {type(x).__name__} of dtype {a.dtype}")
     return a if dtype is None else a.astype(dtype)
+
+
+def refuse_both(fn_name: str, value_label: str, var: str, given: Sequence[str]) -> None:
+    """A function that takes a frozen value (an Arithmetic, a QuantRecipe) in place of some of its keywords:
+    refuse a call that gives the value and any of those keywords (``given``), saying how to change the value
+    instead (``var.replace(name=...)``)."""
+    if given:
+        change = ", ".join(f"{n}=..." for n in given)
+        raise TypeError(f"{fn_name}: give either {value_label} or the keywords {', '.join(given)}, not both "
+                        f"(to change the {var}, pass {var}.replace({change}))")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import refuse_both
 from ..core.convert import cast, decode
 from ..core.formats import FP32, Format, format_of
 from ..core.interop import to_codes
@@ -159,10 +160,7 @@ def takes_arithmetic(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not isinstance(arith, Arithmetic):
             raise TypeError(f"arith must be a numoracle.Arithmetic (e.g. an identify_order report's .arithmetic), "
                             f"got {type(arith).__name__}")
-        both = [n for n in names if n in bound.arguments]
-        if both:
-            raise TypeError(f"{fn.__name__}: give either arith= or the keywords {', '.join(both)}, not both "
-                            f"(to change the arithmetic, pass arith.replace({', '.join(f'{n}=...' for n in both)}))")
+        refuse_both(fn.__name__, "arith=", "arith", [n for n in names if n in bound.arguments])
         _refuse_unmodelled(fn.__name__, arith, names)
         bound.arguments["arith"] = None
         bound.arguments.update(_unfold(arith, names))

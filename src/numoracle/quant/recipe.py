@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.args import refuse_both
+
 __all__ = ["QuantRecipe", "takes_recipe", "RECIPE_FIELDS"]
 
 
@@ -88,11 +90,9 @@ def takes_recipe(param: str) -> Callable[[Callable[..., Any]], Callable[..., Any
             if not isinstance(recipe, QuantRecipe):
                 return fn(*args, **kwargs)
             both = [n for n in names if n in bound.arguments and n != "fmt"]
-            if both or (param != "fmt" and bound.arguments.get("fmt") is not None):
-                given = both or ["fmt"]
-                change = ", ".join(f"{n}=..." for n in given)
-                raise TypeError(f"{fn.__name__}: give either a QuantRecipe or the keywords {', '.join(given)}, "
-                                f"not both (to change the recipe, pass recipe.replace({change}))")
+            if not both and param != "fmt" and bound.arguments.get("fmt") is not None:
+                both = ["fmt"]
+            refuse_both(fn.__name__, "a QuantRecipe", "recipe", both)
             kw = recipe.keywords()
             bound.arguments[param] = kw["fmt"] if param == "fmt" else None
             bound.arguments.update({n: kw[n] for n in names})
