@@ -32,7 +32,7 @@ from ..core.args import check_array, check_int
 from ..core.errors import ArgumentTypeError
 
 __all__ = ["GGUF_TYPES", "gguf_quantize", "gguf_dequantize", "gguf_blocks", "gguf_reference", "gguf_codes",
-           "GGUF_QUANTISERS"]
+           "GGUF_QUANTISERS", "gguf_type_name"]
 
 # name: (elements per block, bytes per block)  (gguf/constants.py GGML_QUANT_SIZES)
 GGUF_TYPES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
@@ -41,7 +41,8 @@ GGUF_QUANTISERS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K
 _F = np.float32
 
 
-def _qtype(qtype: Any) -> str:
+def gguf_type_name(qtype: Any) -> str:
+    """A GGUF type as its name (\"Q4_K\"): a str in any case, or gguf's GGMLQuantizationType; refuses others."""
     name = getattr(qtype, "name", qtype)  # a str, or gguf's GGMLQuantizationType (an enum with a name)
     if not isinstance(name, str) or name.upper() not in GGUF_TYPES:
         got = repr(qtype) if isinstance(qtype, str) else f"{type(qtype).__name__} {qtype!r:.40}"
@@ -66,7 +67,7 @@ def _raw(data: Any) -> np.ndarray:
 
 def gguf_blocks(data: Any, qtype: Any) -> np.ndarray:
     """Raw bytes -> (n_blocks, bytes per block) uint8; a length that is not whole blocks raises ValueError."""
-    name = _qtype(qtype)
+    name = gguf_type_name(qtype)
     b = _raw(data)
     n, size = GGUF_TYPES[name]
     if b.size % size:
@@ -151,7 +152,7 @@ def gguf_reference(x: Any, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarr
     """The quantiser's bytes (n_blocks, bytes per block), codes q (n_blocks, values per block) as stored (Q4_0:
     0..15, Q8_0: -128..127, Q6_K: 0..63) and the scaled values t it rounded last (``x * id``, Q4_1 / Q5_1
     ``(x - min) * id``, K-quants ``(x + dm) / d`` or ``x / d``, NaN where a sub-block's d is 0; FP32, as float64)."""
-    name = _qtype(qtype)
+    name = gguf_type_name(qtype)
     if name.endswith("_K"):
         from .ggufkq import quantize_k
 
@@ -169,7 +170,7 @@ def gguf_quantize(x: Any, qtype: Any) -> np.ndarray:
 def gguf_codes(b: np.ndarray, qtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Blocks (n, bytes) -> (codes q (n, 32) as stored, d (n, 1) FP32, m (n, 1) FP32 or None); K-quants: codes
     (n, 256) and each element's factors ``d * sc`` and ``dmin * m`` (n, 256) (``quant/ggufk.k_codes``)."""
-    name = _qtype(qtype)
+    name = gguf_type_name(qtype)
     if name.endswith("_K"):
         from .ggufk import k_codes
 
@@ -210,7 +211,7 @@ def gguf_values(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, name: str) -
 
 def gguf_dequantize(data: Any, qtype: Any, shape: Any = None) -> np.ndarray:
     """GGUF bytes -> FP32 values (float32 array, ``shape`` or flat)."""
-    name = _qtype(qtype)
+    name = gguf_type_name(qtype)
     b = gguf_blocks(data, name)
     if name.endswith("_K"):
         from .ggufk import dequantize_k

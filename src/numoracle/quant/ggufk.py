@@ -70,9 +70,8 @@ def _q3_scales(sc: np.ndarray) -> np.ndarray:
     return (low | (high << 4)) - 32
 
 
-def _with_min(d: np.ndarray, sc: np.ndarray, q: np.ndarray, dmin: np.ndarray, m: np.ndarray, sub: int) -> np.ndarray:
-    rep = 256 // sc.shape[1]
-    assert rep == sub
+def _with_min(d: np.ndarray, sc: np.ndarray, q: np.ndarray, dmin: np.ndarray, m: np.ndarray) -> np.ndarray:
+    rep = 256 // sc.shape[1]                                                  # values per sub-block
     a = (d * np.repeat(sc, rep, axis=1).astype(_F)).astype(_F) * q.astype(_F)  # exact
     b = (dmin * np.repeat(m, rep, axis=1).astype(_F)).astype(_F)  # exact
     return (a - b).astype(_F)  # the one rounding
@@ -83,7 +82,7 @@ def dequantize_k(b: np.ndarray, name: str) -> np.ndarray:
     b = b.astype(np.uint8)
     if name == "Q2_K":
         sc = b[:, 0:16].astype(np.int64)
-        return _with_min(_f16(b, 80), sc & 0xF, _two_bits(b[:, 16:80].astype(np.int64)), _f16(b, 82), sc >> 4, 16)
+        return _with_min(_f16(b, 80), sc & 0xF, _two_bits(b[:, 16:80].astype(np.int64)), _f16(b, 82), sc >> 4)
     if name == "Q3_K":
         q = _two_bits(b[:, 32:96].astype(np.int64)) - 4 * (1 - _bit(b[:, 0:32].astype(np.int64)))
         s = np.repeat(_q3_scales(b[:, 96:108]), 16, axis=1).astype(_F)
@@ -94,7 +93,7 @@ def dequantize_k(b: np.ndarray, name: str) -> np.ndarray:
             q = _nibble4(b[:, 16:144].astype(np.int64))
         else:
             q = _nibble4(b[:, 48:176].astype(np.int64)) | (_bit(b[:, 16:48].astype(np.int64)) << 4)
-        return _with_min(_f16(b, 0), sc, q, _f16(b, 2), m, 32)
+        return _with_min(_f16(b, 0), sc, q, _f16(b, 2), m)
     if name == "Q6_K":
         e = _e()
         ql = b[:, 0:128].astype(np.int64)

@@ -32,7 +32,7 @@ from ..core.convert import cast, decode
 from ..core.formats import FP16, FP32, AnyFormat, format_of
 from ..core.interop import to_codes
 from .codebook import CodebookQuantized, dequantize_codebook
-from .gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize
+from .gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize, gguf_type_name
 from .int4 import Int4Weights
 
 _INT4_NAMES = ("gptq", "gptq_v2", "awq", "ct", "hqq")
@@ -49,9 +49,7 @@ class GgufWeights:
     shape: tuple[int, int]
 
     def __post_init__(self) -> None:
-        name = str(getattr(self.qtype, "name", self.qtype)).upper()
-        if name not in GGUF_TYPES:
-            raise ValueError(f"unknown GGUF type {self.qtype!r}; valid: {', '.join(GGUF_TYPES)}")
+        name = gguf_type_name(self.qtype)
         object.__setattr__(self, "qtype", name)
         n = GGUF_TYPES[name][0]
         rows, cols = (int(s) for s in self.shape)
