@@ -42,7 +42,7 @@ from numba.extending import intrinsic
 from . import jit
 from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64, Format
-from .jitcastint import int_covers, int_kernel, int_params
+from .jitcastint import int_covers, int_kernel, int_params, int_word
 from .policy import Flags, Overflow, Rounding, Tininess
 from .specialize import canonical_nan
 
@@ -112,7 +112,7 @@ def covers(step) -> bool:
     if src not in _SOURCES:
         return False
     if dst.is_integer:
-        return int_covers(pol)
+        return int_covers(src, dst, pol)
     if not dst.has_subnormals or src == dst:
         return False
     if pol.nan_to is not None and pol.nan_to.value == "raise":
@@ -300,7 +300,7 @@ def run(step, flat: np.ndarray, want_flags: bool,
     bits (each below 2^sr_bits: the caller checks)."""
     src, dst, pol = step.src, step.dst, step.pol
     words = flat.view(np.dtype(src.code_dtype))
-    word = np.uint64 if src.bits == 64 or dst.is_integer else np.uint32
+    word = int_word(src, dst) if dst.is_integer else np.uint64 if src.bits == 64 else np.uint32
     rnd = np.zeros(0, word) if rand is None else np.ascontiguousarray(rand).astype(word, copy=False)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size if want_flags else 0, np.uint8)

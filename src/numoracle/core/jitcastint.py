@@ -1,14 +1,15 @@
 """cast compiled (numba) to integers: IEEE float sources (FP64, FP32, BF16, FP16) to INT2..INT64, UINT2..UINT64.
 
 Part of core/jitcast.py's kernel (its ``covers`` and ``run`` call here). Every element takes the same
-branch-free steps on uint64 words (the engine's integer steps, softfloat._round_pack_int, docs/semantics.md):
+branch-free steps on words of w bits (the engine's integer steps, softfloat._round_pack_int, docs/semantics.md):
+uint32 for sources and destinations of at most 32 bits (twice the vector lanes), else uint64.
 
 1. a = the source magnitude's bits (daz: a source subnormal reads as a zero), e its exponent field, e' =
    max(e, 1); the significand sig = mantissa | 2^sman where e >= 1; |x| = sig * 2^(e' - bias - sman);
-2. the integer: where e' - bias - sman >= 0 it is sig shifted up (exact; the low 64 bits, which is what
-   ``wrap`` keeps of a larger one: 0 once the shift reaches 64), else sig rounded at sh = bias + sman - e'
+2. the integer: where e' - bias - sman >= 0 it is sig shifted up (exact; the low w bits, which is what
+   ``wrap`` keeps of a larger one: 0 once the shift reaches w), else sig rounded at sh = bias + sman - e'
    (jitround.round_shift, the shift >= 1, capped at sman + 2 except for stochastic rounding);
-3. out of range: |x| >= 2^64, or the integer above max (positive) or above -min (negative);
+3. out of range: |x| >= 2^w, or the integer above max (positive) or above -min (negative);
 4. the code: the integer's two's complement in the format's bits; ``saturate`` clamps out-of-range values to
    min / max, ``wrap`` keeps the low bits;
 5. the source's infinities (``saturate``: min / max; ``wrap``: the nan_to value) and NaNs (the nan_to value);
@@ -27,16 +28,17 @@ from . import jit
 from . import jitround as jr
 from .policy import Flags, NanTo, Overflow, Rounding
 
-__all__ = ["IntCast", "int_params", "int_kernel", "int_covers"]
+__all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers"]
 
 _INVALID = int(Flags.INVALID)
 
 
 class IntCast(NamedTuple):
-    """The constants of one (source, integer destination, policy) as uint64 words: the source's sman, top (its
-    sign's shift), magmask, inf (its infinity's magnitude), submax (largest subnormal magnitude: daz), bs
-    (bias + sman); the destination's maxv, negmax (-min), mask (its bits), sat (all ones under saturate),
-    minc (min's code), nanc (the nan_to value's code), daz (all ones); round_shift's shcap, r, wmax."""
+    """The constants of one (source, integer destination, policy) as words: the source's sman, top (its sign's
+    shift), magmask, inf (its infinity's magnitude), submax (largest subnormal magnitude: daz), bs (bias + sman);
+    the destination's maxv, negmax (-min), mask (its bits), sat (all ones under saturate), minc (min's code),
+    nanc (the nan_to value's code), daz (all ones); big (|x| >= 2^w where the shift up exceeds it: w - 1 -
+    sman); round_shift's shcap, r, wmax (w - 1)."""
 
     sman: int
     top: int
@@ -51,20 +53,28 @@ class IntCast(NamedTuple):
     minc: int
     nanc: int
     daz: int
+    big: int
     shcap: int
     r: int
     wmax: int
 
 
+def int_word(src, dst) -> type:
+    """The words of (src, dst): uint32 where both have at most 32 bits, else uint64."""
+    return np.uint32 if src.bits <= 32 and dst.bits <= 32 else np.uint64
+
+
 def int_params(src, dst, pol) -> IntCast:
-    ones = (1 << 64) - 1
+    word = int_word(src, dst)
+    w = 8 * np.dtype(word).itemsize
+    ones = (1 << w) - 1
     mask = (1 << dst.bits) - 1
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     vals = (src.man_bits, src.bits - 1, src.mag_mask, src.max_mag_code + 1, (1 << src.man_bits) - 1,
             src.bias + src.man_bits, dst.max_value, -dst.min_value, mask,
             ones if pol.overflow is Overflow.SATURATE else 0, dst.min_value & mask, nan_val & mask,
-            ones if pol.daz else 0, src.man_bits + 2, pol.sr_bits or 0, 63)
-    return IntCast(*(np.uint64(v) for v in vals))
+            ones if pol.daz else 0, w - 1 - src.man_bits, src.man_bits + 2, pol.sr_bits or 0, w - 1)
+    return IntCast(*(word(v) for v in vals))
 
 
 @jit.njit(inline="always")
@@ -87,9 +97,8 @@ def _one(u, r, mode, P, want):
     sh = jr.umin(full, P.shcap)
     rounded = jr.round_shift(sig, sh, neg, mode, P, r, full)
     t = jr.zero_or(up, rounded, shifted)
-    # 3. out of range: |x| >= 2^64 (e' - bias >= 64), or past max / -min
-    big = jr.above(left, jr.sub(jr.k(u, 64), jr.add(P.sman, one)))
-    big = jr.and_(big, up)
+    # 3. out of range: |x| >= 2^w (e' - bias >= w), or past max / -min
+    big = jr.and_(jr.above(left, P.big), up)
     over = jr.or_(big, jr.above(t, jr.zero_or(neg, P.maxv, P.negmax)))
     # 4. the code: two's complement, clamped under saturate
     code = jr.and_(jr.zero_or(neg, t, jr.sub(zero, t)), P.mask)
@@ -129,7 +138,8 @@ def int_kernel(mode: int, want: bool):
     return kernel
 
 
-def int_covers(pol) -> bool:
-    """Every mode (stochastic rounding with sr_bits < 64), both overflow policies; nan_to='raise' raises: the
-    engine's."""
-    return pol.nan_to is not NanTo.RAISE and (pol.rounding is not Rounding.STOCHASTIC or pol.sr_bits < 64)
+def int_covers(src, dst, pol) -> bool:
+    """Every mode (stochastic rounding with sr_bits below the word's width), both overflow policies; nan_to='raise'
+    raises: the engine's."""
+    w = 8 * np.dtype(int_word(src, dst)).itemsize
+    return pol.nan_to is not NanTo.RAISE and (pol.rounding is not Rounding.STOCHASTIC or pol.sr_bits < w)
