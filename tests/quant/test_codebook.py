@@ -80,7 +80,7 @@ def test_bad_input_is_refused():
         NF4.decode(np.array([16]))
     with pytest.raises(ValueError, match="absmax values"):
         dequantize_codebook(np.zeros(130, np.uint8), np.ones(2, np.float32), NF4, 64)
-    with pytest.raises(ValueError, match="FP32 cannot hold"):
+    with pytest.raises(ValueError, match="fp32 cannot hold"):
         quantize_codebook(np.array([1 + 2.0**-40]), "nf4", block=1)
     with pytest.raises(ValueError, match="unknown codebook"):
         codebook_of("nf5")

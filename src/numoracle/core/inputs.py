@@ -3,7 +3,8 @@
 numpy, ml_dtypes, torch, JAX (through ``__array__``) arrays, Python scalars and lists are read through their
 codes (:func:`numoracle.core.interop.to_codes`) and decoded exactly; float64/float32/float16 arrays take the exact
 widening shortcut. Integers beyond 2^53 are refused: float64 cannot hold them exactly. Bounds, checks,
-quantization metrics and ``simulate`` all read their inputs here.
+quantization metrics and ``simulate`` all read their inputs here; ``values_in`` also checks that the values are
+ones a given format holds (what a kernel that reads that format was given).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from .convert import decode
+from .convert import cast, decode
 from .formats import AnyFormat, format_of
 from .interop import to_codes
 
-__all__ = ["exact_float64"]
+__all__ = ["exact_float64", "values_in"]
 
 
 def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
@@ -37,3 +38,15 @@ def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
                              "format first")
         v = v.astype(np.float64)
     return v, fmt
+
+
+def values_in(x: Any, fmt: AnyFormat, name: str, why: str) -> np.ndarray:
+    """The exact float64 values of ``x``, refused (ValueError naming ``name``, then ``why``) unless every one is a
+    value of ``fmt`` (NaN included): rounding them into ``fmt`` must give them back."""
+    v, src = exact_float64(x, name)
+    if src != fmt and v.size:
+        with np.errstate(all="ignore"):
+            back = np.asarray(decode(cast(v, fmt), fmt), dtype=np.float64)
+        if not np.array_equal(back, v, equal_nan=True):
+            raise ValueError(f"{name} holds values that {fmt.name} cannot hold ({src.name}); {why}")
+    return v

@@ -28,7 +28,7 @@ import numpy as np
 from ..core.args import check_array, check_int
 from ..core.convert import cast
 from ..core.formats import FP32, format_of
-from ..core.interop import to_codes
+from ..core.inputs import values_in
 
 __all__ = ["Codebook", "NF4", "BNB_FP4", "BNB_DYNAMIC8", "codebook_of", "register_codebook", "codebooks",
            "CodebookQuantized", "quantize_codebook", "dequantize_codebook", "DoubleQuantized", "double_quantize"]
@@ -200,17 +200,8 @@ def codebook_of(x: Any) -> Codebook:
 
 # ---- blockwise absmax quantisation (bitsandbytes) -------------------------------------------------
 def _fp32_values(x: Any, what: str) -> np.ndarray:
-    codes, src = to_codes(x)
-    if src == FP32:
-        return np.ascontiguousarray(codes.view(np.float32))
-    from ..core.convert import decode
-
-    v = np.asarray(decode(codes, src), dtype=np.float64)
-    v32 = v.astype(np.float32)
-    if not np.array_equal(v32.astype(np.float64), v, equal_nan=True):
-        raise ValueError(f"{what} holds values that FP32 cannot hold ({src.name}); bitsandbytes quantises "
-                         "FP16 / BF16 / FP32 inputs (read as FP32): cast to one of them first")
-    return v32
+    return values_in(x, FP32, what, "bitsandbytes quantises FP16 / BF16 / FP32 inputs (read as FP32): cast to one "
+                     "of them first").astype(np.float32)
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ from ..bounds.expected import ErrorBound, expected_error_bound
 from ..core.args import check_array, check_choice
 from ..core.errors import ArgumentTypeError
 from ..core.formats import FP16, AnyFormat, format_of
+from ..core.inputs import values_in
 from ..exact.reference import exact_matmul
 from .int4 import Int4Weights
 
@@ -50,14 +51,7 @@ class DequantMatmul:
 
 
 def _fp16_values(x: Any, what: str) -> np.ndarray:
-    from ..core.convert import cast, decode
-    from ..core.interop import to_codes
-
-    c, src = to_codes(x)
-    v = np.asarray(decode(c, src), dtype=np.float64)
-    if not np.array_equal(np.asarray(decode(cast(v, FP16), FP16), np.float64), v):
-        raise ValueError(f"{what} must hold FP16 values (the kernel reads FP16 activations); round it first")
-    return v
+    return values_in(x, FP16, what, "the kernel reads FP16 activations: round it first")
 
 
 def dequant_matmul(x: Any, w: Int4Weights | Any, *, acc: Any = "fp32", order: Any = None, out: Any = "fp16",

@@ -30,6 +30,7 @@ from ..core.args import check_array, check_choice, check_int
 from ..core.convert import cast, decode
 from ..core.eft import two_sum_error
 from ..core.formats import FP16, UINT4, AnyFormat, format_of
+from ..core.inputs import values_in
 from .arith import mul_values
 from .packing import pack, pack_zeros, unpack, unpack_zeros
 
@@ -44,15 +45,7 @@ def _round(v: np.ndarray, fmt: AnyFormat) -> np.ndarray:
 
 
 def _values_of(a: Any, fmt: AnyFormat, what: str) -> np.ndarray:
-    v = np.asarray(a, dtype=np.float64) if not hasattr(a, "dtype") or np.asarray(a).dtype.kind in "fiu" else None
-    if v is None:
-        from ..core.interop import to_codes
-
-        c, src = to_codes(a)
-        v = np.asarray(decode(c, src), dtype=np.float64)
-    if v.size and not np.array_equal(_round(v, fmt), v, equal_nan=True):
-        raise ValueError(f"{what} must be {fmt.name} values (the kernel reads them in {fmt.name}); round them first")
-    return v
+    return values_in(a, fmt, what, f"the kernel reads them in {fmt.name}: round them first")
 
 
 def dequantize_int4(codes: Any, scales: Any, zeros: Any, *, group: int, convention: str = "gptq",

@@ -30,7 +30,7 @@ from ..bounds.boundmath import add_up, margin, mul_up, nested
 from ..bounds.expected import ErrorBound, expected_error_bound
 from ..core.convert import cast, decode
 from ..core.formats import FP16, FP32, AnyFormat, format_of
-from ..core.interop import to_codes
+from ..core.inputs import exact_float64
 from .codebook import CodebookQuantized, dequantize_codebook
 from .gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize, gguf_type_name
 from .int4 import Int4Weights
@@ -214,10 +214,7 @@ class DequantMatmulBound:
 
 def to_values(x: Any) -> np.ndarray:
     """Exact float64 values of any array (numpy, ml_dtypes, torch)."""
-    if isinstance(x, np.ndarray) and x.dtype in (np.float64, np.float32, np.float16):
-        return x.astype(np.float64)
-    c, f = to_codes(x)
-    return np.asarray(decode(c, f), dtype=np.float64)
+    return exact_float64(x, "the array")[0]
 
 
 def dequant_matmul_bound(dtype: Any, K: int, weights: Any, *, acc: Any = None, order: Any = None, fma: bool = True,
