@@ -24,8 +24,9 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
    OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
-conversion (``_native``). Integer destinations take core/jitcastint.py's steps. Zero-less formats (E8M0) and
-the pairs whose destination normals start below the source's (FP16 -> BF16) stay on the numpy paths.
+conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
+core/jitcastint.py's. The pairs whose destination normals start below the source's (FP16 -> BF16, FP16 ->
+E8M0) stay on the numpy paths.
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
@@ -52,6 +53,7 @@ calls = jit.Calls()  # casts run by the kernel (the tests read calls.count)
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = jr.SR
+GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -65,7 +67,8 @@ class Cast(NamedTuple):
     ovc / ovs (the 'over' code and the sign bit it takes, or 0), tmp / tmn (all ones where an overflow of a
     positive / negative value gives max), infc / infs / inff (an infinity's code, sign bit, flags), nanc /
     nanf (a NaN's code and flags; a signalling one adds INVALID), ftz, daz, after (tininess after rounding,
-    all ones), edge (the field of the binade under 2^emin: tininess after), bits (dst bits - 1: the sign's
+    all ones), edge (the field of the binade under 2^emin: tininess after; zero-less formats: all ones where
+    e0 = 0), bits (dst bits - 1: the sign's
     shift), r (stochastic rounding's random bits per element, else 0), wmax (the word's width - 1)."""
 
     sman: int
@@ -113,13 +116,15 @@ def covers(step) -> bool:
         return False
     if dst.is_integer:
         return int_covers(src, dst, pol)
-    if not dst.has_subnormals or src == dst:
+    if src == dst:
         return False
     if pol.nan_to is not None and pol.nan_to.value == "raise":
         return False
     if pol.rounding is Rounding.STOCHASTIC and pol.sr_bits >= (64 if src.bits == 64 else 32):
         return False                          # (the random bits and the fraction's top bits share a word)
-    return _source_e0(src, dst) >= 1 and dst.man_bits < src.man_bits
+    if not dst.has_subnormals:                # zero-less (unsigned) formats: _zeroless
+        return _source_e0(src, dst) >= 0 and dst.man_bits < src.man_bits
+    return _source_e0(src, dst) >= 1 and 1 <= dst.man_bits < src.man_bits
 
 
 def params(src: Format, dst: Format, pol) -> Cast:
@@ -149,11 +154,12 @@ def params(src: Format, dst: Format, pol) -> Cast:
     else:
         infc, infs, inff = nan_code, 0, int(Flags.INVALID)
     e0 = _source_e0(src, dst)
+    edge = (ones if e0 == 0 else 0) if not dst.has_subnormals else e0 - 1
     vals = (sman, src.bits - 1, src.mag_mask, src.max_mag_code + 1, src.quiet_bit, (1 << sman) - 1,
             e0, sman - m, sman + 2, m, dst.max_mag_code, sb, ones if dst.has_negative_zero else 0,
             0 if dst.signed else ones, ovc, ovs, ones if tmp else 0, ones if tmn else 0, infc, infs, inff,
             nan_code, 0 if dst.has_nan else int(Flags.INVALID), ones if pol.ftz else 0, ones if pol.daz else 0,
-            ones if pol.tininess is Tininess.AFTER else 0, e0 - 1, dst.bits - 1, pol.sr_bits or 0,
+            ones if pol.tininess is Tininess.AFTER else 0, edge, dst.bits - 1, pol.sr_bits or 0,
             63 if src.bits == 64 else 31)
     return Cast(*(word(v) for v in vals))
 
@@ -163,9 +169,12 @@ def params(src: Format, dst: Format, pol) -> Cast:
 # ======================================================================================================
 
 @jit.njit(inline="always")
-def _one(u, r, mode, P, want, plain, fixed):
+def _one(u, r, mode, P, want, plain, kind):
     """The code and flags (words) of the source code u (module docstring, steps 1-7); ``plain``: no daz, no ftz,
-    a signed destination (those steps compiled out); ``fixed``: e0 = 1, every shift is s (BF16 from FP32)."""
+    a signed destination (those steps compiled out); kind FIXED: e0 = 1, every shift is s (BF16 from FP32);
+    ZEROLESS: _zeroless's steps."""
+    if kind == ZEROLESS:
+        return _zeroless(u, r, mode, P, want)
     zero, one = jr.k(u, 0), jr.k(u, 1)
     ones = jr.sub(zero, one)
     # 1. the magnitude and its exponent field; daz reads a subnormal source as zero
@@ -175,7 +184,7 @@ def _one(u, r, mode, P, want, plain, fixed):
         a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
     e = jr.shr(a, P.sman)
     # 2. the word and its shift
-    if fixed:                                                   # c = 1
+    if kind == FIXED:                                           # c = 1
         x, sh, full = a, P.s, P.s
     else:
         c = jr.umin(jr.umax(e, one), P.e0)
@@ -227,6 +236,45 @@ def _one(u, r, mode, P, want, plain, fixed):
 
 
 @jit.njit(inline="always")
+def _zeroless(u, r, mode, P, want):
+    """A format without subnormals and zero (unsigned: E8M0), its smallest value 2^emin at code 0: the field is
+    E - emin, so x = a - e0 * 2^sman for e >= e0 (e0 >= 1), and where e0 = 0 (FP32 and BF16 sources) a source
+    subnormal of exponent emin has its top bit moved up; rounded at s. Values below 2^emin give code 0 in every
+    mode (UNDERFLOW | INEXACT); zeros, negative values and NaNs the NaN (INVALID, but for a quiet NaN)."""
+    zero, one = jr.k(u, 0), jr.k(u, 1)
+    ones = jr.sub(zero, one)
+    a = jr.and_(u, P.magmask)
+    neg = jr.shr(u, P.top)
+    a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
+    e = jr.shr(a, P.sman)
+    mant = jr.and_(a, P.submax)
+    x = jr.zero_or(e, jr.and_(jr.shl(mant, one), P.submax), jr.sub(a, jr.shl(P.e0, P.sman)))
+    under = jr.above(P.e0, e)
+    half = jr.shl(one, jr.sub(P.sman, one))
+    low_sub = jr.and_(jr.zero_or(e, one, zero), jr.above(half, mant))            # e = 0, mant < 2^(sman - 1)
+    under = jr.or_(under, jr.and_(jr.and_(P.edge, one), low_sub))              # (edge: all ones where e0 = 0)
+    t = jr.round_shift(x, P.s, neg, mode, P, r, P.s)
+    t = jr.zero_or(under, t, zero)
+    ovf = jr.above(t, P.max_mag)
+    code = jr.zero_or(ovf, t, jr.zero_or(jr.zero_or(neg, P.tmp, P.tmn), P.ovc, P.max_mag))
+    bad = jr.or_(neg, jr.zero_or(a, one, zero))                                  # negative, or a zero
+    code = jr.zero_or(bad, code, P.nanc)
+    isnan = jr.above(a, P.inf)
+    isinf = jr.xor(jr.above(a, jr.sub(P.inf, one)), isnan)
+    code = jr.zero_or(isinf, code, jr.zero_or(neg, P.infc, P.nanc))
+    code = jr.zero_or(isnan, code, P.nanc)
+    if not want:
+        return code, zero
+    inexact = jr.above(jr.and_(x, jr.sub(jr.shl(one, P.s), one)), zero)
+    f = jr.zero_or(under, inexact, jr.k(u, 3))                                  # UNDERFLOW | INEXACT
+    f = jr.zero_or(ovf, f, jr.k(u, _OVF))
+    f = jr.zero_or(bad, f, jr.k(u, _INV))
+    f = jr.zero_or(isinf, f, jr.zero_or(neg, P.inff, jr.k(u, _INV)))
+    signalling = jr.zero_or(jr.and_(a, P.quiet), jr.k(u, _INV), zero)
+    return code, jr.zero_or(isnan, f, jr.or_(P.nanf, signalling))
+
+
+@jit.njit(inline="always")
 def _carries(a, e, neg, mode, P):
     """Tininess after rounding: 1 where the value lies in the binade under 2^emin and its significand, rounded
     to the destination's precision with an unbounded exponent, carries to 2^emin (then it is not tiny)."""
@@ -243,23 +291,23 @@ def _carries(a, e, neg, mode, P):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, P, mode, want, plain, fixed):
+def _loop(src, rnd, out, fl, P, mode, want, plain, kind):
     for i in range(src.size):
         u = jr.widen(P.sman, src[i])
         r = rnd[i] if mode == SR else jr.k(u, 0)
-        c, f = _one(u, r, mode, P, want, plain, fixed)
+        c, f = _one(u, r, mode, P, want, plain, kind)
         out[i] = c
         if want:
             fl[i] = f
 
 
 @cache
-def _kernel(mode: int, want: bool, plain: bool, fixed: bool):
-    """The loop of one (mode, flags asked, plain, fixed: _one), its variant a constant inside (numba freezes the
+def _kernel(mode: int, want: bool, plain: bool, kind: int):
+    """The loop of one (mode, flags asked, plain, kind: _one), its variant a constant inside (numba freezes the
     closure's values; its disk cache keys on them): each compiled when first used."""
     @jit.njit
     def kernel(src, rnd, out, fl, P):
-        _loop(src, rnd, out, fl, P, mode, want, plain, fixed)
+        _loop(src, rnd, out, fl, P, mode, want, plain, kind)
     return kernel
 
 
@@ -313,6 +361,8 @@ def run(step, flat: np.ndarray, want_flags: bool,
     if not want_flags and plain and _is_native(src, dst, pol):
         _native(words, out, P)
         return out, None
-    fixed = _source_e0(src, dst) == 1
-    _kernel(mode, bool(want_flags), plain, fixed)(words, rnd, out, fl, P)
+    kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
+    if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept
+        mode = {RNE: RNA, ODD: RTZ}.get(mode, mode)
+    _kernel(mode, bool(want_flags), plain, kind)(words, rnd, out, fl, P)
     return out, (fl if want_flags else None)
