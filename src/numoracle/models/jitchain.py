@@ -103,9 +103,9 @@ def _step(x, y, mode, P):
     s = x + y                                   # 1. TwoSum: s + e == x + y exactly (NaN e: flagged below)
     bb = s - x
     e = (x - (s - bb)) + (y - bb)
-    b = jr.as_bits(s)                                # 2. round to odd: one ulp toward zero where e points there
-    inexact = jr.nonzero(e)                       #    (sign bits of s and e differ), then the last bit set
-    b = jr.or_(jr.sub(b, jr.and_(inexact, jr.sign(jr.xor(b, jr.as_bits(e))))), inexact)
+    b = jr.as_bits(s)                           # 2. round to odd where e != 0 (NaN e too): one ulp toward zero
+    odd = jr.or_(jr.sub(b, jr.sign(jr.xor(b, jr.as_bits(e)))), jr.k(b, 1))   # where e points there (the sign
+    b = odd if e != 0 else b                    #    bits of s and e differ), then the last bit set (a select)
     return jr.round_bits(b, mode, P), _offset(b, P)
 
 
