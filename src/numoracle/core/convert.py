@@ -147,11 +147,59 @@ def _engine(flat: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy, rflat
     fl = np.empty(flat.size, np.uint8) if flags else None
     for lo in range(0, flat.size, CHUNK):
         hi = min(lo + CHUNK, flat.size)
-        u = unpack(flat[lo:hi], src, W, daz=pol.daz)
-        c, f = round_pack(u, dst, pol, None if rflat is None else rflat[lo:hi], flags)
+        r = None if rflat is None else rflat[lo:hi]
+        nan = _many_nans(flat[lo:hi], src)
+        if nan is None:
+            u = unpack(flat[lo:hi], src, W, daz=pol.daz)
+            c, f = round_pack(u, dst, pol, r, flags)
+        else:
+            c, f = _nans_apart(flat[lo:hi], nan, src, dst, pol, r, flags, W)
         out[lo:hi] = c
         if fl is not None:
             fl[lo:hi] = f
+    return out, fl
+
+
+def _many_nans(codes: np.ndarray, src: AnyFormat) -> np.ndarray | None:
+    """Where the codes are NaNs, when a quarter of them or more are (judged on a sample first), else None."""
+    if src.is_integer or not src.has_nan or codes.size < 256:
+        return None
+
+    def nan_of(c: np.ndarray) -> np.ndarray:
+        if src.nan == "fnuz":
+            return c == src.sign_bit
+        mag = c & np.array(src.mag_mask, c.dtype)
+        return mag == src.mag_mask if src.nan == "fn" else mag > src.max_mag_code + 1
+
+    if np.count_nonzero(nan_of(codes[::61])) * 4 < codes[::61].size:
+        return None
+    nan = nan_of(codes)
+    return nan if np.count_nonzero(nan) * 4 >= codes.size else None
+
+
+def _nans_apart(codes: np.ndarray, nan: np.ndarray, src: AnyFormat, dst: AnyFormat, pol: Policy,
+                rand: np.ndarray | None, flags: bool, W: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A chunk of mostly NaNs: the engine on the other elements and on one quiet and one signalling NaN of the chunk,
+    whose code and flags every NaN of its kind takes (a NaN's result reads neither its payload nor its sign:
+    docs/semantics.md)."""
+    signalling = nan & ((codes & np.array(src.quiet_bit, codes.dtype)) == 0) if src.quiet_bit else None
+    quiet = nan if signalling is None else nan & ~signalling
+    kinds = [m for m in (quiet, signalling) if m is not None and m.any()]
+    reps = [int(np.argmax(m)) for m in kinds]            # the first NaN of each kind
+    pick = np.concatenate([np.flatnonzero(~nan), reps])
+    u = unpack(codes[pick], src, W, daz=pol.daz)
+    c, f = round_pack(u, dst, pol, None if rand is None else rand[pick], flags)
+    n_rest = pick.size - len(reps)
+    # every element the first kind's result, the second kind's blended in arithmetically (random masks), the rest
+    out = np.full(codes.size, c[n_rest], c.dtype)
+    fl = np.full(codes.size, f[n_rest], np.uint8) if flags else None
+    if len(kinds) == 2:
+        out ^= (c[n_rest] ^ c[n_rest + 1]) * kinds[1].astype(c.dtype)
+        if fl is not None:
+            fl ^= (f[n_rest] ^ f[n_rest + 1]) * kinds[1].view(np.uint8)
+    out[pick[:n_rest]] = c[:n_rest]
+    if fl is not None:
+        fl[pick[:n_rest]] = f[:n_rest]
     return out, fl
 
 
