@@ -274,9 +274,10 @@ def covers(step: Chain) -> bool:
 def _fma32(step: Chain, sub) -> bool:
     """Is the chain IEEE binary32's fused multiply-add (mode _FMA)? An FP32 accumulator in RNE without ftz
     (Arith.native), terms that are exact products (fma=True) of FP32 inputs, starting sums that are FP32
-    numbers; the float environment's gradual underflow is ``covers``' check."""
+    numbers (values, not raw terms, from sources that fit FP32); the float environment's gradual underflow
+    is ``covers``' check."""
     return (step.variant != "f32" and step.rnd is None and step.ar.native and bool(sub.inputs_fit_fp32)
-            and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
+            and step.a.t is None and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
 
 
 def _inputs32(sub, ctx) -> tuple:
