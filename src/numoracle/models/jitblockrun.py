@@ -42,39 +42,49 @@ def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
     return odd
 
 
+@jit.njit(inline="always")
+def _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j):
+    """Four terms of step 1 for output j: (max |t|, max raw label) over them, in registers."""
+    x, y = np.abs(a0 * b0[j]), np.abs(a1 * b1[j])
+    x = x if x > y else y
+    y, z = np.abs(a2 * b2[j]), np.abs(a3 * b3[j])
+    y = y if y > z else z
+    u, v = l0 + m0[j], l1 + m1[j]
+    u = u if u > v else v
+    v, w = l2 + m2[j], l3 + m3[j]
+    v = v if v > w else w
+    return (x if x > y else y), (u if u > v else v)
+
+
 @jit.njit
 def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
     """Step 1 for output row i, outputs t0..t1-1: max |t| and the max raw label over the block's terms ks
-    (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN). The labels are float32 (small
-    integers: exact) and both maxima plain compare-selects, so the loop runs in float lanes; four terms
-    meet in registers before each read and write of the maxima. With inf / NaN among the inputs every
-    output is decided by that sum instead (``block_others``), so how a NaN product meets the maximum does
-    not matter."""
+    (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN: fsum, which stays the -0.0 run_kernel
+    sets once when they do not). The labels are float32 (small integers: exact) and both maxima plain
+    compare-selects, so the loop runs in float lanes; four terms meet in registers before each write of
+    the maxima, the first four set them (|t| >= 0 and the labels are above the start values). With inf /
+    NaN among the inputs every output is decided by that sum instead (``block_others``), so how a NaN
+    product meets the maximum does not matter."""
     n = t1 - t0
-    for j in range(n):
-        amax[j] = 0.0
-        lmax[j] = -(1 << 30)
-        fsum[j] = -0.0                       # block_others reads it for every output it sees
     q4 = ks.size - ks.size % 4
+    if q4 == 0:
+        for j in range(n):
+            amax[j] = 0.0
+            lmax[j] = -(1 << 30)
     for kk in range(0, q4, 4):
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
         a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
         l0, l1, l2, l3 = la[k0, i], la[k1, i], la[k2, i], la[k3, i]
         b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
         m0, m1, m2, m3 = lb[k0, t0:t1], lb[k1, t0:t1], lb[k2, t0:t1], lb[k3, t0:t1]
-        for j in range(n):
-            x, y = np.abs(a0 * b0[j]), np.abs(a1 * b1[j])
-            x = x if x > y else y
-            y, z = np.abs(a2 * b2[j]), np.abs(a3 * b3[j])
-            y = y if y > z else z
-            x = x if x > y else y
-            amax[j] = x if x > amax[j] else amax[j]
-            u, v = l0 + m0[j], l1 + m1[j]
-            u = u if u > v else v
-            v, w = l2 + m2[j], l3 + m3[j]
-            v = v if v > w else w
-            u = u if u > v else v
-            lmax[j] = u if u > lmax[j] else lmax[j]
+        if kk == 0:
+            for j in range(n):
+                amax[j], lmax[j] = _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j)
+        else:
+            for j in range(n):
+                x, u = _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j)
+                amax[j] = x if x > amax[j] else amax[j]
+                lmax[j] = u if u > lmax[j] else lmax[j]
     for kk in range(q4, ks.size):
         k = ks[kk]
         ak, lak = a[k, i], la[k, i]
@@ -85,6 +95,8 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
             q = lak + lbk[j]
             lmax[j] = q if q > lmax[j] else lmax[j]
     if not finite:
+        for j in range(n):
+            fsum[j] = -0.0                   # block_others reads it for every output it sees
         for kk in range(ks.size):
             k = ks[kk]
             ak, bk = a[k, i], b[k, t0:t1]
@@ -135,6 +147,7 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sti
     amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
     am64_f, fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
     acc = np.empty((2, _ROWS, _JT))
+    fsum_f[:] = -0.0                         # (finite inputs: _terms1 leaves it so)
     for t0 in range(j0, j1, _JT):
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
