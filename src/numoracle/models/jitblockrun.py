@@ -111,17 +111,19 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
     trunc(t * scale), the truncation and the conversion one instruction (float to int conversion rounds
     toward zero); four terms meet in registers before each read and write of S."""
     n = t1 - t0
-    for j in range(n):
-        S[j] = 0
     q4 = ks.size - ks.size % 4
-    for kk in range(0, q4, 4):
+    if q4 == 0:
+        for j in range(n):
+            S[j] = 0
+    for kk in range(0, q4, 4):                # (the first four terms set S)
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
         a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
         b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
         for j in range(n):
             sc = scw[j]
-            S[j] += (np.int32(a0 * b0[j] * sc) + np.int32(a1 * b1[j] * sc)) + (np.int32(a2 * b2[j] * sc)
-                                                                             + np.int32(a3 * b3[j] * sc))
+            s4 = (np.int32(a0 * b0[j] * sc) + np.int32(a1 * b1[j] * sc)) + (np.int32(a2 * b2[j] * sc)
+                                                                           + np.int32(a3 * b3[j] * sc))
+            S[j] = s4 if kk == 0 else S[j] + s4
     for kk in range(q4, ks.size):
         k = ks[kk]
         ak, bk = a[k, i], b[k, t0:t1]
