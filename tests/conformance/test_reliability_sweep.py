@@ -20,6 +20,7 @@ from numoracle.conformance.sweeppool import Chunks
 
 SRC = str(Path(numoracle.__file__).resolve().parents[1])
 CONVERTERS = textwrap.dedent('''
+    import os
     import time
 
     import ml_dtypes
@@ -27,6 +28,9 @@ CONVERTERS = textwrap.dedent('''
 
 
     def hang(x):
+        mark = os.environ.get("NUMORACLE_TEST_HANG_MARKS")
+        if mark:                          # tell the test this worker is inside the converter
+            open(os.path.join(mark, str(os.getpid())), "w").close()
         while True:
             time.sleep(0.2)
 
@@ -52,7 +56,9 @@ def conv(tmp_path, monkeypatch):
 
 
 def _env(tmp_path: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), SRC])}
+    (tmp_path / "marks").mkdir(exist_ok=True)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), SRC]),
+            "NUMORACLE_TEST_HANG_MARKS": str(tmp_path / "marks")}
 
 
 def _children(pid: int) -> set[int]:
@@ -86,14 +92,12 @@ def _start_hanging_sweep(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     cmd = [sys.executable, "-m", "numoracle", "sweep", "fp16", "fp8_e4m3fn", "--against", "noconv:hang",
            "--workers", "2", "--chunk", "8192", "--no-progress"]
     p = subprocess.Popen(cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    workers: set[int] = set()
-    while time.monotonic() < deadline and len(workers) < 2:  # the two pool workers (and the resource tracker)
+    deadline = time.monotonic() + 180                          # a loaded machine starts workers slowly
+    marks = tmp_path / "marks"
+    while time.monotonic() < deadline and len(list(marks.iterdir())) < 2:   # both workers in the converter
         time.sleep(0.2)
-        workers = _children(p.pid)
         assert p.poll() is None, p.communicate()
-    assert len(workers) >= 2, "the sweep never started its workers"
-    time.sleep(1.0)  # the workers are inside the hanging converter now
+    assert len(list(marks.iterdir())) >= 2, "the sweep's two workers never reached the converter"
     return p, _children(p.pid)
 
 
