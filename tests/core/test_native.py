@@ -464,3 +464,24 @@ def test_import_does_not_load_torch():
     code = ("import sys, numoracle, numoracle.conformance.deviations; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_exact_float64_reads_narrow_formats_through_decodes_own_table():
+    """Formats of <= 16 bits are read by a lookup in decode's values (value_table): the same values, NaN and
+    infinities included, as decode gives element by element."""
+    import ml_dtypes
+
+    from numoracle.core.convert import decode
+    from numoracle.core.inputs import exact_float64, value_table
+    from numoracle.core.interop import to_codes
+
+    for dt in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu):
+        x = np.arange(1 << (8 * np.dtype(dt).itemsize), dtype=np.uint64).astype(
+            np.uint8 if np.dtype(dt).itemsize == 1 else np.uint16).view(dt)          # every code
+        v, f = exact_float64(x, "x")
+        c, _ = to_codes(x)
+        want = np.asarray(decode(c, f), dtype=np.float64)
+        assert np.array_equal(v.view(np.uint64), want.view(np.uint64)), dt     # NaNs and signed zeros too
+        assert not value_table(f).flags.writeable
+    with pytest.raises(ValueError, match="at most 16 bits"):
+        value_table(no.FP32)

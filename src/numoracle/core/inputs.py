@@ -9,6 +9,7 @@ ones a given format holds (what a kernel that reads that format was given).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,17 @@ from .convert import cast, decode
 from .formats import AnyFormat, format_of
 from .interop import to_codes
 
-__all__ = ["exact_float64", "values_in"]
+__all__ = ["exact_float64", "values_in", "value_table"]
+
+
+@lru_cache(maxsize=64)
+def value_table(fmt: AnyFormat) -> np.ndarray:
+    """Every value of a format of <= 16 bits, by code, as float64 (exact: decode's own values, read-only)."""
+    if fmt.bits > 16:
+        raise ValueError(f"value_table holds formats of at most 16 bits, not {fmt.name} ({fmt.bits} bits)")
+    v = decode(np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype), fmt).astype(np.float64)
+    v.flags.writeable = False             # integers of <= 16 bits are exact in float64
+    return v
 
 
 def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
@@ -31,6 +42,8 @@ def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
         codes, fmt = to_codes(x)
     except TypeError as e:
         raise TypeError(f"{name}: {e}") from None
+    if fmt.bits <= 16:                    # 16-bit and narrower formats: a lookup of decode's own values
+        return np.take(value_table(fmt), np.asarray(codes)), fmt
     v = decode(codes, fmt)
     if v.dtype != np.float64:
         if v.size and np.abs(v.astype(np.float64)).max() > 2**53:

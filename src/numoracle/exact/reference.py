@@ -57,7 +57,7 @@ An empty reduction (K = 0) is +0. With ``exact=True`` the non-finite entries hol
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,7 @@ import numpy as np
 from ..core import jit
 from ..core.convert import cast, check_codes, decode
 from ..core.formats import FP32, FP64, AnyFormat, format_of
+from ..core.inputs import value_table
 from ..core.interop import to_codes
 from ..core.npcompat import normalize_axis_tuple
 from . import ozaki
@@ -77,13 +78,6 @@ _SUM_SLICES = 6  # exact_sum: rows needing more digit slices than this use the l
 
 
 # ---- reading inputs -----------------------------------------------------------------------------
-@lru_cache(maxsize=64)
-def _table(fmt: AnyFormat) -> np.ndarray:
-    """Every value of a format of <= 16 bits, by code, as float64 (exact: decode's own values)."""
-    v = decode(np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype), fmt)
-    return v.astype(np.float64)  # integers of <= 16 bits are exact in float64
-
-
 def _values(x: Any, fmt: Any, name: str, what: str = "x", keep32: bool = False) -> tuple[np.ndarray, AnyFormat]:
     """(exact values, format): float64 for float formats (and integers of <= 16 bits), else int64/uint64.
 
@@ -102,7 +96,7 @@ def _values(x: Any, fmt: Any, name: str, what: str = "x", keep32: bool = False) 
         v32 = codes.astype(np.uint32, copy=False).view(np.float32)
         return (v32 if keep32 else v32.astype(np.float64)), f
     if f.bits <= 16:
-        return np.take(_table(f), codes), f
+        return np.take(value_table(f), codes), f
     return decode(codes, f), f
 
 
