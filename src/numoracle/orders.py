@@ -27,8 +27,9 @@ from .models.orders import __all__ as _base_all
 from .models.ordertext import as_order, order_text, parse  # noqa: F401
 from .models.presets import GPU_ALIASES, GPU_PRESETS, PRESETS, GpuPreset, preset, preset_name  # noqa: F401
 from .models.treeorder import PerPosition, TreeOrder  # noqa: F401  explicit trees (numoracle.reveal_order)
+from .models.ynnorders import YnnSum  # noqa: F401  YNNPACK's float sums (jax's CPU reductions)
 
 __all__ = [*_base_all, "TiledSplitK", "GpuReduce", "ChunkedScan", "cutlass_slices", "torch_sum_order",
            "torch_cumsum_order", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name",
            "parse", "as_order", "order_text", "TreeOrder", "PerPosition", "VectorCascade", "ThreadSplit",
-           "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "GotoBlocks", "OpenBlasDot", "MklDot"]
+           "Interleaved", "XlaChunks", "XlaVector", "XlaScan", "GotoBlocks", "OpenBlasDot", "MklDot", "YnnSum"]

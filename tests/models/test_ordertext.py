@@ -31,6 +31,7 @@ EVERY_ORDER = [
     O.XlaVector(), O.XlaVector(8, 2), O.XlaScan(), O.XlaScan(8, 3),
     O.GotoBlocks(), O.GotoBlocks(256, O.Interleaved(16, "pairwise")),
     O.OpenBlasDot(), O.OpenBlasDot(8, 2, 0, False, None), O.MklDot(), O.MklDot(8, 2),
+    O.YnnSum(), O.YnnSum("kn", split=128), O.YnnSum("k1", 8, 2, 32768),
 ]
 PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
     O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),

@@ -19,6 +19,7 @@ from ..models.dotorders import MklDot, OpenBlasDot
 from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.presets import GPU_PRESETS, preset
+from ..models.ynnorders import YnnSum, ynn_split
 
 __all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K",
            "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS", "preset_inputs", "tensor_core_units"]
@@ -99,19 +100,24 @@ def cpu_units() -> list[Order]:
 
 def is_cpu(order: Order) -> bool:
     return isinstance(order, (Interleaved, XlaChunks, XlaVector, XlaScan, VectorCascade, ThreadSplit, GotoBlocks,
-                              OpenBlasDot, MklDot))
+                              OpenBlasDot, MklDot, YnnSum))
 
 
 def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:
     """CPU kernels' sums: torch's cascade (8 or 16 lanes; 16-bit inputs read as two float vectors; one column's
     cascade and its 4-accumulator path for sums over a strided axis), split over THREADS threads where one long
-    sum is computed; XLA's chunks, vector lanes and cumsum's cascade; interleaved accumulators."""
+    sum is computed; XLA's chunks, vector lanes and cumsum's cascade; YNNPACK's Kahan-topped tree (jax's
+    ``__ynn_fusion``, bf16 read two inputs a lane, with the partial reduction its tiling picks); interleaved
+    accumulators."""
     narrow = in_fmt.bits <= 16
     torch: list[Order] = [VectorCascade(8, load=2 if narrow else 1), VectorCascade(16, load=2 if narrow else 1),
              VectorCascade(1, 1), VectorCascade(1, 4)]
     if nout == 1 and n > 32768:
         torch = [ThreadSplit(t, 32768, o, o) for o in torch[:2] for t in THREADS] + torch
-    xla: list[Order] = [XlaChunks(32), XlaVector(16, 4), XlaScan(16), XlaChunks(64), XlaVector(8, 4)]
+    # YNNPACK (jax's __ynn_fusion): YnnSum("k1") is XlaVector(16, 4) below 1024 terms (no Kahan step yet)
+    ynn: list[Order] = [YnnSum("k1", pack=2 if in_fmt == BF16 else 1, split=ynn_split("k1", n, nout)),
+                        YnnSum("kn", split=ynn_split("kn", n, nout))]
+    xla: list[Order] = [XlaChunks(32), ynn[0], XlaScan(16), XlaChunks(64), XlaVector(8, 4), ynn[1]]
     lanes: list[Order] = [Interleaved(k, how) for k in (2, 4, 8, 16) for how in ("sequential", "pairwise", "halving")]
     return list(dict.fromkeys(torch + xla + lanes))
 

@@ -37,9 +37,12 @@ parameterised by it, for any n; tests/identify/test_cpu_recordings.py checks the
   blocks) is the chain of its ``unroll`` level-(k-1) chunks. The blocks are consumed by the largest chunks
   first: ``d_k`` chunks of level k where d_k are the base-``unroll`` digits of the number of blocks, and each
   lane adds its chunk sums in order; the terms after the last block (lane by lane, from +0) are added to it;
-  then a halving tree over the lanes (lane i + lane i + lanes/2, ...).
-* ``XlaScan(block, levels)``: the last element of XLA's CPU ``jnp.cumsum``: a cascade of ``block``-term chains
-  (the class docstring), its levels added from the top down.
+  then a halving tree over the lanes (lane i + lane i + lanes/2, ...). Below 1024 terms ``XlaVector(16, 4)`` is the
+  tree of YNNPACK's sum (``ynnorders.YnnSum("k1")``, jax 0.10.2's ``__ynn_fusion``), whose top level is a Kahan sum.
+* ``XlaScan(block, levels)``: the last element of XLA's CPU ``jnp.cumsum`` (its reduce-window rewrite: the row
+  in tiles of ``block``, a scan in each, the scan of the tiles' sums one level up, added back): a cascade of
+  ``block``-term chains (the class docstring) whose rest at each level is 1..block items, its levels added from
+  the top down.
 """
 
 from __future__ import annotations
@@ -91,9 +94,10 @@ def _combine(b: WaveBuilder, lanes: list, how: str) -> np.ndarray | None:
 # ---- torch: the cascade sum -------------------------------------------------------------------------------
 
 def _cascade(b: WaveBuilder, items: np.ndarray, levels: int, min_power: int, fixed: bool = False,
-             top_down: bool = False) -> np.ndarray | None:
+             top_down: bool = False, keep_last: bool = False) -> np.ndarray | None:
     """``multi_row_sum`` over items (S, W), every column independent: (W,) ids, None when S = 0 (+0). fixed: the
-    step is 2^min_power whatever S; top_down: the levels are added from the last one down to level 0."""
+    step is 2^min_power whatever S; top_down: the levels are added from the last one down to level 0; keep_last:
+    a level whose count is a multiple of the step keeps its last block as its own chain (XLA's scan)."""
     S = items.shape[0]
     if S == 0:
         return None
@@ -101,8 +105,9 @@ def _cascade(b: WaveBuilder, items: np.ndarray, levels: int, min_power: int, fix
         return b.chain_from(None, items.T)
     step = 1 << (min_power if fixed else max(min_power, _ceil_log2(S) // levels))
     nb = S // step
+    nb -= 1 if keep_last and nb and S % step == 0 else 0
     accs: list = [None] * levels
-    if S % step:
+    if S > nb * step:
         accs[0] = b.chain_from(None, items[nb * step:].T)
     vals = None                                                # (count, W): the sums level j receives
     if nb:
@@ -114,6 +119,7 @@ def _cascade(b: WaveBuilder, items: np.ndarray, levels: int, min_power: int, fix
             break
         c = vals.shape[0]
         full = 0 if j == levels - 1 else c // step * step       # the last level keeps everything it gets
+        full -= step if keep_last and full and full == c else 0
         if c > full:
             accs[j] = b.chain_from(None, vals[full:].T)
         if full:
@@ -368,7 +374,10 @@ class XlaVector(ScheduleOrder):
 class XlaScan(ScheduleOrder):
     """The last element of XLA's CPU ``jnp.cumsum`` of a row: blocks of ``block`` terms (chains from +0), the block
     sums in groups of ``block`` (chains), and so on up ``levels`` levels (the last keeps all it gets); the rest of
-    each level is its own chain; the levels are then added from the top down to the terms after the last block."""
+    each level is its own chain, and it is never empty: a level whose count is a multiple of ``block`` keeps its
+    last block as its rest (XLA's scan tiles the row, and the tile of the last element is its own chain, the
+    earlier tiles' sums going up); the levels are then added from the top down to the terms after the last
+    block."""
 
     block: int = 16
     levels: int = 8
@@ -382,7 +391,8 @@ class XlaScan(ScheduleOrder):
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
-        res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True)
+        res = _cascade(b, t[:, None], self.levels, self.block.bit_length() - 1, fixed=True, top_down=True,
+                       keep_last=True)
         return b.result(n, res)
 
 
@@ -403,7 +413,7 @@ def schedule_depth(order: Order, n: int) -> int:
             d[w.dst] = 0
         elif w.kind == "load":
             d[w.dst] = 1 + dep(w.a)
-        elif w.kind == "add":
+        elif w.kind in ("add", "sub", "subz"):
             d[w.dst] = 1 + np.maximum(dep(w.a), dep(w.b))
         elif w.kind == "chain":
             L = w.b.shape[1]

@@ -49,7 +49,9 @@ def run_add(st: Add, V, sub, ctx: Context) -> np.ndarray:
     a, b, rnd = st.a, st.b, st.rnd
 
     def piece(r0, r1):
-        return st.ar.add(a.part(r0, r1).fetch(V, sub, rnd), b.part(r0, r1).fetch(V, sub, rnd), st.plan)
+        y = b.part(r0, r1).fetch(V, sub, rnd)
+        r = st.ar.add(a.part(r0, r1).fetch(V, sub, rnd), -y if st.neg else y, st.plan)
+        return np.where(np.isfinite(r), r, 0.0) if st.finite else r
 
     return _in_pieces(a.width, 1, V, piece)
 

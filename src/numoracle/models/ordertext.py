@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any
 
 from ..core.formats import format_of
-from . import cpuorders, dotorders, gpuorders, orders, treeorder
+from . import cpuorders, dotorders, gpuorders, orders, treeorder, ynnorders
 from .orderspec import FORMS, OrderSpec, spec_from_text
 from .presets import preset, preset_name
 
@@ -34,7 +34,7 @@ ORDER_CLASSES: dict[str, type] = {c.__name__: c for c in (
     orders.NumpyPairwise, gpuorders.TiledSplitK, gpuorders.GpuReduce, gpuorders.ChunkedScan,
     treeorder.TreeOrder, treeorder.PerPosition, cpuorders.VectorCascade, cpuorders.ThreadSplit,
     cpuorders.Interleaved, cpuorders.XlaChunks, cpuorders.XlaVector, cpuorders.XlaScan,
-    cpuorders.GotoBlocks, dotorders.OpenBlasDot, dotorders.MklDot)}
+    cpuorders.GotoBlocks, dotorders.OpenBlasDot, dotorders.MklDot, ynnorders.YnnSum)}
 
 
 def _bad(text: str, why: str) -> ValueError:

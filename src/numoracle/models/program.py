@@ -128,9 +128,10 @@ def structure(order, K, acc, mode, fma, ftz, native) -> Program:
         produced(w.dst, ar.triple, ar.fmt)
         if w.kind == "load":
             steps.append(Load(dst=dst, a=a, ar=ar))
-        elif w.kind == "add":
+        elif w.kind in ("add", "sub", "subz"):
             b = Operand(w.b, slot)
-            steps.append(Add(dst=dst, a=a, b=b, ar=ar, rnd=rnd, sources=ops, terms=a.t is not None or b.t is not None))
+            steps.append(Add(dst=dst, a=a, b=b, ar=ar, rnd=rnd, sources=ops, terms=a.t is not None or b.t is not None,
+                             neg=w.kind != "add", finite=w.kind == "subz"))
         else:   # chain: the running sums are in ar's format; the addends are terms, values, or both
             steps.append(chain_schedule(dst, a, w.b, slot, ar, rnd, ops))
     return Program(_block_runs(steps), int(slot[s.result]), nslots, containers[vsrc[s.result]])

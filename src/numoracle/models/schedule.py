@@ -14,7 +14,8 @@ import numpy as np
 # numbered (SSA); an operand ref r >= 0 names value r, r < 0 names term (-1 - r). Every wave runs as
 # one vectorised numpy step across its width and the whole batch of independent outputs.
 # Kinds: "const" (dst = const), "load" (dst = fl(a)), "add" (dst = fl(a + b)),
-#        "chain" (s = a; s = fl(s + b[:, j]) for j = 0..L-1; dst = s: a run of sequential additions),
+#        "sub" (dst = fl(a - b)), "subz" (the same, +0 where the result is not finite: a compensated sum's
+#        error term), "chain" (s = a; s = fl(s + b[:, j]) for j = 0..L-1; dst = s: a run of sequential additions),
 #        "bfma" (dst = BlockFMA(c=a; terms b[:, 0..N-1])).
 # key: (Format | None, rounding str | None) for const/load/add/chain (None: simulate's acc / rounding);
 #      (BlockFMA, Format | None) for bfma.
@@ -156,6 +157,13 @@ class WaveBuilder:
     def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         ids = self.new(x.size)
         self.waves.append(Wave("add", self.key, ids, np.asarray(x, np.int64), np.asarray(y, np.int64)))
+        return ids
+
+    def sub(self, x: np.ndarray, y: np.ndarray, finite: bool = False) -> np.ndarray:
+        """fl(x - y); finite: +0 where that is not finite (kind "subz")."""
+        ids = self.new(x.size)
+        self.waves.append(Wave("subz" if finite else "sub", self.key, ids, np.asarray(x, np.int64),
+                               np.asarray(y, np.int64)))
         return ids
 
     def load(self, refs: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ inputs, how it is computed (an addition's plan, a chain's word size, a block's f
 backend runs a step is decided in one place (models/dispatch.py): the numpy reference
 (models/numpysteps.py) or a compiled kernel whose ``covers(step)`` takes it.
 
-Kinds: ``Const`` (dst = value), ``Load`` (dst = fl(a)), ``Add`` (a wave of dst = fl(a + b)), ``Chain``
+Kinds: ``Const`` (dst = value), ``Load`` (dst = fl(a)), ``Add`` (a wave of dst = fl(a +- b)), ``Chain``
 (runs of s = fl(s + t_j)), ``BlockStep`` (one block FMA per row), ``BlockRun`` (block FMA steps chained
 through one value slot, which a kernel may run in one call).
 """
@@ -99,7 +99,9 @@ class Load(Step):
 class Add(Step):
     """A wave of additions, dst[i] = fl(a[i] + b[i]). ``sources``: the (p, q, h) ranges its value operands
     come from, ``terms``: whether an operand reads terms (program._plan reads both); ``rnd``: the
-    arithmetic a term is rounded with first (fma=False), or None; ``plan``: "direct", "odd" or "f64"."""
+    arithmetic a term is rounded with first (fma=False), or None; ``plan``: "direct", "odd" or "f64".
+    ``neg``: a subtraction, fl(a[i] - b[i]) (b negated, which is exact); ``finite``: a result that is not
+    finite is replaced by +0 (a compensated sum's error term, as YNNPACK's ``kahan_sum`` masks it)."""
 
     a: Operand
     b: Operand
@@ -108,6 +110,8 @@ class Add(Step):
     sources: tuple
     terms: bool
     plan: str | None = None
+    neg: bool = False
+    finite: bool = False
 
     def shape(self) -> tuple[int, int]:
         return self.a.width, 1
