@@ -52,6 +52,26 @@ def test_xla_chunks_as_revealed(n, sizes):
     _same(O.XlaChunks(), O.TreeOrder.from_text(text))
 
 
+def test_xla_chunks_chunk_their_sums_again():
+    # n = 2000: XLA's reduce-window pads 2000 to 63 windows of 32 (8 low, 8 high: 24, 61 x 32, 24); the 63 sums
+    # are windowed again (0 low, 1 high: 32 and 31 of them), and those two added
+    assert xla_chunk_sizes(2000, 32) == [24] + [32] * 61 + [24] and xla_chunk_sizes(63, 32) == [32, 31]
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((6, 2000)) * np.exp2(rng.integers(-10, 10, (6, 2000)))).astype(np.float32)
+
+    def chain(v):
+        s = np.float32(0)
+        for e in v:
+            s = np.float32(s + e)
+        return s
+    starts = np.cumsum([0] + xla_chunk_sizes(2000, 32))
+    want = []
+    for r in x:
+        sums = [chain(r[lo:hi]) for lo, hi in zip(starts[:-1], starts[1:])]
+        want.append(np.float32(chain(sums[:32]) + chain(sums[32:])))
+    np.testing.assert_array_equal(no.simulate("sum", x, order=O.XlaChunks()), want)
+
+
 def test_interleaved_and_the_cascade_levels():
     # 16 lanes with FMA chains, a pairwise tree over lanes (numpy's OpenBLAS sgemm at K = 37)
     lanes = [f"(({j}+{j + 16})+{j + 32})" if j + 32 < 37 else f"({j}+{j + 16})" for j in range(16)]

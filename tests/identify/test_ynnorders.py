@@ -198,3 +198,19 @@ def test_live_jax_bf16_reads_two_inputs_a_lane():
     np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(live).astype(np.float32))
     one = no.simulate("sum", x, order=O.YnnSum("k1"), acc="fp32", out="bf16")
     assert (np.asarray(one).astype(np.float32) != np.asarray(live).astype(np.float32)).any()
+
+
+def test_live_jax_small_arrays_are_xlas_own_loop():
+    # below 4096 elements XLA keeps its reduce-window rewrite (XlaChunks, chunked again past 32 windows)
+    pytest.importorskip("jax")
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cpu_kernels import kernel, versions
+    if versions().get("jax") != "0.10.2":
+        pytest.skip("checked against jax 0.10.2")
+    for n, rows in ((3001, 1), (2000, 2), (250, 16)):
+        x = _cancelling(n, rows, seed=n).astype(F)
+        np.testing.assert_array_equal(kernel("jax_sum")(x), no.simulate("sum", x, order=O.XlaChunks(32)))
+        np.testing.assert_array_equal(kernel("jax_sum0")(x), no.simulate("sum", x, order=O.XlaChunks(32)))
+    x = _cancelling(4096, 1, seed=4096).astype(F)                 # 4096 elements: YNNPACK
+    np.testing.assert_array_equal(kernel("jax_sum")(x), no.simulate("sum", x, order=O.YnnSum("k1")))

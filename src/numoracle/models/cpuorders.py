@@ -28,10 +28,12 @@ parameterised by it, for any n; tests/identify/test_cpu_recordings.py checks the
   rest, recursively) or ``"halving"`` (lane i + lane i + k/2, then i + k/4, ...). Empty lanes are +0 and left
   out (adding +0 is exact). ``fma=False``: every term is rounded to the accumulator before it is added (products
   of a kernel without FMA).
-* ``XlaChunks(chunk, fma)``: XLA's CPU ``jnp.sum`` of short rows and ``jnp.dot``: n <= chunk: one chain from +0;
+* ``XlaChunks(chunk, fma)``: XLA's CPU ``jnp.sum`` of small arrays (its reduce-window rewrite: windows of
+  ``chunk`` with the padding split low / high, then a reduce) and ``jnp.dot``: n <= chunk: one chain from +0;
   else ``k = (n - chunk - 1) // chunk`` middle chunks of ``chunk`` terms, the ``r = n - k*chunk`` others split
-  into a first chunk of ceil(r/2) and a last of floor(r/2); each chunk a chain from +0, the chunk sums added in
-  order.
+  into a first chunk of ceil(r/2) and a last of floor(r/2); each chunk a chain from +0; more than ``chunk``
+  chunk sums are chunked again by the same rule (the reduce-window applied to its output); the last at most
+  ``chunk`` sums added in order.
 * ``XlaVector(lanes, unroll)``: XLA's CPU vectorised ``jnp.sum`` (long rows): lane l holds terms ``l + lanes*i``.
   Blocks of ``lanes * unroll`` terms: per lane a chain of its ``unroll`` items; a level-k chunk (unroll^k
   blocks) is the chain of its ``unroll`` level-(k-1) chunks. The blocks are consumed by the largest chunks
@@ -312,19 +314,21 @@ class XlaChunks(ScheduleOrder):
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)
-        t = b.terms(n, self.fma)
-        sizes = xla_chunk_sizes(n, self.chunk)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        sums: list = [None] * len(sizes)
-        for size in sorted(set(sizes)):
-            idx = [i for i, s in enumerate(sizes) if s == size]
-            ids = b.chain_from(None, np.array([t[starts[i]:starts[i] + size] for i in idx], np.int64))
-            for i, v in zip(idx, ids):
-                sums[i] = np.array([v])
-        res = sums[0]
-        if len(sums) > 1:
-            res = b.chain_from(res, np.array([[int(s[0]) for s in sums[1:]]], np.int64))
-        return b.result(n, res)
+        return b.result(n, _xla_chunks(b, b.terms(n, self.fma), self.chunk) if n else None)
+
+
+def _xla_chunks(b: WaveBuilder, t: np.ndarray, chunk: int) -> np.ndarray:
+    """XlaChunks over the refs t (at least one): the chunk sums, and those by the same rule while more than
+    ``chunk`` remain (XLA's reduce-window of ``chunk`` applied again to its own output), then in order."""
+    sizes = xla_chunk_sizes(t.size, chunk)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    sums = np.empty(len(sizes), np.int64)
+    for size in sorted(set(sizes)):
+        idx = [i for i, s in enumerate(sizes) if s == size]
+        sums[idx] = b.chain_from(None, np.array([t[starts[i]:starts[i] + size] for i in idx], np.int64))
+    if len(sums) > chunk:
+        return _xla_chunks(b, sums, chunk)
+    return b.chain_from(sums[:1], sums[None, 1:])
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""YNNPACK's float sums (XNNPACK's ``ynnpack/``): jax 0.10.2's CPU runs ``jnp.sum`` of more than a few thousand
-elements as a ``__ynn_fusion`` (``jax.jit(f).lower(x).compile().as_text()`` shows it; smaller ones are XLA's own
-reduce-window loops, ``XlaChunks``), and YNNPACK's reduce kernels sum floats by a three-level tree of
+"""YNNPACK's float sums (XNNPACK's ``ynnpack/``): jax 0.10.2's CPU runs ``jnp.sum`` of arrays of 4096 elements or
+more (measured) as a ``__ynn_fusion`` (``jax.jit(f).lower(x).compile().as_text()`` shows it; smaller ones are XLA's
+own reduce-window rewrite, ``XlaChunks``), and YNNPACK's reduce kernels sum floats by a three-level tree of
 accumulators whose last level is a Kahan (compensated) sum, after a partial reduction that slinky's tiling picks.
 
 ``YnnSum(layout, lanes, pack, split)`` models ``ynnpack/kernels/reduce/sum.h`` (the version with ``tree_degree =
