@@ -40,7 +40,13 @@ columns with ``ynn_split``, ``k1`` on rows of 1000 .. 70000 terms (1 .. 16 rows)
 Not modelled: subnormal bf16 inputs of ``vdpbf16ps`` (it treats them as zero) and the sign of a zero result
 (+0 starts are left out). The error bounds read the schedule's depth (``schedule_depth``), where the Kahan
 step's subtractions count as roundings on the path like additions: a bound of the plain tree's form, looser than
-the compensated sum needs (not a separate analysis of the compensation).
+the compensated sum needs. Why it is still a bound (the depth argument alone is a proof for trees, and the Kahan
+step makes a DAG): the plain accumulators give each flushed acc1 value an error of at most gamma_h' (h' its
+tree's depth), and Kahan summation of m such values errs by at most (2u + 16 m u^2) times the sum of their
+magnitudes (Higham 2002, Thm. 4.8), so c <= gamma_h' (1 + 2u + 16 m u^2) + (2u + 16 m u^2)(1 + gamma_h'); each
+Kahan step adds at least two roundings to the schedule's depth h >= h' + 2m, and gamma_h exceeds that sum for
+m >= 1 and h' >= 4. Measured: the worst error is 0.11 of the bound on random, positive, cancelling, 2^20-spiked
+and low-bit data (kn and k1, 600 .. 20000 terms).
 """
 
 from __future__ import annotations
