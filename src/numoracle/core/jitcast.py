@@ -25,13 +25,14 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
 conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
-core/jitcastint.py's. The pairs whose destination normals start below the source's (FP16 -> BF16, FP16 ->
-E8M0) stay on the numpy paths.
+core/jitcastint.py's. FP16 sources whose destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2)
+are widened to FP32 in the loop first (exactly: ``_from_half``).
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import NamedTuple
 
@@ -54,6 +55,7 @@ calls = jit.Calls()  # casts run by the kernel (the tests read calls.count)
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = jr.SR
 GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
+HALF, HALF_DAZ = 1, 2                # FP16 codes widened to FP32 in the loop (_from_half), without or with daz
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -122,9 +124,17 @@ def covers(step) -> bool:
         return False
     if pol.rounding is Rounding.STOCHASTIC and pol.sr_bits >= (64 if src.bits == 64 else 32):
         return False                          # (the random bits and the fraction's top bits share a word)
-    if not dst.has_subnormals:                # zero-less (unsigned) formats: _zeroless
-        return _source_e0(src, dst) >= 0 and dst.man_bits < src.man_bits
-    return _source_e0(src, dst) >= 1 and 1 <= dst.man_bits < src.man_bits
+    return _route(src, dst) is not None
+
+
+def _route(src: Format, dst: Format) -> Format | None:
+    """The source whose words the float kernel rounds: src itself where the destination's smallest normal lies in
+    its normal range (e0 >= 1; zero-less formats: e0 >= 0, _zeroless) and m >= 1 with subnormals (a 1-bit
+    significand's parity is not its code's); else FP32 for FP16 sources (widened exactly in the loop); else None."""
+    def direct(s: Format) -> bool:
+        e0 = _source_e0(s, dst)
+        return dst.man_bits < s.man_bits and (e0 >= 1 and dst.man_bits >= 1 if dst.has_subnormals else e0 >= 0)
+    return src if direct(src) else FP32 if src == FP16 and direct(FP32) else None
 
 
 def params(src: Format, dst: Format, pol) -> Cast:
@@ -291,9 +301,9 @@ def _carries(a, e, neg, mode, P):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, P, mode, want, plain, kind):
+def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half):
     for i in range(src.size):
-        u = jr.widen(P.sman, src[i])
+        u = _from_half(src[i], P.sman, half == HALF_DAZ) if half else jr.widen(P.sman, src[i])
         r = rnd[i] if mode == SR else jr.k(u, 0)
         c, f = _one(u, r, mode, P, want, plain, kind)
         out[i] = c
@@ -302,12 +312,13 @@ def _loop(src, rnd, out, fl, P, mode, want, plain, kind):
 
 
 @cache
-def _kernel(mode: int, want: bool, plain: bool, kind: int):
-    """The loop of one (mode, flags asked, plain, kind: _one), its variant a constant inside (numba freezes the
-    closure's values; its disk cache keys on them): each compiled when first used."""
+def _kernel(mode: int, want: bool, plain: bool, kind: int, half: int = 0):
+    """The loop of one (mode, flags asked, plain, kind: _one; half: FP16 codes widened to FP32 first, with or
+    without daz), its variant a constant inside (numba freezes the closure's values; its disk cache keys on
+    them): each compiled when first used."""
     @jit.njit
     def kernel(src, rnd, out, fl, P):
-        _loop(src, rnd, out, fl, P, mode, want, plain, kind)
+        _loop(src, rnd, out, fl, P, mode, want, plain, kind, half)
     return kernel
 
 
@@ -324,6 +335,31 @@ def _fptrunc(typingctx, b):
             return bld.zext(bld.bitcast(f, ir.IntType(32)), ir.IntType(64))
         return b(b), codegen
     return None
+
+
+@intrinsic
+def _fpext_half(typingctx, h):
+    """FP16 bits (the low half of a uint32 word) -> the FP32 bits of the same value (exact; F16C's vcvtph2ps)."""
+    if h == types.uint32:
+        def codegen(c, bld, sig, args):
+            f = bld.fpext(bld.bitcast(bld.trunc(args[0], ir.IntType(16)), ir.HalfType()), ir.FloatType())
+            return bld.bitcast(f, ir.IntType(32))
+        return h(h), codegen
+    return None
+
+
+@jit.njit(inline="always")
+def _from_half(c, proto, daz):
+    """The FP32 bits of the FP16 code c (exact): the hardware's widening, but NaNs rebuilt from their bits (sign,
+    payload, the quiet bit: a signalling NaN stays signalling) and, under daz, subnormals read as zeros."""
+    h = jr.widen(proto, c)
+    mag = jr.and_(h, jr.k(h, 0x7FFF))
+    sign = jr.shl(jr.and_(h, jr.k(h, 0x8000)), jr.k(h, 16))
+    nan = jr.or_(jr.or_(sign, jr.k(h, 0x7F800000)), jr.shl(jr.and_(h, jr.k(h, 0x3FF)), jr.k(h, 13)))
+    bits = jr.zero_or(jr.above(mag, jr.k(h, 0x7C00)), _fpext_half(h), nan)
+    if daz:
+        bits = jr.zero_or(jr.above(jr.k(h, 0x400), mag), bits, sign)
+    return bits
 
 
 @jit.njit
@@ -357,6 +393,10 @@ def run(step, flat: np.ndarray, want_flags: bool,
         int_kernel(mode, bool(want_flags))(words, rnd, out, fl, int_params(src, dst, pol))
         return out, (fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
+    half = 0
+    if _route(src, dst) != src:               # FP16 through FP32 words: daz is the widening's
+        src, half, pol = FP32, HALF_DAZ if pol.daz else HALF, replace(pol, daz=False)
+        word = np.uint32
     P = params(src, dst, pol)
     if not want_flags and plain and _is_native(src, dst, pol):
         _native(words, out, P)
@@ -364,5 +404,5 @@ def run(step, flat: np.ndarray, want_flags: bool,
     kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept
         mode = {RNE: RNA, ODD: RTZ}.get(mode, mode)
-    _kernel(mode, bool(want_flags), plain, kind)(words, rnd, out, fl, P)
+    _kernel(mode, bool(want_flags), plain, kind, half)(words, rnd, out, fl, P)
     return out, (fl if want_flags else None)
