@@ -8,8 +8,8 @@ every float destination the kernel covers, every mode, overflow policy (sr at se
 tininess, on boundary values (ties and their neighbours, the subnormal range and below it, the overflow
 threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
 Integers (core/jitcastint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
-nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination (FP16 to BF16,
-E8M0 and FNUZ E5M2 through FP32 words).
+nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination
+(FP16 to BF16, E8M0 and FNUZ E5M2 through FP32 words).
 """
 
 from __future__ import annotations
