@@ -26,6 +26,7 @@ from numoracle.core.policy import Policy, resolve_policy
 from policies import MODES, overflows
 
 NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]
+SMALL = [no.FP6_E3M2FN, no.FP6_E2M3FN, no.FP4_E2M1FN]  # no NaN, no inf: saturating, NaN by nan_to
 ALL_MODES = MODES + ["sr"]
 SR_BITS = [1, 5, 13, 16, 21, 30, 32]  # below, at and above each pair's discarded width (16, 13, 20, 21)
 SR_FEW = [5, 16, 21, 31, 32]  # below / at / above the widths; 31 is the widest the wide lane takes
@@ -122,7 +123,7 @@ def fp32_codes(dst: Format, rng: np.random.Generator, n_random: int) -> np.ndarr
 
 # ---- which pairs take a fast path -------------------------------------------------------------------------
 def test_the_hot_pairs_have_fast_paths_and_others_do_not():
-    for dst in NARROW:
+    for dst in NARROW + SMALL:
         assert select_fast_path(FP32, dst, resolve_policy(dst)) is not None
     for src in (BF16, FP16):
         assert select_fast_path(src, FP32, resolve_policy(FP32)) is not None
@@ -141,7 +142,7 @@ def test_widening_every_16_bit_code_every_policy(src):
 
 
 # ---- narrowing: every mode and policy on the boundary set and random codes -------------------------------
-@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", NARROW + SMALL, ids=lambda f: f.name)
 def test_narrowing_every_policy_on_boundary_and_random_codes(dst, rng):
     codes = fp32_codes(dst, rng, 1 << 14)  # one chunk; test_dense_and_sparse_chunks_mix crosses chunks
     for k, pol in enumerate(policies(dst)):
@@ -297,7 +298,7 @@ def wide_calls(monkeypatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", NARROW + SMALL, ids=lambda f: f.name)
 def test_every_16_bit_pattern_in_fp32_positions_every_mode(dst, monkeypatch):
     codes = patterns16()
     calls = wide_calls(monkeypatch)
@@ -337,7 +338,7 @@ def test_wide_stochastic_rounding_at_the_short_forms_limit(dst, rng, monkeypatch
     assert calls
 
 
-@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", NARROW + [pytest.param(d, marks=pytest.mark.slow) for d in SMALL], ids=lambda f: f.name)
 def test_2_20_random_codes_every_mode_and_policy(dst, rng, monkeypatch):
     r = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
     calls = wide_calls(monkeypatch)
@@ -353,7 +354,7 @@ def test_2_20_random_codes_every_mode_and_policy(dst, rng, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dst", NARROW, ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", NARROW + SMALL, ids=lambda f: f.name)
 def test_every_16_bit_pattern_every_policy_with_flags(dst):
     codes = patterns16()
     for k, pol in enumerate(policies(dst)):

@@ -1,4 +1,4 @@
-"""Specialised exact paths for the hottest casts: FP32 -> BF16/FP16/E4M3FN/E5M2, BF16/FP16 -> FP32.
+"""Specialised exact paths for the hottest casts: FP32 -> BF16/FP16/E4M3FN/E5M2/FP6/FP4, BF16/FP16 -> FP32.
 
 Each path is a few whole-chunk integer operations on uint32 words (no ``np.where``: decisions are
 arithmetic), for the *regular* elements of a chunk: finite values whose result is normal (or, for
@@ -29,9 +29,20 @@ import numpy as np
 
 from . import jit
 from .fastwide import round_wide, wide_sr_ok
-from .formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, AnyFormat, Format
+from .formats import (
+    BF16,
+    FP4_E2M1FN,
+    FP6_E2M3FN,
+    FP6_E3M2FN,
+    FP8_E4M3FN,
+    FP8_E5M2,
+    FP16,
+    FP32,
+    AnyFormat,
+    Format,
+)
 from .policy import Flags, Overflow, Policy, Rounding, Tininess
-from .specialize import canonical_nan
+from .specialize import _invalid_code
 from .wordround import round_word
 
 __all__ = ["FAST_CHUNK", "CastStep", "select_fast_path"]
@@ -45,7 +56,7 @@ RandCheck = Callable[[np.ndarray], None]
 # run(flat codes, random bits or None, want_flags, generic, rand_check or None) -> (codes, flags or None)
 FastPath = Callable[..., "tuple[np.ndarray, np.ndarray | None]"]
 
-_NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2)
+_NARROW = (BF16, FP16, FP8_E4M3FN, FP8_E5M2, FP6_E3M2FN, FP6_E2M3FN, FP4_E2M1FN)
 _WIDEN = (BF16, FP16)
 _OVF_FLAGS = np.uint8(Flags.OVERFLOW | Flags.INEXACT)
 _DENSE = 4  # a chunk with more than 1/_DENSE of its elements outside the lane goes to the engine whole
@@ -81,7 +92,8 @@ def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | 
 
 # ---- FP32 -> BF16 / FP16 / E4M3FN / E5M2 -------------------------------------------------------------
 class _Narrow:
-    """FP32 -> a narrower float with the IEEE or FN encoding, every rounding mode and policy."""
+    """FP32 -> a narrower float with the IEEE or FN encoding, or none (FP6, FP4: saturating; a NaN gives the nan_to
+    value), every rounding mode and policy."""
 
     def __init__(self, dst: Format, pol: Policy) -> None:
         self.dst, self.pol = dst, pol
@@ -264,10 +276,11 @@ class _Narrow:
             if fl is not None:
                 fl[idx[zero]] = 0
         nan = mag > np.uint32(0x7F800000)
-        if nan.any():  # step 12: the canonical NaN; INVALID for a signalling one (quiet bit clear)
-            out[idx[nan]] = canonical_nan(self.dst)
+        if nan.any():  # step 12: the canonical NaN (nan_to without one); INVALID for a signalling one (quiet bit
+            out[idx[nan]] = _invalid_code(self.dst, self.pol)  # clear), and for every NaN where there is none
             if fl is not None:
-                fl[idx[nan]] = ((ui[nan] & np.uint32(0x00400000)) == 0).astype(np.uint8) * np.uint8(Flags.INVALID)
+                bad = ((ui[nan] & np.uint32(0x00400000)) == 0) | (not self.dst.has_nan)
+                fl[idx[nan]] = bad.astype(np.uint8) * np.uint8(Flags.INVALID)
         keep = ~(zero | nan)
         if self._tiny_lane(fl is not None):
             lo = self._lane(False)[0]
