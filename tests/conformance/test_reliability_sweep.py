@@ -135,7 +135,15 @@ def test_ctrl_c_stops_at_once_with_one_line(tmp_path, conv):
     try:
         t = time.monotonic()
         os.kill(p.pid, signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:     # say where it hangs: the main process's stack, its children
+            stack = Path(f"/proc/{p.pid}/stack")
+            where = stack.read_text() if stack.exists() else ""
+            p.kill()
+            out, err = p.communicate()
+            pytest.fail(f"still running 30 s after SIGINT; stderr: {err[-2000:]!r}; kernel stack: {where!r}; "
+                        f"children: {_children(p.pid)}")
         assert time.monotonic() - t < 15
         assert p.returncode == 130, err
         assert err.strip() == "numoracle: interrupted", err
