@@ -55,7 +55,6 @@ calls = jit.Calls()  # casts run by the kernel (the tests read calls.count)
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = jr.SR
 GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
-_BLOCK = 512                         # elements per block of the loops (jitround.store_block)
 HALF, HALF_DAZ = 1, 2                # FP16 codes widened to FP32 in the loop (_from_half), without or with daz
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
@@ -302,21 +301,14 @@ def _carries(a, e, neg, mode, P):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, buf, fbuf, P, mode, want, plain, kind, half):
-    """Blocks of buf.size elements: the words computed into buf (and fbuf), then stored into the narrower out (and
-    fl): the computing loop holds only words, so LLVM vectorises it at the words' width (a uint8 store in it
-    makes it take 4 times the lanes, and spill)."""
-    for b0 in range(0, src.size, buf.size):
-        m = min(buf.size, src.size - b0)
-        for j in range(m):
-            i = b0 + j
-            u = _from_half(src[i], P.sman, half == HALF_DAZ) if half else jr.widen(P.sman, src[i])
-            r = rnd[i] if mode == SR else jr.k(u, 0)
-            c, f = _one(u, r, mode, P, want, plain, kind)
-            buf[j] = c
-            if want:
-                fbuf[j] = f
-        jr.store_block(out, fl, buf, fbuf, b0, m, want)
+def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half):
+    for i in range(src.size):
+        u = _from_half(src[i], P.sman, half == HALF_DAZ) if half else jr.widen(P.sman, src[i])
+        r = rnd[i] if mode == SR else jr.k(u, 0)
+        c, f = _one(u, r, mode, P, want, plain, kind)
+        out[i] = c
+        if want:
+            fl[i] = f
 
 
 @cache
@@ -325,8 +317,8 @@ def _kernel(mode: int, want: bool, plain: bool, kind: int, half: int = 0):
     without daz), its variant a constant inside (numba freezes the closure's values; its disk cache keys on
     them): each compiled when first used."""
     @jit.njit
-    def kernel(src, rnd, out, fl, buf, fbuf, P):
-        _loop(src, rnd, out, fl, buf, fbuf, P, mode, want, plain, kind, half)
+    def kernel(src, rnd, out, fl, P):
+        _loop(src, rnd, out, fl, P, mode, want, plain, kind, half)
     return kernel
 
 
@@ -379,11 +371,6 @@ def _native(src, out, P):
         out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc(u), P.nanc)
 
 
-def _buffers(word, want_flags: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The loops' block buffers of words (codes, flags): 2 KiB each for uint32, in L1."""
-    return np.empty(_BLOCK, word), np.empty(_BLOCK if want_flags else 0, word)
-
-
 def _is_native(src: Format, dst: Format, pol) -> bool:
     """Is the hardware's conversion (_native) the cast? RNE with infinities past the range."""
     return (src, dst) in ((FP32, FP16), (FP64, FP32)) and pol.rounding is Rounding.NEAREST_EVEN and \
@@ -403,7 +390,7 @@ def run(step, flat: np.ndarray, want_flags: bool,
     fl = np.empty(flat.size if want_flags else 0, np.uint8)
     mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
     if dst.is_integer:
-        int_kernel(mode, bool(want_flags))(words, rnd, out, fl, *_buffers(word, want_flags), int_params(src, dst, pol))
+        int_kernel(mode, bool(want_flags))(words, rnd, out, fl, int_params(src, dst, pol))
         return out, (fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     half = 0
@@ -417,5 +404,5 @@ def run(step, flat: np.ndarray, want_flags: bool,
     kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept
         mode = {RNE: RNA, ODD: RTZ}.get(mode, mode)
-    _kernel(mode, bool(want_flags), plain, kind, half)(words, rnd, out, fl, *_buffers(word, want_flags), P)
+    _kernel(mode, bool(want_flags), plain, kind, half)(words, rnd, out, fl, P)
     return out, (fl if want_flags else None)

@@ -119,27 +119,22 @@ def _one(u, r, mode, P, want):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, buf, fbuf, P, mode, want):
-    """In blocks, as jitcast._loop: the words computed into buf, fbuf, then stored."""
-    for b0 in range(0, src.size, buf.size):
-        m = min(buf.size, src.size - b0)
-        for j in range(m):
-            i = b0 + j
-            u = jr.widen(P.sman, src[i])
-            r = rnd[i] if mode == jr.SR else jr.k(u, 0)
-            c, f = _one(u, r, mode, P, want)
-            buf[j] = c
-            if want:
-                fbuf[j] = f
-        jr.store_block(out, fl, buf, fbuf, b0, m, want)
+def _loop(src, rnd, out, fl, P, mode, want):
+    for i in range(src.size):
+        u = jr.widen(P.sman, src[i])
+        r = rnd[i] if mode == jr.SR else jr.k(u, 0)
+        c, f = _one(u, r, mode, P, want)
+        out[i] = c
+        if want:
+            fl[i] = f
 
 
 @cache
 def int_kernel(mode: int, want: bool):
     """The loop of one (mode, flags asked), compiled when first used (as jitcast._kernel)."""
     @jit.njit
-    def kernel(src, rnd, out, fl, buf, fbuf, P):
-        _loop(src, rnd, out, fl, buf, fbuf, P, mode, want)
+    def kernel(src, rnd, out, fl, P):
+        _loop(src, rnd, out, fl, P, mode, want)
     return kernel
 
 

@@ -40,8 +40,8 @@ from . import jit
 from .formats import Format
 from .policy import Overflow
 
-__all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_shift", "store_block", "outside",
-           "round_value", "SR",
+__all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_shift", "outside", "round_value",
+           "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
            "magnitude",
            "as_bits", "as_value", "nonzero", "like"]
@@ -291,17 +291,6 @@ def round_shift(x, sh, neg, mode, P, r, full):
         away = neg if mode == DOWN else xor(neg, one)
         return shr(add(x, and_(mask, sub(k(x, 0), away))), sh)
     return or_(shr(x, sh), above(and_(x, mask), k(x, 0)))   # ODD
-
-
-@jit.njit(inline="always")
-def store_block(out, fl, buf, fbuf, b0, m, want):
-    """out[b0:b0 + m] = buf[:m] (and fl from fbuf where ``want``), each word truncated to the output's type: the
-    casts' blocks (core/jitcast.py) computed on words, stored narrow in loops of their own."""
-    for j in range(m):
-        out[b0 + j] = buf[j]
-    if want:
-        for j in range(m):
-            fl[b0 + j] = fbuf[j]
 
 
 @jit.njit(inline="always")
