@@ -100,10 +100,10 @@ def natives(src: str, dst: str) -> dict:
         return out
     torch.set_num_threads(1)
     td = getattr(torch, _TORCH.get(dst, "none"), None)
-    if td is not None and src in _TORCH:
+    if td is not None and src in ("fp32", "fp64"):
         out["torch"] = lambda x, td=td: torch.from_numpy(x).to(td)
-    elif td is not None and src in ("bf16", "fp16"):
-        tsrc = getattr(torch, _TORCH[src] if src in _TORCH else {"bf16": "bfloat16", "fp16": "float16"}[src])
+    elif td is not None and src in ("bf16", "fp16"):  # the codes, viewed as torch's dtype
+        tsrc = getattr(torch, _TORCH[src])
         out["torch"] = lambda x, td=td, tsrc=tsrc: torch.from_numpy(x.view(np.int16)).view(tsrc).to(td)
     return out
 

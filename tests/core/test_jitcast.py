@@ -9,7 +9,7 @@ tininess, on boundary values (ties and their neighbours, the subnormal range and
 threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
 Integers (core/jitcastint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
 nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination
-(FP16 to BF16, E8M0 and FNUZ E5M2 through FP32 words).
+(FP16 to BF16, E8M0 and FNUZ E5M2, BF16 to FP16 and TF32, through FP32 words).
 """
 
 from __future__ import annotations
@@ -162,6 +162,7 @@ def test_what_the_kernel_leaves_to_the_numpy_paths():
     assert not jitcast.covers(CastStep(FP32, FP32, resolve_policy(FP32, "rne", None, None, False, False, None)))
     for src in (FP16, BF16):                                              # exact widening: the numpy lanes
         assert not jitcast.covers(CastStep(src, FP32, resolve_policy(FP32, "rne", None, None, False, False, None)))
+    assert not jitcast.covers(CastStep(FP64, FP64, resolve_policy(FP64, "rne", None, None, False, False, None)))
     m0 = no.Format.fn(4, 0)                                               # 1-bit significands with subnormals
     assert not jitcast.covers(CastStep(FP32, m0, resolve_policy(m0, "rne", None, None, False, False, None)))
     raise_nan = resolve_policy(no.FP4_E2M1FN, "rne", None, "raise", False, False, None)

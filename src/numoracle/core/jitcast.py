@@ -26,7 +26,8 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
 conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
 core/jitcastint.py's. FP16 sources whose destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2)
-are widened to FP32 in the loop first (exactly: ``_from_half``).
+are widened to FP32 in the loop first (exactly: ``_from_half``), and BF16 sources to a wider significand
+(FP16, TF32) too (the code shifted up).
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
@@ -56,6 +57,7 @@ RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.
 SR = jr.SR
 GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
 HALF, HALF_DAZ = 1, 2                # FP16 codes widened to FP32 in the loop (_from_half), without or with daz
+BF16_WORDS = 3                       # BF16 codes widened to FP32 in the loop (their daz is FP32's)
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -130,11 +132,12 @@ def covers(step) -> bool:
 def _route(src: Format, dst: Format) -> Format | None:
     """The source whose words the float kernel rounds: src itself where the destination's smallest normal lies in
     its normal range (e0 >= 1; zero-less formats: e0 >= 0, _zeroless) and m >= 1 with subnormals (a 1-bit
-    significand's parity is not its code's); else FP32 for FP16 sources (widened exactly in the loop); else None."""
+    significand's parity is not its code's); else FP32 for FP16 and BF16 sources (widened exactly in the loop);
+    else None."""
     def direct(s: Format) -> bool:
         e0 = _source_e0(s, dst)
         return dst.man_bits < s.man_bits and (e0 >= 1 and dst.man_bits >= 1 if dst.has_subnormals else e0 >= 0)
-    return src if direct(src) else FP32 if src == FP16 and direct(FP32) else None
+    return src if direct(src) else FP32 if src in (FP16, BF16) and direct(FP32) else None
 
 
 def params(src: Format, dst: Format, pol) -> Cast:
@@ -303,7 +306,12 @@ def _carries(a, e, neg, mode, P):
 @jit.njit(inline="always")
 def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half):
     for i in range(src.size):
-        u = _from_half(src[i], P.sman, half == HALF_DAZ) if half else jr.widen(P.sman, src[i])
+        if half == BF16_WORDS:            # BF16 is FP32's top half
+            u = jr.shl(jr.widen(P.sman, src[i]), jr.k(P.sman, 16))
+        elif half:
+            u = _from_half(src[i], P.sman, half == HALF_DAZ)
+        else:
+            u = jr.widen(P.sman, src[i])
         r = rnd[i] if mode == SR else jr.k(u, 0)
         c, f = _one(u, r, mode, P, want, plain, kind)
         out[i] = c
@@ -394,11 +402,12 @@ def run(step, flat: np.ndarray, want_flags: bool,
         return out, (fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     half = 0
-    if _route(src, dst) != src:               # FP16 through FP32 words: daz is the widening's
+    if _route(src, dst) != src and src == BF16:   # BF16 through FP32 words (the same subnormals: daz as FP32's)
+        src, half = FP32, BF16_WORDS
+    elif _route(src, dst) != src:                 # FP16 through FP32 words: daz is the widening's
         src, half, pol = FP32, HALF_DAZ if pol.daz else HALF, replace(pol, daz=False)
-        word = np.uint32
     P = params(src, dst, pol)
-    if not want_flags and plain and _is_native(src, dst, pol):
+    if not want_flags and plain and not half and _is_native(src, dst, pol):
         _native(words, out, P)
         return out, None
     kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
