@@ -58,7 +58,7 @@ def conv(tmp_path, monkeypatch):
 def _env(tmp_path: Path) -> dict:
     (tmp_path / "marks").mkdir(exist_ok=True)
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), SRC]),
-            "NUMORACLE_TEST_HANG_MARKS": str(tmp_path / "marks")}
+            "NUMORACLE_TEST_HANG_MARKS": str(tmp_path / "marks"), "PYTHONFAULTHANDLER": "1"}
 
 
 def _children(pid: int) -> set[int]:
@@ -88,10 +88,19 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _interactive_sigint() -> None:
+    """In the child before exec: Ctrl-C as in a terminal. A test run started in the background (``cmd &`` in a
+    script, nohup) ignores SIGINT, and a child inherits that: Python then installs no KeyboardInterrupt handler
+    and no Ctrl-C can reach the sweep (seen: SigIgn bit 2 set in both processes)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start_hanging_sweep(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     cmd = [sys.executable, "-m", "numoracle", "sweep", "fp16", "fp8_e4m3fn", "--against", "noconv:hang",
            "--workers", "2", "--chunk", "8192", "--no-progress"]
-    p = subprocess.Popen(cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_interactive_sigint)
     deadline = time.monotonic() + 180                          # a loaded machine starts workers slowly
     marks = tmp_path / "marks"
     while time.monotonic() < deadline and len(list(marks.iterdir())) < 2:   # both workers in the converter
@@ -140,9 +149,16 @@ def test_ctrl_c_stops_at_once_with_one_line(tmp_path, conv):
         except subprocess.TimeoutExpired:     # say where it hangs: the main process's stack, its children
             stack = Path(f"/proc/{p.pid}/stack")
             where = stack.read_text() if stack.exists() else ""
-            p.kill()
-            out, err = p.communicate()
-            pytest.fail(f"still running 30 s after SIGINT; stderr: {err[-2000:]!r}; kernel stack: {where!r}; "
+            sig = {who: [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("Sig")]
+                   for who, pid in (("sweep", p.pid), ("pytest", os.getpid()))}
+            where += f"; signal masks: {sig}"
+            os.kill(p.pid, signal.SIGABRT)                 # faulthandler: every thread's Python stack on stderr
+            try:
+                out, err = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            pytest.fail(f"still running 30 s after SIGINT; stderr: {err[-6000:]}; kernel stack: {where!r}; "
                         f"children: {_children(p.pid)}")
         assert time.monotonic() - t < 15
         assert p.returncode == 130, err
