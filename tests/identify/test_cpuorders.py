@@ -29,6 +29,15 @@ def _chain(lo, hi):
     return s
 
 
+def _slices_in_order(sizes):
+    """The text of consecutive slices, each a chain from its first term, their sums added in order."""
+    starts = np.cumsum([0] + sizes)
+    text = _chain(0, sizes[0])
+    for lo, hi in zip(starts[1:-1], starts[2:]):
+        text = f"({text}+{_chain(int(lo), int(hi))})"
+    return text
+
+
 def _same(order, tree, draws=4):
     rng = np.random.default_rng(3)
     shape = (draws * 8, tree.n)
@@ -45,11 +54,7 @@ def test_vector_cascade_is_torchs_revealed_tree(n):
                                           (130, [17, 32, 32, 32, 17]), (1000, [20] + [32] * 30 + [20])])
 def test_xla_chunks_as_revealed(n, sizes):
     assert xla_chunk_sizes(n, 32) == sizes
-    starts = np.cumsum([0] + sizes)
-    text = _chain(0, sizes[0])
-    for lo, hi in zip(starts[1:-1], starts[2:]):
-        text = f"({text}+{_chain(int(lo), int(hi))})"
-    _same(O.XlaChunks(), O.TreeOrder.from_text(text))
+    _same(O.XlaChunks(), O.TreeOrder.from_text(_slices_in_order(sizes)))
 
 
 def test_xla_chunks_chunk_their_sums_again():
@@ -113,11 +118,7 @@ def test_xla_scan_as_revealed():
 def test_goto_blocks_as_revealed(K, sizes):
     # torch.mm on this machine's CPU: chains over K blocks, each from +0, added in order (reveal_order's trees)
     assert goto_blocks(K, 384) == sizes
-    starts = np.cumsum([0] + sizes)
-    text = _chain(0, sizes[0])
-    for lo, hi in zip(starts[1:-1], starts[2:]):
-        text = f"({text}+{_chain(int(lo), int(hi))})"
-    _same(O.GotoBlocks(384), O.TreeOrder.from_text(text), draws=1)
+    _same(O.GotoBlocks(384), O.TreeOrder.from_text(_slices_in_order(sizes)), draws=1)
 
 
 @pytest.mark.parametrize(("make", "msg"), [

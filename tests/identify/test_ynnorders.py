@@ -80,23 +80,21 @@ def _data(n, m=6, seed=0):
     return x.astype(F)
 
 
-@pytest.mark.parametrize("n", [1, 4, 5, 17, 255, 256, 257, 512, 777, 1024, 1300, 4099])
-def test_kn_is_the_transcribed_kernel(n):
-    x = _data(n, seed=n)
-    got = no.simulate("sum", x, order=O.YnnSum("kn"))
-    np.testing.assert_array_equal(got, [ref_kn(r) for r in x])
-    split = no.simulate("sum", x, order=O.YnnSum("kn", split=300))
-    np.testing.assert_array_equal(split, [ref_kn(np.array([ref_kn(r[s:s + 300]) for s in range(0, n, 300)], F))
-                                          for r in x])
+KN_SIZES = [1, 4, 5, 17, 255, 256, 257, 512, 777, 1024, 1300, 4099]
+K1_SIZES = [1, 63, 64, 65, 255, 256, 1000, 1024, 1025, 2100, 5000]
 
 
-@pytest.mark.parametrize("n", [1, 63, 64, 65, 255, 256, 1000, 1024, 1025, 2100, 5000])
-def test_k1_is_the_transcribed_kernel(n):
+@pytest.mark.parametrize(("layout", "n", "split"), [("kn", n, 300) for n in KN_SIZES] +
+                         [("k1", n, 700) for n in K1_SIZES])
+def test_the_transcribed_kernel(layout, n, split):
+    """YnnSum against the kernel transcribed step by step (ref_kn / ref_k1), whole and split into pieces of
+    ``split`` whose sums the same kernel adds."""
+    ref = {"kn": ref_kn, "k1": ref_k1}[layout]
     x = _data(n, seed=n)
-    got = no.simulate("sum", x, order=O.YnnSum("k1"))
-    np.testing.assert_array_equal(got, [ref_k1(r) for r in x])
-    split = no.simulate("sum", x, order=O.YnnSum("k1", split=700))
-    np.testing.assert_array_equal(split, [ref_k1(np.array([ref_k1(r[s:s + 700]) for s in range(0, n, 700)], F))
+    got = no.simulate("sum", x, order=O.YnnSum(layout))
+    np.testing.assert_array_equal(got, [ref(r) for r in x])
+    parts = no.simulate("sum", x, order=O.YnnSum(layout, split=split))
+    np.testing.assert_array_equal(parts, [ref(np.array([ref(r[s:s + split]) for s in range(0, n, split)], F))
                                           for r in x])
 
 
