@@ -62,14 +62,12 @@ def _plain_first(ranked: list[Candidate]) -> list[Candidate]:
         inner = c.order.inner if isinstance(c.order, Promoted) else c.order
         return inner, c.acc, c.operands
     plain = {family(c): c for c in ranked if not isinstance(c.order, Promoted)}
-    out: list[Candidate] = []
+    out: dict[tuple, Candidate] = {}            # by key, in the new order
     for c in ranked:
         u = plain.pop(family(c), None) if isinstance(c.order, Promoted) else None
-        if u is not None:
-            out.append(u)
-        if c not in out:
-            out.append(c)
-    return out
+        for v in ([u] if u is not None else []) + [c]:
+            out.setdefault(v.key, v)
+    return list(out.values())
 
 
 class _Search:
