@@ -191,11 +191,7 @@ def _one(u, r, mode, P, want, plain, kind):
     zero, one = jr.k(u, 0), jr.k(u, 1)
     ones = jr.sub(zero, one)
     # 1. the magnitude and its exponent field; daz reads a subnormal source as zero
-    a = jr.and_(u, P.magmask)
-    neg = jr.shr(u, P.top)
-    if not plain:
-        a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
-    e = jr.shr(a, P.sman)
+    a, neg, e = jr.source_parts(u, P, not plain)
     # 2. the word and its shift
     if kind == FIXED:                                           # c = 1
         x, sh, full = a, P.s, P.s
@@ -255,11 +251,7 @@ def _zeroless(u, r, mode, P, want):
     subnormal of exponent emin has its top bit moved up; rounded at s. Values below 2^emin give code 0 in every
     mode (UNDERFLOW | INEXACT); zeros, negative values and NaNs the NaN (INVALID, but for a quiet NaN)."""
     zero, one = jr.k(u, 0), jr.k(u, 1)
-    ones = jr.sub(zero, one)
-    a = jr.and_(u, P.magmask)
-    neg = jr.shr(u, P.top)
-    a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
-    e = jr.shr(a, P.sman)
+    a, neg, e = jr.source_parts(u, P, True)
     mant = jr.and_(a, P.submax)
     x = jr.zero_or(e, jr.and_(jr.shl(mant, one), P.submax), jr.sub(a, jr.shl(P.e0, P.sman)))
     under = jr.above(P.e0, e)

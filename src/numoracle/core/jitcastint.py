@@ -81,12 +81,8 @@ def int_params(src, dst, pol) -> IntCast:
 def _one(u, r, mode, P, want):
     """The code and flags (words) of the source code u (module docstring, steps 1-6)."""
     zero, one = jr.k(u, 0), jr.k(u, 1)
-    ones = jr.sub(zero, one)
     # 1. the magnitude, its exponent and significand
-    a = jr.and_(u, P.magmask)
-    neg = jr.shr(u, P.top)
-    a = jr.and_(a, jr.xor(ones, jr.and_(P.daz, jr.sub(zero, jr.above(jr.add(P.submax, one), a)))))
-    e = jr.shr(a, P.sman)
+    a, neg, e = jr.source_parts(u, P, True)
     e1 = jr.umax(e, one)
     sig = jr.or_(jr.and_(a, P.submax), jr.zero_or(e, zero, jr.shl(one, P.sman)))
     # 2. the integer: shifted up (exact, low 64 bits) or rounded at sh

@@ -265,6 +265,18 @@ def round_bits(b, mode, g):
 
 
 @jit.njit(inline="always")
+def source_parts(u, P, daz):
+    """Step 1 of the casts (core/jitcast.py, jitcastint.py): the source word u's magnitude a, sign bit neg and
+    exponent field e; where ``daz`` (compiled in) and P.daz (all ones), a subnormal source reads as zero."""
+    zero, one = k(u, 0), k(u, 1)
+    a = and_(u, P.magmask)
+    neg = shr(u, P.top)
+    if daz:
+        a = and_(a, xor(sub(zero, one), and_(P.daz, sub(zero, above(add(P.submax, one), a)))))
+    return a, neg, shr(a, P.sman)
+
+
+@jit.njit(inline="always")
 def round_shift(x, sh, neg, mode, P, r, full):
     """The word x rounded at bit sh (one per element, up to P.shcap) by mode: the kept part, a carry included;
     neg: 1 for negative values. The casts' step (core/jitcast.py, jitcastint.py): the increments of
