@@ -44,7 +44,7 @@ __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_
            "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
            "magnitude",
-           "as_bits", "as_value", "nonzero", "like"]
+           "as_bits", "as_value", "nonzero", "like", "wide_vectors"]
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = max(jit.MODE_CODES.values()) + 1   # round_shift's own: stochastic rounding, random bits per element
@@ -134,6 +134,20 @@ def magnitude(typingctx, b):
     if isinstance(b, types.Integer):
         return b(b), lambda c, bld, sig, args: bld.and_(args[0], ir.Constant(args[0].type, (1 << (b.bitwidth - 1)) - 1))
     return None
+
+
+@intrinsic
+def wide_vectors(typingctx):
+    """Ask LLVM for 512-bit vectors in the calling kernel: the function attribute "prefer-vector-width"="512"
+    on the function being compiled (called first in a kernel whose loops should vectorise at full width).
+    LLVM's default tuning for AVX-512 CPUs keeps 256-bit vectors; the attribute changes only the functions
+    that carry it, not numba's other code in the process, and does nothing on CPUs without AVX-512. A
+    kernel's non-inlined callees vectorise in their own functions, so each loop's function calls this."""
+    def codegen(context, builder, sig, args):
+        # llvmlite's AttributeSet takes only enum attributes; a string attribute is written out verbatim
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+    return types.none(), codegen
 
 
 _WORD = {types.float32: (types.uint32, ir.IntType(32)), types.float64: (types.uint64, ir.IntType(64))}

@@ -77,6 +77,7 @@ def block_scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_
     product != 0; Ep = floor(log2 amax), raised to the max raw label for subnormal inputs; Ec = c's
     exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 & (c = 0 | raw >= Ec);
     E = max(Ep, Ec) with both, else the one present."""
+    jr.wide_vectors()
     for j in range(amax_b.size):
         ab, raw, cbits = amax_b[j], np.int64(lmax[j]), cb[c0 + j]
         has_p = ab != 0                                       # amax >= 0: +0 has all bits 0
@@ -95,6 +96,7 @@ def block_scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_
 def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
     """Step 1 for output row i: max |t| and the max raw label over the block's terms ks (+ the IEEE sum of
     the terms, in order, when the inputs hold inf / NaN)."""
+    jr.wide_vectors()
     amax[:] = 0.0
     lmax[:] = -(1 << 30)
     fsum[:] = -0.0
@@ -115,6 +117,7 @@ def block_pass2(a, b, i, ks, j0, j1, scw, S, sticky):
     """Step 3 for output row i: S = the sum of trunc(t * scale) (exact: integers below 2^53, or below 2^24
     for a float32 S). With a sticky bit, 2 trunc(Y) + sign(Y) when bits were shifted out: Y - trunc(Y)
     is exact and has Y's sign then, 0 otherwise."""
+    jr.wide_vectors()
     S[:] = 0.0
     for kk in range(ks.size):
         k = ks[kk]
@@ -136,6 +139,7 @@ def block_others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim):
     order, then c), a zero sum +0, the rest the kernels' rounding of a whole value (core/jitround.round_value:
     the subnormal grid, the overflow policy, K&M's infinities; inputs with inf / NaN: every output of the
     row, as only their sum tells)."""
+    jr.wide_vectors()
     for j in range(vb.size):
         o = base + j
         if finite and jr.outside(vb[j], g) <= g.span:
@@ -160,6 +164,7 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
     lanes; the scale is then clamped at ``clamp`` = 2^127 as block_fma does); S (nj,): the block sums'
     buffer, float32 only where simulate's _block32 holds (the block sums are exact in float32 too).
     """
+    jr.wide_vectors()
     w = tids.shape[0]
     nj = j1 - j0
     B = (i1 - i0) * nj

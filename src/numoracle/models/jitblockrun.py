@@ -30,6 +30,7 @@ _ROWS = 16        # rows i per tile
 def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
     """Steps 4-5 for one row: v = (S + trunc(c * scale)) / scale into vbuf, its normal-range rounding into
     nxt (bits); returns how many v lie outside the normal range."""
+    jr.wide_vectors()
     for j in range(vbuf.size):
         yc = cur[j] * scale[j]
         tc = np.trunc(yc)
@@ -65,6 +66,7 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
     the maxima, the first four set them (|t| >= 0 and the labels are above the start values). With inf /
     NaN among the inputs every output is decided by that sum instead (``block_others``), so how a NaN
     product meets the maximum does not matter."""
+    jr.wide_vectors()
     n = t1 - t0
     q4 = ks.size - ks.size % 4
     if q4 == 0:
@@ -110,6 +112,7 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
     n 2^(F + 2) <= 2^31, so the sums are exact in any order; all inputs finite): S = the sum of
     trunc(t * scale), the truncation and the conversion one instruction (float to int conversion rounds
     toward zero); four terms meet in registers before each read and write of S."""
+    jr.wide_vectors()
     n = t1 - t0
     q4 = ks.size - ks.size % 4
     if q4 == 0:
@@ -143,6 +146,7 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sti
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
     so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
     tile's accumulators (two buffers: c and the block's output) stay in cache."""
+    jr.wide_vectors()
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj

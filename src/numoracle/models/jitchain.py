@@ -138,6 +138,7 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
 
 @jit.njit
 def _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+    jr.wide_vectors()
     return _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
 
 
@@ -146,6 +147,7 @@ def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
     """``_tile_loop`` with a constant mode for RNE and the plain float32 add (branch-free loops that vectorise);
     the other modes and fma=False (rterm) share one loop that branches on them, so that numba compiles
     three loops instead of fourteen (the compile time is the first call's)."""
+    jr.wide_vectors()
     if rterm or (mode != _RNE and mode != _HW and mode != _FMA):
         return _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
     if mode == _RNE:
