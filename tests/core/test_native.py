@@ -485,3 +485,28 @@ def test_exact_float64_reads_narrow_formats_through_decodes_own_table():
         assert not value_table(f).flags.writeable
     with pytest.raises(ValueError, match="at most 16 bits"):
         value_table(no.FP32)
+
+
+def test_exact_float32_reads_the_same_values_in_half_the_memory():
+    """exact_float32: for float16 / float32 arrays and formats of <= 16 bits that fit FP32, exact_float64's values
+    as float32 (every code; NaN only as NaN); None for formats that do not fit (float64, FP6 fits, int8 does not)."""
+    import ml_dtypes
+
+    from numoracle.core.inputs import exact_float32, exact_float64, fits_fp32
+
+    for dt in (np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+               ml_dtypes.float8_e8m0fnu, ml_dtypes.float6_e2m3fn, ml_dtypes.float4_e2m1fn):
+        n = 1 << (8 * np.dtype(dt).itemsize)
+        x = np.arange(n, dtype=np.uint64).astype(np.uint8 if n == 256 else np.uint16).view(dt)   # every code
+        v32, f = exact_float32(x, "x")
+        v64, f64 = exact_float64(x, "x")
+        assert v32.dtype == np.float32 and f == f64 and fits_fp32(f), dt
+        nan = np.isnan(v64)
+        assert np.array_equal(np.isnan(v32), nan), dt
+        assert np.array_equal(v32[~nan].astype(np.float64).view(np.uint64), v64[~nan].view(np.uint64)), dt
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    v, f = exact_float32(x, "x")
+    assert v is not x and np.array_equal(v, x) and f == no.FP32
+    for y in (x.astype(np.float64), np.arange(-128, 128, dtype=np.int8)):
+        assert exact_float32(y, "y")[0] is None
+    assert not fits_fp32(no.FP64) and not fits_fp32(no.format_of("int8"))

@@ -18,7 +18,7 @@ from .convert import cast, decode
 from .formats import AnyFormat, format_of
 from .interop import to_codes
 
-__all__ = ["exact_float64", "values_in", "value_table"]
+__all__ = ["exact_float64", "exact_float32", "values_in", "value_table", "fits_fp32"]
 
 
 @lru_cache(maxsize=64)
@@ -29,6 +29,37 @@ def value_table(fmt: AnyFormat) -> np.ndarray:
     v = decode(np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype), fmt).astype(np.float64)
     v.flags.writeable = False             # integers of <= 16 bits are exact in float64
     return v
+
+
+def fits_fp32(fmt: AnyFormat) -> bool:
+    """Is every value of the float format fmt an FP32 number (p <= 24, its smallest subnormal at or above
+    2^-149, emax <= 127)? Its values are then exact as float32."""
+    return (not fmt.is_integer and fmt.precision <= 24 and fmt.emin - fmt.man_bits >= -149
+            and fmt.emax <= 127)
+
+
+@lru_cache(maxsize=64)
+def _table32(fmt: AnyFormat) -> np.ndarray:
+    v = value_table(fmt).astype(np.float32)   # exact: only for formats that fit FP32 (NaNs as float32 reads them)
+    v.flags.writeable = False
+    return v
+
+
+def exact_float32(x: Any, name: str) -> tuple[np.ndarray | None, AnyFormat]:
+    """``(values, format)`` as ``exact_float64`` reads them, but as float32: the same values in half the memory
+    (a NaN is a float32 NaN; its payload may differ from the float64 reading's), for float16 / float32 arrays
+    and formats of <= 16 bits that fit FP32 (``fits_fp32``); ``(None, format)`` for any other input."""
+    if isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float16):
+        return (x.copy() if x.dtype == np.float32 else x.astype(np.float32)), format_of(x.dtype)
+    if isinstance(x, np.ndarray) and x.dtype == np.float64:
+        return None, format_of(x.dtype)
+    try:
+        codes, fmt = to_codes(x)
+    except TypeError as e:
+        raise TypeError(f"{name}: {e}") from None
+    if fmt.bits <= 16 and fits_fp32(fmt):
+        return np.take(_table32(fmt), np.asarray(codes)), fmt
+    return None, fmt
 
 
 def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..core.formats import FP32, Format
-from ..core.inputs import exact_float64
+from ..core.inputs import exact_float32, exact_float64
 from .accumulate import native_fp32_ok, triple
 
 _OPS = ("sum", "dot", "matmul")
@@ -22,16 +22,20 @@ def triple_fits(src: tuple, dst: tuple) -> bool:
     return src[0] <= dst[0] and src[1] >= dst[1] and src[2] <= dst[2]
 
 
-def _exact(x: Any, what: str) -> tuple[np.ndarray, Format]:
-    v, fmt = exact_float64(x, what)
-    if not isinstance(fmt, Format):
-        raise TypeError(f"{what} has integer format {fmt.name}; simulate models floating-point accumulation")
-    return v, fmt
+class _Stats(NamedTuple):
+    q: int           # the finite nonzero values are multiples of 2^q ...
+    h: int           # ... and below 2^h
+    sub: bool        # some value is below the format's smallest normal
+    finite: bool     # no inf or NaN among the values
 
 
-def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool, bool]:
-    """(q, h, subnormals, finite): the finite nonzero values are multiples of 2^q and below 2^h; finite:
-    no inf or NaN among the values.
+# float bits by word: (signed word, magnitude mask, the infinity's pattern, unsigned word, float)
+_WORDS = {np.dtype(np.float64): (np.int64, _MAG, _INF, np.uint64, np.float64),
+          np.dtype(np.float32): (np.int32, 0x7FFF_FFFF, 0x7F80_0000, np.uint32, np.float32)}
+
+
+def _stats(v: np.ndarray, fmt: Format) -> _Stats:
+    """The values' _Stats (float64 or float32 v).
 
     q = floor(log2 min|v|) - (p - 1), floored at the format's quantum: a value with at most p
     significant bits has its lowest bit at or above floor(log2|v|) - (p - 1). min and max are read on
@@ -39,46 +43,92 @@ def _stats(v: np.ndarray, fmt: Format) -> tuple[int, int, bool, bool]:
     is max |v| over the finite values, and the smallest pattern - 1 as an unsigned word (a zero's wraps
     around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
     """
-    bits = np.ascontiguousarray(v).reshape(-1).view(np.int64)
+    word, mag, inf, uword, flt = _WORDS[v.dtype]
+    bits = np.ascontiguousarray(v).reshape(-1).view(word)
     top, low, finite = 0, 1 << 64, True
     for i in range(0, bits.size, _BLOCK):       # blocks that stay in cache (no array-sized temporaries)
-        b = bits[i:i + _BLOCK] & _MAG
+        b = bits[i:i + _BLOCK] & mag
         t = int(b.max())
-        if t >= _INF:                           # inf / NaN among them: the largest finite pattern
-            t, finite = int(b.max(where=b < _INF, initial=0)), False
+        if t >= inf:                            # inf / NaN among them: the largest finite pattern
+            t, finite = int(b.max(where=b < inf, initial=0)), False
         b -= 1
-        top, low = max(top, t), min(low, int(b.view(np.uint64).min()) + 1)
-    if top == 0 or low >= _INF:                 # no finite nonzero value (or no value)
-        return 10**6, -(10**6), False, finite
-    mn, mx = (float(np.int64(w).view(np.float64)) for w in (low, top))
+        top, low = max(top, t), min(low, int(b.view(uword).min()) + 1)
+    if top == 0 or low >= inf:                  # no finite nonzero value (or no value)
+        return _Stats(10**6, -(10**6), False, finite)
+    mn, mx = (float(word(w).view(flt)) for w in (low, top))
     q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
-    return q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite
+    return _Stats(q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite)
+
+
+def _exact(x: Any, what: str) -> tuple[np.ndarray, Format, _Stats]:
+    """An input's exact values, format and _Stats: float32 values where its format fits FP32 and every value is
+    finite (half the memory and no float64 copy: the kernels read float32), else float64."""
+    v, fmt = exact_float32(x, what)
+    if v is not None and isinstance(fmt, Format):
+        st = _stats(v, fmt)
+        if st.finite:
+            return v, fmt, st
+    v, fmt = exact_float64(x, what)             # (NaN / inf: the float64 reading's NaNs, as always)
+    if not isinstance(fmt, Format):
+        raise TypeError(f"{what} has integer format {fmt.name}; simulate models floating-point accumulation")
+    return v, fmt, _stats(v, fmt)
+
+
+# the top 16 bits of float bits by word: (their index in uint16 views, exponent mask, shift, bias)
+_TOP16 = {np.dtype(np.float64): (3 if sys.byteorder == "little" else 0, 4, 0x7FF0, 4, 1023),
+          np.dtype(np.float32): (1 if sys.byteorder == "little" else 0, 2, 0x7F80, 7, 127)}
 
 
 def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
     """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros _ZERO_LABEL; inf/NaN 0 (unused).
 
-    floor(log2|v|) of a normal float64 is its biased exponent field - 1023; a subnormal float64's field
-    (0) gives -1023, below every format's emin (>= -1022 here), so the clamp gives emin as for its
-    true exponent."""
+    floor(log2|v|) of a normal float is its biased exponent field - bias; a subnormal float's field (0) gives
+    1 - bias - 1, below the emin of every format held in that float (float64: >= -1022 here; float32: the
+    formats that fit FP32), so the clamp gives emin as for its true exponent."""
     if fmt.emin < -1022:                        # (no format simulate takes: its values are normal float64)
         fin = np.isfinite(v) & (v != 0)
         e = np.frexp(np.where(fin, v, 1.0))[1] - 1
         return np.where(v == 0, _ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
     v = np.ascontiguousarray(v)
-    top = v.view(np.uint16)[..., 3::4] if sys.byteorder == "little" else v.view(np.uint16)[..., 0::4]
-    e = top & 0x7FF0                            # the top 16 bits: sign, exponent field, 4 fraction bits
-    e >>= 4
+    at, step, mask, shift, bias = _TOP16[v.dtype]
+    e = v.view(np.uint16)[..., at::step] & mask    # the top 16 bits: sign, exponent field, fraction bits
+    e >>= shift
     e = e.view(np.int16)
-    e -= 1023
-    zeros = e.size and e.min() == -1023         # zeros (or float64 subnormals: emin after the clamp)
-    special = e.size and e.max() == 1024        # inf / NaN
-    marks = (e == -1023) & (v == 0) if zeros else None, e == 1024 if special else None
+    e -= bias
+    zeros = e.size and e.min() == -bias         # zeros (or subnormals: emin after the clamp)
+    special = e.size and e.max() == bias + 1    # inf / NaN
+    marks = (e == -bias) & (v == 0) if zeros else None, e == bias + 1 if special else None
     np.maximum(e, fmt.emin, out=e)
     for m, label in zip(marks, (_ZERO_LABEL, 0)):
         if m is not None:
             e[m] = label
     return e
+
+
+class _Exact:
+    """One input's exact values (as the kernels read them, transposed where they do): float64 and float32, each
+    made from the other on first use and kept (views of a source share it). float32 only for formats that
+    fit FP32 (simulate's float32 paths ask for it only then)."""
+
+    __slots__ = ("held", "_f64", "_f32")
+
+    def __init__(self, v: np.ndarray):
+        self.held = v                           # the one read (float32 or float64)
+        self._f64 = v if v.dtype == np.float64 else None
+        self._f32 = v if v.dtype == np.float32 else None
+
+    @property
+    def f64(self) -> np.ndarray:
+        if self._f64 is None:
+            self._f64 = self._f32.astype(np.float64)      # exact widening
+        return self._f64
+
+    def make_f32(self) -> np.ndarray:
+        if self._f32 is None:
+            self._f32 = self._f64.astype(np.float32)      # exact: the format fits FP32
+        return self._f32
+
+    f32 = property(make_f32)
 
 
 class _Source:
@@ -95,6 +145,10 @@ class _Source:
         has gradual underflow here: float32 multiplication then gives the terms exactly."""
         return native_fp32_ok() and self.inputs_fit_fp32 and triple_fits(self.info(), FP32_TRIPLE)
 
+    def prepare_f32(self):
+        for e in self._values:                  # (views share them: made once either way)
+            e.make_f32()
+
     def view(self, lo, hi):
         s = object.__new__(type(self))
         s.__dict__.update(self.__dict__, lo=lo, hi=hi)
@@ -102,18 +156,19 @@ class _Source:
 
 
 class _SumSource(_Source):
+    xt = property(lambda s: s._x.f64)           # (K, batch)
+    xt32 = property(lambda s: s._x.f32)
+
     def __init__(self, x: np.ndarray, fmt: Format, q: int, h: int):
-        self.xt = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)      # (K, batch)
+        self._x = _Exact(np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T))
+        self._values = (self._x,)
         self.fmt = fmt
-        self.units = self.xt.shape[1]
+        self.units = self._x.held.shape[1]
         self.p, self.q, self.h = fmt.precision, q, h
         self.lo, self.hi = 0, self.units
 
     def prepare_labels(self):
-        self.lt = _labels(self.xt, self.fmt)
-
-    def prepare_f32(self):
-        self.xt32 = self.xt.astype(np.float32)      # exact: only called when the format fits FP32
+        self.lt = _labels(self._x.held, self.fmt)
 
     def terms(self, ids):
         return self.xt[ids, self.lo:self.hi]
@@ -134,18 +189,19 @@ class _SumSource(_Source):
 class MatSource(_Source):
     """Terms t[k] of output (i, j): A[i, k] * B[k, j], exact in float64 (checked by the caller)."""
 
+    at, b = property(lambda s: s._a.f64), property(lambda s: s._b.f64)     # (K, m), (K, n)
+    at32, b32 = property(lambda s: s._a.f32), property(lambda s: s._b.f32)
+
     def __init__(self, a, b, fa, fb, p, q, h):
-        self.at, self.b = np.ascontiguousarray(a.T), np.ascontiguousarray(b)    # (K, m), (K, n)
+        self._a, self._b = _Exact(np.ascontiguousarray(a.T)), _Exact(np.ascontiguousarray(b))
+        self._values = (self._a, self._b)
         self.fa, self.fb = fa, fb
-        self.units, self.unit = self.at.shape[1], self.b.shape[1]
+        self.units, self.unit = self._a.held.shape[1], self._b.held.shape[1]
         self.p, self.q, self.h = p, q, h
         self.lo, self.hi = 0, self.units
 
     def prepare_labels(self):
-        self.lat, self.lb = _labels(self.at, self.fa), _labels(self.b, self.fb)
-
-    def prepare_f32(self):
-        self.at32, self.b32 = self.at.astype(np.float32), self.b.astype(np.float32)   # exact (formats fit FP32)
+        self.lat, self.lb = _labels(self._a.held, self.fa), _labels(self._b.held, self.fb)
 
     def terms(self, ids):
         a = self.at[ids, self.lo:self.hi]
@@ -178,17 +234,17 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
         raise TypeError(f"simulate({op!r}) takes {need} input array(s), got {len(inputs)}")
     vals = [_exact(x, f"input {i}") for i, x in enumerate(inputs)]
     if op == "sum":
-        (x, fmt), = vals
+        (x, fmt, st), = vals
         if x.ndim == 0:
             raise ValueError("simulate('sum') reduces the last axis; got a 0-d input")
         if x.shape[-1] < 1:
             raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
-        q, h, sub, src_finite = _stats(x, fmt)
+        q, h, sub, src_finite = st
         src = _SumSource(x, fmt, q, h)
         src.finite = src_finite
         src.inputs_fit_fp32 = triple_fits(triple(fmt), FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
-    (a, fa), (b, fb) = vals
+    (a, fa, (qa, ha, sa, fin_a)), (b, fb, (qb, hb, sb, fin_b)) = vals
     if op == "dot":
         if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
             raise ValueError(f"simulate('dot') takes two 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
@@ -203,8 +259,6 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
     if fa.precision + fb.precision > 53:
         raise ValueError(f"products of {fa.name} x {fb.name} ({fa.precision} + {fb.precision} significant bits) "
                          "are not exact in float64; simulate needs p_a + p_b <= 53")
-    qa, ha, sa, fin_a = _stats(a, fa)
-    qb, hb, sb, fin_b = _stats(b, fb)
     if (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits) < -1074 or fa.emax + fb.emax > 1021:
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
     src = MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
