@@ -44,6 +44,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from .accumulate import Arith
+from .simsources import MatSource
 from .steps import BlockStep
 
 __all__ = ["covers", "run", "calls", "terms32", "Inputs"]
@@ -243,11 +244,11 @@ class Inputs:
     float32 for jitblockrun), whether every input is finite, and the inputs in float64 or float32."""
 
     def __init__(self, src, sub_inputs: bool):
-        self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), hasattr(src, "at")
+        self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), isinstance(src, MatSource)
         if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
             self._labels = (src.lat, src.lb)
         else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
-            self._labels = (np.zeros((src.xt.shape[0], 1), np.int16), src.lt)
+            self._labels = (np.zeros((src.K, 1), np.int16), src.lt)
         self.finite = bool(src.finite)  # (read_sources: no inf / NaN among the inputs)
         self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
@@ -283,15 +284,13 @@ class Inputs:
         return ctx.kernels["jitblock"]
 
     def ab(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(a, b) in float64, or float32 (simulate has made the exact float32 copies then)."""
+        """(a, b) in float64, or float32 (the source's exact float32 values: f32 only where they are)."""
         if f32 not in self._ab:
             src, dt = self.src, np.float32 if f32 else np.float64
-            if f32 and not hasattr(src, "b32" if self.mat else "xt32"):
-                src.prepare_f32()
             if self.mat:
                 self._ab[f32] = (src.at32, src.b32) if f32 else (src.at, src.b)
             else:
-                self._ab[f32] = (np.ones((src.xt.shape[0], 1), dt), src.xt32 if f32 else src.xt)
+                self._ab[f32] = (np.ones((src.K, 1), dt), src.xt32 if f32 else src.xt)
         return self._ab[f32]
 
     def bounds(self, sub) -> tuple[int, int, int, int]:

@@ -282,17 +282,9 @@ def _fma32(step: Chain, sub) -> bool:
             and step.a.t is None and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
 
 
-def _inputs32(sub, ctx) -> tuple:
-    """The call's inputs as float32 (exact: FP32 numbers): simulate's copies, else made once per call."""
-    src = ctx.src
-    if "jitchain32" not in ctx.kernels:
-        mat = isinstance(src, MatSource)
-        if hasattr(src, "b32" if mat else "xt32"):
-            ctx.kernels["jitchain32"] = (src.at32, src.b32) if mat else (src.xt32,)
-        else:
-            ctx.kernels["jitchain32"] = ((src.at.astype(np.float32), src.b.astype(np.float32)) if mat
-                                         else (src.xt.astype(np.float32),))
-    return ctx.kernels["jitchain32"]
+def _inputs32(sub) -> tuple:
+    """The call's inputs as float32 (exact: FP32 numbers; the source's own, made once and shared by its views)."""
+    return (sub.at32, sub.b32) if isinstance(sub, MatSource) else (sub.xt32,)
 
 
 def run(step: Chain, V, sub, ctx) -> np.ndarray:
@@ -309,10 +301,10 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
     ids = np.ascontiguousarray(step.ids, np.int64)
     s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
     if isinstance(sub, MatSource):
-        at, bm = _inputs32(sub, ctx) if f32 else (sub.at, sub.b)
+        at, bm = _inputs32(sub) if f32 else (sub.at, sub.b)
         lo, units = sub.lo, sub.hi - sub.lo
     else:
-        xt = _inputs32(sub, ctx)[0] if f32 else sub.xt
+        xt = _inputs32(sub)[0] if f32 else sub.xt
         bm = np.ascontiguousarray(xt[:, sub.lo:sub.hi])
         at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
     rterm = rnd is not None and variant != "f32" and not fma

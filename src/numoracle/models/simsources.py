@@ -162,6 +162,7 @@ class _SumSource(_Source):
     def __init__(self, x: np.ndarray, fmt: Format, q: int, h: int):
         self._x = _Exact(np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T))
         self._values = (self._x,)
+        self.K = self._x.held.shape[0]
         self.fmt = fmt
         self.units = self._x.held.shape[1]
         self.p, self.q, self.h = fmt.precision, q, h
