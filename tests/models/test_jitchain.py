@@ -174,6 +174,39 @@ def test_fp32_chains_of_fused_multiply_adds(monkeypatch):
     assert not any(taken)
 
 
+def test_fp16_chains_of_fused_multiply_adds(monkeypatch):
+    """FP16 accumulator, RNE, FP16 (or FP8) inputs, fma=True: IEEE binary16 fma on FP16 bits where the CPU has it
+    (step 5), against numpy's route: ties, subnormal results, exact cancellation; a step with an overflow goes
+    back to the float32 route whole; other modes, ftz, fma=False and non-finite inputs never take it."""
+    if not jitchain._fp16_hw():
+        pytest.skip("this CPU has no AVX512-FP16: step 5 is not taken here (steps 1-4 run FP16 chains)")
+    rng = np.random.default_rng(12)
+    seen = []
+    real = jitchain.chain_schedule16
+    monkeypatch.setattr(jitchain, "chain_schedule16", lambda *a: seen.append(real(*a)[1]) or real(*a))
+    clean = [0, 1, 2, 4, 5, 6]                                      # rows / columns without inf and NaN (theme 3)
+    for dt in (np.float16, ml_dtypes.float8_e4m3fn):
+        x = boundary(rng, (8, 300), no.FP16, 1, dt)[clean]
+        a = boundary(rng, (8, 90), no.FP16, 2, dt)[clean]
+        b = boundary(rng, (90, 8), no.FP16, 2, dt, along=1)[:, clean]
+        for order in (O.Sequential(), O.SplitK(3), O.Blocked(16)):
+            assert same("sum", (x[:2],), acc="fp16", order=order) >= 1          # themes 0-1: no overflow
+            assert same("matmul", (a[:2], b[:, :2]), acc="fp16", order=order) >= 1
+            same("sum", (x,), acc="fp16", order=order)
+            same("matmul", (a, b), acc="fp16", order=order)
+            same("dot", (a[0], b[:, 0]), acc="fp16", order=order)
+    assert True in seen and False in seen                           # run on FP16 bits, and sent back on overflow
+    seen.clear()
+    full = boundary(rng, (8, 60), no.FP16, 1, np.float16)           # with inf and NaN inputs
+    same("sum", (full,), acc="fp16")
+    for kw in (dict(rounding="rtz"), dict(ftz=True), dict(fma=False)):
+        same("sum", (x,), acc="fp16", **kw)
+        same("matmul", (a, b), acc="fp16", **kw)
+    same("matmul", (a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)), acc="bf16")
+    same("matmul", (a.astype(np.float32), b.astype(np.float32)), acc="fp16")   # FP32 inputs: not FP16 values
+    assert not seen
+
+
 def test_what_the_kernel_does_not_take_runs_on_numpy():
     """FP64 accumulators, chains over partial results (the outer Sequential of Blocked), and jit disabled."""
     rng = np.random.default_rng(5)

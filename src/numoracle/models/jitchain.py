@@ -17,6 +17,12 @@ method serves them all:
 4. otherwise the rounding is done on the bits: the format's quantum at s is the float's quantum times 2^d
    (``core/jitround.round_bits``: one case per mode).
 
+5. an FP16 accumulator in RNE (no ftz) whose terms are exact products (or inputs) of FP16 values and whose
+   starting sums are FP16 values is IEEE binary16's fused multiply-add, s = fma(a, b, s): one RNE rounding of
+   the exact s + a b, gradual underflow as the format's. Where the CPU has it in hardware (AVX512-FP16's
+   vfmadd231ph, 32 lanes; ``_fp16_hw``) the chain runs on FP16 bits (``chain_schedule16``); a result that
+   is inf or NaN (overflow: the policy decides) sends the whole step back to steps 1-4.
+
 Two word sizes: float64/uint64, and float32/uint32 (twice the SIMD lanes) for formats with p <= 22 inside
 FP32's normal range whose terms are exact in float32 (simulate's "low32" chains: FP16, BF16, FP8, TF32
 accumulators). simulate's "f32" chains (FP32 accumulator, RNE, terms exact or FP32-rounded products) are
@@ -35,6 +41,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -42,8 +49,9 @@ from numba.extending import intrinsic
 
 from ..core import jit
 from ..core import jitround as jr
+from ..core.formats import FP16
 from ..core.policy import Rounding
-from .accumulate import Arith, native_fp32_ok
+from .accumulate import Arith, native_fp32_ok, triple
 from .simsources import FP32_TRIPLE, MatSource, triple_fits
 from .steps import Chain
 
@@ -76,6 +84,20 @@ def _fma(typingctx, a, b, c):
             return builder.call(cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name),
                                 args)
         return a(a, b, c), codegen
+    return None
+
+
+@intrinsic
+def _fma16(typingctx, a, b, c):
+    """IEEE binary16's a b + c rounded once (RNE), on FP16 bits in uint16 words (LLVM's fma.f16: AVX512-FP16's
+    vfmadd231ph where the CPU has it, a correct library call elsewhere)."""
+    if a == b == c == types.uint16:
+        def codegen(context, builder, sig, args):
+            h = ir.HalfType()
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(h, [h, h, h]), "llvm.fma.f16")
+            r = builder.call(fn, [builder.bitcast(v, h) for v in args])
+            return builder.bitcast(r, ir.IntType(16))
+        return types.uint16(a, b, c), codegen
     return None
 
 
@@ -225,6 +247,46 @@ def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
     return out
 
 
+@jit.njit
+def _tile16(buf, cur, ni, at, k, i0, brow):
+    """Step 5 on FP16 bits: buf[1 - cur, i, j] = fma(at[k, i0 + i], brow[j], buf[cur, i, j]) for i < ni and every
+    j; True when some result is inf or NaN (its magnitude bits above the largest finite's, 0x7BFF)."""
+    jr.wide_vectors()
+    worst = np.uint16(0)
+    for i in range(ni):
+        a = at[k, i0 + i]
+        sc, sn = buf[cur, i], buf[1 - cur, i]
+        for j in range(sc.size):
+            r = _fma16(a, brow[j], sc[j])
+            sn[j] = r
+            worst = jr.umax(worst, jr.and_(r, jr.k(r, 0x7FFF)))
+    return worst > np.uint16(0x7BFF)
+
+
+@jit.njit
+def chain_schedule16(at, bm, ids, s0, lo, units):
+    """``chain_schedule`` for step 5, on FP16 bits (uint16 words: inputs and starting sums FP16 values): (out,
+    True), or (_, False) as soon as a result is inf or NaN (the step is then run by ``chain_schedule``)."""
+    W, L = ids.shape
+    n = bm.shape[1]
+    tile = max(1, _TILE // n)
+    out = np.empty((W, units * n), np.uint16)
+    buf = np.empty((2, tile, n), np.uint16)
+    for r in range(W):
+        for t0 in range(0, units, tile):
+            ni = min(tile, units - t0)
+            for i in range(ni):
+                buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
+            cur = 0
+            for step in range(L):
+                if _tile16(buf, cur, ni, at, ids[r, step], lo + t0, bm[ids[r, step]]):
+                    return out, False
+                cur = 1 - cur
+            for i in range(ni):
+                out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
+    return out, True
+
+
 # ======================================================================================================
 # The scalar route (float64): Arith.add_exact and Arith.round (core/jitround.round_value), one value at a time
 # ======================================================================================================
@@ -282,6 +344,36 @@ def _fma32(step: Chain, sub) -> bool:
             and step.a.t is None and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
 
 
+_FP16_TRIPLE = triple(FP16)
+
+
+@lru_cache(maxsize=1)
+def _fp16_hw() -> bool:
+    """Does the CPU numba compiles for have IEEE binary16 arithmetic in hardware (AVX512-FP16)? Elsewhere LLVM's
+    fma.f16 is a library call per element: right, but slower than steps 1-4."""
+    from numba.core import config
+    features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    return "+avx512fp16" in features.split(",")
+
+
+def _fp16_fma(step: Chain, sub) -> bool:
+    """Does the chain take step 5? FP16 itself in RNE without ftz; terms that are exact products (fma=True) of
+    finite inputs whose formats' values are FP16 values; starting sums that are FP16 values (values, not raw
+    terms, from sources that fit FP16); the CPU's FP16 arithmetic."""
+    ar = step.ar
+    return (ar.fmt == FP16 and ar.mode is Rounding.NEAREST_EVEN and not ar.ftz and step.variant == "low32"
+            and step.rnd is None and step.a.t is None and bool(sub.finite) and sub.inputs_fit(_FP16_TRIPLE)
+            and all(triple_fits(o, _FP16_TRIPLE) for o in step.sources) and _fp16_hw())
+
+
+def _inputs16(sub, ctx) -> tuple:
+    """The call's inputs as FP16 bits (uint16 words; exact: FP16 values), made once per call."""
+    if "jitchain16" not in ctx.kernels:
+        at, bm = _inputs32(sub)
+        ctx.kernels["jitchain16"] = tuple(x.astype(np.float16).view(np.uint16) for x in (at, bm))
+    return ctx.kernels["jitchain16"]
+
+
 def _inputs32(sub) -> tuple:
     """The call's inputs as float32 (exact: FP32 numbers; the source's own, made once and shared by its views)."""
     return (sub.at32, sub.b32) if isinstance(sub, MatSource) else (sub.xt32,)
@@ -309,5 +401,12 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
         at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
     rterm = rnd is not None and variant != "f32" and not fma
     calls.add()
+    if _fp16_fma(step, sub):
+        at16, bm16 = _inputs16(sub, ctx) if isinstance(sub, MatSource) else (
+            np.full((bm.shape[0], 1), 0x3C00, np.uint16), bm.astype(np.float16).view(np.uint16))  # (1.0: 0x3C00)
+        s16 = s0.astype(np.float16).view(np.uint16).reshape(ids.shape[0], -1)
+        out, ok = chain_schedule16(at16, bm16, ids, s16, lo, units)
+        if ok:
+            return out.view(np.float16)
     offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
     return chain_schedule(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)

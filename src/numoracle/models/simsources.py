@@ -140,6 +140,10 @@ class _Source:
     def info(self) -> tuple[int, int, int]:
         return self.p, self.q, self.h
 
+    def inputs_fit(self, t: tuple) -> bool:
+        """Are the inputs' formats' values all values of a format with triple t (p, q, h)?"""
+        return all(triple_fits(x, t) for x in self.input_triples)
+
     def terms_fp32(self) -> bool:
         """The inputs and every term (input or exact product) are FP32 numbers, and float32 arithmetic
         has gradual underflow here: float32 multiplication then gives the terms exactly."""
@@ -243,7 +247,8 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
         q, h, sub, src_finite = st
         src = _SumSource(x, fmt, q, h)
         src.finite = src_finite
-        src.inputs_fit_fp32 = triple_fits(triple(fmt), FP32_TRIPLE)
+        src.input_triples = (triple(fmt),)
+        src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
     (a, fa, (qa, ha, sa, fin_a)), (b, fb, (qb, hb, sb, fin_b)) = vals
     if op == "dot":
@@ -264,7 +269,8 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
     src = MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
     src.finite = fin_a and fin_b                # no inf / NaN among the inputs (the kernels read it)
-    src.inputs_fit_fp32 = triple_fits(triple(fa), FP32_TRIPLE) and triple_fits(triple(fb), FP32_TRIPLE)
+    src.input_triples = (triple(fa), triple(fb))
+    src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
     return src, shape, K, [fa, fb], sa or sb
 
 
