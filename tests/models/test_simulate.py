@@ -534,14 +534,14 @@ def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
     for preset in (O.preset("h100", "fp8"), O.BlockFMA(n=16, frac_bits=13, truncate=False)):
         seen: list[bool] = []
 
-        def record(st, src, seen=seen, orig=sim._block32):
-            seen.append(orig(st, src))
+        def record(st, src, terms_fp32, seen=seen, orig=sim._block32):
+            seen.append(orig(st, src, terms_fp32))
             return seen[-1]
 
         monkeypatch.setattr(sim, "_block32", record)
         got = simulate("matmul", a, b, order=preset)
         assert seen and all(seen)  # the float32 path ran
-        monkeypatch.setattr(sim, "_block32", lambda st, src: False)
+        monkeypatch.setattr(sim, "_block32", lambda st, src, terms_fp32: False)
         want = simulate("matmul", a, b, order=preset)
         monkeypatch.undo()
         assert np.array_equal(got.view(np.uint64), want.view(np.uint64))

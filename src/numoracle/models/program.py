@@ -196,13 +196,13 @@ def _plan(ar: Arith, ops: tuple, terms: bool, rnd, term_src: tuple) -> str:
     return "odd"
 
 
-def _block32(st: BlockStep, src) -> bool:
+def _block32(st: BlockStep, src, terms_fp32: bool) -> bool:
     """Can this block FMA run on float32 terms? When the products are exact FP32 numbers (float32
     multiplication then is exact), the truncated block sum, < (n + 1) * 2^(F + 4) with the carry and
     sticky bits, stays below 2^24, and the scale 2^(F + 1 - E) <= 2^(F + 1 - q) is a float32 number (q: the
     terms' quantum exponent, E >= q): every step of block_fma is then as exact in float32 as in float64."""
     bo = st.order
-    return (src.terms_fp32()
+    return (terms_fp32
             and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - src.info()[1] <= 127)
 
 
@@ -214,13 +214,14 @@ def prepare(order, K, acc, mode, fma, ftz, src) -> Program:
     term_src, memo = src.info(), {}
     # Terms as float32 are exact when the inputs are FP32 numbers and their products fit FP32; with
     # fma=False, float32 multiplication also gives the FP32-rounded product (IEEE binary32, RNE).
-    t32_exact = native and src.terms_fp32()
+    terms_fp32 = src.terms_fp32()
+    t32_exact = native and terms_fp32
     t32_fp32_rounded = native and src.inputs_fit_fp32 and not fma
-    block_facts = dict(info=term_src, terms_fp32=src.terms_fp32())
+    block_facts = dict(info=term_src, terms_fp32=terms_fp32)
 
     def fitted(st):
         if isinstance(st, BlockStep):
-            return replace(st, b32=_block32(st, src), **block_facts)
+            return replace(st, b32=_block32(st, src, terms_fp32), **block_facts)
         if isinstance(st, BlockRun):
             return replace(st, steps=tuple(fitted(s) for s in st.steps))
         if not isinstance(st, (Add, Chain)):
