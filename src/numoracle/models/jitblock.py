@@ -72,15 +72,16 @@ def _pow2(e):
 
 
 @jit.njit
-def block_scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_inputs):
+def block_scales(amax, lmax, cb, c0, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs):
     """Step 2 for one row of outputs, branch-free (selects): E, K&M's carry flag, the scale 2^(F + spc - E)
-    and its inverse (halved with a sticky bit: S then counts half units). As block_fma: has_p = some
-    product != 0; Ep = floor(log2 amax), raised to the max raw label for subnormal inputs; Ec = c's
-    exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 & (c = 0 | raw >= Ec);
-    E = max(Ep, Ec) with both, else the one present."""
+    and its inverse (halved with a sticky bit: S then counts half units), and the scale the terms are
+    multiplied by, scw = min(scale, clamp) in the terms' type. As block_fma: has_p = some product != 0;
+    Ep = floor(log2 amax) (amax in the terms' type, read as float64 bits), raised to the max raw label for
+    subnormal inputs; Ec = c's exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 &
+    (c = 0 | raw >= Ec); E = max(Ep, Ec) with both, else the one present."""
     jr.wide_vectors()
-    for j in range(amax_b.size):
-        ab, raw, cbits = amax_b[j], np.int64(lmax[j]), cb[c0 + j]
+    for j in range(amax.size):
+        ab, raw, cbits = np.int64(jr.as_bits(np.float64(amax[j]))), np.int64(lmax[j]), cb[c0 + j]
         has_p = ab != 0                                       # amax >= 0: +0 has all bits 0
         ep = _exponent(ab)
         ep = max(ep, raw) if sub_inputs else ep
@@ -91,6 +92,7 @@ def block_scales(amax_b, lmax, cb, c0, scale_b, inv_b, frac, sticky, carry, sub_
         sh = frac + np.int64(spc) - e
         scale_b[j] = _pow2(sh)
         inv_b[j] = _pow2(-sh - sticky)
+        scw[j] = min(jr.as_value(np.uint64(_pow2(sh))), clamp)
 
 
 @jit.njit
@@ -170,19 +172,16 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
     nj = j1 - j0
     B = (i1 - i0) * nj
     amax, scw = np.empty(nj, b.dtype), np.empty(nj, b.dtype)    # the terms' type
-    am64, fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
+    fsum, scale, inv, vbuf = np.empty(nj), np.empty(nj), np.empty(nj), np.empty(nj)
     lmax = np.empty(nj, np.int32)
-    amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+    scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
     ob, cb = out.view(np.uint64), c.view(np.int64)
     for r in range(w):
         ks = tids[r]
         for i in range(i0, i1):
             base = r * B + (i - i0) * nj
             _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
-            am64[:] = amax                                                                 # 2. the scales
-            block_scales(amax_b, lmax, cb, base, scale_b, inv_b, frac, sticky, carry, sub_inputs)
-            for j in range(nj):
-                scw[j] = min(scale[j], clamp)
+            block_scales(amax, lmax, cb, base, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs)  # 2.
             block_pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
             for j in range(nj):                   # 4. c joins the same way, in float64; v = S / scale
                 yc = c[base + j] * scale[j]

@@ -151,15 +151,15 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sti
     nj = j1 - j0
     B = (i1 - i0) * nj
     amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
-    am64_f, fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
+    fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
     acc = np.empty((2, _ROWS, _JT))
     fsum_f[:] = -0.0                         # (finite inputs: _terms1 leaves it so)
     for t0 in range(j0, j1, _JT):
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
-        amax, scw, am64, fsum, scale, inv = amax_f[:nt], scw_f[:nt], am64_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
+        amax, scw, fsum, scale, inv = amax_f[:nt], scw_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
         vbuf, lmax, Sb, Sib = vbuf_f[:nt], lmax_f[:nt], S[:nt], Si[:nt]
-        amax_b, scale_b, inv_b, vb = am64.view(np.int64), scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+        scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
         for r in range(w):
             for g0 in range(i0, i1, _ROWS):
                 g1 = min(g0 + _ROWS, i1)
@@ -173,19 +173,14 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sti
                         i = g0 + q
                         cur, nxt = acc[par, q, :nt], acc[1 - par, q, :nt]
                         _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
-                        for j in range(nt):
-                            am64[j] = amax[j]
-                        block_scales(amax_b, lmax, cur.view(np.int64), 0, scale_b, inv_b, frac, sticky, carry,
-                                     sub_inputs)
-                        for j in range(nt):
-                            scw[j] = min(scale[j], clamp)
+                        block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
+                                     carry, sub_inputs)
                         if Si.size:
                             _pass2_int(a, b, i, ks, t0, t1, scw, Sib)
-                            for j in range(nt):
-                                Sb[j] = Sib[j]
+                            odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
                         else:
                             block_pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
-                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+                            odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
                         if odd or not finite:
                             block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
                 for q in range(g1 - g0):
