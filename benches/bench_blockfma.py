@@ -2,7 +2,7 @@
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_blockfma.py
      [--m 256 --n 256 --k 4096] [--repeat 3] [--all]
-Per model: the best of ``--repeat`` interleaved runs of float64 BLAS matmul (one thread when run as
+Per model: the median of ``--repeat`` interleaved runs of float64 BLAS matmul (one thread when run as
 above), simulate with the kernel and simulate on the numpy path (``jit.disabled()``), their ratios to
 BLAS, and whether both paths gave the same bits. The first call (compilation, cached on disk
 afterwards) is not timed. Target (issue 26): the kernel within 8x of one-thread BLAS (earlier: 40x).
@@ -14,7 +14,7 @@ import os
 
 import ml_dtypes
 import numpy as np
-from timing import best_times, shape_parser
+from timing import median_times, shape_parser
 
 from numoracle import orders
 from numoracle.core import jit
@@ -51,9 +51,9 @@ def main() -> None:
         a, b, order = a64.astype(dt), b64.astype(dt), orders.preset(*p)
         got, want = simulate("matmul", a, b, order=order), numpy_path("matmul", a, b, order=order)
         same = np.array_equal(got.view(np.uint64), want.view(np.uint64))
-        t_blas, t_jit, t_np = best_times([lambda: a64 @ b64,
-                                          lambda: simulate("matmul", a, b, order=order),   # noqa: B023
-                                          lambda: numpy_path("matmul", a, b, order=order)], args.repeat)  # noqa: B023
+        t_blas, t_jit, t_np = median_times([lambda: a64 @ b64,
+                                            lambda: simulate("matmul", a, b, order=order),   # noqa: B023
+                                            lambda: numpy_path("matmul", a, b, order=order)], args.repeat)  # noqa: B023
         print(f"{name:38s} {t_blas * 1e3:6.1f}ms {t_jit:7.3f}s {t_np:7.3f}s {t_jit / t_blas:8.0f}x "
               f"{t_np / t_blas:7.0f}x {t_np / t_jit:6.1f}x {same}")
 

@@ -4,10 +4,10 @@ Run: python benches/bench_reference.py [--m 256 --k 4096 --n 256] [--repeat 5]
 (OPENBLAS_NUM_THREADS=1 in front for single-threaded BLAS on both sides.)
 A is M x K and B is K x N (default 256 x 4096 @ 4096 x 256), standard normal data cast to
 FP32, BF16 and FP64, plus an ill-conditioned FP32 set (magnitudes spread over 2^-40..2^40
-and rows that cancel), and a whole ``assert_matmul_close`` on the FP32 set. Prints the best time of
-each and the ratio to BLAS (targets, one thread, issue 26: exact_matmul FP32 within 3.8x (three GEMMs are
-about 3.1x), 10x ill-conditioned; earlier 5x and 15x; the check within 10x). The BLAS time is float64
-``A @ B`` on the same values.
+and rows that cancel), and a whole ``assert_matmul_close`` on the FP32 set. Prints the median time of
+each over ``--repeat`` interleaved runs and the ratio to BLAS (targets, one thread, issue 26: exact_matmul
+FP32 within 3.8x (three GEMMs are about 3.1x), 10x ill-conditioned; earlier 5x and 15x; the check within
+10x). The BLAS time is float64 ``A @ B`` on the same values.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 
 import ml_dtypes
 import numpy as np
-from timing import best_times, shape_parser
+from timing import median_times, shape_parser
 
 from numoracle.exact.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
@@ -45,13 +45,13 @@ def main() -> None:
     print(f"{'inputs':22s} {'float64 A@B':>12s} {'exact_matmul':>13s} {'ratio':>7s}")
     for name, (a, b) in inputs(args.m, args.k, args.n).items():
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        t_blas, t_exact = best_times([lambda: a64 @ b64, lambda: exact_matmul(a, b)], args.repeat)  # noqa: B023
+        t_blas, t_exact = median_times([lambda: a64 @ b64, lambda: exact_matmul(a, b)], args.repeat)  # noqa: B023
         print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.1f}x")
     # the whole check: one exact product (float64 and the output format), the bound, the judgement
     a, b = inputs(args.m, args.k, args.n)["fp32"]
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     c = (a @ b).astype(np.float32)
-    t_blas, t_check = best_times([lambda: a64 @ b64, lambda: assert_matmul_close(c, a, b)], args.repeat)
+    t_blas, t_check = median_times([lambda: a64 @ b64, lambda: assert_matmul_close(c, a, b)], args.repeat)
     print(f"{'assert_matmul_close':22s} {t_blas * 1e3:9.1f} ms {t_check * 1e3:10.1f} ms {t_check / t_blas:6.1f}x"
           "  (fp32 inputs, fp32 result)")
 

@@ -1,11 +1,11 @@
 """Order-controlled accumulation models: simulate() on an m x n x K matmul vs float64 numpy matmul.
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_simulate.py
-     [--m 256 --n 256 --k 4096] [--repeat 2] [--quick]
+     [--m 256 --n 256 --k 4096] [--repeat 5] [--quick]
 Prints, per model, the first call (which also compiles the order for this K, and the numba kernel where it
-is not cached yet), the best of ``--repeat`` further calls with the compiled kernels (numba, where
-installed) and with ``jit.disabled()`` (the numpy path), and their ratios to the float64 BLAS matmul timed
-in the same interleaved repetitions (one thread when OPENBLAS_NUM_THREADS=1, as above; the header also
+is not cached yet), the median of ``--repeat`` further calls with the compiled kernels (numba, where
+installed) and with ``jit.disabled()`` (the numpy path), and their ratios to the float64 BLAS matmul's
+median in the same interleaved repetitions (one thread when OPENBLAS_NUM_THREADS=1, as above; the header also
 gives one-thread BLAS measured in a child process).
 Targets (one thread, issue 26): sequential chains and the tensor-core block-FMA presets within 8x of the
 float64 matmul (earlier passes: 20x and 40x).
@@ -20,7 +20,7 @@ import time
 
 import ml_dtypes
 import numpy as np
-from timing import best_time, best_times, shape_parser
+from timing import best_time, median_times, shape_parser
 
 from numoracle import orders
 from numoracle.core import jit
@@ -40,7 +40,7 @@ def blas_one_thread(m: int, n: int, k: int) -> float:
 
 
 def main() -> None:
-    ap = shape_parser(2)
+    ap = shape_parser(5)
     ap.add_argument("--quick", action="store_true", help="only the three headline models")
     args = ap.parse_args()
     m, n, k = args.m, args.n, args.k
@@ -80,8 +80,8 @@ def main() -> None:
             with jit.disabled():
                 simulate("matmul", a, b, **kw)   # noqa: B023
 
-        t_blas, t_jit, t_np = best_times([lambda: a64 @ b64, lambda: simulate("matmul", a, b, **kw),   # noqa: B023
-                                          numpy_path], args.repeat)
+        t_blas, t_jit, t_np = median_times([lambda: a64 @ b64, lambda: simulate("matmul", a, b, **kw),  # noqa: B023
+                                            numpy_path], args.repeat)
         print(f"{name:44s} {first:6.2f}s {t_jit:7.3f}s {t_np:7.3f}s {t_blas * 1e3:6.1f}ms {t_jit / t_blas:10.1f}x "
               f"{t_np / t_blas:9.1f}x")
 

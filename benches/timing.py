@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 
@@ -25,6 +26,18 @@ def best_times(fns, repeat: int) -> list[float]:
             fn()
             best[i] = min(best[i], time.perf_counter() - t0)
     return best
+
+
+def median_times(fns, repeat: int) -> list[float]:
+    """Median wall time of each function over ``repeat`` interleaved runs (load on the machine hits all alike;
+    the median is what a user sees run after run, the best the machine's floor)."""
+    runs: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            runs[i].append(time.perf_counter() - t0)
+    return [statistics.median(r) for r in runs]
 
 
 def shape_parser(repeat: int) -> argparse.ArgumentParser:
