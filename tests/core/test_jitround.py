@@ -127,3 +127,30 @@ def test_int_grid_rounds_integers_as_the_engine(mode):
     got = _bits(w, jit.MODE_CODES[Rounding.of(mode)], jr.int_grid(2)) >> 2
     want = no.cast((w / 4.0).view(np.uint64), "int64", src=no.FP64, rounding=mode).view(np.int64)
     assert np.array_equal(got, want)
+
+
+def test_wide_vectors_marks_only_the_kernel_that_asks():
+    """wide_vectors() puts "prefer-vector-width"="512" on the function that calls it, and on no other (numba's
+    other code in the process keeps LLVM's default); the function still computes what it did."""
+    import numba
+
+    @numba.njit(cache=False)
+    def wide(x):
+        jr.wide_vectors()
+        s = 0.0
+        for v in x:
+            s += v
+        return s
+
+    @numba.njit(cache=False)
+    def plain(x):
+        s = 0.0
+        for v in x:
+            s += v
+        return s
+
+    x = np.arange(100.0)
+    assert wide(x) == plain(x) == 4950.0
+    attr = '"prefer-vector-width"="512"'
+    assert attr in wide.inspect_llvm(wide.signatures[0])
+    assert attr not in plain.inspect_llvm(plain.signatures[0])
