@@ -15,6 +15,11 @@ uint32 for sources and destinations of at most 32 bits (twice the vector lanes),
 5. the source's infinities (``saturate``: min / max; ``wrap``: the nan_to value) and NaNs (the nan_to value);
 6. flags: INEXACT where a discarded bit is set and the value is in range, INVALID out of range and for
    infinities and NaNs.
+
+FP32 and FP64 sources under ``saturate`` without flags, daz or stochastic rounding take the floats' own steps
+instead (``float_kernel``): the value rounded to an integer by the mode (one vector instruction: roundeven,
+round, trunc, ceil, floor; to odd stays above), clamped to [min, max] (exact floats: at most 24 / 53 bits),
+converted, and the nan_to value for NaNs: the same integers, infinities at min / max.
 """
 
 from __future__ import annotations
@@ -23,12 +28,17 @@ from functools import cache
 from typing import NamedTuple
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from . import jit
 from . import jitround as jr
+from .formats import FP32, FP64
 from .policy import Flags, NanTo, Overflow, Rounding
 
-__all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers"]
+__all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers", "float_ok", "float_kernel"]
 
 _INVALID = int(Flags.INVALID)
 
@@ -130,6 +140,7 @@ def int_kernel(mode: int, want: bool):
     """The loop of one (mode, flags asked), compiled when first used (as jitcast._kernel)."""
     @jit.njit
     def kernel(src, rnd, out, fl, P):
+        jr.wide_vectors()
         _loop(src, rnd, out, fl, P, mode, want)
     return kernel
 
@@ -139,3 +150,89 @@ def int_covers(src, dst, pol) -> bool:
     raises: the engine's."""
     w = 8 * np.dtype(int_word(src, dst)).itemsize
     return pol.nan_to is not NanTo.RAISE and (pol.rounding is not Rounding.STOCHASTIC or pol.sr_bits < w)
+
+
+# ======================================================================================================
+# FP32 / FP64 under saturate: the floats' own rounding (module docstring)
+# ======================================================================================================
+
+def _unary(name: str):
+    """The LLVM intrinsic ``name`` on a float32 / float64 (vectorised by LLVM like any instruction)."""
+    def typer(typingctx, x):
+        if x in (types.float32, types.float64):
+            def codegen(c, bld, sig, args):
+                lt = args[0].type
+                suffix = "f32" if x == types.float32 else "f64"
+                fn = cgutils.get_or_insert_function(bld.module, ir.FunctionType(lt, [lt]), f"{name}.{suffix}")
+                return bld.call(fn, [args[0]])
+            return x(x), codegen
+        return None
+    typer.__name__ = name.replace(".", "_")
+    return intrinsic(typer)
+
+
+_roundeven, _round, _trunc, _ceil, _floor = (_unary("llvm." + n) for n in ("roundeven", "round", "trunc", "ceil",
+                                                                            "floor"))
+
+
+@intrinsic
+def _to_word(typingctx, proto, t):
+    """The float t, an integer value in the word's signed range, as a two's complement word of proto's type."""
+    if isinstance(proto, types.Integer) and t in (types.float32, types.float64):
+        return proto(proto, t), lambda c, bld, sig, args: bld.fptosi(args[1], args[0].type)
+    return None
+
+
+class FloatInt(NamedTuple):
+    """float_kernel's constants: min and max as floats of the source's type, the destination's bit mask and the
+    nan_to value's code as words of the source's width."""
+
+    lo: float
+    hi: float
+    mask: int
+    nanc: int
+
+
+def float_ok(src, dst, pol, want: bool) -> bool:
+    """Does (src, dst, pol) take float_kernel? FP32 (integers of at most 24 bits) or FP64 (at most 53), saturate,
+    no flags, no daz, a mode with a float rounding instruction."""
+    return ((src == FP32 and dst.bits <= 24) or (src == FP64 and dst.bits <= 53)) and not want and not pol.daz \
+        and pol.overflow is Overflow.SATURATE and pol.rounding not in (Rounding.TO_ODD, Rounding.STOCHASTIC)
+
+
+def float_params(src, dst, pol) -> FloatInt:
+    ftype, word = (np.float32, np.uint32) if src == FP32 else (np.float64, np.uint64)
+    nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
+    mask = (1 << dst.bits) - 1
+    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), word(mask), word(nan_val & mask))
+
+
+@jit.njit(inline="always")
+def _float_loop(src, out, P, mode):
+    for i in range(src.size):
+        v = jr.as_value(src[i])
+        if mode == jr.RNE:
+            t = _roundeven(v)
+        elif mode == jr.RNA:
+            t = _round(v)
+        elif mode == jr.RTZ:
+            t = _trunc(v)
+        elif mode == jr.UP:
+            t = _ceil(v)
+        else:
+            t = _floor(v)
+        t = P.lo if t < P.lo else t
+        t = P.hi if t > P.hi else t
+        t = t if t == t else P.lo                 # (a NaN converts to nothing defined: its code is chosen below)
+        code = _to_word(src[i], t)
+        out[i] = jr.zero_or(jr.k(code, 1) if v != v else jr.k(code, 0), jr.and_(code, P.mask), P.nanc)
+
+
+@cache
+def float_kernel(mode: int):
+    """The loop of one mode (RNE, RNA, RTZ, UP, DOWN), compiled when first used."""
+    @jit.njit
+    def kernel(src, out, P):
+        jr.wide_vectors()
+        _float_loop(src, out, P, mode)
+    return kernel
