@@ -207,6 +207,45 @@ def test_fp16_chains_of_fused_multiply_adds(monkeypatch):
     assert not seen
 
 
+def test_bf16_chains_through_a_float32_fma(monkeypatch):
+    """BF16 accumulator, RNE, BF16 inputs, fma=True: fma in float32, then one rounding of its bits (step 6). The
+    one case where that double rounding differs, a product on a BF16 midpoint after a tiny partial sum, is
+    flagged and redone: crafted dot products of such terms, boundary data and wide random data all match numpy's
+    route; other modes, ftz and fma=False do not take it."""
+    rng = np.random.default_rng(13)
+    taken = []
+    real = jitchain._bf16_fma
+    monkeypatch.setattr(jitchain, "_bf16_fma", lambda st, sub: taken.append(real(st, sub)) or taken[-1])
+    sig = [(x, y) for x in range(128, 256) for y in range(128, 256)
+           if (lambda p: p.bit_length() - (p & -p).bit_length() == 8)(x * y)]     # products of 9 bits: midpoints
+    pick = [sig[i] for i in rng.integers(0, len(sig), 64)]
+    a = np.array([x for x, _ in pick], float).reshape(8, 8) / 128 * np.exp2(rng.integers(-3, 3, (8, 8)))
+    b = np.array([y for _, y in pick], float).reshape(8, 8).T / 128 * np.exp2(rng.integers(-3, 3, (8, 8)))
+    a[:, 0] = np.exp2(rng.integers(-60, -20, 8))                      # a tiny first partial sum
+    a *= rng.choice([-1.0, 1.0], a.shape)
+    a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    first = np.abs(a[:, :1].astype(float) * b[:1].astype(float))          # exact products
+    second = np.abs(a[:, 1:2].astype(float) * b[1:2].astype(float))
+    frac = np.frexp(second)[0] * 2**9                                      # 9 significant bits: an odd integer
+    assert ((frac % 2 == 1) & (first < second * 2.0**-24)).any()           # the case step 6 must redo
+    for order in (O.Sequential(), O.SplitK(2)):
+        assert same("matmul", (a, b), acc="bf16", order=order) >= 1
+    x = boundary(rng, (8, 300), no.BF16, 1, ml_dtypes.bfloat16)
+    c, d = boundary(rng, (6, 90), no.BF16, 2, ml_dtypes.bfloat16), boundary(rng, (90, 7), no.BF16, 2,
+                                                                         ml_dtypes.bfloat16, along=1)
+    wide = (rng.standard_normal((9, 200)) * np.exp2(rng.integers(-20, 20, (9, 200)))).astype(ml_dtypes.bfloat16)
+    same("sum", (x,), acc="bf16")
+    same("sum", (wide,), acc="bf16")
+    same("matmul", (c, d), acc="bf16")
+    same("matmul", (wide[:, :90], wide[:, 100:190].T.copy()), acc="bf16")
+    assert taken and all(taken)
+    taken.clear()
+    for kw in (dict(rounding="rtz"), dict(ftz=True), dict(fma=False)):
+        same("matmul", (c, d), acc="bf16", **kw)
+    same("matmul", (c.astype(np.float32), d.astype(np.float32)), acc="bf16")   # FP32 inputs: not BF16 values
+    assert not any(taken)
+
+
 def test_what_the_kernel_does_not_take_runs_on_numpy():
     """FP64 accumulators, chains over partial results (the outer Sequential of Blocked), and jit disabled."""
     rng = np.random.default_rng(5)

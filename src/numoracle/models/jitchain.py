@@ -22,6 +22,15 @@ method serves them all:
    the exact s + a b, gradual underflow as the format's. Where the CPU has it in hardware (AVX512-FP16's
    vfmadd231ph, 32 lanes; ``_fp16_hw``) the chain runs on FP16 bits (``chain_schedule16``); a result that
    is inf or NaN (overflow: the policy decides) sends the whole step back to steps 1-4.
+6. a BF16 accumulator in RNE (no ftz) on the same conditions with BF16 values: r = fma(a, b, s) in float32,
+   then step 4 on r (mode _B16), about a third fewer operations than steps 1-2. Rounding z = s + a b to 24 bits
+   and then to 8 is one correct rounding unless r is a midpoint M of BF16's grid and z is not: z - M is a
+   multiple of the smallest of the operands' lowest bits and M's, so |z - M| <= 2^(e - 24) (e: z's exponent)
+   needs an operand whose lowest bit is at most 2^(e - 24). If that is a b (<= 16 significant bits, a
+   significand at most 255^2 < 2^16 - 2^9), |a b| is more than 511 ulps of 2^(e - 24) away from the nearest
+   odd multiple of 2^(e - 8) that s would have to cancel; if it is s (8 bits: |s| < 2^(e - 16)), a b must be
+   within 2^(e - 16) of M, and a b, with its top bit at e and at most 16 bits, is then M itself: r == a b with
+   s != 0, which the loop flags; flagged and out-of-range elements are redone by steps 1-3.
 
 Two word sizes: float64/uint64, and float32/uint32 (twice the SIMD lanes) for formats with p <= 22 inside
 FP32's normal range whose terms are exact in float32 (simulate's "low32" chains: FP16, BF16, FP8, TF32
@@ -49,7 +58,7 @@ from numba.extending import intrinsic
 
 from ..core import jit
 from ..core import jitround as jr
-from ..core.formats import FP16
+from ..core.formats import BF16, FP16
 from ..core.policy import Rounding
 from .accumulate import Arith, native_fp32_ok, triple
 from .simsources import FP32_TRIPLE, MatSource, triple_fits
@@ -65,6 +74,7 @@ _TILE = 2048         # running sums held per block of output rows: two buffers o
 _RNE, _DOWN = jit.RNE, jit.DOWN
 _HW = max(jit.MODE_CODES.values()) + 1   # this kernel's own: plain float32 addition (FP32 accumulator, RNE)
 _FMA = _HW + 1                           # and IEEE binary32 fused multiply-add (FP32 accumulator, RNE, exact terms)
+_B16 = _FMA + 1                          # and BF16 in RNE through a float32 fma (step 6)
 _MODES = jit.MODE_CODES
 # the rounding parameters (core/jitround.py): P a Grid of the lanes' words (uint32 or uint64), P64 the Grid
 # of float64 words, lim the Limits of the scalar route
@@ -145,6 +155,13 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
                 sn[j] = _first_nan(sc[j], _fma(a, brow[j], sc[j]))
                 continue
             y = a * brow[j]
+            if mode == _B16:                    # step 6: fma, then step 4; r == a b with s != 0 is redone
+                r = _fma(a, brow[j], sc[j])
+                b = jr.as_bits(r)
+                lost = jr.k(b, 0) if r != y or sc[j] == 0 else jr.k(b, 0xFFFFFFFF)
+                worst = jr.umax(worst, jr.umax(_offset(b, P), lost))
+                sn[j] = jr.as_value(jr.round_bits(b, _RNE, P))
+                continue
             if rterm:                           # fma=False: the term is rounded to the accumulator first
                 yb = jr.as_bits(y)
                 worst = jr.umax(worst, _offset(yb, P))
@@ -170,12 +187,14 @@ def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
     the other modes and fma=False (rterm) share one loop that branches on them, so that numba compiles
     three loops instead of fourteen (the compile time is the first call's)."""
     jr.wide_vectors()
-    if rterm or (mode != _RNE and mode != _HW and mode != _FMA):
+    if rterm or (mode != _RNE and mode != _HW and mode != _FMA and mode != _B16):
         return _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
     if mode == _RNE:
         return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNE, False, P)
     if mode == _FMA:
         return _tile_loop(buf, cur, ni, at, k, i0, brow, _FMA, False, P)
+    if mode == _B16:
+        return _tile_loop(buf, cur, ni, at, k, i0, brow, _B16, False, P)
     return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
 
 
@@ -240,7 +259,8 @@ def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
                 for i in range(ni):
                     nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
                 if nan_a or _tile(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P):
-                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, mode, rterm, P, P64, lim)
+                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, _RNE if mode == _B16 else mode, rterm, P,
+                              P64, lim)
                 cur = 1 - cur
             for i in range(ni):
                 out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
@@ -344,7 +364,7 @@ def _fma32(step: Chain, sub) -> bool:
             and step.a.t is None and all(triple_fits(o, FP32_TRIPLE) for o in step.sources))
 
 
-_FP16_TRIPLE = triple(FP16)
+_FP16_TRIPLE, _BF16_TRIPLE = triple(FP16), triple(BF16)
 
 
 @lru_cache(maxsize=1)
@@ -364,6 +384,15 @@ def _fp16_fma(step: Chain, sub) -> bool:
     return (ar.fmt == FP16 and ar.mode is Rounding.NEAREST_EVEN and not ar.ftz and step.variant == "low32"
             and step.rnd is None and step.a.t is None and bool(sub.finite) and sub.inputs_fit(_FP16_TRIPLE)
             and all(triple_fits(o, _FP16_TRIPLE) for o in step.sources) and _fp16_hw())
+
+
+def _bf16_fma(step: Chain, sub) -> bool:
+    """Does the chain take step 6? BF16 itself in RNE without ftz, a float32 chain whose terms are exact products
+    (fma=True) of inputs whose formats' values are BF16 values, starting sums that are BF16 values."""
+    ar = step.ar
+    return (ar.fmt == BF16 and ar.mode is Rounding.NEAREST_EVEN and not ar.ftz and step.variant == "low32"
+            and step.rnd is None and step.a.t is None and sub.inputs_fit(_BF16_TRIPLE)
+            and all(triple_fits(o, _BF16_TRIPLE) for o in step.sources))
 
 
 def _inputs16(sub, ctx) -> tuple:
@@ -390,6 +419,8 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
         mode = _HW
     if fma:
         mode = _FMA
+    elif _bf16_fma(step, sub):
+        mode = _B16
     ids = np.ascontiguousarray(step.ids, np.int64)
     s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
     if isinstance(sub, MatSource):
