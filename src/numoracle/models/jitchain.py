@@ -236,34 +236,49 @@ def _tile_fix(buf, cur, ni, at, k, i0, brow, offs, mode, rterm, P, P64, lim):
                 sn[j] = jr.like(sc[j], _exact_add(np.float64(sc[j]), y, mode, P64, lim))
 
 
-@jit.njit
-def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
-    """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :].
-
-    Rows of outputs are taken in tiles whose running sums (two buffers: read one, write the other) stay in
-    cache while the terms' rows stream through."""
-    W, L = ids.shape
+@jit.njit(inline="always")
+def _buffers(at, bm, units, W):
+    """(out, buf, tile): the outputs, two buffers of running sums for a tile of output rows (read one, write the
+    other; they stay in cache while the terms' rows stream through), and the tile's rows."""
     n = bm.shape[1]
     tile = max(1, _TILE // n)
-    out = np.empty((W, units * n), at.dtype)
-    buf = np.empty((2, tile, n), at.dtype)
+    return np.empty((W, units * n), at.dtype), np.empty((2, tile, n), at.dtype), tile
+
+
+@jit.njit(inline="always")
+def _load(buf, s0, r, t0, ni):
+    """buf[0] = the tile's starting sums (row r of s0, output rows t0 .. t0 + ni - 1)."""
+    n = buf.shape[2]
+    for i in range(ni):
+        buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
+
+
+@jit.njit(inline="always")
+def _store(out, buf, cur, r, t0, ni):
+    n = buf.shape[2]
+    for i in range(ni):
+        out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
+
+
+@jit.njit
+def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
+    """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :], in
+    tiles of output rows (``_buffers``)."""
+    W, L = ids.shape
+    out, buf, tile = _buffers(at, bm, units, W)
+    fix = _RNE if mode == _B16 else mode
     for r in range(W):
         for t0 in range(0, units, tile):
             ni = min(tile, units - t0)
-            for i in range(ni):
-                buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
-            cur = 0
+            _load(buf, s0, r, t0, ni)
             for step in range(L):
-                k = ids[r, step]
+                k, cur = ids[r, step], step & 1
                 nan_a = False
                 for i in range(ni):
                     nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
                 if nan_a or _tile(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P):
-                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, _RNE if mode == _B16 else mode, rterm, P,
-                              P64, lim)
-                cur = 1 - cur
-            for i in range(ni):
-                out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
+                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, fix, rterm, P, P64, lim)
+            _store(out, buf, L & 1, r, t0, ni)
     return out
 
 
@@ -288,22 +303,15 @@ def chain_schedule16(at, bm, ids, s0, lo, units):
     """``chain_schedule`` for step 5, on FP16 bits (uint16 words: inputs and starting sums FP16 values): (out,
     True), or (_, False) as soon as a result is inf or NaN (the step is then run by ``chain_schedule``)."""
     W, L = ids.shape
-    n = bm.shape[1]
-    tile = max(1, _TILE // n)
-    out = np.empty((W, units * n), np.uint16)
-    buf = np.empty((2, tile, n), np.uint16)
+    out, buf, tile = _buffers(at, bm, units, W)
     for r in range(W):
         for t0 in range(0, units, tile):
             ni = min(tile, units - t0)
-            for i in range(ni):
-                buf[0, i] = s0[r, (t0 + i) * n:(t0 + i + 1) * n]
-            cur = 0
+            _load(buf, s0, r, t0, ni)
             for step in range(L):
-                if _tile16(buf, cur, ni, at, ids[r, step], lo + t0, bm[ids[r, step]]):
+                if _tile16(buf, step & 1, ni, at, ids[r, step], lo + t0, bm[ids[r, step]]):
                     return out, False
-                cur = 1 - cur
-            for i in range(ni):
-                out[r, (t0 + i) * n:(t0 + i + 1) * n] = buf[cur, i]
+            _store(out, buf, L & 1, r, t0, ni)
     return out, True
 
 
