@@ -249,3 +249,28 @@ def test_int32_block_sums_near_their_bound():
         b = np.full((64, 5), sign * top, np.float16)
         b[:, 4] = np.float16(sign * 2.0**-14)                          # small terms in the last column
         _same("matmul", (a, b), order=order)
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                                np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_compiled_labels_are_simsources_labels(dt):
+    """The kernels' labels (jitblock.labels_of: one compiled pass, int32 or float32) are simsources._labels of the
+    same values, read as float32 or float64: normal, subnormal, zero, inf and NaN inputs."""
+    from numoracle.core.formats import format_of
+    from numoracle.models import simsources
+
+    rng = np.random.default_rng(21)
+    f = format_of(dt)
+    e = rng.uniform(np.log2(float(f.min_subnormal)) - 1, np.log2(float(f.max_finite)), 6000)
+    with np.errstate(over="ignore"):
+        x = (np.exp2(e) * rng.choice([-1.0, 1.0], e.size)).astype(dt)
+    x[::50] = 0
+    if f.has_inf:
+        x[1::77], x[2::91] = np.inf, np.nan
+    for held in (np.float32, np.float64):
+        if held == np.float32 and dt == np.float64:
+            continue
+        v = x.reshape(60, 100).astype(held)
+        want = simsources._labels(v, f)
+        for out in (np.int32, np.float32):
+            np.testing.assert_array_equal(jitblock.labels_of(v, f, out), want.astype(out), err_msg=f"{held} {out}")

@@ -44,7 +44,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from .accumulate import Arith
-from .simsources import MatSource
+from .simsources import ZERO_LABEL, MatSource
 from .steps import BlockStep
 
 __all__ = ["covers", "run", "calls", "terms32", "Inputs"]
@@ -238,17 +238,39 @@ def terms32(step: BlockStep) -> bool:
     return step.terms_fp32 and F + 2 - qt <= 127 and F - hi_e >= -126 and small_ok
 
 
+@jit.njit
+def _labels_into(v, emin, out, shift, field, bias):
+    """simsources._labels of the float32 or float64 values v (C-contiguous) into out (int32 or float32), in one
+    pass: max(the exponent field - bias, emin) (a subnormal's field 0 lies below every emin held), ZERO_LABEL
+    for a zero, 0 for inf / NaN. shift, field, bias: the exponent field of v's words."""
+    jr.wide_vectors()
+    x, o = v.reshape(-1), out.reshape(-1)
+    for j in range(x.size):
+        b = jr.as_bits(x[j])
+        e = np.int32((b >> shift) & field)
+        lab = max(e - bias, emin)
+        lab = ZERO_LABEL if jr.magnitude(b) == 0 else lab
+        o[j] = 0 if e == field else lab
+
+
+_FIELDS = {np.dtype(np.float32): (23, 0xFF, 127), np.dtype(np.float64): (52, 0x7FF, 1023)}
+
+
+def labels_of(v: np.ndarray, fmt, dtype) -> np.ndarray:
+    """simsources._labels(v, fmt) as ``dtype`` (int32 or float32), by ``_labels_into``."""
+    out = np.empty(v.shape, dtype)
+    _labels_into(np.ascontiguousarray(v), np.int32(fmt.emin), out, *_FIELDS[v.dtype])
+    return out
+
+
 class Inputs:
     """What the kernels read of one simulate call's source (kept in its Context): the labels as int32 (and
     float32 for jitblockrun), whether every input is finite, and the inputs in float64 or float32."""
 
     def __init__(self, src, sub_inputs: bool):
         self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), isinstance(src, MatSource)
-        if self.mat:                  # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units
-            self._labels = (src.lat, src.lb)
-        else:                         # sum: a column of ones (label 0) times the inputs, the batch in j
-            self._labels = (np.zeros((src.K, 1), np.int16), src.lt)
-        self.finite = bool(src.finite)  # (read_sources: no inf / NaN among the inputs)
+        self._ops = src.operands()     # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units;
+        self.finite = bool(src.finite)  # sum: a column of ones (label 0) times the inputs, the batch in j
         self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
         self._round: dict[Arith, tuple] = {}
@@ -256,7 +278,8 @@ class Inputs:
     def _labels_as(self, dtype) -> tuple[np.ndarray, np.ndarray]:
         """The labels (of A^T and B, or of ones and the inputs) as ``dtype``, made on first use."""
         if dtype not in self._as:
-            self._as[dtype] = tuple(x.astype(dtype) for x in self._labels)
+            labels = tuple(labels_of(v, fmt, dtype) for v, fmt in self._ops)
+            self._as[dtype] = labels if self.mat else (np.zeros((self.src.K, 1), dtype),) + labels
         return self._as[dtype]
 
     @property
@@ -294,7 +317,7 @@ class Inputs:
 
     def bounds(self, sub) -> tuple[int, int, int, int]:
         """(i0, i1, j0, j1): the chunk's rows of A (matmul) or its batch columns (sum)."""
-        return (sub.lo, sub.hi, 0, self._labels[1].shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
+        return (sub.lo, sub.hi, 0, self._ops[1][0].shape[1]) if self.mat else (0, 1, sub.lo, sub.hi)
 
     def rounding(self, ar: Arith) -> tuple:
         """(mode code, Grid of float64 bits, Limits): the kernels' rounding parameters of ``ar``."""

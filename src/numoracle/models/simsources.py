@@ -14,7 +14,7 @@ from .accumulate import native_fp32_ok, triple
 _OPS = ("sum", "dot", "matmul")
 _MAG, _INF = 0x7FFF_FFFF_FFFF_FFFF, 0x7FF0_0000_0000_0000   # float64 bits: magnitude mask, +inf
 _BLOCK = 1 << 15      # elements per block of _stats
-_ZERO_LABEL = -16000  # label of a zero input: far below every real label, and int16 sums stay in range
+ZERO_LABEL = -16000   # label of a zero input: far below every real label, and int16 sums stay in range
 FP32_TRIPLE = triple(FP32)
 
 
@@ -80,7 +80,7 @@ _TOP16 = {np.dtype(np.float64): (3 if sys.byteorder == "little" else 0, 4, 0x7FF
 
 
 def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
-    """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros _ZERO_LABEL; inf/NaN 0 (unused).
+    """BlockFMA labels: max(floor(log2|v|), fmt.emin); zeros ZERO_LABEL; inf/NaN 0 (unused).
 
     floor(log2|v|) of a normal float is its biased exponent field - bias; a subnormal float's field (0) gives
     1 - bias - 1, below the emin of every format held in that float (float64: >= -1022 here; float32: the
@@ -88,7 +88,7 @@ def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
     if fmt.emin < -1022:                        # (no format simulate takes: its values are normal float64)
         fin = np.isfinite(v) & (v != 0)
         e = np.frexp(np.where(fin, v, 1.0))[1] - 1
-        return np.where(v == 0, _ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
+        return np.where(v == 0, ZERO_LABEL, np.where(fin, np.maximum(e, fmt.emin), 0)).astype(np.int16)
     v = np.ascontiguousarray(v)
     at, step, mask, shift, bias = _TOP16[v.dtype]
     e = v.view(np.uint16)[..., at::step] & mask    # the top 16 bits: sign, exponent field, fraction bits
@@ -99,7 +99,7 @@ def _labels(v: np.ndarray, fmt: Format) -> np.ndarray:
     special = e.size and e.max() == bias + 1    # inf / NaN
     marks = (e == -bias) & (v == 0) if zeros else None, e == bias + 1 if special else None
     np.maximum(e, fmt.emin, out=e)
-    for m, label in zip(marks, (_ZERO_LABEL, 0)):
+    for m, label in zip(marks, (ZERO_LABEL, 0)):
         if m is not None:
             e[m] = label
     return e
@@ -175,6 +175,10 @@ class _SumSource(_Source):
     def prepare_labels(self):
         self.lt = _labels(self._x.held, self.fmt)
 
+    def operands(self) -> tuple:
+        """((values, format), ...) as the kernels read them: the inputs (K, batch), float32 or float64."""
+        return ((self._x.held, self.fmt),)
+
     def terms(self, ids):
         return self.xt[ids, self.lo:self.hi]
 
@@ -208,6 +212,10 @@ class MatSource(_Source):
     def prepare_labels(self):
         self.lat, self.lb = _labels(self._a.held, self.fa), _labels(self._b.held, self.fb)
 
+    def operands(self) -> tuple:
+        """((values, format), ...) as the kernels read them: A^T (K, m) and B (K, n), float32 or float64."""
+        return (self._a.held, self.fa), (self._b.held, self.fb)
+
     def terms(self, ids):
         a = self.at[ids, self.lo:self.hi]
         t = a[..., None] * self.b[ids][..., None, :]
@@ -226,7 +234,7 @@ class MatSource(_Source):
         return self.terms32(ids)    # a fresh array already
 
     def labels(self, ids):
-        la = self.lat[ids, self.lo:self.hi]     # int16: sums of two labels stay in range (see _ZERO_LABEL)
+        la = self.lat[ids, self.lo:self.hi]     # int16: sums of two labels stay in range (see ZERO_LABEL)
         t = la[..., None] + self.lb[ids][..., None, :]
         return t.reshape(t.shape[:-2] + (-1,))
 

@@ -42,6 +42,7 @@ from .steps import BlockRun, BlockStep, Context, Program
 
 __all__ = ["simulate"]
 
+_LABELLED = (numpysteps.RUNNERS[BlockStep], numpysteps.RUNNERS[BlockRun])   # numpy steps reading labels
 _BUDGET = 96 << 20       # bytes of the value buffer (all live slots) per batch chunk
 _MAX_CHUNK = 1 << 17     # outputs per chunk
 
@@ -50,7 +51,7 @@ def _run(prog: Program, src, sub_inputs: bool) -> np.ndarray:
     """The program on every output, in chunks of the batch whose value buffer stays within _BUDGET; each
     step by the backend models/dispatch.py assigns it."""
     runners = assign(prog.steps)
-    if any(isinstance(st, (BlockStep, BlockRun)) for st in prog.steps):
+    if any(run in _LABELLED for _, run in runners):     # (the kernels make their own)
         src.prepare_labels()
     if any(st.float32() for st in prog.steps):
         src.prepare_f32()
