@@ -130,6 +130,22 @@ def test_fp32_to_integers_rne(dst, rng):
         assert same(codes, FP32, dst, resolve_policy(dst, "rne", ovf, None, False, False, None))
 
 
+@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16)], ids=["fp32-int8", "fp64-int16"])
+def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatch):
+    """FP32 / FP64 to integers under saturate without flags take the floats' own rounding (jitcastint.float_kernel):
+    every mode it takes and every nan_to, against the engine (``same`` compares the codes without flags too)."""
+    from numoracle.core import jitcastint
+
+    taken = []
+    real = jitcast.float_ok
+    monkeypatch.setattr(jitcast, "float_ok", lambda *a: taken.append(real(*a)) or taken[-1])
+    codes = codes_of(src, dst, rng, 1500)
+    for mode, nt in itertools.product(("rne", "rna", "rtz", "ru", "rd"), nan_tos(dst)):
+        assert same(codes, src, dst, resolve_policy(dst, mode, "saturate", nt, False, False, None))
+    assert any(taken) and jitcastint.float_ok(src, dst, resolve_policy(dst, "rne", "saturate", None, False, False,
+                                                                         None), False)
+
+
 @pytest.mark.slow
 def test_fp32_to_e8m0_every_mode(rng):
     codes = codes_of(FP32, no.E8M0FNU, rng, 1000)
