@@ -146,6 +146,18 @@ def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatc
                                                                          None), False)
 
 
+def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):
+    """FP64 -> FP16 in RNE without flags: the hardware's one conversion (AVX512-FP16's vcvtpd2ph; NaNs then the
+    canonical one) where the CPU has it, else the integer steps; both against the engine on boundary and random
+    codes (``same`` checks the codes without flags, the route this takes)."""
+    taken = []
+    real = jitcast._native_half
+    monkeypatch.setattr(jitcast, "_native_half", lambda *a: taken.append(1) or real(*a))
+    codes = codes_of(FP64, FP16, rng, 20000)
+    assert same(codes, FP64, FP16, resolve_policy(FP16, "rne", None, None, False, False, None))
+    assert bool(taken) == jitcast.jr.cpu_has("avx512fp16")
+
+
 @pytest.mark.slow
 def test_fp32_to_e8m0_every_mode(rng):
     codes = codes_of(FP32, no.E8M0FNU, rng, 1000)

@@ -178,7 +178,7 @@ def test_fp16_chains_of_fused_multiply_adds(monkeypatch):
     """FP16 accumulator, RNE, FP16 (or FP8) inputs, fma=True: IEEE binary16 fma on FP16 bits where the CPU has it
     (step 5), against numpy's route: ties, subnormal results, exact cancellation; a step with an overflow goes
     back to the float32 route whole; other modes, ftz, fma=False and non-finite inputs never take it."""
-    if not jitchain._fp16_hw():
+    if not jitchain.jr.cpu_has("avx512fp16"):
         pytest.skip("this CPU has no AVX512-FP16: step 5 is not taken here (steps 1-4 run FP16 chains)")
     rng = np.random.default_rng(12)
     seen = []

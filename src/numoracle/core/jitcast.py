@@ -341,6 +341,18 @@ def _fptrunc(typingctx, b):
 
 
 @intrinsic
+def _fptrunc_half(typingctx, b):
+    """FP64 bits -> the FP16 bits of IEEE's conversion (one rounding: RNE, gradual underflow, inf past the range),
+    widened to a uint64 word (AVX512-FP16's vcvtpd2ph where ``jr.cpu_has("avx512fp16")``)."""
+    if b == types.uint64:
+        def codegen(c, bld, sig, args):
+            h = bld.fptrunc(bld.bitcast(args[0], ir.DoubleType()), ir.HalfType())
+            return bld.zext(bld.bitcast(h, ir.IntType(16)), ir.IntType(64))
+        return b(b), codegen
+    return None
+
+
+@intrinsic
 def _fpext_half(typingctx, h):
     """FP16 bits (the low half of a uint32 word) -> the FP32 bits of the same value (exact; F16C's vcvtph2ps)."""
     if h == types.uint32:
@@ -374,10 +386,20 @@ def _native(src, out, P):
         out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc(u), P.nanc)
 
 
+@jit.njit
+def _native_half(src, out, P):
+    """``_native`` for FP64 -> FP16 (where the CPU converts it in one instruction)."""
+    jr.wide_vectors()
+    for i in range(src.size):
+        u = src[i]
+        out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc_half(u), P.nanc)
+
+
 def _is_native(src: Format, dst: Format, pol) -> bool:
-    """Is the hardware's conversion (_native) the cast? RNE with infinities past the range."""
-    return (src, dst) in ((FP32, FP16), (FP64, FP32)) and pol.rounding is Rounding.NEAREST_EVEN and \
-        pol.overflow is Overflow.IEEE
+    """Is the hardware's conversion (_native) the cast? RNE with infinities past the range; FP64 -> FP16 where the
+    CPU has the instruction (elsewhere it is a library call per element)."""
+    pairs = ((FP32, FP16), (FP64, FP32)) + (((FP64, FP16),) if jr.cpu_has("avx512fp16") else ())
+    return (src, dst) in pairs and pol.rounding is Rounding.NEAREST_EVEN and pol.overflow is Overflow.IEEE
 
 
 @calls.counting
@@ -406,7 +428,7 @@ def run(step, flat: np.ndarray, want_flags: bool,
         src, half, pol = FP32, HALF_DAZ if pol.daz else HALF, replace(pol, daz=False)
     P = params(src, dst, pol)
     if not want_flags and plain and not half and _is_native(src, dst, pol):
-        _native(words, out, P)
+        (_native_half if (src, dst) == (FP64, FP16) else _native)(words, out, P)
         return out, None
     kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept

@@ -29,11 +29,14 @@ these: tests/core/test_jitround.py holds the two to each other in every mode and
 
 from __future__ import annotations
 
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
+from numba.core import config
 from numba.extending import intrinsic
 
 from . import jit
@@ -44,7 +47,7 @@ __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_
            "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
            "magnitude",
-           "as_bits", "as_value", "nonzero", "like", "wide_vectors"]
+           "as_bits", "as_value", "nonzero", "like", "wide_vectors", "cpu_has"]
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = max(jit.MODE_CODES.values()) + 1   # round_shift's own: stochastic rounding, random bits per element
@@ -134,6 +137,16 @@ def magnitude(typingctx, b):
     if isinstance(b, types.Integer):
         return b(b), lambda c, bld, sig, args: bld.and_(args[0], ir.Constant(args[0].type, (1 << (b.bitwidth - 1)) - 1))
     return None
+
+
+@cache
+def cpu_has(feature: str) -> bool:
+    """Does the CPU numba compiles for have ``feature`` (LLVM's name: "avx512fp16", "fma", ...)? From numba's
+    target features (NUMBA_CPU_FEATURES where set, else the host's). A route that is fast only where the CPU
+    does an operation in hardware asks here; LLVM computes the same operation everywhere (as a library call
+    where the instruction is missing)."""
+    features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    return f"+{feature}" in features.split(",")
 
 
 @intrinsic

@@ -20,8 +20,8 @@ method serves them all:
 5. an FP16 accumulator in RNE (no ftz) whose terms are exact products (or inputs) of FP16 values and whose
    starting sums are FP16 values is IEEE binary16's fused multiply-add, s = fma(a, b, s): one RNE rounding of
    the exact s + a b, gradual underflow as the format's. Where the CPU has it in hardware (AVX512-FP16's
-   vfmadd231ph, 32 lanes; ``_fp16_hw``) the chain runs on FP16 bits (``chain_schedule16``); a result that
-   is inf or NaN (overflow: the policy decides) sends the whole step back to steps 1-4.
+   vfmadd231ph, 32 lanes; ``jr.cpu_has``) the chain runs on FP16 bits (``chain_schedule16``); a result that is
+   inf or NaN (overflow: the policy decides) sends the whole step back to steps 1-4.
 6. a BF16 accumulator in RNE (no ftz) on the same conditions with BF16 values: r = fma(a, b, s) in float32,
    then step 4 on r (mode _B16), about a third fewer operations than steps 1-2. Rounding z = s + a b to 24 bits
    and then to 8 is one correct rounding unless r is a midpoint M of BF16's grid and z is not: z - M is a
@@ -50,7 +50,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -375,15 +374,6 @@ def _fma32(step: Chain, sub) -> bool:
 _FP16_TRIPLE, _BF16_TRIPLE = triple(FP16), triple(BF16)
 
 
-@lru_cache(maxsize=1)
-def _fp16_hw() -> bool:
-    """Does the CPU numba compiles for have IEEE binary16 arithmetic in hardware (AVX512-FP16)? Elsewhere LLVM's
-    fma.f16 is a library call per element: right, but slower than steps 1-4."""
-    from numba.core import config
-    features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
-    return "+avx512fp16" in features.split(",")
-
-
 def _fp16_fma(step: Chain, sub) -> bool:
     """Does the chain take step 5? FP16 itself in RNE without ftz; terms that are exact products (fma=True) of
     finite inputs whose formats' values are FP16 values; starting sums that are FP16 values (values, not raw
@@ -391,7 +381,7 @@ def _fp16_fma(step: Chain, sub) -> bool:
     ar = step.ar
     return (ar.fmt == FP16 and ar.mode is Rounding.NEAREST_EVEN and not ar.ftz and step.variant == "low32"
             and step.rnd is None and step.a.t is None and bool(sub.finite) and sub.inputs_fit(_FP16_TRIPLE)
-            and all(triple_fits(o, _FP16_TRIPLE) for o in step.sources) and _fp16_hw())
+            and all(triple_fits(o, _FP16_TRIPLE) for o in step.sources) and jr.cpu_has("avx512fp16"))
 
 
 def _bf16_fma(step: Chain, sub) -> bool:
