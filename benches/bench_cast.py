@@ -6,7 +6,7 @@ Run: python benches/bench_cast.py [--log2n 22] [--repeat 5] [--src fp32] [--dst 
 For each (source, destination, data mix, rounding mode, backend) it prints numoracle's time per element,
 the fastest native cast's (numpy astype, ml_dtypes astype, torch CPU ``.to`` on one thread; native casts
 round to nearest even only, so every mode is compared with that one time) and the ratio ours / native
-(lower is better; 1.0 = as fast). The times are the best of ``--repeat`` runs, the runs of every
+(lower is better; 1.0 = as fast). The times are the median of ``--repeat`` runs, the runs of every
 candidate interleaved so that load on the machine hits all alike. Backends: ``numpy`` (no compiled kernel:
 ``jit.backend("numpy")``) and ``numba`` (``jit.backend("numba")``, where numba is installed).
 
@@ -25,7 +25,7 @@ import argparse
 import warnings
 
 import numpy as np
-from timing import best_times
+from timing import median_times
 
 import numoracle as no
 from numoracle.core import jit
@@ -151,7 +151,7 @@ def main() -> None:
                         names.append((mode, b))
                 for r in runs:  # warm up: kernels loaded (compiled on a machine's first run), pages touched
                     r()
-                times = best_times(runs, args.repeat)
+                times = median_times(runs, args.repeat)
                 nat_t = {nm[1]: t for nm, t in zip(names, times) if nm[0] == "native"}
                 best_lib = min(nat_t, key=nat_t.get) if nat_t else "-"
                 t_nat = nat_t.get(best_lib, float("nan"))
