@@ -58,8 +58,21 @@ def exact_float32(x: Any, name: str) -> tuple[np.ndarray | None, AnyFormat]:
     except TypeError as e:
         raise TypeError(f"{name}: {e}") from None
     if fmt.bits <= 16 and fits_fp32(fmt):
-        return np.take(_table32(fmt), np.asarray(codes)), fmt
+        return _lookup(_table32(fmt), np.asarray(codes)), fmt
     return None, fmt
+
+
+_CHUNK = 1 << 16     # codes per lookup: numpy makes an intp copy of the indices, kept this size (in cache)
+
+
+def _lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """table[codes] in chunks (np.take of all the codes at once makes an intp copy of them: 8 bytes a code of
+    fresh memory, whose page faults cost more than the lookup)."""
+    out = np.empty(codes.shape, table.dtype)
+    flat, o = codes.reshape(-1), out.reshape(-1)
+    for i in range(0, flat.size, _CHUNK):
+        np.take(table, flat[i:i + _CHUNK], out=o[i:i + _CHUNK])
+    return out
 
 
 def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
@@ -74,7 +87,7 @@ def exact_float64(x: Any, name: str) -> tuple[np.ndarray, AnyFormat]:
     except TypeError as e:
         raise TypeError(f"{name}: {e}") from None
     if fmt.bits <= 16:                    # 16-bit and narrower formats: a lookup of decode's own values
-        return np.take(value_table(fmt), np.asarray(codes)), fmt
+        return _lookup(value_table(fmt), np.asarray(codes)), fmt
     v = decode(codes, fmt)
     if v.dtype != np.float64:
         if v.size and np.abs(v.astype(np.float64)).max() > 2**53:
