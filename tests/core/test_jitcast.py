@@ -130,16 +130,18 @@ def test_fp32_to_integers_rne(dst, rng):
         assert same(codes, FP32, dst, resolve_policy(dst, "rne", ovf, None, False, False, None))
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16)], ids=["fp32-int8", "fp64-int16"])
+@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16), (FP16, no.INT8), (BF16, no.UINT16)],
+                         ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16"])
 def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatch):
-    """FP32 / FP64 to integers under saturate without flags take the floats' own rounding (jitcastint.float_kernel):
-    every mode it takes and every nan_to, against the engine (``same`` compares the codes without flags too)."""
+    """FP32 / FP64 (and FP16 / BF16, widened in the loop) to integers under saturate without flags take the floats'
+    own rounding (jitcastint.float_kernel): every mode it takes and every nan_to, against the engine (``same``
+    compares the codes without flags too); 16-bit sources on every code."""
     from numoracle.core import jitcastint
 
     taken = []
     real = jitcast.float_ok
     monkeypatch.setattr(jitcast, "float_ok", lambda *a: taken.append(real(*a)) or taken[-1])
-    codes = codes_of(src, dst, rng, 1500)
+    codes = np.arange(1 << 16, dtype=np.uint16) if src.bits == 16 else codes_of(src, dst, rng, 1500)
     for mode, nt in itertools.product(("rne", "rna", "rtz", "ru", "rd"), nan_tos(dst)):
         assert same(codes, src, dst, resolve_policy(dst, mode, "saturate", nt, False, False, None))
     assert any(taken) and jitcastint.float_ok(src, dst, resolve_policy(dst, "rne", "saturate", None, False, False,

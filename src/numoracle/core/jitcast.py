@@ -416,7 +416,7 @@ def run(step, flat: np.ndarray, want_flags: bool,
     mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
     if dst.is_integer:
         if float_ok(src, dst, pol, want_flags):
-            float_kernel(mode)(words, out, float_params(src, dst, pol))
+            float_kernel(mode, src)(words, out, float_params(src, dst, pol))
             return out, None
         int_kernel(mode, bool(want_flags))(words, rnd, out, fl, int_params(src, dst, pol))
         return out, (fl if want_flags else None)

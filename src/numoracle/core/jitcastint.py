@@ -19,7 +19,9 @@ uint32 for sources and destinations of at most 32 bits (twice the vector lanes),
 FP32 and FP64 sources under ``saturate`` without flags, daz or stochastic rounding take the floats' own steps
 instead (``float_kernel``): the value rounded to an integer by the mode (one vector instruction: roundeven,
 round, trunc, ceil, floor; to odd stays above), clamped to [min, max] (exact floats: at most 24 / 53 bits),
-converted, and the nan_to value for NaNs: the same integers, infinities at min / max.
+converted, and the nan_to value for NaNs: the same integers, infinities at min / max. FP16 and BF16 sources
+take them too, their codes widened to FP32 in the loop (exact: the hardware's widening, and BF16's 16 bits
+shifted up).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from numba.extending import intrinsic
 
 from . import jit
 from . import jitround as jr
-from .formats import FP32, FP64
+from .formats import BF16, FP16, FP32, FP64
 from .policy import Flags, NanTo, Overflow, Rounding
 
 __all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers", "float_ok", "float_kernel"]
@@ -193,24 +195,44 @@ class FloatInt(NamedTuple):
     nanc: int
 
 
+_WIDENED = {FP16: 1, BF16: 2}      # float_kernel's 16-bit sources (their codes widened to FP32 in the loop)
+
+
 def float_ok(src, dst, pol, want: bool) -> bool:
-    """Does (src, dst, pol) take float_kernel? FP32 (integers of at most 24 bits) or FP64 (at most 53), saturate,
-    no flags, no daz, a mode with a float rounding instruction."""
-    return ((src == FP32 and dst.bits <= 24) or (src == FP64 and dst.bits <= 53)) and not want and not pol.daz \
-        and pol.overflow is Overflow.SATURATE and pol.rounding not in (Rounding.TO_ODD, Rounding.STOCHASTIC)
+    """Does (src, dst, pol) take float_kernel? FP32, FP16 or BF16 (integers of at most 24 bits) or FP64 (at most
+    53), saturate, no flags, no daz, a mode with a float rounding instruction."""
+    return (((src == FP32 or src in _WIDENED) and dst.bits <= 24) or (src == FP64 and dst.bits <= 53)) \
+        and not want and not pol.daz and pol.overflow is Overflow.SATURATE \
+        and pol.rounding not in (Rounding.TO_ODD, Rounding.STOCHASTIC)
 
 
 def float_params(src, dst, pol) -> FloatInt:
-    ftype, word = (np.float32, np.uint32) if src == FP32 else (np.float64, np.uint64)
+    ftype, word = (np.float64, np.uint64) if src == FP64 else (np.float32, np.uint32)
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     mask = (1 << dst.bits) - 1
     return FloatInt(ftype(dst.min_value), ftype(dst.max_value), word(mask), word(nan_val & mask))
 
 
+@intrinsic
+def _half_value(typingctx, w):
+    """The FP16 code in the low half of the uint32 word w as the float32 of the same value (vcvtph2ps)."""
+    if w == types.uint32:
+        def codegen(c, bld, sig, args):
+            return bld.fpext(bld.bitcast(bld.trunc(args[0], ir.IntType(16)), ir.HalfType()), ir.FloatType())
+        return types.float32(w), codegen
+    return None
+
+
 @jit.njit(inline="always")
-def _float_loop(src, out, P, mode):
+def _float_loop(src, out, P, mode, half):
     for i in range(src.size):
-        v = jr.as_value(src[i])
+        w = src[i] if half == 0 else jr.widen(P.mask, src[i])      # (a 16-bit code in a uint32 word)
+        if half == 1:
+            v = _half_value(w)                    # FP16: the hardware's exact widening (a NaN stays a NaN)
+        elif half == 2:
+            v = jr.as_value(jr.shl(w, jr.k(w, 16)))   # BF16: FP32's top half
+        else:
+            v = jr.as_value(w)
         if mode == jr.RNE:
             t = _roundeven(v)
         elif mode == jr.RNA:
@@ -224,15 +246,18 @@ def _float_loop(src, out, P, mode):
         t = P.lo if t < P.lo else t
         t = P.hi if t > P.hi else t
         t = t if t == t else P.lo                 # (a NaN converts to nothing defined: its code is chosen below)
-        code = _to_word(src[i], t)
+        code = _to_word(w, t)
         out[i] = jr.zero_or(jr.k(code, 1) if v != v else jr.k(code, 0), jr.and_(code, P.mask), P.nanc)
 
 
 @cache
-def float_kernel(mode: int):
-    """The loop of one mode (RNE, RNA, RTZ, UP, DOWN), compiled when first used."""
+def float_kernel(mode: int, src=FP32):
+    """The loop of one mode (RNE, RNA, RTZ, UP, DOWN) for FP32 / FP64 words or FP16 / BF16 codes (``src``),
+    compiled when first used."""
+    half = _WIDENED.get(src, 0)
+
     @jit.njit
-    def kernel(src, out, P):
+    def kernel(words, out, P):
         jr.wide_vectors()
-        _float_loop(src, out, P, mode)
+        _float_loop(words, out, P, mode, half)
     return kernel
