@@ -212,8 +212,11 @@ def test_small_formats_cover_the_kinds():
     assert any(not f.has_subnormals and f.man_bits > 0 for f in SMALL_FORMATS)
 
 
-@pytest.mark.parametrize("fmt", SMALL_FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [f if i % 2 == 0 else pytest.param(f, marks=pytest.mark.slow)
+                                 for i, f in enumerate(SMALL_FORMATS)], ids=lambda f: f.name)
 def test_derived_constants_match_enumeration(fmt):
+    # every other format in the default tier (the list interleaves the kinds), all of them with -m slow: the
+    # default tier's 4-minute budget
     pos = _positive_values(fmt)
     m = fmt.man_bits
     # max finite, min subnormal: the ends of the positive values

@@ -172,6 +172,9 @@ def test_ctrl_c_stops_at_once_with_one_line(tmp_path, conv):
             p.kill()
 
 
+# ~8 s of deliberate waits (slow worker starts, then a timeout): in the slow tier, for the default tier's 4-minute
+# budget; the default tier keeps the single-chunk timeout and the pipelined faults and timeouts
+@pytest.mark.slow
 def test_a_chunk_past_the_timeout_is_a_converter_fault(conv, tmp_path, monkeypatch):
     # workers that take longer than the timeout to start, as on a loaded machine (spawn, imports): a chunk is
     # timed from when a worker starts it, so only the hanging chunk is a fault, however slow the start
