@@ -4,7 +4,9 @@ numpy, ml_dtypes, torch, JAX (through ``__array__``) arrays, Python scalars and 
 codes (:func:`numoracle.core.interop.to_codes`) and decoded exactly; float64/float32/float16 arrays take the exact
 widening shortcut. Integers beyond 2^53 are refused: float64 cannot hold them exactly. Bounds, checks,
 quantization metrics and ``simulate`` all read their inputs here; ``values_in`` also checks that the values are
-ones a given format holds (what a kernel that reads that format was given).
+ones a given format holds (what a kernel that reads that format was given). ``exact_float32`` reads the same
+values as float32 where every value of the input's format is an FP32 number (half the memory: simulate's
+float32 kernels read them so).
 """
 
 from __future__ import annotations
