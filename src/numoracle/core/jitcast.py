@@ -352,17 +352,6 @@ def _fptrunc_half(typingctx, b):
     return None
 
 
-@intrinsic
-def _fpext_half(typingctx, h):
-    """FP16 bits (the low half of a uint32 word) -> the FP32 bits of the same value (exact; F16C's vcvtph2ps)."""
-    if h == types.uint32:
-        def codegen(c, bld, sig, args):
-            f = bld.fpext(bld.bitcast(bld.trunc(args[0], ir.IntType(16)), ir.HalfType()), ir.FloatType())
-            return bld.bitcast(f, ir.IntType(32))
-        return h(h), codegen
-    return None
-
-
 @jit.njit(inline="always")
 def _from_half(c, proto, daz):
     """The FP32 bits of the FP16 code c (exact): the hardware's widening, but NaNs rebuilt from their bits (sign,
@@ -371,7 +360,7 @@ def _from_half(c, proto, daz):
     mag = jr.and_(h, jr.k(h, 0x7FFF))
     sign = jr.shl(jr.and_(h, jr.k(h, 0x8000)), jr.k(h, 16))
     nan = jr.or_(jr.or_(sign, jr.k(h, 0x7F800000)), jr.shl(jr.and_(h, jr.k(h, 0x3FF)), jr.k(h, 13)))
-    bits = jr.zero_or(jr.above(mag, jr.k(h, 0x7C00)), _fpext_half(h), nan)
+    bits = jr.zero_or(jr.above(mag, jr.k(h, 0x7C00)), jr.half_bits(h), nan)
     if daz:
         bits = jr.zero_or(jr.above(jr.k(h, 0x400), mag), bits, sign)
     return bits

@@ -213,22 +213,12 @@ def float_params(src, dst, pol) -> FloatInt:
     return FloatInt(ftype(dst.min_value), ftype(dst.max_value), word(mask), word(nan_val & mask))
 
 
-@intrinsic
-def _half_value(typingctx, w):
-    """The FP16 code in the low half of the uint32 word w as the float32 of the same value (vcvtph2ps)."""
-    if w == types.uint32:
-        def codegen(c, bld, sig, args):
-            return bld.fpext(bld.bitcast(bld.trunc(args[0], ir.IntType(16)), ir.HalfType()), ir.FloatType())
-        return types.float32(w), codegen
-    return None
-
-
 @jit.njit(inline="always")
 def _float_loop(src, out, P, mode, half):
     for i in range(src.size):
         w = src[i] if half == 0 else jr.widen(P.mask, src[i])      # (a 16-bit code in a uint32 word)
         if half == 1:
-            v = _half_value(w)                    # FP16: the hardware's exact widening (a NaN stays a NaN)
+            v = jr.as_value(jr.half_bits(w))      # FP16: the hardware's exact widening (a NaN stays a NaN)
         elif half == 2:
             v = jr.as_value(jr.shl(w, jr.k(w, 16)))   # BF16: FP32's top half
         else:

@@ -47,7 +47,7 @@ __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_
            "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
            "magnitude",
-           "as_bits", "as_value", "nonzero", "like", "wide_vectors", "cpu_has"]
+           "as_bits", "as_value", "nonzero", "like", "half_bits", "wide_vectors", "cpu_has"]
 
 RNE, RNA, RTZ, UP, DOWN, ODD = jit.RNE, jit.RNA, jit.RTZ, jit.UP, jit.DOWN, jit.ODD
 SR = max(jit.MODE_CODES.values()) + 1   # round_shift's own: stochastic rounding, random bits per element
@@ -187,6 +187,18 @@ def nonzero(typingctx, x):
         w, lt = _WORD[x]
         return w(x), lambda c, bld, sig, args: bld.zext(
             bld.fcmp_unordered("!=", args[0], ir.Constant(args[0].type, 0.0)), lt)
+    return None
+
+
+@intrinsic
+def half_bits(typingctx, h):
+    """FP16 bits (the low half of a uint32 word) -> the FP32 bits of the same value (exact; F16C's vcvtph2ps; a
+    NaN stays a NaN, its payload as the hardware widens it)."""
+    if h == types.uint32:
+        def codegen(c, bld, sig, args):
+            f = bld.fpext(bld.bitcast(bld.trunc(args[0], ir.IntType(16)), ir.HalfType()), ir.FloatType())
+            return bld.bitcast(f, ir.IntType(32))
+        return h(h), codegen
     return None
 
 
