@@ -274,3 +274,56 @@ def test_compiled_labels_are_simsources_labels(dt):
         want = simsources._labels(v, f)
         for out in (np.int32, np.float32):
             np.testing.assert_array_equal(jitblock.labels_of(v, f, out), want.astype(out), err_msg=f"{held} {out}")
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.float32],
+                         ids=lambda d: np.dtype(d).name)
+def test_keys_give_the_raw_label_and_the_carry(dt):
+    """jitblock.keys_of: over every block of boundary-weighted terms (subnormals, zeros, significands just below 2,
+    the top binade), the largest key product's exponent is 2 raw + c, with raw the largest label sum of the
+    nonzero products and raw + c = max(floor(log2 max |t|), raw), as block_fma computes them from the labels."""
+    from numoracle.core.formats import format_of
+    from numoracle.models import simsources
+
+    rng = np.random.default_rng(5)
+    f = format_of(dt)
+    a, b = _values(rng, dt, 4000, False).astype(np.float64), _values(rng, dt, 4000, False).astype(np.float64)
+    if dt == np.float32:                                # FP32 inputs: float64 keys (the products are exact there)
+        a, b = a * 2.0**-60, b                          # (and a range whose doubled labels fit float64)
+    keys = jitblock.keys_of(a, f, b, f)
+    assert keys is not None, "the keys apply to this range"
+    ka, kb = keys
+    la, lb = (simsources._labels(v, f).astype(np.int64) for v in (a, b))
+    n = 8
+    t, lab, key = (a * b).reshape(-1, n), (la + lb).reshape(-1, n), (ka * kb).reshape(-1, n)
+    nz = t != 0
+    has_p = nz.any(axis=1)
+    raw = np.where(nz, lab, -(1 << 40)).max(axis=1)
+    ep = np.maximum(np.frexp(np.abs(t).max(axis=1))[1] - 1, raw)
+    ek = np.frexp(key.max(axis=1))[1] - 1
+    assert has_p.sum() > 400 and (ep > raw)[has_p].sum() > 50, "blocks with and without a carry"
+    np.testing.assert_array_equal(key.max(axis=1) != 0, has_p)
+    np.testing.assert_array_equal((ek >> 1)[has_p], raw[has_p])
+    np.testing.assert_array_equal(((ek >> 1) + (ek & 1))[has_p], ep[has_p])
+
+
+def test_keys_route_and_label_route(monkeypatch):
+    """Pass 1 by keys where they apply (FP16, FP8 and BF16 inputs, subnormals included; float32 or float64 keys),
+    by labels where the keys would leave the normal range (BF16 products from 2^-80 to 2^80 as float32 terms:
+    doubled labels beyond float32's) or the inputs hold inf / NaN: the same bits either way."""
+    routes = []
+    real = jitblock.keys_of
+    monkeypatch.setattr(jitblock, "keys_of", lambda *args: routes.append(real(*args) is not None) or real(*args))
+    rng = np.random.default_rng(13)
+    wide = [(rng.uniform(1, 2, s) * np.exp2(rng.integers(-40, 41, s)) * rng.choice([-1, 1], s)).astype(
+        ml_dtypes.bfloat16) for s in ((20, 200), (200, 40))]
+    for ins, keyed in ((_inputs(rng, np.float16, 20, 200, 40, True), True),
+                       (_inputs(rng, ml_dtypes.float8_e4m3fn, 20, 200, 40, True), True),
+                       (_inputs(rng, ml_dtypes.bfloat16, 20, 200, 40, True), True), (wide, False)):
+        routes.clear()
+        _same("matmul", ins, order=O.preset("h100", "fp16"))
+        assert routes == [keyed]
+    routes.clear()
+    _same("matmul", (_values(rng, np.float16, 20 * 200, True).reshape(20, 200),
+                     _values(rng, np.float16, 200 * 40, False).reshape(200, 40)), order=O.preset("h100", "fp16"))
+    assert routes == []                                 # inf / NaN: no keys asked

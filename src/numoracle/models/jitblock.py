@@ -72,18 +72,21 @@ def _pow2(e):
 
 
 @jit.njit
-def block_scales(amax, lmax, cb, c0, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs):
+def block_scales(amax, lmax, cb, c0, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs, keyed):
     """Step 2 for one row of outputs, branch-free (selects): E, K&M's carry flag, the scale 2^(F + spc - E)
     and its inverse (halved with a sticky bit: S then counts half units), and the scale the terms are
     multiplied by, scw = min(scale, clamp) in the terms' type. As block_fma: has_p = some product != 0;
     Ep = floor(log2 amax) (amax in the terms' type, read as float64 bits), raised to the max raw label for
     subnormal inputs; Ec = c's exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 &
-    (c = 0 | raw >= Ec); E = max(Ep, Ec) with both, else the one present."""
+    (c = 0 | raw >= Ec); E = max(Ep, Ec) with both, else the one present. ``keyed``: amax is the maximum key
+    (``Keys``) and lmax is not read: its exponent is 2 raw + (Ep - raw)."""
     jr.wide_vectors()
     for j in range(amax.size):
-        ab, raw, cbits = np.int64(jr.as_bits(np.float64(amax[j]))), np.int64(lmax[j]), cb[c0 + j]
+        ab, cbits = np.int64(jr.as_bits(np.float64(amax[j]))), cb[c0 + j]
         has_p = ab != 0                                       # amax >= 0: +0 has all bits 0
-        ep = _exponent(ab)
+        ev = _exponent(ab)
+        raw = ev >> 1 if keyed else np.int64(lmax[j])         # (floor(ev / 2): an arithmetic shift)
+        ep = raw + (ev & 1) if keyed else ev
         ep = max(ep, raw) if sub_inputs else ep
         has_c = (cbits & _MAG) != 0
         ec = max(_exponent(cbits), -126) if has_c else -1
@@ -181,7 +184,8 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
         for i in range(i0, i1):
             base = r * B + (i - i0) * nj
             _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
-            block_scales(amax, lmax, cb, base, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs)  # 2.
+            block_scales(amax, lmax, cb, base, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs,
+                         False)                                                                  # 2.
             block_pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.
             for j in range(nj):                   # 4. c joins the same way, in float64; v = S / scale
                 yc = c[base + j] * scale[j]
@@ -256,6 +260,50 @@ def _labels_into(v, emin, out, shift, field, bias):
 _FIELDS = {np.dtype(np.float32): (23, 0xFF, 127), np.dtype(np.float64): (52, 0x7FF, 1023)}
 
 
+@jit.njit
+def _keys_into(v, emin, out, shift, field, bias):
+    """out = keys_of's keys of the finite values v, in one pass: max(|v|, 2^lab) 2^lab with lab = v's label (as
+    _labels_into), 0 for a zero; returns the least and the greatest label of the nonzero v."""
+    jr.wide_vectors()
+    x, o = v.reshape(-1), out.reshape(-1)
+    lo, hi = np.int32(1 << 30), np.int32(-(1 << 30))
+    for j in range(x.size):
+        b = jr.as_bits(x[j])
+        lab = max(np.int32((b >> shift) & field) - bias, emin)
+        nz = jr.magnitude(b) != 0
+        lo = min(lo, lab) if nz else lo
+        hi = max(hi, lab) if nz else hi
+        p = jr.as_value(np.uint64(_pow2(lab)))
+        o[j] = max(np.abs(np.float64(x[j])), p) * p if nz else 0.0
+    return lo, hi
+
+
+_NORMAL = {np.dtype(np.float32): (-126, 127), np.dtype(np.float64): (-1022, 1023)}
+
+
+def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pass 1's keys of finite inputs a, b (formats fa, fb; float32 or float64), or None where they leave the
+    normal range of that type: ka = max(|a|, 2^la) 2^la for a != 0 (la: a's label), 0 for a = 0; kb alike.
+
+    A product of nonzero keys is m 2^(2 (la + lb)), m = the product of the two significands max(|a|, 2^la) /
+    2^la, in [1, 4), and m >= 2 exactly where the true product's significand |a b| / 2^(la + lb) is >= 2 (a
+    subnormal factor's significand is < 1, so the true one is < 2 there, and so is m's). The key's exponent
+    is 2 (la + lb) + [m >= 2]: keys order as (raw label, carry), and the largest key's exponent is 2 raw + c,
+    c = [some product of label raw has a significand >= 2]. Step 1 needs raw and max(Ep, raw), Ep =
+    floor(log2 max |t|); a product of label raw has floor(log2 |t|) = raw + 1 if its significand is >= 2,
+    else at most raw, and one of a smaller label at most raw, so max(Ep, raw) = raw + c: one multiply and
+    one maximum a term give both. The keys are exact (power-of-two scalings) and so are their products
+    (as the terms are, in the terms' type: ``terms32``) where all lie in the normal range, which is checked."""
+    emin, emax = _NORMAL[a.dtype]
+    ka, kb = np.empty(a.shape, a.dtype), np.empty(b.shape, b.dtype)
+    lo_a, hi_a = _keys_into(np.ascontiguousarray(a), np.int32(fa.emin), ka, *_FIELDS[a.dtype])
+    lo_b, hi_b = _keys_into(np.ascontiguousarray(b), np.int32(fb.emin), kb, *_FIELDS[b.dtype])
+    if lo_a > hi_a or lo_b > hi_b:                 # all zeros on one side: the label route
+        return None
+    ok = 2 * min(lo_a, lo_b, lo_a + lo_b) >= emin and 2 * max(hi_a, hi_b, hi_a + hi_b) + 1 <= emax
+    return (ka, kb) if ok else None
+
+
 def labels_of(v: np.ndarray, fmt, dtype) -> np.ndarray:
     """simsources._labels(v, fmt) as ``dtype`` (int32 or float32), by ``_labels_into``."""
     out = np.empty(v.shape, dtype)
@@ -273,6 +321,7 @@ class Inputs:
         self.finite = bool(src.finite)  # sum: a column of ones (label 0) times the inputs, the batch in j
         self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
+        self._keys: dict[bool, tuple | None] = {}
         self._round: dict[Arith, tuple] = {}
 
     def _labels_as(self, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -304,6 +353,15 @@ class Inputs:
         if "jitblock" not in ctx.kernels:
             ctx.kernels["jitblock"] = Inputs(ctx.src, ctx.sub_inputs)
         return ctx.kernels["jitblock"]
+
+    def keys(self, f32: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """``keys_of`` the inputs in float32 or float64 (``ab(f32)``); None where the inputs hold inf / NaN (step 1
+        then also sums the terms), or the keys leave the normal range."""
+        if f32 not in self._keys:
+            (a, b), fmts = self.ab(f32), [fmt for _, fmt in self._ops]
+            fa, fb = fmts if self.mat else fmts * 2    # (a sum's column of ones: label 0 in every format)
+            self._keys[f32] = keys_of(a, fa, b, fb) if self.finite else None
+        return self._keys[f32]
 
     def ab(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:
         """(a, b) in float64, or float32 (the source's exact float32 values: f32 only where they are)."""

@@ -106,6 +106,46 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
                 fsum[j] += ak * bk[j]
 
 
+@jit.njit(inline="always")
+def _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j):
+    """The largest of four key products for output j, in registers."""
+    x, y = a0 * b0[j], a1 * b1[j]
+    x = x if x > y else y
+    y, z = a2 * b2[j], a3 * b3[j]
+    y = y if y > z else z
+    return x if x > y else y
+
+
+@jit.njit
+def _keys1(ka, kb, i, ks, t0, t1, kmax):
+    """Step 1 for output row i, outputs t0..t1-1, by keys (jitblock.keys_of: finite inputs, none subnormal):
+    kmax = the largest key product over the block's terms ks, whose exponent carries both maxima; four
+    terms meet in registers before each write, the first four set it (keys are >= 0)."""
+    jr.wide_vectors()
+    n = t1 - t0
+    q4 = ks.size - ks.size % 4
+    if q4 == 0:
+        for j in range(n):
+            kmax[j] = 0.0
+    for kk in range(0, q4, 4):
+        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
+        a0, a1, a2, a3 = ka[k0, i], ka[k1, i], ka[k2, i], ka[k3, i]
+        b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
+        if kk == 0:
+            for j in range(n):
+                kmax[j] = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
+        else:
+            for j in range(n):
+                x = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
+                kmax[j] = x if x > kmax[j] else kmax[j]
+    for kk in range(q4, ks.size):
+        k = ks[kk]
+        ak, bk = ka[k, i], kb[k, t0:t1]
+        for j in range(n):
+            m = ak * bk[j]
+            kmax[j] = m if m > kmax[j] else kmax[j]
+
+
 @jit.njit
 def _pass2_int(a, b, i, ks, t0, t1, scw, S):
     """Step 3 of a truncating block with int32 sums (``run``'s choice: every |trunc(Y)| < 2^(F + 2) and
@@ -135,18 +175,20 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
 
 
 @jit.njit
-def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
+def run_kernel(a, la, b, lb, ka, kb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
     c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
-    la, lb: the raw labels as float32; S: the block sums' buffer (>= _JT), float32 where simulate's
-    _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
+    la, lb: the raw labels as float32, or empty where ka, kb, jitblock.keys_of's keys, are given (step 1 by
+    one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums' buffer (>= _JT), float32 where
+    simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
 
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
     so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
     tile's accumulators (two buffers: c and the block's output) stay in cache."""
     jr.wide_vectors()
+    keyed = ka.size > 0
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj
@@ -172,9 +214,12 @@ def run_kernel(a, la, b, lb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sti
                     for q in range(g1 - g0):
                         i = g0 + q
                         cur, nxt = acc[par, q, :nt], acc[1 - par, q, :nt]
-                        _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
+                        if keyed:
+                            _keys1(ka, kb, i, ks, t0, t1, amax)
+                        else:
+                            _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
                         block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
-                                     carry, sub_inputs)
+                                     carry, sub_inputs, keyed)
                         if Si.size:
                             _pass2_int(a, b, i, ks, t0, t1, scw, Sib)
                             odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
@@ -226,7 +271,11 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     # int32 block sums: a truncating block of finite inputs whose n terms |trunc(Y)| < 2^(F + 2) sum below 2^31
     ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
     Si = np.empty(j1 - j0 if ints else 0, np.int32)
-    run_kernel(a, kin.laf, b, kin.lbf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
+    keys = kin.keys(f32)
+    none = np.empty((0, 0), a.dtype), np.empty((0, 0), np.float32)
+    ka, kb = keys if keys is not None else none[:1] * 2
+    la, lb = (kin.laf, kin.lbf) if keys is None else none[1:] * 2     # (the keys route reads no labels)
+    run_kernel(a, la, b, lb, ka, kb, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
                *kin.rounding(st0.ar))
     calls.add(len(steps))
