@@ -45,7 +45,7 @@ from numba.extending import intrinsic
 from . import jit
 from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64, Format
-from .jitcastint import float_kernel, float_ok, float_params, int_covers, int_kernel, int_params, int_word
+from .jitcastint import float_kernel, float_mag, float_ok, float_params, int_covers, int_kernel, int_params, int_word
 from .policy import Flags, Overflow, Rounding, Tininess
 from .specialize import canonical_nan
 
@@ -296,7 +296,8 @@ def _carries(a, e, neg, mode, P):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half):
+def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half, check, cs):
+    bad = jr.k(P.sman, 0)
     for i in range(src.size):
         if half == BF16_WORDS:            # BF16 is FP32's top half
             u = jr.shl(jr.widen(P.sman, src[i]), jr.k(P.sman, 16))
@@ -304,25 +305,49 @@ def _loop(src, rnd, out, fl, P, mode, want, plain, kind, half):
             u = _from_half(src[i], P.sman, half == HALF_DAZ)
         else:
             u = jr.widen(P.sman, src[i])
-        r = rnd[i] if mode == SR else jr.k(u, 0)
+        r = jr.k(u, 0)
+        if mode == SR:
+            r = jr.widen(u, rnd[i])       # the random bits in their own (unsigned) dtype
+            if check:
+                bad = jr.or_(bad, jr.shr(r, cs))
         c, f = _one(u, r, mode, P, want, plain, kind)
         out[i] = c
         if want:
             fl[i] = f
+    return bad
 
 
 @cache
-def _kernel(mode: int, want: bool, plain: bool, kind: int, half: int = 0, wide: bool = True):
+def _kernel(mode: int, want: bool, plain: bool, kind: int, half: int = 0, wide: bool = True, check: bool = False):
     """The loop of one (mode, flags asked, plain, kind: _one; half: FP16 codes widened to FP32 first, with or
-    without daz; wide: 512-bit vectors, jr.wide_vectors), its variant a constant inside (numba freezes the
-    closure's values and prunes the branch on them; its disk cache keys on them): each compiled when first
-    used."""
+    without daz; wide: 512-bit vectors, jr.wide_vectors; check: stochastic rounding's random bits checked in the
+    loop, random_words), its variant a constant inside (numba freezes the closure's values and prunes the
+    branch on them; its disk cache keys on them): each compiled when first used. It returns the OR of the
+    random bits shifted down by cs (nonzero: some lie out of range)."""
     @jit.njit
-    def kernel(src, rnd, out, fl, P):
+    def kernel(src, rnd, out, fl, P, cs):
         if wide:
             jr.wide_vectors()
-        _loop(src, rnd, out, fl, P, mode, want, plain, kind, half)
+        return _loop(src, rnd, out, fl, P, mode, want, plain, kind, half, check, cs)
     return kernel
+
+
+def random_words(rand: np.ndarray | None, word: type, sr_bits: int | None, rand_check) -> tuple[np.ndarray, int]:
+    """Stochastic rounding's random bits as a kernel reads them, and the shift its loop checks them with (0: no
+    check). Bits of a dtype no wider than the word are read in their own dtype (an unsigned view: no copy);
+    where ``rand_check`` is given (cast's range check, convert._check_random_bits) the loop ORs each value
+    shifted down by c = sr_bits (by bits - 1 for a signed dtype, where that is smaller: a negative value has
+    its top bit set), so one pass reads them for both. Wider bits are checked here and converted."""
+    if rand is None:
+        return np.zeros(0, word), 0
+    r = np.ascontiguousarray(rand)
+    b = 8 * r.dtype.itemsize
+    if b > 8 * np.dtype(word).itemsize:
+        if rand_check is not None:
+            rand_check(r)
+        return r.astype(word), 0
+    c = min(int(sr_bits), b - 1 if r.dtype.kind == "i" else b)
+    return r.view(f"u{r.dtype.itemsize}"), (c if rand_check is not None and c < b else 0)
 
 
 @intrinsic
@@ -392,23 +417,26 @@ def _is_native(src: Format, dst: Format, pol) -> bool:
 
 
 @calls.counting
-def run(step, flat: np.ndarray, want_flags: bool,
-        rand: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None,
+        rand_check=None) -> tuple[np.ndarray, np.ndarray | None]:
     """The codes (and flags) of the flat source codes ``flat``: the engine's; ``rand``: stochastic rounding's random
-    bits (each below 2^sr_bits: the caller checks)."""
+    bits, one per element; ``rand_check``: cast's range check of them (convert._check_random_bits), run in the
+    kernel's loop (random_words) and called here where a value lies out of range (it raises). Without it the
+    caller has checked them (each below 2^sr_bits)."""
     src, dst, pol = step.src, step.dst, step.pol
     words = flat.view(np.dtype(src.code_dtype))
     word = int_word(src, dst) if dst.is_integer else np.uint64 if src.bits == 64 else np.uint32
-    rnd = np.zeros(0, word) if rand is None else np.ascontiguousarray(rand).astype(word, copy=False)
+    rnd, cs = random_words(rand, word, pol.sr_bits, rand_check)
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
     fl = np.empty(flat.size if want_flags else 0, np.uint8)
     mode = SR if pol.rounding is Rounding.STOCHASTIC else jit.MODE_CODES[pol.rounding]
     if dst.is_integer:
         if float_ok(src, dst, pol, want_flags):
-            float_kernel(mode, src)(words, out, float_params(src, dst, pol))
-            return out, None
-        int_kernel(mode, bool(want_flags))(words, rnd, out, fl, int_params(src, dst, pol))
-        return out, (fl if want_flags else None)
+            kern = float_kernel(mode, src, cs > 0, float_mag(src, dst, pol))
+            bad = kern(words, rnd, out, float_params(src, dst, pol), word(cs))
+            return _checked(bad, rand, rand_check, out, None)
+        bad = int_kernel(mode, bool(want_flags), cs > 0)(words, rnd, out, fl, int_params(src, dst, pol), word(cs))
+        return _checked(bad, rand, rand_check, out, fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     half = 0
     if _route(src, dst) != src and src == BF16:   # BF16 through FP32 words (the same subnormals: daz as FP32's)
@@ -423,5 +451,14 @@ def run(step, flat: np.ndarray, want_flags: bool,
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept
         mode = {RNE: RNA, ODD: RTZ}.get(mode, mode)
     wide = step.src.bits >= 32 or mode == SR    # (measured: 16-bit sources' other loops run faster at 256 bits)
-    _kernel(mode, bool(want_flags), plain, kind, half, wide)(words, rnd, out, fl, P)
-    return out, (fl if want_flags else None)
+    bad = _kernel(mode, bool(want_flags), plain, kind, half, wide, cs > 0)(words, rnd, out, fl, P, word(cs))
+    return _checked(bad, rand, rand_check, out, fl if want_flags else None)
+
+
+def _checked(bad, rand, rand_check, out, fl) -> tuple[np.ndarray, np.ndarray | None]:
+    """(out, fl), after the kernel's check of the random bits: where it found one out of range, cast's check
+    raises its error (with the range it found)."""
+    if bad:
+        rand_check(rand)
+        raise ValueError("random_bits out of range")  # (rand_check raises first)
+    return out, fl

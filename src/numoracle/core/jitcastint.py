@@ -40,7 +40,7 @@ from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64
 from .policy import Flags, NanTo, Overflow, Rounding
 
-__all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers", "float_ok", "float_kernel"]
+__all__ = ["IntCast", "int_word", "int_params", "int_kernel", "int_covers", "float_ok", "float_mag", "float_kernel"]
 
 _INVALID = int(Flags.INVALID)
 
@@ -127,23 +127,30 @@ def _one(u, r, mode, P, want):
 
 
 @jit.njit(inline="always")
-def _loop(src, rnd, out, fl, P, mode, want):
+def _loop(src, rnd, out, fl, P, mode, want, check, cs):
+    bad = jr.k(P.sman, 0)
     for i in range(src.size):
         u = jr.widen(P.sman, src[i])
-        r = rnd[i] if mode == jr.SR else jr.k(u, 0)
+        r = jr.k(u, 0)
+        if mode == jr.SR:
+            r = jr.widen(u, rnd[i])               # the random bits in their own (unsigned) dtype
+            if check:
+                bad = jr.or_(bad, jr.shr(r, cs))
         c, f = _one(u, r, mode, P, want)
         out[i] = c
         if want:
             fl[i] = f
+    return bad
 
 
 @cache
-def int_kernel(mode: int, want: bool):
-    """The loop of one (mode, flags asked), compiled when first used (as jitcast._kernel)."""
+def int_kernel(mode: int, want: bool, check: bool = False):
+    """The loop of one (mode, flags asked, random bits checked), compiled when first used (as jitcast._kernel; it
+    returns the OR of the random bits shifted down by cs)."""
     @jit.njit
-    def kernel(src, rnd, out, fl, P):
+    def kernel(src, rnd, out, fl, P, cs):
         jr.wide_vectors()
-        _loop(src, rnd, out, fl, P, mode, want)
+        return _loop(src, rnd, out, fl, P, mode, want, check, cs)
     return kernel
 
 
@@ -185,14 +192,30 @@ def _to_word(typingctx, proto, t):
     return None
 
 
+@intrinsic
+def _ufloat(typingctx, proto, x):
+    """The unsigned word x as a float of proto's type (exact for the small integers used here)."""
+    if proto in (types.float32, types.float64) and isinstance(x, types.Integer):
+        return proto(proto, x), lambda c, bld, sig, args: bld.uitofp(args[1], args[0].type)
+    return None
+
+
 class FloatInt(NamedTuple):
-    """float_kernel's constants: min and max as floats of the source's type, the destination's bit mask and the
-    nan_to value's code as words of the source's width."""
+    """float_kernel's constants: min and max as floats of the source's type, big (2^24 or 2^53: every float from
+    there up is an integer), cap (2^bits of the destination: every magnitude from there up saturates), scale
+    (2^R, stochastic rounding's R random bits); as words of the source's width: the destination's bit mask, the
+    nan_to value's code, R, max and -min."""
 
     lo: float
     hi: float
+    big: float
+    cap: float
+    scale: float
     mask: int
     nanc: int
+    r: int
+    maxv: int
+    negmax: int
 
 
 _WIDENED = {FP16: 1, BF16: 2}      # float_kernel's 16-bit sources (their codes widened to FP32 in the loop)
@@ -200,21 +223,70 @@ _WIDENED = {FP16: 1, BF16: 2}      # float_kernel's 16-bit sources (their codes 
 
 def float_ok(src, dst, pol, want: bool) -> bool:
     """Does (src, dst, pol) take float_kernel? FP32, FP16 or BF16 (integers of at most 24 bits) or FP64 (at most
-    53), saturate, no flags, no daz, a mode with a float rounding instruction."""
+    53), saturate, no flags, no daz; every mode."""
     return (((src == FP32 or src in _WIDENED) and dst.bits <= 24) or (src == FP64 and dst.bits <= 53)) \
-        and not want and not pol.daz and pol.overflow is Overflow.SATURATE \
-        and pol.rounding not in (Rounding.TO_ODD, Rounding.STOCHASTIC)
+        and not want and not pol.daz and pol.overflow is Overflow.SATURATE
+
+
+def float_mag(src, dst, pol) -> bool:
+    """Does float_kernel round (src, dst, pol) on the magnitude as an integer word (_magnitude_round)? To odd, and
+    stochastic rounding where floor(|x| * 2^R) of a magnitude below 2^bits fits the signed word (bits + R below
+    the word's width)."""
+    w = 64 if src == FP64 else 32
+    return pol.rounding is Rounding.TO_ODD or (pol.rounding is Rounding.STOCHASTIC and dst.bits + pol.sr_bits < w)
 
 
 def float_params(src, dst, pol) -> FloatInt:
     ftype, word = (np.float64, np.uint64) if src == FP64 else (np.float32, np.uint32)
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     mask = (1 << dst.bits) - 1
-    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), word(mask), word(nan_val & mask))
+    r = pol.sr_bits or 0
+    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), ftype(2.0 ** (53 if src == FP64 else 24)),
+                    ftype(2.0 ** dst.bits), ftype(2.0 ** r), word(mask), word(nan_val & mask), word(r),
+                    word(dst.max_value), word(-dst.min_value))
 
 
 @jit.njit(inline="always")
-def _float_loop(src, out, P, mode, half):
+def _float_round(v, w, r, P, mode):
+    """The float v rounded to an integer by mode (a float; NaN and infinities as they come, clamped after).
+    Stochastic rounding (where _magnitude_round does not apply): the magnitude truncated plus the carry of
+    floor(f * 2^R) + r at bit R (f its fraction; module docstring of jitcast): a magnitude from ``big`` up
+    (infinities, NaN: P.big) is an integer, its f = 0."""
+    if mode == jr.RNE:
+        return _roundeven(v)
+    if mode == jr.RNA:
+        return _round(v)
+    if mode == jr.RTZ:
+        return _trunc(v)
+    if mode == jr.UP:
+        return _ceil(v)
+    if mode == jr.DOWN:
+        return _floor(v)
+    a = abs(v)
+    a = a if a < P.big else P.big
+    ta = _trunc(a)
+    fs = _to_word(w, _floor((a - ta) * P.scale))                # floor(f * 2^R) < 2^R, exact
+    carry = jr.shr(jr.add(fs, r), P.r)                          # 0 or 1
+    return np.copysign(ta + _ufloat(v, carry), v)
+
+
+@jit.njit(inline="always")
+def _magnitude_round(v, w, r, P, mode):
+    """|v| rounded to an integer word by to odd or stochastic rounding (float_mag), |v| first capped at 2^bits
+    (the result saturates either way; a NaN reads as the cap): to odd truncates (the conversion) and sets bit 0
+    where that dropped a fraction; stochastic rounding adds r to floor(|v| * 2^R) (exact: a power-of-two
+    scaling, then the conversion) and drops R bits, the carry of floor(f * 2^R) + r into the integer part."""
+    a = abs(v)
+    a = a if a < P.cap else P.cap
+    if mode == jr.ODD:
+        i = _to_word(w, a)
+        return jr.or_(i, jr.k(w, 1) if _ufloat(v, i) != a else jr.k(w, 0))
+    return jr.shr(jr.add(_to_word(w, a * P.scale), r), P.r)
+
+
+@jit.njit(inline="always")
+def _float_loop(src, rnd, out, P, mode, half, check, cs, mag):
+    bad = jr.k(P.mask, 0)
     for i in range(src.size):
         w = src[i] if half == 0 else jr.widen(P.mask, src[i])      # (a 16-bit code in a uint32 word)
         if half == 1:
@@ -223,31 +295,33 @@ def _float_loop(src, out, P, mode, half):
             v = jr.as_value(jr.shl(w, jr.k(w, 16)))   # BF16: FP32's top half
         else:
             v = jr.as_value(w)
-        if mode == jr.RNE:
-            t = _roundeven(v)
-        elif mode == jr.RNA:
-            t = _round(v)
-        elif mode == jr.RTZ:
-            t = _trunc(v)
-        elif mode == jr.UP:
-            t = _ceil(v)
+        r = jr.k(w, 0)
+        if mode == jr.SR:
+            r = jr.widen(w, rnd[i])               # the random bits in their own (unsigned) dtype
+            if check:
+                bad = jr.or_(bad, jr.shr(r, cs))
+        if mag:                                   # the magnitude clamped to max or -min, then signed
+            neg = jr.sign(jr.as_bits(v))
+            t = jr.umin(_magnitude_round(v, w, r, P, mode), jr.zero_or(neg, P.maxv, P.negmax))
+            code = jr.zero_or(neg, t, jr.sub(jr.k(t, 0), t))
         else:
-            t = _floor(v)
-        t = P.lo if t < P.lo else t
-        t = P.hi if t > P.hi else t
-        t = t if t == t else P.lo                 # (a NaN converts to nothing defined: its code is chosen below)
-        code = _to_word(w, t)
+            t = _float_round(v, w, r, P, mode)
+            t = t if t > P.lo else P.lo           # (a NaN gives lo: it converts to nothing defined; its code is
+            t = t if t < P.hi else P.hi           # chosen below)
+            code = _to_word(w, t)
         out[i] = jr.zero_or(jr.k(code, 1) if v != v else jr.k(code, 0), jr.and_(code, P.mask), P.nanc)
+    return bad
 
 
 @cache
-def float_kernel(mode: int, src=FP32):
-    """The loop of one mode (RNE, RNA, RTZ, UP, DOWN) for FP32 / FP64 words or FP16 / BF16 codes (``src``),
-    compiled when first used."""
+def float_kernel(mode: int, src=FP32, check: bool = False, mag: bool = False):
+    """The loop of one mode for FP32 / FP64 words or FP16 / BF16 codes (``src``), random bits checked or not, on
+    the magnitude (float_mag) or not; compiled when first used (as int_kernel: it returns the OR of the random
+    bits shifted down by cs)."""
     half = _WIDENED.get(src, 0)
 
     @jit.njit
-    def kernel(words, out, P):
+    def kernel(words, rnd, out, P, cs):
         jr.wide_vectors()
-        _float_loop(words, out, P, mode, half)
+        return _float_loop(words, rnd, out, P, mode, half, check, cs, mag)
     return kernel
