@@ -45,7 +45,16 @@ from numba.extending import intrinsic
 from . import jit
 from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64, Format
-from .jitcastint import float_kernel, float_mag, float_ok, float_params, int_covers, int_kernel, int_params, int_word
+from .jitcastint import (
+    float_kernel,
+    float_mag,
+    float_ok,
+    float_params,
+    int_covers,
+    int_kernel,
+    int_params,
+    int_word,
+)
 from .policy import Flags, Overflow, Rounding, Tininess
 from .specialize import canonical_nan
 

@@ -16,12 +16,16 @@ uint32 for sources and destinations of at most 32 bits (twice the vector lanes),
 6. flags: INEXACT where a discarded bit is set and the value is in range, INVALID out of range and for
    infinities and NaNs.
 
-FP32 and FP64 sources under ``saturate`` without flags, daz or stochastic rounding take the floats' own steps
-instead (``float_kernel``): the value rounded to an integer by the mode (one vector instruction: roundeven,
-round, trunc, ceil, floor; to odd stays above), clamped to [min, max] (exact floats: at most 24 / 53 bits),
-converted, and the nan_to value for NaNs: the same integers, infinities at min / max. FP16 and BF16 sources
-take them too, their codes widened to FP32 in the loop (exact: the hardware's widening, and BF16's 16 bits
-shifted up).
+FP32 and FP64 sources under ``saturate`` without flags or daz take the floats' own steps instead
+(``float_kernel``): the value rounded to an integer by the mode (one vector instruction: roundeven, round,
+trunc, ceil, floor), clamped to [min, max] (exact floats: at most 24 / 53 bits), converted, and the nan_to value
+for NaNs: the same integers, infinities at min / max. To odd and stochastic rounding round the magnitude, capped
+at 2^bits, as an integer word (``_magnitude_round``: the truncating conversion and its inexact bit; floor(|x| *
+2^R) + r shifted down by R), then clamp it to max or -min and sign it; stochastic rounding with bits + R past
+the word adds the carry of the fraction's top R bits to the truncated float. FP16 and BF16 sources take them
+too, their codes widened to FP32 in the loop (exact: the hardware's widening, and BF16's 16 bits shifted up).
+Stochastic rounding's random bits are read in their own dtype, and checked in the loop where asked
+(core/jitcast.random_words).
 """
 
 from __future__ import annotations
@@ -201,14 +205,12 @@ def _ufloat(typingctx, proto, x):
 
 
 class FloatInt(NamedTuple):
-    """float_kernel's constants: min and max as floats of the source's type, big (2^24 or 2^53: every float from
-    there up is an integer), cap (2^bits of the destination: every magnitude from there up saturates), scale
-    (2^R, stochastic rounding's R random bits); as words of the source's width: the destination's bit mask, the
-    nan_to value's code, R, max and -min."""
+    """float_kernel's constants: min and max as floats of the source's type, cap (2^bits of the destination: every
+    magnitude from there up saturates), scale (2^R, stochastic rounding's R random bits); as words of the
+    source's width: the destination's bit mask, the nan_to value's code, R, max and -min."""
 
     lo: float
     hi: float
-    big: float
     cap: float
     scale: float
     mask: int
@@ -241,17 +243,15 @@ def float_params(src, dst, pol) -> FloatInt:
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     mask = (1 << dst.bits) - 1
     r = pol.sr_bits or 0
-    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), ftype(2.0 ** (53 if src == FP64 else 24)),
-                    ftype(2.0 ** dst.bits), ftype(2.0 ** r), word(mask), word(nan_val & mask), word(r),
-                    word(dst.max_value), word(-dst.min_value))
+    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), ftype(2.0 ** dst.bits), ftype(2.0 ** r), word(mask),
+                    word(nan_val & mask), word(r), word(dst.max_value), word(-dst.min_value))
 
 
 @jit.njit(inline="always")
 def _float_round(v, w, r, P, mode):
     """The float v rounded to an integer by mode (a float; NaN and infinities as they come, clamped after).
     Stochastic rounding (where _magnitude_round does not apply): the magnitude truncated plus the carry of
-    floor(f * 2^R) + r at bit R (f its fraction; module docstring of jitcast): a magnitude from ``big`` up
-    (infinities, NaN: P.big) is an integer, its f = 0."""
+    floor(f * 2^R) + r at bit R (f its fraction; module docstring of jitcast; infinities and NaN: f = 0)."""
     if mode == jr.RNE:
         return _roundeven(v)
     if mode == jr.RNA:
@@ -263,9 +263,10 @@ def _float_round(v, w, r, P, mode):
     if mode == jr.DOWN:
         return _floor(v)
     a = abs(v)
-    a = a if a < P.big else P.big
     ta = _trunc(a)
-    fs = _to_word(w, _floor((a - ta) * P.scale))                # floor(f * 2^R) < 2^R, exact
+    f = a - ta
+    f = f if f < _ufloat(v, jr.k(w, 1)) else _ufloat(v, jr.k(w, 0))    # (infinities, NaN: 0)
+    fs = _to_word(w, _floor(f * P.scale))                       # floor(f * 2^R) < 2^R, exact
     carry = jr.shr(jr.add(fs, r), P.r)                          # 0 or 1
     return np.copysign(ta + _ufloat(v, carry), v)
 
