@@ -290,9 +290,9 @@ def test_keys_give_the_raw_label_and_the_carry(dt):
     a, b = _values(rng, dt, 4000, False).astype(np.float64), _values(rng, dt, 4000, False).astype(np.float64)
     if dt == np.float32:                                # FP32 inputs: float64 keys (the products are exact there)
         a, b = a * 2.0**-60, b                          # (and a range whose doubled labels fit float64)
-    keys = jitblock.keys_of(a, f, b, f)
-    assert keys is not None, "the keys apply to this range"
-    ka, kb = keys
+    ka, kb = jitblock.keys_of(b, f, a, f), jitblock.keys_of(a, f, b, f)    # (B's keys: A's are the kernel's)
+    assert ka is not None and kb is not None, "the keys apply to this range"
+    np.testing.assert_array_equal(ka, [jitblock.key_of(x, *jitblock.key_fields(a, f))[0] for x in a])
     la, lb = (simsources._labels(v, f).astype(np.int64) for v in (a, b))
     n = 8
     t, lab, key = (a * b).reshape(-1, n), (la + lb).reshape(-1, n), (ka * kb).reshape(-1, n)

@@ -260,30 +260,47 @@ def _labels_into(v, emin, out, shift, field, bias):
 _FIELDS = {np.dtype(np.float32): (23, 0xFF, 127), np.dtype(np.float64): (52, 0x7FF, 1023)}
 
 
+@jit.njit(inline="always")
+def key_of(x, emin, shift, field, bias):
+    """(key, label, x != 0) of one finite value x of a format with that emin, in a float type whose exponent
+    field is (shift, field, bias): the key max(|x|, 2^lab) 2^lab (``keys_of``), 0 for a zero, as float64;
+    lab = x's label, as _labels_into."""
+    b = jr.as_bits(x)
+    lab = max(np.int32((b >> shift) & field) - bias, emin)
+    nz = jr.magnitude(b) != 0
+    p = jr.as_value(np.uint64(_pow2(lab)))
+    return (max(np.abs(np.float64(x)), p) * p if nz else 0.0), lab, nz
+
+
 @jit.njit
 def _keys_into(v, emin, out, shift, field, bias):
-    """out = keys_of's keys of the finite values v, in one pass: max(|v|, 2^lab) 2^lab with lab = v's label (as
-    _labels_into), 0 for a zero; returns the least and the greatest label of the nonzero v."""
+    """out = the keys of the finite values v (``key_of``; none written where out is empty), in one pass;
+    returns the least and the greatest label of the nonzero v."""
     jr.wide_vectors()
     x, o = v.reshape(-1), out.reshape(-1)
     lo, hi = np.int32(1 << 30), np.int32(-(1 << 30))
+    write = o.size > 0
     for j in range(x.size):
-        b = jr.as_bits(x[j])
-        lab = max(np.int32((b >> shift) & field) - bias, emin)
-        nz = jr.magnitude(b) != 0
+        k, lab, nz = key_of(x[j], emin, shift, field, bias)
         lo = min(lo, lab) if nz else lo
         hi = max(hi, lab) if nz else hi
-        p = jr.as_value(np.uint64(_pow2(lab)))
-        o[j] = max(np.abs(np.float64(x[j])), p) * p if nz else 0.0
+        if write:
+            o[j] = k
     return lo, hi
 
 
 _NORMAL = {np.dtype(np.float32): (-126, 127), np.dtype(np.float64): (-1022, 1023)}
 
 
-def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> tuple[np.ndarray, np.ndarray] | None:
-    """Pass 1's keys of finite inputs a, b (formats fa, fb; float32 or float64), or None where they leave the
-    normal range of that type: ka = max(|a|, 2^la) 2^la for a != 0 (la: a's label), 0 for a = 0; kb alike.
+def key_fields(v: np.ndarray, fmt) -> tuple[int, int, int, int]:
+    """``key_of``'s (emin, shift, field, bias) for values of fmt held in v's float type."""
+    return (int(fmt.emin),) + _FIELDS[v.dtype]
+
+
+def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> np.ndarray | None:
+    """Pass 1's keys of B for finite inputs a, b (formats fa, fb; float32 or float64), or None where the keys of
+    either leave the normal range of that type. The key of a value x of label lab is max(|x|, 2^lab) 2^lab, 0
+    for x = 0 (``key_of``); the kernels make A's own (a scalar per term and row: no array).
 
     A product of nonzero keys is m 2^(2 (la + lb)), m = the product of the two significands max(|a|, 2^la) /
     2^la, in [1, 4), and m >= 2 exactly where the true product's significand |a b| / 2^(la + lb) is >= 2 (a
@@ -295,13 +312,18 @@ def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> tuple[np.ndarray, np.ndarra
     one maximum a term give both. The keys are exact (power-of-two scalings) and so are their products
     (as the terms are, in the terms' type: ``terms32``) where all lie in the normal range, which is checked."""
     emin, emax = _NORMAL[a.dtype]
-    ka, kb = np.empty(a.shape, a.dtype), np.empty(b.shape, b.dtype)
-    lo_a, hi_a = _keys_into(np.ascontiguousarray(a), np.int32(fa.emin), ka, *_FIELDS[a.dtype])
-    lo_b, hi_b = _keys_into(np.ascontiguousarray(b), np.int32(fb.emin), kb, *_FIELDS[b.dtype])
+    kb = np.empty(b.shape, b.dtype)
+    lo_a, hi_a = _keys_into(np.ascontiguousarray(a), *_with_out(key_fields(a, fa), np.empty(0, a.dtype)))
+    lo_b, hi_b = _keys_into(np.ascontiguousarray(b), *_with_out(key_fields(b, fb), kb))
     if lo_a > hi_a or lo_b > hi_b:                 # all zeros on one side: the label route
         return None
     ok = 2 * min(lo_a, lo_b, lo_a + lo_b) >= emin and 2 * max(hi_a, hi_b, hi_a + hi_b) + 1 <= emax
-    return (ka, kb) if ok else None
+    return kb if ok else None
+
+
+def _with_out(fields: tuple, out: np.ndarray) -> tuple:
+    """_keys_into's arguments after v: (emin, out, shift, field, bias)."""
+    return (np.int32(fields[0]), out) + fields[1:]
 
 
 def labels_of(v: np.ndarray, fmt, dtype) -> np.ndarray:
@@ -354,13 +376,14 @@ class Inputs:
             ctx.kernels["jitblock"] = Inputs(ctx.src, ctx.sub_inputs)
         return ctx.kernels["jitblock"]
 
-    def keys(self, f32: bool) -> tuple[np.ndarray, np.ndarray] | None:
-        """``keys_of`` the inputs in float32 or float64 (``ab(f32)``); None where the inputs hold inf / NaN (step 1
-        then also sums the terms), or the keys leave the normal range."""
+    def keys(self, f32: bool) -> tuple[np.ndarray, tuple] | None:
+        """(``keys_of`` the inputs in float32 or float64 (``ab(f32)``), A's ``key_fields``); None where the inputs
+        hold inf / NaN (step 1 then also sums the terms), or the keys leave the normal range."""
         if f32 not in self._keys:
             (a, b), fmts = self.ab(f32), [fmt for _, fmt in self._ops]
             fa, fb = fmts if self.mat else fmts * 2    # (a sum's column of ones: label 0 in every format)
-            self._keys[f32] = keys_of(a, fa, b, fb) if self.finite else None
+            kb = keys_of(a, fa, b, fb) if self.finite else None
+            self._keys[f32] = None if kb is None else (kb, key_fields(a, fa))
         return self._keys[f32]
 
     def ab(self, f32: bool) -> tuple[np.ndarray, np.ndarray]:

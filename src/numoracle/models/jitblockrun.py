@@ -15,7 +15,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from . import jitblock
-from .jitblock import block_others, block_pass2, block_scales
+from .jitblock import block_others, block_pass2, block_scales, key_of
 from .steps import BlockRun
 
 __all__ = ["covers", "run", "calls", "run_kernel"]
@@ -117,9 +117,10 @@ def _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j):
 
 
 @jit.njit
-def _keys1(ka, kb, i, ks, t0, t1, kmax):
-    """Step 1 for output row i, outputs t0..t1-1, by keys (jitblock.keys_of: finite inputs, none subnormal):
-    kmax = the largest key product over the block's terms ks, whose exponent carries both maxima; four
+def _keys1(a, kb, i, ks, t0, t1, kmax, kw, ea, shift, field, bias):
+    """Step 1 for output row i, outputs t0..t1-1, by keys (jitblock.keys_of: finite inputs): kmax = the
+    largest key product over the block's terms ks, whose exponent carries both maxima. A's keys are made
+    here (jitblock.key_of with A's fields ea, shift, field, bias), four at a time into kw (kb's type); four
     terms meet in registers before each write, the first four set it (keys are >= 0)."""
     jr.wide_vectors()
     n = t1 - t0
@@ -129,7 +130,9 @@ def _keys1(ka, kb, i, ks, t0, t1, kmax):
             kmax[j] = 0.0
     for kk in range(0, q4, 4):
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        a0, a1, a2, a3 = ka[k0, i], ka[k1, i], ka[k2, i], ka[k3, i]
+        for r in range(4):
+            kw[r] = key_of(a[ks[kk + r], i], ea, shift, field, bias)[0]
+        a0, a1, a2, a3 = kw[0], kw[1], kw[2], kw[3]
         b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
         if kk == 0:
             for j in range(n):
@@ -140,7 +143,8 @@ def _keys1(ka, kb, i, ks, t0, t1, kmax):
                 kmax[j] = x if x > kmax[j] else kmax[j]
     for kk in range(q4, ks.size):
         k = ks[kk]
-        ak, bk = ka[k, i], kb[k, t0:t1]
+        kw[0] = key_of(a[k, i], ea, shift, field, bias)[0]
+        ak, bk = kw[0], kb[k, t0:t1]
         for j in range(n):
             m = ak * bk[j]
             kmax[j] = m if m > kmax[j] else kmax[j]
@@ -175,20 +179,21 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
 
 
 @jit.njit
-def run_kernel(a, la, b, lb, ka, kb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
+def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
     c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
-    la, lb: the raw labels as float32, or empty where ka, kb, jitblock.keys_of's keys, are given (step 1 by
-    one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums' buffer (>= _JT), float32 where
-    simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
+    la, lb: the raw labels as float32, or empty where kb, jitblock.keys_of's keys of B, is given (with kf, A's
+    jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums'
+    buffer (>= _JT), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
 
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
     so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
     tile's accumulators (two buffers: c and the block's output) stay in cache."""
     jr.wide_vectors()
-    keyed = ka.size > 0
+    keyed = kb.size > 0
+    kw = np.empty(4, kb.dtype)
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj
@@ -215,7 +220,7 @@ def run_kernel(a, la, b, lb, ka, kb, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
                         i = g0 + q
                         cur, nxt = acc[par, q, :nt], acc[1 - par, q, :nt]
                         if keyed:
-                            _keys1(ka, kb, i, ks, t0, t1, amax)
+                            _keys1(a, kb, i, ks, t0, t1, amax, kw, *kf)
                         else:
                             _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
                         block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
@@ -273,9 +278,10 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     Si = np.empty(j1 - j0 if ints else 0, np.int32)
     keys = kin.keys(f32)
     none = np.empty((0, 0), a.dtype), np.empty((0, 0), np.float32)
-    ka, kb = keys if keys is not None else none[:1] * 2
+    kb, kf = keys if keys is not None else (none[0], (0, 0, 0, 0))
+    kf = tuple(np.int32(f) for f in kf)
     la, lb = (kin.laf, kin.lbf) if keys is None else none[1:] * 2     # (the keys route reads no labels)
-    run_kernel(a, la, b, lb, ka, kb, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
+    run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
                *kin.rounding(st0.ar))
     calls.add(len(steps))
