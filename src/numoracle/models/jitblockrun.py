@@ -186,7 +186,8 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32, or empty where kb, jitblock.keys_of's keys of B, is given (with kf, A's
     jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums'
-    buffer (>= _JT), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that step 3 sums in (``_pass2_int``).
+    buffer (>= _JT), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that
+    step 3 sums in (``_pass2_int``).
 
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
     so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
