@@ -35,7 +35,8 @@ def test_read_sources_keeps_float32_only_for_finite_inputs_that_fit():
     src = ss.read_sources("matmul", (a, b))[0]
     assert src._a.held.dtype == np.float32 and src._b.held.dtype == np.float32
     assert np.array_equal(src.at, a.T.astype(np.float64)) and src.at.dtype == np.float64
-    assert src.at32 is src._a.held
+    assert src.a32 is src._a.held and np.array_equal(src.a, a.astype(np.float64))   # the kernels': A as given
+    assert src.at32.flags.c_contiguous and np.array_equal(src.at32, a.T.astype(np.float32))   # the numpy steps'
     a[3, 3] = np.nan                             # NaN: read as float64 (its payload as exact_float64 reads it)
     src = ss.read_sources("matmul", (a, b))[0]
     assert src._a.held.dtype == np.float64 and not src.finite

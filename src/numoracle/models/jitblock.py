@@ -7,9 +7,9 @@ innermost so that every pass is a contiguous, branch-free loop. Imported lazily 
 picks it (core/jit.py's contract): ``covers(step)`` decides up front (from the terms' exponent range and
 the step's formats) which ``BlockStep``s it runs, the rest stay on the numpy path; ``run``, ``calls``.
 
-One output ``d`` of one block, per (row r, batch element): the terms are t_k = a[k, i] * b[k, j]
-(exact in float64: p_a + p_b <= 53) for the block's k, with raw labels la[k, i] + lb[k, j] (input
-exponents clamped at emin; zeros -16000, see simsources._labels). A sum is the matmul of a column
+One output ``d`` of one block, per (row r, batch element): the terms are t_k = a[i, k] * b[k, j]
+(exact in float64: p_a + p_b <= 53) for the block's k, with raw labels la[i, k] + lb[k, j] (input
+exponents clamped at emin; zeros -16000, see simsources._labels). A sum is the matmul of a row
 of ones (label 0) with the inputs.
 
 1. Pass 1: amax = max |t_k|, raw = max label. With inf/NaN among the inputs the pass also keeps the
@@ -108,7 +108,7 @@ def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
     fsum[:] = -0.0
     for kk in range(ks.size):
         k = ks[kk]
-        ak, lak = a[k, i], la[k, i]
+        ak, lak = a[i, k], la[i, k]
         bk, lbk = b[k, j0:j1], lb[k, j0:j1]
         for j in range(j1 - j0):
             amax[j] = max(np.abs(ak * bk[j]), amax[j])
@@ -127,7 +127,7 @@ def block_pass2(a, b, i, ks, j0, j1, scw, S, sticky):
     S[:] = 0.0
     for kk in range(ks.size):
         k = ks[kk]
-        ak, bk = a[k, i], b[k, j0:j1]
+        ak, bk = a[i, k], b[k, j0:j1]
         if sticky:
             for j in range(j1 - j0):
                 y = ak * bk[j] * scw[j]
@@ -162,7 +162,7 @@ def block_others(out, c, fsum, vbuf, vb, base, finite, mode, g, lim):
 @jit.njit
 def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, carry, sub_inputs, finite, clamp,
                   mode, g, lim):
-    """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[k, i] * b[k, j] for k in
+    """One BlockFMA step: out[r * B + (i - i0) * nj + (j - j0)] = BFMA(c[same]; a[i, k] * b[k, j] for k in
     tids[r]) for i in i0..i1-1, j in j0..j1-1 (B = (i1 - i0) * nj), rounded by (mode, g, lim).
 
     Every inner loop runs over j (contiguous rows of b, lb and the per-output buffers) without branches.
@@ -339,18 +339,18 @@ class Inputs:
 
     def __init__(self, src, sub_inputs: bool):
         self.src, self.sub_inputs, self.mat = src, bool(sub_inputs), isinstance(src, MatSource)
-        self._ops = src.operands()     # matmul / dot: A^T (K, m) and B (K, n), rows i of A are the units;
-        self.finite = bool(src.finite)  # sum: a column of ones (label 0) times the inputs, the batch in j
+        self._ops = src.operands()     # matmul / dot: A (m, K) and B (K, n), rows i of A are the units;
+        self.finite = bool(src.finite)  # sum: a row of ones (label 0) times the inputs, the batch in j
         self._as: dict = {}
         self._ab: dict[bool, tuple] = {}
         self._keys: dict[bool, tuple | None] = {}
         self._round: dict[Arith, tuple] = {}
 
     def _labels_as(self, dtype) -> tuple[np.ndarray, np.ndarray]:
-        """The labels (of A^T and B, or of ones and the inputs) as ``dtype``, made on first use."""
+        """The labels (of A and B, or of ones and the inputs) as ``dtype``, made on first use."""
         if dtype not in self._as:
             labels = tuple(labels_of(v, fmt, dtype) for v, fmt in self._ops)
-            self._as[dtype] = labels if self.mat else (np.zeros((self.src.K, 1), dtype),) + labels
+            self._as[dtype] = labels if self.mat else (np.zeros((1, self.src.K), dtype),) + labels
         return self._as[dtype]
 
     @property
@@ -381,7 +381,7 @@ class Inputs:
         hold inf / NaN (step 1 then also sums the terms), or the keys leave the normal range."""
         if f32 not in self._keys:
             (a, b), fmts = self.ab(f32), [fmt for _, fmt in self._ops]
-            fa, fb = fmts if self.mat else fmts * 2    # (a sum's column of ones: label 0 in every format)
+            fa, fb = fmts if self.mat else fmts * 2    # (a sum's row of ones: label 0 in every format)
             kb = keys_of(a, fa, b, fb) if self.finite else None
             self._keys[f32] = None if kb is None else (kb, key_fields(a, fa))
         return self._keys[f32]
@@ -391,9 +391,9 @@ class Inputs:
         if f32 not in self._ab:
             src, dt = self.src, np.float32 if f32 else np.float64
             if self.mat:
-                self._ab[f32] = (src.at32, src.b32) if f32 else (src.at, src.b)
+                self._ab[f32] = (src.a32, src.b32) if f32 else (src.a, src.b)
             else:
-                self._ab[f32] = (np.ones((src.K, 1), dt), src.xt32 if f32 else src.xt)
+                self._ab[f32] = (np.ones((1, src.K), dt), src.xt32 if f32 else src.xt)
         return self._ab[f32]
 
     def bounds(self, sub) -> tuple[int, int, int, int]:

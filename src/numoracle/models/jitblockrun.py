@@ -75,8 +75,8 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
             lmax[j] = -(1 << 30)
     for kk in range(0, q4, 4):
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
-        l0, l1, l2, l3 = la[k0, i], la[k1, i], la[k2, i], la[k3, i]
+        a0, a1, a2, a3 = a[i, k0], a[i, k1], a[i, k2], a[i, k3]
+        l0, l1, l2, l3 = la[i, k0], la[i, k1], la[i, k2], la[i, k3]
         b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
         m0, m1, m2, m3 = lb[k0, t0:t1], lb[k1, t0:t1], lb[k2, t0:t1], lb[k3, t0:t1]
         if kk == 0:
@@ -89,7 +89,7 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
                 lmax[j] = u if u > lmax[j] else lmax[j]
     for kk in range(q4, ks.size):
         k = ks[kk]
-        ak, lak = a[k, i], la[k, i]
+        ak, lak = a[i, k], la[i, k]
         bk, lbk = b[k, t0:t1], lb[k, t0:t1]
         for j in range(n):
             m = np.abs(ak * bk[j])
@@ -101,7 +101,7 @@ def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
             fsum[j] = -0.0                   # block_others reads it for every output it sees
         for kk in range(ks.size):
             k = ks[kk]
-            ak, bk = a[k, i], b[k, t0:t1]
+            ak, bk = a[i, k], b[k, t0:t1]
             for j in range(n):
                 fsum[j] += ak * bk[j]
 
@@ -131,7 +131,7 @@ def _keys1(a, kb, i, ks, t0, t1, kmax, kw, ea, shift, field, bias):
     for kk in range(0, q4, 4):
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
         for r in range(4):
-            kw[r] = key_of(a[ks[kk + r], i], ea, shift, field, bias)[0]
+            kw[r] = key_of(a[i, ks[kk + r]], ea, shift, field, bias)[0]
         a0, a1, a2, a3 = kw[0], kw[1], kw[2], kw[3]
         b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
         if kk == 0:
@@ -143,7 +143,7 @@ def _keys1(a, kb, i, ks, t0, t1, kmax, kw, ea, shift, field, bias):
                 kmax[j] = x if x > kmax[j] else kmax[j]
     for kk in range(q4, ks.size):
         k = ks[kk]
-        kw[0] = key_of(a[k, i], ea, shift, field, bias)[0]
+        kw[0] = key_of(a[i, k], ea, shift, field, bias)[0]
         ak, bk = kw[0], kb[k, t0:t1]
         for j in range(n):
             m = ak * bk[j]
@@ -164,7 +164,7 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
             S[j] = 0
     for kk in range(0, q4, 4):                # (the first four terms set S)
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        a0, a1, a2, a3 = a[k0, i], a[k1, i], a[k2, i], a[k3, i]
+        a0, a1, a2, a3 = a[i, k0], a[i, k1], a[i, k2], a[i, k3]
         b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
         for j in range(n):
             sc = scw[j]
@@ -173,7 +173,7 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
             S[j] = s4 if kk == 0 else S[j] + s4
     for kk in range(q4, ks.size):
         k = ks[kk]
-        ak, bk = a[k, i], b[k, t0:t1]
+        ak, bk = a[i, k], b[k, t0:t1]
         for j in range(n):
             S[j] += np.int32(ak * bk[j] * scw[j])
 
@@ -182,7 +182,7 @@ def _pass2_int(a, b, i, ks, t0, t1, scw, S):
 def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
-    c = BFMA(c; a[k, i] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
+    c = BFMA(c; a[i, k] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32, or empty where kb, jitblock.keys_of's keys of B, is given (with kf, A's
     jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums'

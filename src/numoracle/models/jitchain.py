@@ -141,13 +141,13 @@ def _step(x, y, mode, P):
 
 
 @jit.njit(inline="always")
-def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
-    """buf[1 - cur, i, j] = fl(buf[cur, i, j] + at[k, i0 + i] * brow[j]) (the term rounded first when rterm) for
+def _tile_loop(buf, cur, ni, am, k, i0, brow, mode, rterm, P):
+    """buf[1 - cur, i, j] = fl(buf[cur, i, j] + am[i0 + i, k] * brow[j]) (the term rounded first when rterm) for
     i < ni and every j; True when some element left the normal range (``_tile_fix`` then redoes the tile:
     buf[cur] is kept). Inlined with a constant mode and rterm: the inner loop has no branch and vectorises."""
     worst = jr.k(P.lo, 0)                       # the largest offset (one unsigned max per element)
     for i in range(ni):
-        a = at[k, i0 + i]                       # (not NaN: chain_schedule sends such tiles to _tile_fix)
+        a = am[i0 + i, k]                       # (not NaN: chain_schedule sends such tiles to _tile_fix)
         sc, sn = buf[cur, i], buf[1 - cur, i]
         for j in range(sc.size):
             if mode == _FMA:                    # IEEE binary32: s = fma(a, b, s) (no range check needed)
@@ -175,26 +175,26 @@ def _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
 
 
 @jit.njit
-def _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+def _tile_any(buf, cur, ni, am, k, i0, brow, mode, rterm, P):
     jr.wide_vectors()
-    return _tile_loop(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
+    return _tile_loop(buf, cur, ni, am, k, i0, brow, mode, rterm, P)
 
 
 @jit.njit
-def _tile(buf, cur, ni, at, k, i0, brow, mode, rterm, P):
+def _tile(buf, cur, ni, am, k, i0, brow, mode, rterm, P):
     """``_tile_loop`` with a constant mode for RNE and the plain float32 add (branch-free loops that vectorise);
     the other modes and fma=False (rterm) share one loop that branches on them, so that numba compiles
     three loops instead of fourteen (the compile time is the first call's)."""
     jr.wide_vectors()
     if rterm or (mode != _RNE and mode != _HW and mode != _FMA and mode != _B16):
-        return _tile_any(buf, cur, ni, at, k, i0, brow, mode, rterm, P)
+        return _tile_any(buf, cur, ni, am, k, i0, brow, mode, rterm, P)
     if mode == _RNE:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _RNE, False, P)
+        return _tile_loop(buf, cur, ni, am, k, i0, brow, _RNE, False, P)
     if mode == _FMA:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _FMA, False, P)
+        return _tile_loop(buf, cur, ni, am, k, i0, brow, _FMA, False, P)
     if mode == _B16:
-        return _tile_loop(buf, cur, ni, at, k, i0, brow, _B16, False, P)
-    return _tile_loop(buf, cur, ni, at, k, i0, brow, _HW, False, P)
+        return _tile_loop(buf, cur, ni, am, k, i0, brow, _B16, False, P)
+    return _tile_loop(buf, cur, ni, am, k, i0, brow, _HW, False, P)
 
 
 @jit.njit(inline="always")
@@ -221,10 +221,10 @@ def _row_redo(sc, sn, offs, a, brow, mode, rterm, P):
 
 
 @jit.njit
-def _tile_fix(buf, cur, ni, at, k, i0, brow, offs, mode, rterm, P, P64, lim):
+def _tile_fix(buf, cur, ni, am, k, i0, brow, offs, mode, rterm, P, P64, lim):
     """``_tile`` again, row by row, then the scalar route for the elements outside the normal range."""
     for i in range(ni):
-        a = at[k, i0 + i]
+        a = am[i0 + i, k]
         sc, sn = buf[cur, i], buf[1 - cur, i]
         _row_redo(sc, sn, offs, a, brow, mode, rterm, P)
         for j in range(sc.size):
@@ -236,12 +236,12 @@ def _tile_fix(buf, cur, ni, at, k, i0, brow, offs, mode, rterm, P, P64, lim):
 
 
 @jit.njit(inline="always")
-def _buffers(at, bm, units, W):
+def _buffers(am, bm, units, W):
     """(out, buf, tile): the outputs, two buffers of running sums for a tile of output rows (read one, write the
     other; they stay in cache while the terms' rows stream through), and the tile's rows."""
     n = bm.shape[1]
     tile = max(1, _TILE // n)
-    return np.empty((W, units * n), at.dtype), np.empty((2, tile, n), at.dtype), tile
+    return np.empty((W, units * n), am.dtype), np.empty((2, tile, n), am.dtype), tile
 
 
 @jit.njit(inline="always")
@@ -260,11 +260,11 @@ def _store(out, buf, cur, r, t0, ni):
 
 
 @jit.njit
-def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
-    """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + at[k, lo + i] * bm[k, j]) for k = ids[r, :], in
+def chain_schedule(am, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
+    """out[r, i*n + j] = the chain s = s0[r, i*n + j]; s = fl(s + am[lo + i, k] * bm[k, j]) for k = ids[r, :], in
     tiles of output rows (``_buffers``)."""
     W, L = ids.shape
-    out, buf, tile = _buffers(at, bm, units, W)
+    out, buf, tile = _buffers(am, bm, units, W)
     fix = _RNE if mode == _B16 else mode
     for r in range(W):
         for t0 in range(0, units, tile):
@@ -274,21 +274,21 @@ def chain_schedule(at, bm, ids, s0, lo, units, offs, mode, rterm, P, P64, lim):
                 k, cur = ids[r, step], step & 1
                 nan_a = False
                 for i in range(ni):
-                    nan_a |= at[k, lo + t0 + i] != at[k, lo + t0 + i]
-                if nan_a or _tile(buf, cur, ni, at, k, lo + t0, bm[k], mode, rterm, P):
-                    _tile_fix(buf, cur, ni, at, k, lo + t0, bm[k], offs, fix, rterm, P, P64, lim)
+                    nan_a |= am[lo + t0 + i, k] != am[lo + t0 + i, k]
+                if nan_a or _tile(buf, cur, ni, am, k, lo + t0, bm[k], mode, rterm, P):
+                    _tile_fix(buf, cur, ni, am, k, lo + t0, bm[k], offs, fix, rterm, P, P64, lim)
             _store(out, buf, L & 1, r, t0, ni)
     return out
 
 
 @jit.njit
-def _tile16(buf, cur, ni, at, k, i0, brow):
-    """Step 5 on FP16 bits: buf[1 - cur, i, j] = fma(at[k, i0 + i], brow[j], buf[cur, i, j]) for i < ni and every
+def _tile16(buf, cur, ni, am, k, i0, brow):
+    """Step 5 on FP16 bits: buf[1 - cur, i, j] = fma(am[i0 + i, k], brow[j], buf[cur, i, j]) for i < ni and every
     j; True when some result is inf or NaN (its magnitude bits above the largest finite's, 0x7BFF)."""
     jr.wide_vectors()
     worst = np.uint16(0)
     for i in range(ni):
-        a = at[k, i0 + i]
+        a = am[i0 + i, k]
         sc, sn = buf[cur, i], buf[1 - cur, i]
         for j in range(sc.size):
             r = _fma16(a, brow[j], sc[j])
@@ -298,17 +298,17 @@ def _tile16(buf, cur, ni, at, k, i0, brow):
 
 
 @jit.njit
-def chain_schedule16(at, bm, ids, s0, lo, units):
+def chain_schedule16(am, bm, ids, s0, lo, units):
     """``chain_schedule`` for step 5, on FP16 bits (uint16 words: inputs and starting sums FP16 values): (out,
     True), or (_, False) as soon as a result is inf or NaN (the step is then run by ``chain_schedule``)."""
     W, L = ids.shape
-    out, buf, tile = _buffers(at, bm, units, W)
+    out, buf, tile = _buffers(am, bm, units, W)
     for r in range(W):
         for t0 in range(0, units, tile):
             ni = min(tile, units - t0)
             _load(buf, s0, r, t0, ni)
             for step in range(L):
-                if _tile16(buf, step & 1, ni, at, ids[r, step], lo + t0, bm[ids[r, step]]):
+                if _tile16(buf, step & 1, ni, am, ids[r, step], lo + t0, bm[ids[r, step]]):
                     return out, False
             _store(out, buf, L & 1, r, t0, ni)
     return out, True
@@ -396,14 +396,14 @@ def _bf16_fma(step: Chain, sub) -> bool:
 def _inputs16(sub, ctx) -> tuple:
     """The call's inputs as FP16 bits (uint16 words; exact: FP16 values), made once per call."""
     if "jitchain16" not in ctx.kernels:
-        at, bm = _inputs32(sub)
-        ctx.kernels["jitchain16"] = tuple(x.astype(np.float16).view(np.uint16) for x in (at, bm))
+        am, bm = _inputs32(sub)
+        ctx.kernels["jitchain16"] = tuple(x.astype(np.float16).view(np.uint16) for x in (am, bm))
     return ctx.kernels["jitchain16"]
 
 
 def _inputs32(sub) -> tuple:
     """The call's inputs as float32 (exact: FP32 numbers; the source's own, made once and shared by its views)."""
-    return (sub.at32, sub.b32) if isinstance(sub, MatSource) else (sub.xt32,)
+    return (sub.a32, sub.b32) if isinstance(sub, MatSource) else (sub.xt32,)
 
 
 def run(step: Chain, V, sub, ctx) -> np.ndarray:
@@ -422,20 +422,20 @@ def run(step: Chain, V, sub, ctx) -> np.ndarray:
     ids = np.ascontiguousarray(step.ids, np.int64)
     s0 = np.ascontiguousarray(step.a.fetch(V, sub, None), dt)
     if isinstance(sub, MatSource):
-        at, bm = _inputs32(sub) if f32 else (sub.at, sub.b)
+        am, bm = _inputs32(sub) if f32 else (sub.a, sub.b)
         lo, units = sub.lo, sub.hi - sub.lo
     else:
         xt = _inputs32(sub)[0] if f32 else sub.xt
         bm = np.ascontiguousarray(xt[:, sub.lo:sub.hi])
-        at, lo, units = np.ones((xt.shape[0], 1), dt), 0, 1
+        am, lo, units = np.ones((1, xt.shape[0]), dt), 0, 1
     rterm = rnd is not None and variant != "f32" and not fma
     calls.add()
     if _fp16_fma(step, sub):
-        at16, bm16 = _inputs16(sub, ctx) if isinstance(sub, MatSource) else (
-            np.full((bm.shape[0], 1), 0x3C00, np.uint16), bm.astype(np.float16).view(np.uint16))  # (1.0: 0x3C00)
+        am16, bm16 = _inputs16(sub, ctx) if isinstance(sub, MatSource) else (
+            np.full((1, bm.shape[0]), 0x3C00, np.uint16), bm.astype(np.float16).view(np.uint16))  # (1.0: 0x3C00)
         s16 = s0.astype(np.float16).view(np.uint16).reshape(ids.shape[0], -1)
-        out, ok = chain_schedule16(at16, bm16, ids, s16, lo, units)
+        out, ok = chain_schedule16(am16, bm16, ids, s16, lo, units)
         if ok:
             return out.view(np.float16)
     offs = np.empty(bm.shape[1], np.uint32 if f32 else np.uint64)     # _tile_fix's scratch
-    return chain_schedule(at, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)
+    return chain_schedule(am, bm, ids, s0.reshape(ids.shape[0], -1), lo, units, offs, mode, rterm, P, P64, lim)

@@ -198,22 +198,32 @@ class _SumSource(_Source):
 class MatSource(_Source):
     """Terms t[k] of output (i, j): A[i, k] * B[k, j], exact in float64 (checked by the caller)."""
 
-    at, b = property(lambda s: s._a.f64), property(lambda s: s._b.f64)     # (K, m), (K, n)
-    at32, b32 = property(lambda s: s._a.f32), property(lambda s: s._b.f32)
+    a, b = property(lambda s: s._a.f64), property(lambda s: s._b.f64)      # (m, K), (K, n): the kernels'
+    a32, b32 = property(lambda s: s._a.f32), property(lambda s: s._b.f32)
+    at = property(lambda s: s._transposed(np.float64))                     # A^T (K, m): the numpy steps'
+    at32 = property(lambda s: s._transposed(np.float32))
 
     def __init__(self, a, b, fa, fb, p, q, h):
-        self._a, self._b = _Exact(np.ascontiguousarray(a.T)), _Exact(np.ascontiguousarray(b))
+        self._a, self._b = _Exact(np.ascontiguousarray(a)), _Exact(np.ascontiguousarray(b))
         self._values = (self._a, self._b)
+        self._t: dict = {}          # A^T by dtype, made on first use (shared by views)
         self.fa, self.fb = fa, fb
-        self.units, self.unit = self._a.held.shape[1], self._b.held.shape[1]
+        self.units, self.unit = self._a.held.shape[0], self._b.held.shape[1]
         self.p, self.q, self.h = p, q, h
         self.lo, self.hi = 0, self.units
 
+    def _transposed(self, dt) -> np.ndarray:
+        """A^T (K, m) as a contiguous array of dt: the numpy steps gather its rows (the kernels read A's rows
+        as they are, and need no copy)."""
+        if dt not in self._t:
+            self._t[dt] = np.ascontiguousarray((self._a.f32 if dt == np.float32 else self._a.f64).T)
+        return self._t[dt]
+
     def prepare_labels(self):
-        self.lat, self.lb = _labels(self._a.held, self.fa), _labels(self._b.held, self.fb)
+        self.lat, self.lb = np.ascontiguousarray(_labels(self._a.held, self.fa).T), _labels(self._b.held, self.fb)
 
     def operands(self) -> tuple:
-        """((values, format), ...) as the kernels read them: A^T (K, m) and B (K, n), float32 or float64."""
+        """((values, format), ...) as the kernels read them: A (m, K) and B (K, n), float32 or float64."""
         return (self._a.held, self.fa), (self._b.held, self.fb)
 
     def terms(self, ids):
