@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .convert import cast, decode
-from .formats import AnyFormat, format_of
+from .formats import BF16, AnyFormat, format_of
 from .interop import to_codes
 
 __all__ = ["exact_float64", "exact_float32", "values_in", "value_table", "fits_fp32"]
@@ -55,6 +55,8 @@ def exact_float32(x: Any, name: str) -> tuple[np.ndarray | None, AnyFormat]:
         return (x.copy() if x.dtype == np.float32 else x.astype(np.float32)), format_of(x.dtype)
     if isinstance(x, np.ndarray) and x.dtype == np.float64:
         return None, format_of(x.dtype)
+    if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16" and format_of(x.dtype) == BF16:
+        return x.astype(np.float32), BF16        # ml_dtypes' widening: exact (the code's 16 bits shifted up)
     try:
         codes, fmt = to_codes(x)
     except TypeError as e:
