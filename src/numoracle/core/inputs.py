@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jit
 from .convert import cast, decode
 from .formats import BF16, AnyFormat, format_of
 from .interop import to_codes
@@ -70,8 +71,12 @@ _CHUNK = 1 << 16     # codes per lookup: numpy makes an intp copy of the indices
 
 
 def _lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """table[codes] in chunks (np.take of all the codes at once makes an intp copy of them: 8 bytes a code of
-    fresh memory, whose page faults cost more than the lookup)."""
+    """table[codes]: the compiled lookup (core/jitlookup.py) where jit.kernel_for picks it, else np.take in
+    chunks (of all the codes at once it makes an intp copy of them: 8 bytes a code of fresh memory, whose page
+    faults cost more than the lookup)."""
+    kern = jit.kernel_for((table.dtype, codes.dtype), "numoracle.core.jitlookup")
+    if kern is not None:
+        return kern.run(table, codes)
     out = np.empty(codes.shape, table.dtype)
     flat, o = codes.reshape(-1), out.reshape(-1)
     for i in range(0, flat.size, _CHUNK):

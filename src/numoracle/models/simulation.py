@@ -47,6 +47,18 @@ _BUDGET = 96 << 20       # bytes of the value buffer (all live slots) per batch 
 _MAX_CHUNK = 1 << 17     # outputs per chunk
 
 
+def _work(inputs: tuple) -> int:
+    """The call's element steps from the inputs' shapes, as the run decides them: m K n of a matmul, the size
+    of a sum's or a dot's inputs; 0 for inputs without a shape (lists: read on the numpy path)."""
+    shapes = [getattr(x, "shape", None) for x in inputs]
+    if any(s is None for s in shapes):
+        return 0
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    if len(shapes) == 2 and len(shapes[0]) == 2 and len(shapes[1]) == 2:
+        return sizes[0] * int(shapes[1][1])
+    return max(sizes)
+
+
 def _run(prog: Program, src, sub_inputs: bool) -> np.ndarray:
     """The program on every output, in chunks of the batch whose value buffer stays within _BUDGET; each
     step by the backend models/dispatch.py assigns it."""
@@ -112,7 +124,8 @@ def simulate(op: str, *inputs: Any, arith: Arithmetic | None = None, acc: Any = 
     """
     if not isinstance(op, str):
         raise TypeError(f"op must be 'sum', 'dot' or 'matmul', got {type(op).__name__}")
-    src, shape, K, fmts, sub_inputs = read_sources(op, inputs)
+    with jit.for_work(_work(inputs)):           # (the inputs' reading takes kernels where the call will)
+        src, shape, K, fmts, sub_inputs = read_sources(op, inputs)
     order = as_order(order, fmts[0] if fmts else None, default=Sequential())
     if getattr(order, "per_position", False):   # a PerPosition order: one simulate per distinct order
         return order.simulate_positions(simulate, op, inputs, acc=acc, rounding=rounding, fma=fma, out=out,

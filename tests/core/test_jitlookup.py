@@ -1,0 +1,54 @@
+"""The compiled table lookup (core/jitlookup.py) against numpy's (core/inputs._lookup on the numpy path): the same
+values, bit for bit, for every code of 8- and 16-bit formats, float32 and float64 tables; and simulate reads its
+inputs with it where the call takes kernels."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from numoracle.core import inputs, jit
+from numoracle.core.formats import format_of
+
+pytest.importorskip("numba")
+from numoracle.core import jitlookup  # noqa: E402  (needs numba)
+
+
+@pytest.mark.parametrize("dt", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+                                ml_dtypes.float4_e2m1fn, np.float16, ml_dtypes.bfloat16],
+                         ids=lambda d: np.dtype(d).name)
+def test_every_code_as_numpy(dt):
+    f = format_of(dt)
+    n = 1 << f.bits
+    word = np.uint8 if f.bits <= 8 else np.uint16
+    rng = np.random.default_rng(3)
+    full = np.concatenate([np.arange(n), rng.integers(0, n, 5000)]).astype(word)     # every code, and more
+    wide = np.zeros((full.size, 2), word)
+    wide[:, 1] = full
+    codes = wide[:, 1]                          # (a strided view)
+    for table in (inputs.value_table(f), inputs.value_table(f).astype(np.float32)):
+        before = jitlookup.calls.count
+        with jit.forced():
+            got = inputs._lookup(table, codes)
+        assert jitlookup.calls.count == before + 1, "the kernel ran"
+        with jit.disabled():
+            want = inputs._lookup(table, codes)
+        assert got.shape == want.shape == codes.shape and got.dtype == want.dtype
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (dt, table.dtype)
+
+
+def test_simulate_reads_its_inputs_with_the_kernel_when_the_call_takes_kernels():
+    from numoracle.models.simulation import simulate
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((8, 64)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((64, 8)).astype(ml_dtypes.float8_e4m3fn)
+    before = jitlookup.calls.count
+    with jit.forced():
+        got = simulate("matmul", a, b)
+    assert jitlookup.calls.count == before + 2
+    before = jitlookup.calls.count
+    want = simulate("matmul", a, b)             # small: the numpy path throughout
+    assert jitlookup.calls.count == before
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
