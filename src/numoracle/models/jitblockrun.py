@@ -5,7 +5,9 @@ else reads it (the steps share one value slot: the program's ``BlockRun``). ``ru
 for every output in one call, the per-output accumulator held in a small buffer across all blocks
 of the run, so that c is neither fetched nor stored between blocks. Each block's arithmetic is
 jitblock's (its steps 1-6, the same functions, rounding by core/jitround.py's step, overflow included),
-so the bits are those of ``accumulate.block_fma``.
+so the bits are those of ``accumulate.block_fma``; where the inputs are finite, step 1 takes both maxima from
+one maximum of key products (jitblock.keys_of: one multiply and one maximum a term, no labels), and a
+truncating block sums in int32 (``_pass2_int``).
 """
 
 from __future__ import annotations
