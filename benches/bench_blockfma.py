@@ -54,7 +54,7 @@ def main() -> None:
         t_blas, t_jit, t_np = median_times([lambda: a64 @ b64,
                                             lambda: simulate("matmul", a, b, order=order),   # noqa: B023
                                             lambda: numpy_path("matmul", a, b, order=order)], args.repeat)  # noqa: B023
-        print(f"{name:38s} {t_blas * 1e3:6.1f}ms {t_jit:7.3f}s {t_np:7.3f}s {t_jit / t_blas:8.0f}x "
+        print(f"{name:38s} {t_blas * 1e3:6.1f}ms {t_jit:7.3f}s {t_np:7.3f}s {t_jit / t_blas:8.1f}x "
               f"{t_np / t_blas:7.0f}x {t_np / t_jit:6.1f}x {same}")
 
 
