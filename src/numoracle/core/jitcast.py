@@ -25,9 +25,10 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
 conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
-core/jitcastint.py's. FP16 sources whose destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2)
-are widened to FP32 in the loop first (exactly: ``_from_half``), and BF16 sources to a wider significand
-(FP16, TF32) too (the code shifted up).
+core/jitcastint.py's; FP64 sources without flags, daz or ftz are narrowed to FP32 by round to odd first where
+the destination has at most 22 significand bits (core/jitcastodd.py). FP16 sources whose destination's normals
+start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop first (exactly: ``_from_half``), and
+BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
@@ -448,6 +449,11 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
         return _checked(bad, rand, rand_check, out, fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     half = 0
+    if src == FP64 and not want_flags and plain:
+        from . import jitcastodd  # (it imports this module)
+        if jitcastodd.covers(dst, pol):
+            jitcastodd.kernel(mode, plain, _kind(FP32, dst))(words, out, params(FP32, dst, pol))
+            return out, None
     if _route(src, dst) != src and src == BF16:   # BF16 through FP32 words (the same subnormals: daz as FP32's)
         src, half = FP32, BF16_WORDS
     elif _route(src, dst) != src:                 # FP16 through FP32 words: daz is the widening's
@@ -456,12 +462,17 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
     if not want_flags and plain and not half and _is_native(src, dst, pol):
         (_native_half if (src, dst) == (FP64, FP16) else _native)(words, out, P)
         return out, None
-    kind = ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
+    kind = _kind(src, dst)
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept
         mode = {RNE: RNA, ODD: RTZ}.get(mode, mode)
     wide = step.src.bits >= 32 or mode == SR    # (measured: 16-bit sources' other loops run faster at 256 bits)
     bad = _kernel(mode, bool(want_flags), plain, kind, half, wide, cs > 0)(words, rnd, out, fl, P, word(cs))
     return _checked(bad, rand, rand_check, out, fl if want_flags else None)
+
+
+def _kind(src: Format, dst: Format) -> int:
+    """_one's kind of (src, dst)."""
+    return ZEROLESS if not dst.has_subnormals else FIXED if _source_e0(src, dst) == 1 else GENERAL
 
 
 def _checked(bad, rand, rand_check, out, fl) -> tuple[np.ndarray, np.ndarray | None]:

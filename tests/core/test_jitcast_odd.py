@@ -1,0 +1,100 @@
+"""FP64 casts through FP32 words rounded to odd (core/jitcastodd.py) against the engine: codes, bit for bit.
+
+Default tier: FP64 -> BF16 and E4M3FN in RNE and RU; ``-m slow``: every destination the route covers, every mode
+it takes and every overflow policy. Values: the destination's boundary values and random codes (test_jitcast's
+codes_of) and the double-rounding traps: ties of the destination's grid and its points moved by 2^-k of a
+quantum for k = 1..60 (where a rounding to FP32 to nearest would make or break a tie), FP32's overflow threshold,
+its subnormal range and the values under its smallest subnormal.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import numoracle as no
+from numoracle.core.convert import engine_cast_codes
+from numoracle.core.fastpaths import CastStep
+from numoracle.core.formats import BF16, FP8_E5M3FNU, FP16, FP32, FP64, registry
+from numoracle.core.policy import resolve_policy
+from policies import overflows
+
+pytest.importorskip("numba")
+from test_jitcast import codes_of  # noqa: E402
+
+from numoracle.core import jitcast, jitcastodd  # noqa: E402  (needs numba)
+
+MODES = ("rne", "rna", "ru", "rd", "rto")
+COVERED = [f for f in registry() if not f.is_integer and f.signed and f.has_subnormals and f.man_bits <= 22]
+
+
+def traps(dst, rng, n: int = 4000) -> np.ndarray:
+    """FP64 values where a narrowing to FP32 by RNE would round differently (module docstring), both signs."""
+    e = rng.integers(dst.emin - dst.man_bits - 2, dst.emax + 1, n)
+    q = np.ldexp(1.0, np.maximum(e, dst.emin) - dst.man_bits)           # the quantum at 2^e
+    g = np.ldexp(1.0, e) + rng.integers(0, 1 << max(dst.man_bits, 1), n) * q
+    k = rng.integers(1, 61, n)
+    x = g + q * rng.choice([0.0, 0.5], n) + q * np.ldexp(rng.choice([-1.0, 1.0], n), -k)
+    f32 = np.finfo(np.float32)
+    edge = [float(f32.max) * (1 + d) for d in (2.0**-25, 2.0**-24, 2.0**-30, 1e-3, 1.0)] + [1e300, 2.0**128,
+            2.0**128 - 2.0**103, 2.0**-149, 2.0**-150, 2.0**-150 * (1 + 2.0**-40), 2.0**-151, 1e-300, 5e-324,
+            2.0**-126 * (1 - 2.0**-30), 2.0**-133 * 1.5, 2.0**-134 * (1 + 2.0**-45)]
+    x = np.concatenate([x, edge])
+    return x * rng.choice([-1.0, 1.0], x.size)
+
+
+def check(dst, pol, codes) -> None:
+    step = CastStep(FP64, dst, pol)
+    assert jitcast.covers(step) and jitcastodd.covers(dst, pol)
+    want, _ = engine_cast_codes(codes, FP64, dst, pol, None, False)
+    before = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
+    got, _ = jitcast.run(step, codes, False)
+    assert jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses == before + 1  # the route ran
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        i = bad[0]
+        pytest.fail(f"fp64 -> {dst.name} [{pol}]: {bad.size} differ; {codes[i].view(np.float64)!r} "
+                    f"({int(codes[i]):#x}): kernel {int(got[i]):#x}, engine {int(want[i]):#x}")
+
+
+def _codes(dst, rng) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.concatenate([codes_of(FP64, dst, rng, 4000), traps(dst, rng).view(np.uint64)])
+
+
+@pytest.mark.parametrize("dst", [BF16, no.FP8_E4M3FN], ids=lambda f: f.name)
+def test_fp64_through_fp32_rounded_to_odd(dst, rng):
+    codes = _codes(dst, rng)
+    for mode in ("rne", "ru"):
+        check(dst, resolve_policy(dst, mode, None, None, False, False, None), codes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", COVERED, ids=lambda f: f.name)
+def test_fp64_through_fp32_every_mode_and_policy(dst, rng):
+    codes = _codes(dst, rng)
+    for mode, ovf in itertools.product(MODES, overflows(dst)):
+        pol = resolve_policy(dst, mode, ovf, None, False, False, None)
+        if jitcastodd.covers(dst, pol):
+            check(dst, pol, codes)
+        else:
+            assert dst == FP16 and mode == "rne"                  # the hardware's one conversion (avx512fp16)
+
+
+def test_what_stays_on_fp64_words():
+    """Flags, daz, ftz, stochastic rounding and toward zero keep FP64's own loop; so do formats without
+    subnormals, unsigned ones and those with more than 22 significand bits."""
+    pol = resolve_policy(BF16, "rne", None, None, False, False, None)
+    assert jitcastodd.covers(BF16, pol)
+    assert not jitcastodd.covers(BF16, resolve_policy(BF16, "sr", None, None, False, False, 8))
+    assert not jitcastodd.covers(BF16, resolve_policy(BF16, "rtz", None, None, False, False, None))
+    assert not jitcastodd.covers(FP32, resolve_policy(FP32, "ru", None, None, False, False, None))
+    for f in (no.E8M0FNU, FP8_E5M3FNU):
+        assert not jitcastodd.covers(f, resolve_policy(f, "ru", None, None, False, False, None))
+    codes = np.array([0x3FF0000000000001, 0x0000000000000001], np.uint64)
+    n = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
+    jitcast.run(CastStep(FP64, BF16, pol), codes, True)
+    jitcast.run(CastStep(FP64, BF16, resolve_policy(BF16, "rne", None, None, False, True, None)), codes, False)
+    assert jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses == n
