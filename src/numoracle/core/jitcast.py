@@ -35,7 +35,7 @@ tests/core/test_jitcast.py holds every step to the engine.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -150,8 +150,9 @@ def _route(src: Format, dst: Format) -> Format | None:
     return src if direct(src) else FP32 if src in (FP16, BF16) and direct(FP32) else None
 
 
+@lru_cache(maxsize=1024)
 def params(src: Format, dst: Format, pol) -> Cast:
-    """The Cast constants of (src, dst, pol) as words of the source's width."""
+    """The Cast constants of (src, dst, pol) as words of the source's width (kept: a cast's call reads them)."""
     from .specialize import _inf_mag, _invalid_code
 
     word = np.uint64 if src.bits == 64 else np.uint32

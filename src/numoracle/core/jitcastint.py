@@ -30,7 +30,7 @@ Stochastic rounding's random bits are read in their own dtype, and checked in th
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -80,7 +80,9 @@ def int_word(src, dst) -> type:
     return np.uint32 if src.bits <= 32 and dst.bits <= 32 else np.uint64
 
 
+@lru_cache(maxsize=1024)
 def int_params(src, dst, pol) -> IntCast:
+    """The IntCast constants of (src, dst, pol) (kept: a cast's call reads them)."""
     word = int_word(src, dst)
     w = 8 * np.dtype(word).itemsize
     ones = (1 << w) - 1
@@ -238,7 +240,9 @@ def float_mag(src, dst, pol) -> bool:
     return pol.rounding is Rounding.TO_ODD or (pol.rounding is Rounding.STOCHASTIC and dst.bits + pol.sr_bits < w)
 
 
+@lru_cache(maxsize=1024)
 def float_params(src, dst, pol) -> FloatInt:
+    """The FloatInt constants of (src, dst, pol) (kept: a cast's call reads them)."""
     ftype, word = (np.float64, np.uint64) if src == FP64 else (np.float32, np.uint32)
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     mask = (1 << dst.bits) - 1
