@@ -1,14 +1,16 @@
 """Conversion throughput: numoracle.cast against the fastest native cast of each pair, in one process.
 
 Run: python benches/bench_cast.py [--log2n 22] [--repeat 5] [--src fp32] [--dst bf16,fp8_e4m3fn] [--mix all]
-                                  [--modes rne] [--backends numpy,numba]
+                                  [--modes rne] [--backends numpy,numba] [--sr-bits 16] [--sr-dtype uint32]
 
 For each (source, destination, data mix, rounding mode, backend) it prints numoracle's time per element,
 the fastest native cast's (numpy astype, ml_dtypes astype, torch CPU ``.to`` on one thread; native casts
 round to nearest even only, so every mode is compared with that one time) and the ratio ours / native
-(lower is better; 1.0 = as fast). The times are the median of ``--repeat`` runs, the runs of every
-candidate interleaved so that load on the machine hits all alike. Backends: ``numpy`` (no compiled kernel:
-``jit.backend("numpy")``) and ``numba`` (``jit.backend("numba")``, where numba is installed).
+(lower is better; 1.0 = as fast; stochastic rounding reads ``--sr-bits`` random bits per element, held in
+``--sr-dtype``, so it reads more memory than the natives' RNE). The times are the median of ``--repeat``
+runs, the runs of every candidate interleaved so that load on the machine hits all alike. Backends:
+``numpy`` (no compiled kernel: ``jit.backend("numpy")``) and ``numba`` (``jit.backend("numba")``, where numba
+is installed).
 
 Data mixes (values of the destination's own ranges, generated in FP64 and rounded to the source):
   normal     log-uniform magnitudes over the destination's normal range, random signs
@@ -117,11 +119,13 @@ def main() -> None:
     ap.add_argument("--mix", default=",".join(MIXES))
     ap.add_argument("--modes", default="rne")
     ap.add_argument("--backends", default="numpy,numba")
+    ap.add_argument("--sr-bits", type=int, default=16, help="stochastic rounding's random bits per element")
+    ap.add_argument("--sr-dtype", default="uint32", help="their dtype (uint8, uint16, uint32, int32, ...)")
     args = ap.parse_args()
     n = 1 << args.log2n
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(0)
-    rbits = rng.integers(0, 1 << 16, n, dtype=np.uint32)
+    rbits = rng.integers(0, 1 << args.sr_bits, n, dtype=np.uint64).astype(args.sr_dtype)
     backends = [b for b in args.backends.split(",") if b != "numba" or jit._numba() is not None]
     print(f"{'src':<5} {'dst':<13} {'mix':<9} {'mode':<4} {'backend':<6} {'ours ns':>8} {'native':<9} "
           f"{'nat ns':>7} {'ratio':>6}")
@@ -142,7 +146,7 @@ def main() -> None:
                 for mode in args.modes.split(","):
                     kw = {"rounding": mode}
                     if mode == "sr":
-                        kw.update(sr_bits=16, random_bits=rbits)
+                        kw.update(sr_bits=args.sr_bits, random_bits=rbits)
                     for b in backends:
                         def ours(x=x, kw=kw, b=b, fmt=fmt):
                             with jit.backend(b):
