@@ -52,3 +52,20 @@ def test_simulate_reads_its_inputs_with_the_kernel_when_the_call_takes_kernels()
     want = simulate("matmul", a, b)             # small: the numpy path throughout
     assert jitlookup.calls.count == before
     assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_16_bit_floats_widened_by_the_lookup_as_by_their_cast(dt):
+    """exact_float32 of FP16 / BF16 arrays: the lookup (kernels on) gives the dtype's own cast's values (kernels
+    off) for every code; NaN as NaN."""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt).reshape(256, 256)[:, ::-1]   # strided
+    before = jitlookup.calls.count
+    with jit.forced():
+        got, f = inputs.exact_float32(x, "x")
+    assert jitlookup.calls.count == before + 1, "the kernel ran"
+    with jit.disabled():
+        want, f2 = inputs.exact_float32(x, "x")
+    assert jitlookup.calls.count == before + 1 and f == f2 and got.dtype == want.dtype == np.float32
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan) and nan.sum() > 0
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
