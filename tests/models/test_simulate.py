@@ -539,11 +539,14 @@ def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
             return seen[-1]
 
         monkeypatch.setattr(sim, "_block32", record)
+        sim._fitted.cache_clear()          # (prepare keeps fitted programs: fit them again with the patch)
         got = simulate("matmul", a, b, order=preset)
         assert seen and all(seen)  # the float32 path ran
         monkeypatch.setattr(sim, "_block32", lambda st, src, terms_fp32: False)
+        sim._fitted.cache_clear()
         want = simulate("matmul", a, b, order=preset)
         monkeypatch.undo()
+        sim._fitted.cache_clear()
         assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
 
 

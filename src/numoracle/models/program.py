@@ -196,14 +196,14 @@ def _plan(ar: Arith, ops: tuple, terms: bool, rnd, term_src: tuple) -> str:
     return "odd"
 
 
-def _block32(st: BlockStep, src, terms_fp32: bool) -> bool:
+def _block32(st: BlockStep, term_src: tuple, terms_fp32: bool) -> bool:
     """Can this block FMA run on float32 terms? When the products are exact FP32 numbers (float32
     multiplication then is exact), the truncated block sum, < (n + 1) * 2^(F + 4) with the carry and
     sticky bits, stays below 2^24, and the scale 2^(F + 1 - E) <= 2^(F + 1 - q) is a float32 number (q: the
     terms' quantum exponent, E >= q): every step of block_fma is then as exact in float32 as in float64."""
     bo = st.order
     return (terms_fp32
-            and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - src.info()[1] <= 127)
+            and (bo.n + 1) << (bo.frac_bits + 4) <= 1 << 24 and bo.frac_bits + 1 - term_src[1] <= 127)
 
 
 def prepare(order, K, acc, mode, fma, ftz, src) -> Program:
@@ -211,17 +211,24 @@ def prepare(order, K, acc, mode, fma, ftz, src) -> Program:
     # float32 paths are used only while the FP environment has gradual underflow (checked per call)
     native = native_fp32_ok()
     prog = structure(order, K, acc, mode, fma, ftz, native)
-    term_src, memo = src.info(), {}
+    return _fitted(prog, src.info(), src.terms_fp32(), src.inputs_fit_fp32, fma, native)
+
+
+@lru_cache(maxsize=256)
+def _fitted(prog: Program, term_src: tuple, terms_fp32: bool, inputs_fit_fp32: bool, fma: bool,
+            native: bool) -> Program:
+    """``prog`` (one of ``structure``'s) fitted to the facts of the data that decide it (kept: the facts repeat
+    from call to call, and fitting a program of many steps takes a millisecond)."""
+    memo: dict = {}
     # Terms as float32 are exact when the inputs are FP32 numbers and their products fit FP32; with
     # fma=False, float32 multiplication also gives the FP32-rounded product (IEEE binary32, RNE).
-    terms_fp32 = src.terms_fp32()
     t32_exact = native and terms_fp32
-    t32_fp32_rounded = native and src.inputs_fit_fp32 and not fma
+    t32_fp32_rounded = native and inputs_fit_fp32 and not fma
     block_facts = dict(info=term_src, terms_fp32=terms_fp32)
 
     def fitted(st):
         if isinstance(st, BlockStep):
-            return replace(st, b32=_block32(st, src, terms_fp32), **block_facts)
+            return replace(st, b32=_block32(st, term_src, terms_fp32), **block_facts)
         if isinstance(st, BlockRun):
             return replace(st, steps=tuple(fitted(s) for s in st.steps))
         if not isinstance(st, (Add, Chain)):
