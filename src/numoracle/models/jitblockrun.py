@@ -45,51 +45,20 @@ def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
     return odd
 
 
-@jit.njit(inline="always")
-def _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j):
-    """Four terms of step 1 for output j: (max |t|, max raw label) over them, in registers."""
-    x, y = np.abs(a0 * b0[j]), np.abs(a1 * b1[j])
-    x = x if x > y else y
-    y, z = np.abs(a2 * b2[j]), np.abs(a3 * b3[j])
-    y = y if y > z else z
-    u, v = l0 + m0[j], l1 + m1[j]
-    u = u if u > v else v
-    v, w = l2 + m2[j], l3 + m3[j]
-    v = v if v > w else w
-    return (x if x > y else y), (u if u > v else v)
-
-
 @jit.njit
 def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
-    """Step 1 for output row i, outputs t0..t1-1: max |t| and the max raw label over the block's terms ks
-    (+ the terms' IEEE sum, in order, when the inputs hold inf / NaN: fsum, which stays the -0.0 run_kernel
-    sets once when they do not). The labels are float32 (small integers: exact) and both maxima plain
-    compare-selects, so the loop runs in float lanes; four terms meet in registers before each write of
-    the maxima, the first four set them (|t| >= 0 and the labels are above the start values). With inf /
-    NaN among the inputs every output is decided by that sum instead (``block_others``), so how a NaN
-    product meets the maximum does not matter."""
+    """Step 1 for output row i, outputs t0..t1-1, where the keys do not apply (inputs with inf / NaN, or
+    ranges whose keys leave the terms' type): max |t| and the max raw label over the block's terms ks (+ the
+    terms' IEEE sum, in order, when the inputs hold inf / NaN: fsum, which stays the -0.0 run_kernel sets
+    once when they do not). The labels are float32 (small integers: exact) and both maxima plain
+    compare-selects, so the loop runs in float lanes. With inf / NaN among the inputs every output is
+    decided by that sum instead (``block_others``), so how a NaN product meets the maximum does not matter."""
     jr.wide_vectors()
     n = t1 - t0
-    q4 = ks.size - ks.size % 4
-    if q4 == 0:
-        for j in range(n):
-            amax[j] = 0.0
-            lmax[j] = -(1 << 30)
-    for kk in range(0, q4, 4):
-        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        a0, a1, a2, a3 = a[i, k0], a[i, k1], a[i, k2], a[i, k3]
-        l0, l1, l2, l3 = la[i, k0], la[i, k1], la[i, k2], la[i, k3]
-        b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
-        m0, m1, m2, m3 = lb[k0, t0:t1], lb[k1, t0:t1], lb[k2, t0:t1], lb[k3, t0:t1]
-        if kk == 0:
-            for j in range(n):
-                amax[j], lmax[j] = _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j)
-        else:
-            for j in range(n):
-                x, u = _max4(a0, a1, a2, a3, b0, b1, b2, b3, l0, l1, l2, l3, m0, m1, m2, m3, j)
-                amax[j] = x if x > amax[j] else amax[j]
-                lmax[j] = u if u > lmax[j] else lmax[j]
-    for kk in range(q4, ks.size):
+    for j in range(n):
+        amax[j] = 0.0
+        lmax[j] = -(1 << 30)
+    for kk in range(ks.size):
         k = ks[kk]
         ak, lak = a[i, k], la[i, k]
         bk, lbk = b[k, t0:t1], lb[k, t0:t1]
