@@ -24,7 +24,7 @@ from policies import overflows
 pytest.importorskip("numba")
 from test_jitcast import codes_of  # noqa: E402
 
-from numoracle.core import jitcast, jitcastodd  # noqa: E402  (needs numba)
+from numoracle.core import jitcastodd  # noqa: E402  (needs numba)
 
 MODES = ("rne", "rna", "ru", "rd", "rto")
 COVERED = [f for f in registry() if not f.is_integer and f.signed and f.has_subnormals and f.man_bits <= 22]
@@ -47,10 +47,10 @@ def traps(dst, rng, n: int = 4000) -> np.ndarray:
 
 def check(dst, pol, codes) -> None:
     step = CastStep(FP64, dst, pol)
-    assert jitcast.covers(step) and jitcastodd.covers(dst, pol)
+    assert jitcastodd.covers(step) and jitcastodd.takes(dst, pol)
     want, _ = engine_cast_codes(codes, FP64, dst, pol, None, False)
     before = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
-    got, _ = jitcast.run(step, codes, False)
+    got, _ = jitcastodd.run(step, codes, False)
     assert jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses == before + 1  # the route ran
     bad = np.flatnonzero(got != want)
     if bad.size:
@@ -77,7 +77,7 @@ def test_fp64_through_fp32_every_mode_and_policy(dst, rng):
     codes = _codes(dst, rng)
     for mode, ovf in itertools.product(MODES, overflows(dst)):
         pol = resolve_policy(dst, mode, ovf, None, False, False, None)
-        if jitcastodd.covers(dst, pol):
+        if jitcastodd.takes(dst, pol):
             check(dst, pol, codes)
         else:
             assert dst == FP16 and mode == "rne"                  # the hardware's one conversion (avx512fp16)
@@ -87,14 +87,29 @@ def test_what_stays_on_fp64_words():
     """Flags, daz, ftz, stochastic rounding and toward zero keep FP64's own loop; so do formats without
     subnormals, unsigned ones and those with more than 22 significand bits."""
     pol = resolve_policy(BF16, "rne", None, None, False, False, None)
-    assert jitcastodd.covers(BF16, pol)
-    assert not jitcastodd.covers(BF16, resolve_policy(BF16, "sr", None, None, False, False, 8))
-    assert not jitcastodd.covers(BF16, resolve_policy(BF16, "rtz", None, None, False, False, None))
-    assert not jitcastodd.covers(FP32, resolve_policy(FP32, "ru", None, None, False, False, None))
+    assert jitcastodd.takes(BF16, pol) and jitcastodd.covers(CastStep(FP64, BF16, pol))
+    assert not jitcastodd.covers(CastStep(FP32, BF16, pol))
+    assert not jitcastodd.takes(BF16, resolve_policy(BF16, "sr", None, None, False, False, 8))
+    assert not jitcastodd.takes(BF16, resolve_policy(BF16, "rtz", None, None, False, False, None))
+    assert not jitcastodd.takes(FP32, resolve_policy(FP32, "ru", None, None, False, False, None))
     for f in (no.E8M0FNU, FP8_E5M3FNU):
-        assert not jitcastodd.covers(f, resolve_policy(f, "ru", None, None, False, False, None))
+        assert not jitcastodd.takes(f, resolve_policy(f, "ru", None, None, False, False, None))
     codes = np.array([0x3FF0000000000001, 0x0000000000000001], np.uint64)
     n = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
-    jitcast.run(CastStep(FP64, BF16, pol), codes, True)
-    jitcast.run(CastStep(FP64, BF16, resolve_policy(BF16, "rne", None, None, False, True, None)), codes, False)
+    jitcastodd.run(CastStep(FP64, BF16, pol), codes, True)
+    jitcastodd.run(CastStep(FP64, BF16, resolve_policy(BF16, "rne", None, None, False, True, None)), codes, False)
     assert jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses == n
+
+
+def test_cast_takes_the_route(rng):
+    """``cast`` of FP64 values picks this module where kernels run (fastpaths.select_fast_path asks it first)."""
+    from numoracle.core import jit
+
+    x = rng.standard_normal(1000)
+    pol = resolve_policy(BF16, "ru", None, None, False, False, None)
+    n = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
+    with jit.forced():
+        got = no.cast(x, BF16, rounding="ru")
+    assert jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses == n + 1
+    want, _ = engine_cast_codes(x.view(np.uint64), FP64, BF16, pol, None, False)
+    assert np.array_equal(np.asarray(got), want)

@@ -38,6 +38,7 @@ from .formats import (
     FP8_E5M2,
     FP16,
     FP32,
+    FP64,
     AnyFormat,
     Format,
 )
@@ -76,12 +77,11 @@ def select_fast_path(src: AnyFormat, dst: AnyFormat, pol: Policy) -> FastPath | 
     """The specialised path of (src, dst, policy), or None where only the generic engine applies: the compiled
     kernel (core/jitcast.py) where jit.kernel_for picks it, else a numpy lane below."""
     step = CastStep(src, dst, pol)
-    kern = jit.kernel_for(step, "numoracle.core.jitcast")
+    kern = (jit.kernel_for(step, "numoracle.core.jitcastodd") if src == FP64 else None) or jit.kernel_for(
+        step, "numoracle.core.jitcast")
     if kern is not None:
         def compiled(flat, rand, want_flags, generic, rand_check=None):
-            if rand is not None and rand_check is not None:
-                rand_check(rand)
-            return kern.run(step, flat, want_flags, rand)
+            return kern.run(step, flat, want_flags, rand, rand_check)   # (the random bits' range: in its loop)
         return compiled
     if src == FP32 and dst in _NARROW:
         return _Narrow(dst, pol).run

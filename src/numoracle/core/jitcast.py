@@ -450,11 +450,6 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
         return _checked(bad, rand, rand_check, out, fl if want_flags else None)
     plain = not (pol.daz or pol.ftz) and dst.signed
     half = 0
-    if src == FP64 and not want_flags and plain:
-        from . import jitcastodd  # (it imports this module)
-        if jitcastodd.covers(dst, pol):
-            jitcastodd.kernel(mode, plain, _kind(FP32, dst))(words, out, params(FP32, dst, pol))
-            return out, None
     if _route(src, dst) != src and src == BF16:   # BF16 through FP32 words (the same subnormals: daz as FP32's)
         src, half = FP32, BF16_WORDS
     elif _route(src, dst) != src:                 # FP16 through FP32 words: daz is the widening's

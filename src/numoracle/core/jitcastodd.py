@@ -1,6 +1,8 @@
 """cast compiled (numba) from FP64 through FP32 words rounded to odd: FP64 to BF16, FP16, FP8, FP6, FP4.
 
-Part of core/jitcast.py's kernel (its ``run`` calls here, without flags, daz or ftz). FP64's rounding steps on
+A kernel module (core/jit.py's contract: ``covers``, ``run``, ``calls``, the last shared with core/jitcast.py)
+that ``fastpaths.select_fast_path`` asks first for FP64 sources; ``run`` hands what it does not take (flags, daz,
+ftz) to jitcast.run. FP64's rounding steps on
 64-bit words run on half the vector lanes of FP32's; instead each FP64 value x is first narrowed to FP32 by
 round to odd (``_odd32``: the hardware's RNE conversion, then, where that was inexact and gave an even code, the
 code one step toward x), and FP32's loop (jitcast._one) rounds that to the destination. Round to odd at
@@ -23,13 +25,15 @@ from functools import cache
 
 import numpy as np
 
-from . import jit
+from . import jit, jitcast
 from . import jitround as jr
 from .formats import FP32, FP64, Format
-from .jitcast import _is_native, _one, _route
+from .jitcast import _is_native, _kind, _one, _route, params
 from .policy import Rounding
 
-__all__ = ["covers", "kernel"]
+__all__ = ["covers", "takes", "run", "kernel", "calls"]
+
+calls = jitcast.calls   # one counter for the cast kernels' steps, whichever module ran them
 
 _CHUNK = 2048   # FP64 words narrowed per chunk: 8 KiB of FP32 bits
 # modes left to FP64's own loop: stochastic rounding (the odd bit would meet its random bits), and toward zero
@@ -37,12 +41,30 @@ _CHUNK = 2048   # FP64 words narrowed per chunk: 8 KiB of FP32 bits
 _OTHER = (Rounding.STOCHASTIC, Rounding.TOWARD_ZERO)
 
 
-def covers(dst: Format, pol) -> bool:
-    """Does FP64 -> dst under pol (no flags, daz or ftz: the caller asks) take this route? Signed destinations with
-    subnormals and at most 22 significand bits that FP32's kernel rounds directly, every mode but stochastic
-    rounding and toward zero (_OTHER), where the hardware's one conversion is not the cast."""
+def takes(dst: Format, pol) -> bool:
+    """Does FP64 -> dst under pol (without flags, daz or ftz: ``run`` asks) take this route? Signed destinations
+    with subnormals and at most 22 significand bits that FP32's kernel rounds directly, every mode but
+    stochastic rounding and toward zero (_OTHER), where the hardware's one conversion is not the cast."""
     return dst.signed and dst.has_subnormals and dst.man_bits <= FP32.man_bits - 1 and pol.rounding not in _OTHER \
         and _route(FP32, dst) == FP32 and not _is_native(FP64, dst, pol)
+
+
+def covers(step) -> bool:
+    """A cast step (fastpaths.CastStep) from FP64 that jitcast runs and whose destination and policy this route
+    ``takes`` (daz, ftz and flags are run's to decide: it hands those to jitcast.run)."""
+    return step.src == FP64 and jitcast.covers(step) and takes(step.dst, step.pol)
+
+
+def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None,
+        rand_check=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """jitcast.run's result: by this route without flags, daz or ftz, else by jitcast.run."""
+    dst, pol = step.dst, step.pol
+    if want_flags or pol.daz or pol.ftz:
+        return jitcast.run(step, flat, want_flags, rand, rand_check)
+    calls.add()
+    out = np.empty(flat.size, np.dtype(dst.code_dtype))
+    kernel(jit.MODE_CODES[pol.rounding], True, _kind(FP32, dst))(flat.view(np.uint64), out, params(FP32, dst, pol))
+    return out, None
 
 
 @jit.njit(inline="always")
