@@ -7,7 +7,9 @@ is not cached yet), the median of ``--repeat`` further calls with the compiled k
 installed) and with ``jit.disabled()`` (the numpy path), and their ratios to the float64 BLAS matmul's
 median in the same interleaved repetitions (the kernel's runs and the numpy path's each interleaved with
 BLAS on their own; one thread when OPENBLAS_NUM_THREADS=1, as above; the header also gives one-thread BLAS
-measured in a child process).
+measured in a child process). Interleaved, BLAS finds its inputs evicted by the candidate and reads 10-20%
+slower than back to back; "alone" is BLAS's median run back to back (warm) and "kern/alone" the kernel's ratio
+to it, the stricter figure.
 Targets (one thread, issue 26): sequential chains and the tensor-core block-FMA presets within 8x of the
 float64 matmul (earlier passes: 20x and 40x).
 """
@@ -70,7 +72,7 @@ def main() -> None:
         ]
     print(f"kernels: {'numba' if jit.enabled(jit.MIN_WORK) else 'off (numba not installed, or NUMORACLE_JIT=0)'}")
     print(f"{'model':44s} {'first':>7s} {'kernel':>8s} {'numpy':>8s} {'BLAS':>8s} {'kernel/BLAS':>11s} "
-          f"{'numpy/BLAS':>10s}")
+          f"{'numpy/BLAS':>10s} {'alone':>8s} {'kern/alone':>10s}")
     for name, dt, kw in models:
         a, b = x[dt]
         t0 = time.perf_counter()
@@ -86,8 +88,9 @@ def main() -> None:
         t_blas, t_jit = median_times([lambda: a64 @ b64, lambda: simulate("matmul", a, b, **kw)],  # noqa: B023
                                      args.repeat)
         t_blas_np, t_np = median_times([lambda: a64 @ b64, numpy_path], max(3, args.repeat // 2))
+        t_alone, = median_times([lambda: a64 @ b64], args.repeat)     # BLAS back to back: its inputs stay warm
         print(f"{name:44s} {first:6.2f}s {t_jit:7.3f}s {t_np:7.3f}s {t_blas * 1e3:6.1f}ms {t_jit / t_blas:10.1f}x "
-              f"{t_np / t_blas_np:9.1f}x")
+              f"{t_np / t_blas_np:9.1f}x {t_alone * 1e3:6.1f}ms {t_jit / t_alone:10.1f}x")
 
 
 if __name__ == "__main__":
