@@ -6,7 +6,8 @@ Per model: the median of ``--repeat`` interleaved runs of float64 BLAS matmul (o
 above), simulate with the kernel and simulate on the numpy path (``jit.disabled()``), their ratios to
 BLAS, and whether both paths gave the same bits; then BLAS's median run back to back ("alone": its inputs
 stay warm, where interleaved runs find them evicted and read 10-20% slower) and the kernel's ratio to it. The
-first call (compilation, cached on disk afterwards) is not timed. Target (issue 26): the kernel within 8x of one-thread BLAS (earlier: 40x).
+first call (compilation, cached on disk afterwards) is not timed. Target (issue 26): the kernel within 8x of
+one-thread BLAS (earlier: 40x).
 """
 
 from __future__ import annotations
