@@ -26,7 +26,7 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
 conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
 core/jitcastint.py's; FP64 sources without flags, daz or ftz are narrowed to FP32 by round to odd first where
-the destination has at most 22 significand bits (core/jitcastodd.py). FP16 sources whose destination's normals
+the destination has a precision of at most 22 (core/jitcastodd.py). FP16 sources whose destination's normals
 start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop first (exactly: ``_from_half``), and
 BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
 tests/core/test_jitcast.py holds every step to the engine.

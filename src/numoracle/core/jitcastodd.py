@@ -9,8 +9,11 @@ code one step toward x), and FP32's loop (jitcast._one) rounds that to the desti
 precision q followed by a rounding to p <= q - 2 bits gives x's own rounding to p bits in every mode but
 stochastic rounding (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
 rounding to odd", IEEE TC 2008): the odd bit keeps "inexact" and the side of every tie below the p + 1-th bit.
-FP32 has q = 24, so destinations of at most 22 significand bits; their whole grid (subnormals included) lies on
-FP32's and within its range, and the FP32 values past the destination's overflow threshold stay past it (the
+FP32 has q = 24, so destinations of precision p <= 22 (at most 21 fraction bits), whose quantum is at least four
+times FP32's everywhere: in the normal range by p <= q - 2, in the subnormal range because the destination's
+smallest normal is one of FP32's (emin >= -126, _route) and so its quantum 2^(emin - m) >= 2^-147 = 4 * 2^-149.
+Their whole grid then lies on FP32's and within its range, and the FP32 values past the destination's overflow
+threshold stay past it (the
 narrowing gives FP32's largest finite value, not inf, for finite x beyond it), so overflow decides alike. NaNs
 stay NaNs (the destination's NaN code regardless of payload: no flags here).
 
@@ -43,9 +46,12 @@ _OTHER = (Rounding.STOCHASTIC, Rounding.TOWARD_ZERO)
 
 def takes(dst: Format, pol) -> bool:
     """Does FP64 -> dst under pol (without flags, daz or ftz: ``run`` asks) take this route? Signed destinations
-    with subnormals and at most 22 significand bits that FP32's kernel rounds directly, every mode but
-    stochastic rounding and toward zero (_OTHER), where the hardware's one conversion is not the cast."""
-    return dst.signed and dst.has_subnormals and dst.man_bits <= FP32.man_bits - 1 and pol.rounding not in _OTHER \
+    with subnormals, precision at most FP32's minus 2 (the theorem's condition: module docstring) and a
+    subnormal quantum at least 4 times FP32's, that FP32's kernel rounds directly, every mode but stochastic
+    rounding and toward zero (_OTHER), where the hardware's one conversion is not the cast."""
+    fp32_quantum = FP32.emin - FP32.man_bits                 # 2^-149
+    return dst.signed and dst.has_subnormals and dst.precision <= FP32.precision - 2 \
+        and dst.emin - dst.man_bits >= fp32_quantum + 2 and pol.rounding not in _OTHER \
         and _route(FP32, dst) == FP32 and not _is_native(FP64, dst, pol)
 
 
