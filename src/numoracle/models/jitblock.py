@@ -99,7 +99,7 @@ def block_scales(amax, lmax, cb, c0, scale_b, inv_b, scw, clamp, frac, sticky, c
 
 
 @jit.njit
-def _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
+def block_pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite):
     """Step 1 for output row i: max |t| and the max raw label over the block's terms ks (+ the IEEE sum of
     the terms, in order, when the inputs hold inf / NaN)."""
     jr.wide_vectors()
@@ -183,7 +183,7 @@ def _block_kernel(a, la, b, lb, i0, i1, j0, j1, tids, c, out, S, frac, sticky, c
         ks = tids[r]
         for i in range(i0, i1):
             base = r * B + (i - i0) * nj
-            _pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)                 # 1.
+            block_pass1(a, la, b, lb, i, ks, j0, j1, amax, lmax, fsum, finite)            # 1.
             block_scales(amax, lmax, cb, base, scale_b, inv_b, scw, clamp, frac, sticky, carry, sub_inputs,
                          False)                                                                  # 2.
             block_pass2(a, b, i, ks, j0, j1, scw, S, sticky)                                    # 3.

@@ -17,7 +17,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from . import jitblock
-from .jitblock import block_others, block_pass2, block_scales, key_of
+from .jitblock import block_others, block_pass1, block_pass2, block_scales, key_of
 from .steps import BlockRun
 
 __all__ = ["covers", "run", "calls", "run_kernel"]
@@ -43,38 +43,6 @@ def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
         odd += jr.outside(bits, g) > g.span
         nxtb[j] = jr.round_bits(bits, mode, g)
     return odd
-
-
-@jit.njit
-def _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite):
-    """Step 1 for output row i, outputs t0..t1-1, where the keys do not apply (inputs with inf / NaN, or
-    ranges whose keys leave the terms' type): max |t| and the max raw label over the block's terms ks (+ the
-    terms' IEEE sum, in order, when the inputs hold inf / NaN: fsum, which stays the -0.0 run_kernel sets
-    once when they do not). The labels are float32 (small integers: exact) and both maxima plain
-    compare-selects, so the loop runs in float lanes. With inf / NaN among the inputs every output is
-    decided by that sum instead (``block_others``), so how a NaN product meets the maximum does not matter."""
-    jr.wide_vectors()
-    n = t1 - t0
-    for j in range(n):
-        amax[j] = 0.0
-        lmax[j] = -(1 << 30)
-    for kk in range(ks.size):
-        k = ks[kk]
-        ak, lak = a[i, k], la[i, k]
-        bk, lbk = b[k, t0:t1], lb[k, t0:t1]
-        for j in range(n):
-            m = np.abs(ak * bk[j])
-            amax[j] = m if m > amax[j] else amax[j]
-            q = lak + lbk[j]
-            lmax[j] = q if q > lmax[j] else lmax[j]
-    if not finite:
-        for j in range(n):
-            fsum[j] = -0.0                   # block_others reads it for every output it sees
-        for kk in range(ks.size):
-            k = ks[kk]
-            ak, bk = a[i, k], b[k, t0:t1]
-            for j in range(n):
-                fsum[j] += ak * bk[j]
 
 
 @jit.njit(inline="always")
@@ -156,7 +124,7 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
     c = BFMA(c; a[i, k] * b[k, j] for k in tids[s, r, :cnt[s]]) for s = 0, 1, ...; out[o] = the last c,
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32, or empty where kb, jitblock.keys_of's keys of B, is given (with kf, A's
-    jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``_terms1``); S: the block sums'
+    jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``block_pass1``); S: the block sums'
     buffer (>= _JT), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that
     step 3 sums in (``_pass2_int``).
 
@@ -172,7 +140,7 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
     amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
     fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
     acc = np.empty((2, _ROWS, _JT))
-    fsum_f[:] = -0.0                         # (finite inputs: _terms1 leaves it so)
+    fsum_f[:] = -0.0                         # (block_others reads it; the keys route, finite inputs, leaves it so)
     for t0 in range(j0, j1, _JT):
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
@@ -194,7 +162,7 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
                         if keyed:
                             _keys1(a, kb, i, ks, t0, t1, amax, kw, *kf)
                         else:
-                            _terms1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
+                            block_pass1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
                         block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
                                      carry, sub_inputs, keyed)
                         if Si.size:
