@@ -78,8 +78,8 @@ def block_scales(amax, lmax, cb, c0, scale_b, inv_b, scw, clamp, frac, sticky, c
     multiplied by, scw = min(scale, clamp) in the terms' type. As block_fma: has_p = some product != 0;
     Ep = floor(log2 amax) (amax in the terms' type, read as float64 bits), raised to the max raw label for
     subnormal inputs; Ec = c's exponent clamped at -126 (-1 for c = 0); spc = carry & has_p & Ep == raw + 1 &
-    (c = 0 | raw >= Ec); E = max(Ep, Ec) with both, else the one present. ``keyed``: amax is the maximum key
-    (``Keys``) and lmax is not read: its exponent is 2 raw + (Ep - raw)."""
+    (c = 0 | raw >= Ec); E = max(Ep, Ec) with both, else the one present. ``keyed``: amax is the largest key
+    product (``keys_of``) and lmax is not read: its exponent is 2 raw + (Ep - raw)."""
     jr.wide_vectors()
     for j in range(amax.size):
         ab, cbits = np.int64(jr.as_bits(np.float64(amax[j]))), cb[c0 + j]

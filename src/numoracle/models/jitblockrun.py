@@ -69,7 +69,7 @@ def _keys1(a, kb, i, ks, t0, t1, kmax, kw, ea, shift, field, bias):
             kmax[j] = 0.0
     for kk in range(0, q4, 4):
         k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        for r in range(4):
+        for r in range(4):                    # A's keys of the four terms, in kb's type
             kw[r] = key_of(a[i, ks[kk + r]], ea, shift, field, bias)[0]
         a0, a1, a2, a3 = kw[0], kw[1], kw[2], kw[3]
         b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
@@ -217,10 +217,11 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
     Si = np.empty(j1 - j0 if ints else 0, np.int32)
     keys = kin.keys(f32)
-    none = np.empty((0, 0), a.dtype), np.empty((0, 0), np.float32)
-    kb, kf = keys if keys is not None else (none[0], (0, 0, 0, 0))
+    if keys is None:                          # the label route: no keys
+        kb, kf, la, lb = np.empty((0, 0), a.dtype), (0, 0, 0, 0), kin.laf, kin.lbf
+    else:                                     # the keys route reads no labels
+        (kb, kf), la, lb = keys, np.empty((0, 0), np.float32), np.empty((0, 0), np.float32)
     kf = tuple(np.int32(f) for f in kf)
-    la, lb = (kin.laf, kin.lbf) if keys is None else none[1:] * 2     # (the keys route reads no labels)
     run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
                *kin.rounding(st0.ar))
