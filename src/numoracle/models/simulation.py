@@ -51,7 +51,7 @@ def _work(inputs: tuple) -> int:
     """The call's element steps from the inputs' shapes, as the run decides them: m K n of a matmul, the size
     of a sum's or a dot's inputs; 0 for inputs without a shape (lists: read on the numpy path)."""
     shapes = [getattr(x, "shape", None) for x in inputs]
-    if any(s is None for s in shapes):
+    if not all(isinstance(s, tuple) for s in shapes):    # (torch.Size is a tuple; read_sources checks the rest)
         return 0
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
     if len(shapes) == 2 and len(shapes[0]) == 2 and len(shapes[1]) == 2:
