@@ -65,17 +65,19 @@ def all_finite(v: np.ndarray) -> bool:
 
 
 @njit
-def _low(b: np.int64, man: int, bias: int) -> int:
-    """Exponent of the lowest set bit of the finite float with |bit pattern| b (``man`` fraction bits,
-    exponent ``bias``); a large value for a zero. Branch-free, so line loops vectorise.
+def _low(b, man, fmask, one, off, big):  # numba: the word type is the arguments'
+    """Exponent of the lowest set bit of the finite float with |bit pattern| b; ``big`` for a zero. Every
+    argument is of b's word type (int32 for float32: twice the vector lanes of int64): ``man`` fraction bits,
+    ``fmask`` = 2^man - 1, ``one`` = 1, ``off`` = bias + man. Branch-free (selects), so line loops vectorise.
 
     Normal x = (2^man + f) 2^(be - bias - man); subnormal x = f 2^(1 - bias - man) (be = 0): the
     lowest set bit of the integer significand, at 2^(max(be, 1) - bias - man). The bit 2^(man + 1)
     stops the count for a zero, which is then replaced."""
     be = b >> man
-    full = np.uint64((b & ((np.int64(1) << man) - 1)) | (np.int64(be != 0) << man) | (np.int64(1) << (man + 1)))
-    low = np.int64(trailing_zeros(full)) + max(be, np.int64(1)) - (bias + man)
-    return low if b != 0 else np.int64(_BIG)
+    hidden = fmask + one  # 2^man
+    full = (b & fmask) | (hidden if be != 0 else b - b) | (hidden << one)
+    low = trailing_zeros(full) + max(be, one) - off
+    return low if b != 0 else big
 
 
 @njit
@@ -87,39 +89,49 @@ def _top(b: np.int64, man: int, bias: int) -> int:
     return be + 1 - bias
 
 
+def _words(word: type, man: int, bias: int) -> tuple:
+    """_bit_range_kernel's constants in the word type of a float's bits (see _low): man, fmask, one, off,
+    big and the magnitude's mask."""
+    return word(man), word((1 << man) - 1), word(1), word(bias + man), word(_BIG), word(np.iinfo(word).max)
+
+
 @njit
-def _bit_range_kernel(bits: np.ndarray, by_rows: bool, man: int, bias: int) -> tuple:
+def _bit_range_kernel(bits: np.ndarray, by_rows: bool, words: tuple) -> tuple:
     """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
     non-negative floats order as their values) and the lowest set bit's exponent; also the largest
-    |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity)."""
+    |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity). The loops
+    work in the bits' own word type (``words``: see _words)."""
+    man, fmask, one, off, big, absmask = words
     n0, n1 = bits.shape
     nl = n0 if by_rows else n1
-    absmask = (np.int64(1) << (8 * bits.itemsize - 1)) - 1
-    lo = np.full(nl, _BIG, np.int64)
-    hi = np.zeros(nl, np.int64)
+    lo = np.full(nl, big, bits.dtype)
+    hi = np.zeros(nl, bits.dtype)
     for i in range(n0):
         if by_rows:
-            rhi, rlo = np.int64(0), np.int64(_BIG)
+            rhi, rlo = one - one, big
             for j in range(n1):
-                b = np.int64(bits[i, j]) & absmask
+                b = bits[i, j] & absmask
                 rhi = max(rhi, b)
-                rlo = min(rlo, _low(b, man, bias))
+                rlo = min(rlo, _low(b, man, fmask, one, off, big))
             hi[i], lo[i] = rhi, rlo
         else:
             for j in range(n1):
-                b = np.int64(bits[i, j]) & absmask
+                b = bits[i, j] & absmask
                 hi[j] = max(hi[j], b)
-                lo[j] = min(lo[j], _low(b, man, bias))
+                lo[j] = min(lo[j], _low(b, man, fmask, one, off, big))
     E = np.zeros(nl, np.int64)
     span = np.zeros(nl, np.int64)
     for k in range(nl):
         if hi[k] != 0:
-            E[k] = _top(hi[k], man, bias)
-            span[k] = E[k] - lo[k]
+            E[k] = _top(np.int64(hi[k]), np.int64(man), np.int64(off) - np.int64(man))
+            span[k] = E[k] - np.int64(lo[k])
     top = np.int64(0)
     for k in range(nl):
-        top = max(top, hi[k])
+        top = max(top, np.int64(hi[k]))
     return E, span, top
+
+
+_WORDS32, _WORDS64 = _words(np.int32, 23, 127), _words(np.int64, 52, 1023)
 
 
 @calls.counting
@@ -133,9 +145,9 @@ def bit_range(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """(E, span, X all finite) of float64 or float32 X in one pass; (E, span) hold only where it is."""
     if X.dtype == np.float32:
-        E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, 23, 127)
+        E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int32), axis == 1, _WORDS32)
         return E, span, bool(top < 0x7F800000)
-    E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, 52, 1023)
+    E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, _WORDS64)
     return E, span, bool(top < 0x7FF0000000000000)
 
 
