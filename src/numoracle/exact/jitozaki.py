@@ -6,8 +6,9 @@ Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one 
 :func:`all_finite` (``np.isfinite(v).all()`` of float bits, one reduction); :func:`bit_range`
 (``line_bit_range``: per line (E, span) from the float64 or float32 bit fields); :func:`digits` (``_digits``:
 all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
-reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
-:func:`add_product` (``add_shifted`` of one product into the limbs); :func:`round_limbs` (carries, RNE, RO).
+reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice); and from
+jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one product into the limbs) and
+``round_limbs`` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
@@ -23,17 +24,17 @@ from typing import Any
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
 
-from ..core import jitround as jr
 from ..core.jit import Calls, njit
+from . import jitlimbs
 
 calls = Calls()  # passes the kernels have run (the tests read calls.count)
+# the limbs' passes (jitlimbs.py), counted here with the others
+add_product = calls.counting(jitlimbs.add_product)
+round_limbs = calls.counting(jitlimbs.round_limbs)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
 _cache = threading.local()
-_ROUND_BLOCK = 256  # columns rounded together (see _round_kernel)
-_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exact (subnormals too)
-_GRID = jr.int_grid(2)  # a column's kept bits with its guard and sticky bits below: rounded at bit 2
 
 
 def covers(step: Any) -> bool:
@@ -161,26 +162,32 @@ def _two_digits(x: float, scale: float) -> tuple:
 
 
 @njit
-def _pair_pass(t: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray, scale: float, stat: np.ndarray,
-               i: int, by_rows: bool) -> None:
-    """Slices 0 and 1 of one row and their sum (Karatsuba's operand), in one pass over t: the same
-    steps as two passes of ``_digits_kernel``'s slice loop and its pair sum, the same values."""
-    if by_rows:  # rows of A: sum |d| per slice
+def _pair_pass(x: np.ndarray, s1: np.ndarray, s2: np.ndarray, d0: np.ndarray, d1: np.ndarray, c: np.ndarray,
+               scale: float, stat: np.ndarray, i: int, by_rows: bool) -> int:
+    """Slices 0 and 1 of one line of X and their sum (Karatsuba's operand), in one pass over x, read as it is:
+    t = x s1 s2 and the same steps as two passes of ``_digits_kernel``'s slice loop and its pair sum, the same
+    values. Returns how many values have something left after the two digits (the line's t is not kept)."""
+    rest = np.int64(0)
+    if by_rows:  # a row of A, scaled by s1[i] s2[i]: sum |d| per slice
         acc0, acc1 = np.int64(0), np.int64(0)
-        for j in range(t.size):
-            v0, v1, t[j] = _two_digits(t[j], scale)
+        a, b = s1[i], s2[i]
+        for j in range(x.size):
+            v0, v1, r = _two_digits(x[j] * a * b, scale)
             d0[j], d1[j], c[j] = v0, v1, v0 + v1
             acc0 += np.int64(abs(v0))
             acc1 += np.int64(abs(v1))
+            rest += np.int64(r != 0.0)  # a count, not an OR: integer sums vectorise
         stat[0, i] += acc0
         stat[1, i] += acc1
-    else:  # columns of B: max |d| per slice
+    else:  # a row of B, column j scaled by s1[j] s2[j]: max |d| per slice and column
         top0, top1 = stat[0], stat[1]
-        for j in range(t.size):
-            v0, v1, t[j] = _two_digits(t[j], scale)
+        for j in range(x.size):
+            v0, v1, r = _two_digits(x[j] * s1[j] * s2[j], scale)
             d0[j], d1[j], c[j] = v0, v1, v0 + v1
             top0[j] = max(top0[j], abs(v0))
             top1[j] = max(top1[j], abs(v1))
+            rest += np.int64(r != 0.0)
+    return rest
 
 
 @njit
@@ -206,21 +213,25 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
     left = False
     for i in range(n0):
         row = i * n1
-        if by_rows:
-            x = X[i, k0:k1]  # a view: the loops below index from 0, so they vectorise
+        x = X[i, k0:k1] if by_rows else X[k0 + i]  # a view: the loops below index from 0, so they vectorise
+        n = max(S[i], whole) if by_rows else whole
+        paired = n == 2 and pairs >= 1
+        if paired:  # the common case (FP32 data): both slices and their sum in one pass over x
+            p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
+            rest = _pair_pass(x, s1, s2, out[0][row:row + n1], out[p1][row:row + n1], out[count][row:row + n1],
+                              scale, stat, i, by_rows)
+            if not by_rows:  # the deep columns go on from their t after two digits (computed again here)
+                for j in deep:
+                    t[j] = _two_digits(x[j] * s1[j] * s2[j], scale)[2]
+                    rest -= np.int64(t[j] != 0.0)  # theirs is checked after their own slices, below
+            left |= rest != 0
+            n = 0
+        elif by_rows:
             for j in range(n1):
                 t[j] = x[j] * s1[i] * s2[i]
-            n = max(S[i], whole)
         else:
-            x = X[k0 + i]
             for j in range(n1):
                 t[j] = x[j] * s1[j] * s2[j]
-            n = whole
-        if n == 2 and pairs >= 1:  # the common case (FP32 data): both slices and their sum in one pass
-            p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
-            _pair_pass(t, out[0][row:row + n1], out[p1][row:row + n1], out[count][row:row + n1], scale,
-                       stat, i, by_rows)
-            n = 0
         for s in range(n):  # one slice of the row at a time
             d = out[s][row:row + n1]  # this row's digits
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
@@ -249,8 +260,12 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
                     out[s][row + j] = v
                     t[j] = (t[j] - v) * scale
                     stat[s, j] = max(stat[s, j], abs(v))
-        for j in range(n1):
-            left |= t[j] != 0.0
+        if not paired:
+            for j in range(n1):
+                left |= t[j] != 0.0
+        elif not by_rows:
+            for j in deep:
+                left |= t[j] != 0.0
     return left
 
 
@@ -303,57 +318,6 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
 
 
 @njit
-def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
-    q, r = off // 32, off % 32
-    low = (np.int64(1) << (32 - r)) - 1
-    for a in range(G.shape[0]):
-        i = rows[a]
-        for b in range(G.shape[1]):
-            j = cols[b]
-            g = np.int64(G[a, b])
-            limbs[q, i, j] += (g & low) << r
-            rest = g >> (32 - r)
-            limbs[q + 1, i, j] += rest & 0xFFFFFFFF
-            limbs[q + 2, i, j] += rest >> 32
-
-
-@njit
-def _add_row(lq: np.ndarray, lq1: np.ndarray, lq2: np.ndarray, g: np.ndarray, r: int, sign: int) -> None:
-    """One row of ``_add_kernel`` on whole rows: the limbs' rows q, q + 1, q + 2 += pieces of sign * g << r."""
-    low = (np.int64(1) << (32 - r)) - 1
-    for b in range(g.size):
-        v = np.int64(g[b]) * sign
-        lq[b] += (v & low) << r
-        rest = v >> (32 - r)
-        lq1[b] += rest & 0xFFFFFFFF
-        lq2[b] += rest >> 32
-
-
-@njit
-def _add_whole(limbs: np.ndarray, G: np.ndarray, off: int, off2: int, two: bool) -> None:
-    """limbs += G 2^off (and - G 2^off2 where ``two``) over every entry: rows indexed from 0, so the
-    loops vectorise. The same integers land in the same limbs as ``_add_kernel`` adds."""
-    q, r = off // 32, off % 32
-    q2, r2 = off2 // 32, off2 % 32
-    for a in range(G.shape[0]):
-        _add_row(limbs[q, a], limbs[q + 1, a], limbs[q + 2, a], G[a], r, 1)
-        if two:
-            _add_row(limbs[q2, a], limbs[q2 + 1, a], limbs[q2 + 2, a], G[a], r2, -1)
-
-
-@calls.counting
-def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray,
-                minus: int | None = None) -> None:
-    """limbs[:, rows x cols] += G * 2^off (``ozaki.add_shifted``); G float64 integers, |G| <= 2^53.
-    ``minus`` (whole blocks only): also limbs -= G * 2^minus, in the same pass."""
-    G = np.ascontiguousarray(G)
-    if rows.size == limbs.shape[1] and cols.size == limbs.shape[2]:  # every line: rows, cols = 0, 1, ...
-        _add_whole(limbs, G, off, off if minus is None else minus, minus is not None)
-        return
-    _add_kernel(limbs, G, off, rows.astype(np.int64), cols.astype(np.int64))
-
-
-@njit
 def _sparse_left(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> None:
     """G += X @ Y over X's nonzeros (X few rows: row by row, Y's rows streamed). A few columns of Y
     go through the transposes (G^T += Y^T X^T, views: the same memory order as a loop of its own)."""
@@ -386,127 +350,3 @@ def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     else:
         _sparse_left(np.ascontiguousarray(Y).T, np.ascontiguousarray(X).T, G.T)
     return G
-
-
-@njit
-def _pow2(e: int) -> float:
-    """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
-    of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
-    result (and m > 0 wherever e > 1023: the window holds the leading bit there)."""
-    return _POW2[e + 1074] if e <= 1023 else np.inf
-
-
-@njit
-def _block_digits(limbs: np.ndarray, c0: int, m: int, add: np.ndarray, at: np.ndarray, W: np.ndarray,
-                  carry: np.ndarray, sgn: np.ndarray, h: np.ndarray, lo: np.ndarray) -> None:
-    """Columns c0 .. c0 + m of the limbs into W (W[2 + j] = limb j, as digits of |value| in [0, 2^32)),
-    their signs into sgn, and their highest and lowest nonzero limbs (rows of W; h = -1: value 0)."""
-    nl = limbs.shape[0]
-    mask = np.int64(0xFFFFFFFF)
-    # 1. the limbs, with the pieces added on the fly (the early rounding's m +- R)
-    for j in range(nl):
-        W[2 + j, :m] = limbs[j, c0:c0 + m]
-    for k in range(add.shape[0]):
-        for c in range(m):
-            W[2 + at[c0 + c] + k, c] += add[k, c0 + c]
-    # 2. carries: digits in [0, 2^32) below the top limb, which keeps the sign
-    carry[:m] = 0
-    for j in range(2, nl + 1):
-        for c in range(m):
-            v = W[j, c] + carry[c]
-            carry[c] = v >> 32
-            W[j, c] = v & mask
-    for c in range(m):
-        W[nl + 1, c] += carry[c]
-        sgn[c] = np.int64(1) - 2 * np.int64(W[nl + 1, c] < 0)
-        carry[c] = 0
-    # 3. |value|: negating every digit (sign -1) and propagating again gives digits in
-    # [0, 2^32) and a top >= 0; with sign 1 the digits are unchanged (no carries)
-    for j in range(2, nl + 1):
-        for c in range(m):
-            v = carry[c] + sgn[c] * W[j, c]
-            carry[c] = v >> 32
-            W[j, c] = v & mask
-    for c in range(m):
-        W[nl + 1, c] = carry[c] + sgn[c] * W[nl + 1, c]
-        h[c] = -1
-        lo[c] = nl + 2
-    # 4. the highest and the lowest nonzero limb
-    for j in range(2, nl + 2):
-        for c in range(m):
-            h[c] = j if W[j, c] != 0 else h[c]
-    for j in range(nl + 1, 1, -1):
-        for c in range(m):
-            lo[c] = j if W[j, c] != 0 else lo[c]
-
-
-@njit
-def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int, g) -> tuple:
-    """(RNE, RO, limbs too short) of |value| = sum_j W[j, c] 2^(32 j + b64), nonzero, h and lo its
-    highest and lowest nonzero limbs (positions count from 64 bits below limb 0: W[0], W[1] = 0)."""
-    n = W.shape[0]
-    top = W[h, c]
-    blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
-    # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
-    cut = max(32 * h + blen - 53, -1074 - b64)
-    c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
-    j0 = c1 >> 5
-    sh = c1 & 31
-    # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit or
-    # above), so their shifted values are below 2^54 and no shift drops a set bit; a window above
-    # every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
-    l0 = W[min(j0, n - 1), c]
-    win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
-    sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo < j0)
-    # 6. round the kept bits, the guard bit and the sticky bit at bit 2 (g: core/jitround.int_grid(2)), by the
-    # kernels' one rounding step: RNE (ties to even) and RO (a dropped bit ORed into the last kept bit)
-    w = (win << 1) | np.int64(sticky)
-    a = np.float64(jr.round_bits(w, jr.RNE, g) >> 2) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
-    b = np.float64(jr.round_bits(w, jr.ODD, g) >> 2) * _pow2(b64 + cut)
-    if math.isinf(b):
-        b = 1.7976931348623157e308  # RO overflows to the largest finite value
-    return a, b, top >= np.int64(1) << 32
-
-
-@njit
-def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.ndarray, g) -> tuple:
-    """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
-
-    Columns go in blocks of _ROUND_BLOCK: the carry, sign and leading-limb steps run limb by limb
-    over a block's columns (loops that vectorise), the window and the rounding column by column. A
-    block's limbs are copied between two zero limbs below and three above: positions count from
-    64 bits below limb 0, so the window's lowest bit is at or above 0 and its limbs exist."""
-    nl, R = limbs.shape
-    cb = _ROUND_BLOCK
-    rne = np.zeros(R)
-    ro = np.zeros(R)
-    W = np.zeros((nl + 5, cb), np.int64)  # rows 0, 1, nl + 2 .. stay 0
-    carry, sgn, h, lo = np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64), np.zeros(cb, np.int64)
-    bad = False
-    for c0 in range(0, R, cb):
-        m = min(cb, R - c0)
-        _block_digits(limbs, c0, m, add, at, W, carry, sgn, h, lo)
-        for c in range(m):
-            if h[c] < 0:
-                continue  # an exact zero: +0
-            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64, g)
-            bad |= short
-            rne[c0 + c] = -a if sgn[c] < 0 else a
-            ro[c0 + c] = -b if sgn[c] < 0 else b
-    return rne, ro, bad
-
-
-@calls.counting
-def round_limbs(limbs: np.ndarray, base: np.ndarray, add: np.ndarray | None = None,
-                at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``exactsum.round_limbs``: (RNE, RO) of ``sum_j limbs[j] * 2^(32 j + base)`` per column.
-
-    ``limbs`` is left unchanged (the numpy twin normalises it in place). ``add`` (n, R) int64 and
-    ``at`` (R,): round as if add[k, c] had been added to limbs[at[c] + k, c] (they must fit)."""
-    if add is None:
-        add, at = np.zeros((0, limbs.shape[1]), np.int64), np.zeros(limbs.shape[1], np.int64)
-    rne, ro, bad = _round_kernel(np.ascontiguousarray(limbs), base.astype(np.int64),
-                                 np.ascontiguousarray(add, np.int64), at.astype(np.int64), _GRID)
-    if bad:
-        raise AssertionError("internal: limb accumulator too short")
-    return rne, ro
