@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's ctlz / cttz
 
+from ..core import jitround as jr
 from ..core.jit import Calls, njit
 from . import jitlimbs
 
@@ -97,29 +98,46 @@ def _words(word: type, man: int, bias: int) -> tuple:
 
 
 @njit
+def _row_ranges(bits: np.ndarray, words: tuple, hi: np.ndarray, lo: np.ndarray) -> None:
+    """Per row of bits: the largest |bit pattern| into hi, the lowest set bit's exponent into lo. In 512-bit
+    vectors (measured on 256 x 4096 float32: 0.36 against 0.69 ms at 256 bits)."""
+    jr.wide_vectors()
+    man, fmask, one, off, big, absmask = words
+    for i in range(bits.shape[0]):
+        rhi, rlo = one - one, big
+        for j in range(bits.shape[1]):
+            b = bits[i, j] & absmask
+            rhi = max(rhi, b)
+            rlo = min(rlo, _low(b, man, fmask, one, off, big))
+        hi[i], lo[i] = rhi, rlo
+
+
+@njit
+def _column_ranges(bits: np.ndarray, words: tuple, hi: np.ndarray, lo: np.ndarray) -> None:
+    """``_row_ranges`` per column, row after row. In LLVM's default 256-bit vectors (measured on 4096 x 256
+    float32: 0.55 against 0.6-0.75 ms at 512 bits)."""
+    man, fmask, one, off, big, absmask = words
+    for i in range(bits.shape[0]):
+        for j in range(bits.shape[1]):
+            b = bits[i, j] & absmask
+            hi[j] = max(hi[j], b)
+            lo[j] = min(lo[j], _low(b, man, fmask, one, off, big))
+
+
+@njit
 def _bit_range_kernel(bits: np.ndarray, by_rows: bool, words: tuple) -> tuple:
     """Per line: the largest |bit pattern| (its float is the line's largest |x|: patterns of
     non-negative floats order as their values) and the lowest set bit's exponent; also the largest
     |bit pattern| of all (at or above the infinity's where X holds a NaN or an infinity). The loops
     work in the bits' own word type (``words``: see _words)."""
-    man, fmask, one, off, big, absmask = words
-    n0, n1 = bits.shape
-    nl = n0 if by_rows else n1
+    man, big, off = words[0], words[4], words[3]
+    nl = bits.shape[0] if by_rows else bits.shape[1]
     lo = np.full(nl, big, bits.dtype)
     hi = np.zeros(nl, bits.dtype)
-    for i in range(n0):
-        if by_rows:
-            rhi, rlo = one - one, big
-            for j in range(n1):
-                b = bits[i, j] & absmask
-                rhi = max(rhi, b)
-                rlo = min(rlo, _low(b, man, fmask, one, off, big))
-            hi[i], lo[i] = rhi, rlo
-        else:
-            for j in range(n1):
-                b = bits[i, j] & absmask
-                hi[j] = max(hi[j], b)
-                lo[j] = min(lo[j], _low(b, man, fmask, one, off, big))
+    if by_rows:
+        _row_ranges(bits, words, hi, lo)
+    else:
+        _column_ranges(bits, words, hi, lo)
     E = np.zeros(nl, np.int64)
     span = np.zeros(nl, np.int64)
     for k in range(nl):
@@ -167,6 +185,7 @@ def _pair_pass(x: np.ndarray, s1: np.ndarray, s2: np.ndarray, d0: np.ndarray, d1
     """Slices 0 and 1 of one line of X and their sum (Karatsuba's operand), in one pass over x, read as it is:
     t = x s1 s2 and the same steps as two passes of ``_digits_kernel``'s slice loop and its pair sum, the same
     values. Returns how many values have something left after the two digits (the line's t is not kept)."""
+    jr.wide_vectors()
     rest = np.int64(0)
     if by_rows:  # a row of A, scaled by s1[i] s2[i]: sum |d| per slice
         acc0, acc1 = np.int64(0), np.int64(0)
@@ -195,6 +214,7 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
                    pairs: int, by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
     """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
     scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``."""
+    jr.wide_vectors()
     n0 = X.shape[0] if by_rows else k1 - k0
     n1 = k1 - k0 if by_rows else X.shape[1]
     scale = 2.0 ** beta
