@@ -496,3 +496,26 @@ def test_the_passes_count_their_runs_and_the_log_names_the_backend(caplog):
     before = jz.calls.count
     assert same(exact_sum(x, axis=1), both_paths(lambda: exact_sum(x, axis=1))[0])
     assert jz.calls.count > before          # all_finite and bit_range of the forced call
+
+
+def test_exact_dots32_against_the_numpy_route():
+    """Long accumulators for float32 operands: the numpy route's values (RNE and RO, bit for bit), over products
+    from 2^-298 to near 2^256, exact cancellations, zeros and rows given in any order, repeated or not."""
+    from numoracle.exact import ozakitail
+
+    rng = np.random.default_rng(58)
+    a, b = _fp32_edges(rng, (9, 300)), _fp32_edges(rng, (300, 7))
+    a[1, :150], a[1, 150:] = a[1, 150:], -a[1, 150:]  # a row that cancels against column 0's halves
+    b[:150, 0] = b[150:, 0]
+    a[2, 7] = np.float32(2.0**-149)  # the smallest product, left after the cancellation
+    b[7, 0] = np.float32(2.0**-149)
+    a[3] = np.finfo(np.float32).max  # products near 2^256, summed
+    a[4] = 0.0
+    ii = np.array([0, 1, 2, 3, 4, 1, 8, 0, 5, 6, 7, 2])
+    jj = np.array([0, 0, 0, 3, 2, 6, 6, 5, 1, 4, 0, 0])
+    with jit.disabled():
+        want = ozakitail.entries(a, b, ii, jj)
+    got = _kernels().exact_dots32(a, b, ii, jj)
+    assert same(got[0], want[0]) and same(got[1], want[1])
+    ref = frac_matmul(a.astype(np.float64), b.astype(np.float64))
+    assert same(got[0], [rounded(ref[i][j]) for i, j in zip(ii, jj)])

@@ -151,6 +151,10 @@ def _bit_range_kernel(bits: np.ndarray, by_rows: bool, words: tuple) -> tuple:
 
 
 _WORDS32, _WORDS64 = _words(np.int32, 23, 127), _words(np.int64, 52, 1023)
+# exact_dots32: a product of two finite float32 values is M 2^E with M < 2^53 an integer and E >= -298 - 52; its
+# magnitude is below 2^256, a sum of K < 2^31 of them below 2^287: 32-bit limbs from 2^_DOT_BASE, the top ones 0
+_DOT_BASE = -352
+_DOT_LIMBS = 22
 
 
 @calls.counting
@@ -168,6 +172,46 @@ def bit_range_finite(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, 
         return E, span, bool(top < 0x7F800000)
     E, span, top = _bit_range_kernel(np.ascontiguousarray(X).view(np.int64), axis == 1, _WORDS64)
     return E, span, bool(top < 0x7FF0000000000000)
+
+
+@njit
+def _dots32(A: np.ndarray, Bt: np.ndarray, ii: np.ndarray, jj: np.ndarray, limbs: np.ndarray) -> None:
+    """limbs[p] += A[ii[p]] . Bt[jj[p]] exactly, for finite float32 A and Bt (B's columns as rows), in 32-bit limbs
+    from 2^_DOT_BASE.
+
+    1. a product of two float32 values is exact in float64: 48 significant bits, and its exponent lies within
+       float64's normal range (2^-298 <= |a b| < 2^256), so the product is M 2^E with M = its significand with the
+       hidden bit (< 2^53) and E = its exponent field - 1075;
+    2. +-M goes in at E - _DOT_BASE >= 2 in three limbs, as ``ozaki.add_shifted`` adds (pieces below 2^32 and a
+       signed rest): K < 2^31 such additions stay within int64 and the carries are left to the rounding."""
+    for p in range(ii.size):
+        a, b, acc = A[ii[p]], Bt[jj[p]], limbs[p]
+        for k in range(a.size):
+            v = np.float64(a[k]) * np.float64(b[k])
+            if v == 0.0:
+                continue
+            bits = np.int64(jr.as_bits(v))
+            m = (bits & ((np.int64(1) << 52) - 1)) | (np.int64(1) << 52)
+            g = -m if bits < 0 else m
+            o = ((bits >> 52) & 0x7FF) - 1075 - _DOT_BASE
+            q, r = o >> 5, o & 31
+            acc[q] += (g & ((np.int64(1) << (32 - r)) - 1)) << r
+            rest = g >> (32 - r)
+            acc[q + 1] += rest & 0xFFFFFFFF
+            acc[q + 2] += rest >> 32
+
+
+@calls.counting
+def exact_dots32(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(RNE, RO) of the exact dot products A[ii[p]] . B[:, jj[p]] of finite float32 A and B (``ozakitail.entries``'
+    numpy route gives the same values): long accumulators (_dots32) over the rows and columns taken, copied
+    contiguous, rounded by jitlimbs.round_limbs."""
+    ui, iinv = np.unique(ii, return_inverse=True)
+    uj, jinv = np.unique(jj, return_inverse=True)
+    limbs = np.zeros((ii.size, _DOT_LIMBS), np.int64)
+    _dots32(np.ascontiguousarray(A[ui]), np.ascontiguousarray(B[:, uj].T), iinv.astype(np.int64),
+            jinv.astype(np.int64), limbs)
+    return jitlimbs.round_limbs(np.ascontiguousarray(limbs.T), np.full(ii.size, _DOT_BASE, np.int64))
 
 
 @njit
