@@ -130,8 +130,10 @@ def test_fp32_to_integers_rne(dst, rng):
         assert same(codes, FP32, dst, resolve_policy(dst, "rne", ovf, None, False, False, None))
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16), (FP16, no.INT8), (BF16, no.UINT16)],
-                         ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16"])
+@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16), (FP16, no.INT8), (BF16, no.UINT16),
+                                     (FP32, no.INT32), (BF16, no.INT32), (FP64, no.INT64)],
+                         ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16", "fp32-int32", "bf16-int32",
+                              "fp64-int64"])
 def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatch):
     """FP32 / FP64 (and FP16 / BF16, widened in the loop) to integers under saturate without flags take the floats'
     own rounding (jitcastint.float_kernel): every mode it takes and every nan_to, against the engine (``same``
@@ -146,6 +148,24 @@ def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatc
         assert same(codes, src, dst, resolve_policy(dst, mode, "saturate", nt, False, False, None))
     assert any(taken) and jitcastint.float_ok(src, dst, resolve_policy(dst, "rne", "saturate", None, False, False,
                                                                          None), False)
+
+
+@pytest.mark.parametrize("src,dst", [(FP32, no.INT32), (FP64, no.INT64)], ids=["fp32-int32", "fp64-int64"])
+def test_float_route_where_max_is_not_a_float(src, dst):
+    """INT32 from FP32 and INT64 from FP64 on the float route: max (2^(bits-1) - 1) is no float of the source, so the
+    clamp is at the largest float below it and anything above saturates. The floats around both ends, in every
+    mode the route takes (stochastic rounding with random bits at 8, every carry), against the engine."""
+    ftype, utype = (np.float32, np.uint32) if src == FP32 else (np.float64, np.uint64)
+    top = ftype(2.0 ** (dst.bits - 1))
+    below = np.nextafter(top, ftype(0))
+    edges = [top, below, np.nextafter(below, ftype(0)), np.nextafter(top, ftype(np.inf)), ftype(np.inf), ftype(1.5)]
+    v = np.array(edges + [-x for x in edges] + [ftype(2.5)], ftype)
+    codes = v.view(utype)
+    for mode in ("rne", "rna", "rtz", "ru", "rd"):
+        pol = resolve_policy(dst, mode, "saturate", None, False, False, None)
+        assert jitcast.float_ok(src, dst, pol, False) and same(codes, src, dst, pol), mode
+    pol = resolve_policy(dst, "sr", "saturate", None, False, False, 8)
+    assert jitcast.float_ok(src, dst, pol, False) and same(codes, src, dst, pol)
 
 
 def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):

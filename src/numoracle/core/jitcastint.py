@@ -16,16 +16,16 @@ uint32 for sources and destinations of at most 32 bits (twice the vector lanes),
 6. flags: INEXACT where a discarded bit is set and the value is in range, INVALID out of range and for
    infinities and NaNs.
 
-FP32 and FP64 sources under ``saturate`` without flags or daz take the floats' own steps instead
-(``float_kernel``): the value rounded to an integer by the mode (one vector instruction: roundeven, round,
-trunc, ceil, floor), clamped to [min, max] (exact floats: at most 24 / 53 bits), converted, and the nan_to value
-for NaNs: the same integers, infinities at min / max. To odd and stochastic rounding round the magnitude, capped
-at 2^bits, as an integer word (``_magnitude_round``: the truncating conversion and its inexact bit; floor(|x| *
-2^R) + r shifted down by R), then clamp it to max or -min and sign it; stochastic rounding with bits + R past
-the word adds the carry of the fraction's top R bits to the truncated float. FP16 and BF16 sources take them
-too, their codes widened to FP32 in the loop (exact: the hardware's widening, and BF16's 16 bits shifted up).
-Stochastic rounding's random bits are read in their own dtype, and checked in the loop where asked
-(core/jitcast.random_words).
+FP32 and FP64 sources under ``saturate`` without flags or daz take the floats' own steps instead (``float_kernel``):
+the value rounded to an integer by the mode (one vector instruction: roundeven, round, trunc, ceil, floor), clamped
+to [min, max] (exact floats: at most 24 / 53 bits; for INT32 from FP32 and INT64 from FP64, whose max is not a
+float, to the largest float below it, and a value above that is max), converted, and the nan_to value for NaNs: the
+same integers, infinities at min / max. To odd and stochastic rounding round the magnitude, capped at 2^bits, as an
+integer word (``_magnitude_round``: the truncating conversion and its inexact bit; floor(|x| * 2^R) + r shifted down
+by R), then clamp it to max or -min and sign it; stochastic rounding with bits + R past the word adds the carry of
+the fraction's top R bits to the truncated float. FP16 and BF16 sources take them too, their codes widened to FP32
+in the loop (exact: the hardware's widening, and BF16's 16 bits shifted up). Stochastic rounding's random bits are
+read in their own dtype, and checked in the loop where asked (core/jitcast.random_words).
 """
 
 from __future__ import annotations
@@ -207,8 +207,9 @@ def _ufloat(typingctx, proto, x):
 
 
 class FloatInt(NamedTuple):
-    """float_kernel's constants: min and max as floats of the source's type, cap (2^bits of the destination: every
-    magnitude from there up saturates), scale (2^R, stochastic rounding's R random bits); as words of the
+    """float_kernel's constants: min and the largest float at most max, as floats of the source's type (max itself
+    but for INT32 from FP32 and INT64 from FP64, whose max is no such float), cap (2^bits of the destination:
+    every magnitude from there up saturates), scale (2^R, stochastic rounding's R random bits); as words of the
     source's width: the destination's bit mask, the nan_to value's code, R, max and -min."""
 
     lo: float
@@ -226,9 +227,12 @@ _WIDENED = {FP16: 1, BF16: 2}      # float_kernel's 16-bit sources (their codes 
 
 
 def float_ok(src, dst, pol, want: bool) -> bool:
-    """Does (src, dst, pol) take float_kernel? FP32, FP16 or BF16 (integers of at most 24 bits) or FP64 (at most
-    53), saturate, no flags, no daz; every mode."""
-    return (((src == FP32 or src in _WIDENED) and dst.bits <= 24) or (src == FP64 and dst.bits <= 53)) \
+    """Does (src, dst, pol) take float_kernel? FP32, FP16 or BF16 to integers of at most 24 bits, FP64 to at most
+    53 (min and max are floats of the source's type), and to signed integers as wide as the word (INT32; INT64
+    from FP64) where the value itself is rounded (not float_mag): saturate, no flags, no daz; every mode."""
+    p, w = (53, 64) if src == FP64 else (24, 32)
+    wide = dst.bits == w and dst.signed and not float_mag(src, dst, pol)
+    return (src in (FP32, FP64) or src in _WIDENED) and (dst.bits <= p or wide) \
         and not want and not pol.daz and pol.overflow is Overflow.SATURATE
 
 
@@ -247,7 +251,9 @@ def float_params(src, dst, pol) -> FloatInt:
     nan_val = {NanTo.ZERO: 0, NanTo.MAX: dst.max_value, NanTo.MIN: dst.min_value}[pol.nan_to]
     mask = (1 << dst.bits) - 1
     r = pol.sr_bits or 0
-    return FloatInt(ftype(dst.min_value), ftype(dst.max_value), ftype(2.0 ** dst.bits), ftype(2.0 ** r), word(mask),
+    hi = ftype(dst.max_value)  # max rounded to nearest: 2^(bits - 1) for INT32 (FP32) and INT64 (FP64)
+    hi = np.nextafter(hi, ftype(0)) if int(hi) > dst.max_value else hi  # the largest float at most max
+    return FloatInt(ftype(dst.min_value), hi, ftype(2.0 ** dst.bits), ftype(2.0 ** r), word(mask),
                     word(nan_val & mask), word(r), word(dst.max_value), word(-dst.min_value))
 
 
@@ -311,9 +317,10 @@ def _float_loop(src, rnd, out, P, mode, half, check, cs, mag):
             code = jr.zero_or(neg, t, jr.sub(jr.k(t, 0), t))
         else:
             t = _float_round(v, w, r, P, mode)
-            t = t if t > P.lo else P.lo           # (a NaN gives lo: it converts to nothing defined; its code is
-            t = t if t < P.hi else P.hi           # chosen below)
-            code = _to_word(w, t)
+            over = t > P.hi                       # above the largest float at most max: max (the same code where
+            t = t if t > P.lo else P.lo           # max is a float); a NaN gives lo: it converts to nothing defined,
+            t = t if t < P.hi else P.hi           # its code is chosen below
+            code = P.maxv if over else _to_word(w, t)
         out[i] = jr.zero_or(jr.k(code, 1) if v != v else jr.k(code, 0), jr.and_(code, P.mask), P.nanc)
     return bad
 
