@@ -222,6 +222,30 @@ def test_digits_kernel_matches_numpy_on_the_lines_used():
             assert np.array_equal(got[count], want[0] + want[1])  # Karatsuba's pair sum
 
 
+def test_digits_kernel_stores_only_the_planes_kept():
+    """``keep``: the planes kept are those of a run that keeps every plane, the others None; the statistics of
+    every slice are there (the early rounding's bound needs them). Pair sums of unkept slices, and slices
+    with a pair sum of their own, are kept or not independently."""
+    rng = np.random.default_rng(59)
+    X = rng.standard_normal((26, 37)) * np.exp2(rng.integers(-60, 60, (26, 37)))
+    X[3, 5] = 2.0**-1074  # a line of wide span: more slices than the others
+    for axis in (0, 1):
+        E, span = ozaki.line_bit_range(X, axis)
+        S = ozaki.slice_counts(span, 9)
+        count = int(S.max())
+        full, stat = _kernels().digits(X, E, 9, count, axis, S, pairs=2)
+        for keep in ([False, True] * (count // 2 + 2))[:count + 2], [True] * count + [False, True]:
+            got, st = _kernels().digits(X, E, 9, count, axis, S, 2, None, 0, None, keep)
+            assert np.array_equal(st, stat), (axis, keep)
+            for i, (g, w, k) in enumerate(zip(got, full, keep)):
+                if not k:
+                    assert g is None, (axis, keep, i)
+                    continue
+                lines = np.flatnonzero(S > i) if i < count and 2 * int((S > i).sum()) < S.size else slice(None)
+                g, w = (g[lines], w[lines]) if axis == 1 else (g[:, lines], w[:, lines])  # the lines it is read on
+                assert np.array_equal(g, w), (axis, keep, i)
+
+
 def test_round_limbs_kernel():
     rng = np.random.default_rng(52)
     R = 4000

@@ -84,9 +84,9 @@ def test_chunked_products_are_exact(monkeypatch, case, chunk):
     seen = []
     real = ozaki._split
 
-    def spy(side, k0, k1, kern):
+    def spy(side, k0, k1, kern, keep=None):
         seen.append(k1 - k0)
-        return real(side, k0, k1, kern)
+        return real(side, k0, k1, kern, keep)
 
     monkeypatch.setattr(ozaki, "_split", spy)
     A, B = a.astype(np.float64), b.astype(np.float64)
@@ -128,8 +128,8 @@ def test_column_blocks_and_unchunked_pieces(monkeypatch, chunked):
     monkeypatch.setattr(ozaki, "_use_chunks", lambda *args: chunked)
     seen = []
     real = ozaki._split
-    monkeypatch.setattr(ozaki, "_split", lambda side, k0, k1, kern: seen.append((side.axis, side.S.size, k1 - k0))
-                        or real(side, k0, k1, kern))
+    monkeypatch.setattr(ozaki, "_split", lambda side, k0, k1, kern, keep=None:
+                        seen.append((side.axis, side.S.size, k1 - k0)) or real(side, k0, k1, kern, keep))
     A, B = a.astype(np.float64), b.astype(np.float64)
     want = exact_dot(A[:, None, :], B.T[None, :, :], out=OUTS)
     for path in (jit.disabled, jit.forced):

@@ -253,11 +253,18 @@ def _pair_pass(x: np.ndarray, s1: np.ndarray, s2: np.ndarray, d0: np.ndarray, d1
     return rest
 
 
+@njit(inline="always")
+def _row(out: tuple, at: np.ndarray, s: int, i: int, n1: int) -> np.ndarray:
+    """Row i of plane s (see _digits_kernel)."""
+    return out[s][i * at[s]:i * at[s] + n1]
+
+
 @njit
 def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S: np.ndarray, whole: int,
-                   pairs: int, by_rows: bool, out: tuple, stat: np.ndarray) -> bool:
+                   pairs: int, by_rows: bool, out: tuple, at: np.ndarray, stat: np.ndarray) -> bool:
     """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
-    scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``."""
+    scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``. Row i of plane s starts
+    at i at[s]: at[s] = 0 for a plane not kept (one row, written over line after line)."""
     jr.wide_vectors()
     n0 = X.shape[0] if by_rows else k1 - k0
     n1 = k1 - k0 if by_rows else X.shape[1]
@@ -276,14 +283,13 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
     t = np.empty(n1)
     left = False
     for i in range(n0):
-        row = i * n1
         x = X[i, k0:k1] if by_rows else X[k0 + i]  # a view: the loops below index from 0, so they vectorise
         n = max(S[i], whole) if by_rows else whole
         paired = n == 2 and pairs >= 1
         if paired:  # the common case (FP32 data): both slices and their sum in one pass over x
             p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
-            rest = _pair_pass(x, s1, s2, out[0][row:row + n1], out[p1][row:row + n1], out[count][row:row + n1],
-                              scale, stat, i, by_rows)
+            rest = _pair_pass(x, s1, s2, _row(out, at, 0, i, n1), _row(out, at, p1, i, n1),
+                              _row(out, at, count, i, n1), scale, stat, i, by_rows)
             if not by_rows:  # the deep columns go on from their t after two digits (computed again here)
                 for j in deep:
                     t[j] = _two_digits(x[j] * s1[j] * s2[j], scale)[2]
@@ -297,7 +303,7 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
             for j in range(n1):
                 t[j] = x[j] * s1[j] * s2[j]
         for s in range(n):  # one slice of the row at a time
-            d = out[s][row:row + n1]  # this row's digits
+            d = _row(out, at, s, i, n1)  # this row's digits
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
                 acc = np.int64(0)
                 for j in range(n1):
@@ -314,14 +320,14 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
                     t[j] = (t[j] - v) * scale
                     top[j] = max(top[j], abs(v))
             if s % 2 == 1 and s // 2 < pairs:  # a pair's second slice: the pair's sum (exact integers)
-                c, e = out[count + s // 2][row:row + n1], out[s - 1][row:row + n1]
+                c, e = _row(out, at, count + s // 2, i, n1), _row(out, at, s - 1, i, n1)
                 for j in range(n1):
                     c[j] = e[j] + d[j]
         if not by_rows:
             for j in deep:
                 for s in range(whole, S[j]):
                     v = np.rint(t[j])
-                    out[s][row + j] = v
+                    out[s][i * at[s] + j] = v
                     t[j] = (t[j] - v) * scale
                     stat[s, j] = max(stat[s, j], abs(v))
         if not paired:
@@ -353,7 +359,8 @@ def _planes(n: int, size: int, slot: str | None) -> tuple:
 
 @calls.counting
 def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np.ndarray, pairs: int = 0,
-           slot: str | None = None, k0: int = 0, k1: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+           slot: str | None = None, k0: int = 0, k1: int | None = None,
+           keep: list[bool] | None = None) -> tuple[list[np.ndarray | None], np.ndarray]:
     """``ozaki._digits``: ``count`` slices of balanced integer digits of X (rows: axis=1), of its
     columns (axis=1) or rows (axis=0) k0:k1 (all of them: k1 None), read in place.
 
@@ -363,7 +370,9 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._products``). ``slot``: the planes
     are this thread's cached ones for that name (see _planes), valid until the next call for it.
     Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
-    for ``ozakitail``'s bound.
+    for ``ozakitail``'s bound. ``keep`` (one flag per plane: slices, then sums; None: all): the planes not
+    kept are computed (a later slice needs them) but not stored, and come back as None; their statistics
+    are there.
     """
     k1 = X.shape[axis] if k1 is None else k1  # K: columns of A (axis=1), rows of B
     shape = (X.shape[0], k1 - k0) if axis == 1 else (k1 - k0, X.shape[1])
@@ -371,14 +380,16 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
         return [], np.zeros((0, S.size))
     k = (beta - 1 - E).astype(np.int64)
     whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
-    out = _planes(count + pairs, shape[0] * shape[1], slot)
-    lines = S.size
-    stat = np.zeros((count, lines))
+    keep = [True] * (count + pairs) if keep is None else list(keep)
+    kept = iter(_planes(sum(keep), shape[0] * shape[1], slot))
+    out = tuple(next(kept) if k else np.empty(shape[1]) for k in keep)  # a plane not kept: one row
+    at = np.array([shape[1] if k else 0 for k in keep], np.int64)
+    stat = np.zeros((count, S.size))
     left = _digits_kernel(np.ascontiguousarray(X), k0, k1, k, beta, S.astype(np.int64), whole, pairs, axis == 1,
-                          out, stat)
+                          out, at, stat)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return [plane.reshape(shape) for plane in out], stat
+    return [plane.reshape(shape) if k else None for plane, k in zip(out, keep)], stat
 
 
 @njit

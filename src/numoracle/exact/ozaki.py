@@ -242,14 +242,15 @@ def _side(X: np.ndarray, E: np.ndarray, S: np.ndarray, beta: int, axis: int, kar
     return _Side(X, E, S, beta, axis, lines, sum(whole) // 2 if kara else 0, "AB"[1 - axis])
 
 
-def _split(side: _Side, k0: int, k1: int, kern) -> tuple:
+def _split(side: _Side, k0: int, k1: int, kern, keep: list[bool] | None = None) -> tuple:
     """The digit slices of the side's columns (A) or rows (B) k0:k1: ([digits of each slice on its
     lines], [sums of the Karatsuba pairs' slices], per slice and line sum |d| (rows of A) or
-    max |d| (columns of B)). Slices beyond a line's count are 0 there (see _digits)."""
+    max |d| (columns of B)). Slices beyond a line's count are 0 there (see _digits). ``keep`` (a flag
+    per slice, then per sum; None: all): the compiled kernels store only those, the others are None."""
     X, E, S, beta, axis = side.X, side.E, side.S, side.beta, side.axis
     count = len(side.lines)
     if kern is not None:  # the planes are reused by the next call for the same operand (this thread)
-        slices, stats = kern.digits(X, E, beta, count, axis, S, side.pairs, side.slot, k0, k1)
+        slices, stats = kern.digits(X, E, beta, count, axis, S, side.pairs, side.slot, k0, k1, keep)
         sums = slices[count:]
     else:
         slices = _digits(X[:, k0:k1] if axis == 1 else X[k0:k1], E, beta, count, axis, S)
@@ -259,7 +260,8 @@ def _split(side: _Side, k0: int, k1: int, kern) -> tuple:
     out = []
     for s, lines in enumerate(side.lines):
         whole = lines.size == S.size
-        out.append(slices[s] if whole else slices[s][lines] if axis == 1 else slices[s][:, lines])
+        d = slices[s]
+        out.append(d if d is None or whole else d[lines] if axis == 1 else d[:, lines])
     return out, sums, stats
 
 
@@ -307,6 +309,14 @@ def _gemms(a: _Side, b: _Side, pairs: set | None) -> tuple[list, list]:
     return blocks, plain
 
 
+def _planes_used(blocks: list, plain: list, side: _Side, k: int) -> list[bool]:
+    """Per slice, then per Karatsuba sum of one side (k = 0: A, 1: B): is it an operand of the products
+    ``blocks`` / ``plain`` (see _gemms)? Only those are stored (the early rounding's first pass uses some)."""
+    slices = {x for bq in blocks for x in (2 * bq[k], 2 * bq[k] + 1)} | {pair[k] for pair in plain}
+    sums = {bq[k] for bq in blocks}
+    return [s in slices for s in range(len(side.lines))] + [p in sums for p in range(side.pairs)]
+
+
 def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc: int) -> tuple:
     """limbs += sum_{s,t} A_s B_t 2^off_st (off_st = (nA - 1 - s) ba + (nB - 1 - t) bb), over ``pairs``
     (None: all of them); returns the digits' (sum |d| per slice and row of A, max |d| per slice and
@@ -329,6 +339,7 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc
 
     blocks, plain = _gemms(a, b, pairs)
     middle = 1 << (53 - 2 * ba) if blocks else K  # _plan: 2 ba <= 53 with Karatsuba
+    keep_a, keep_b = _planes_used(blocks, plain, a, 0), _planes_used(blocks, plain, b, 1)
     G: dict = {}
 
     def acc(key: tuple, g: np.ndarray, last: bool, o: int, rows: np.ndarray, cols: np.ndarray,
@@ -348,7 +359,7 @@ def _products(limbs: np.ndarray, a: _Side, b: _Side, kern, pairs: set | None, kc
     stats_a, stats_b = np.zeros((nA, a.S.size)), np.zeros((nB, b.S.size))
     for k0 in range(0, K, kc):
         k1 = min(K, k0 + kc)
-        (sa, suma, st_a), (sb, sumb, st_b) = _split(a, k0, k1, kern), _split(b, k0, k1, kern)
+        (sa, suma, st_a), (sb, sumb, st_b) = _split(a, k0, k1, kern, keep_a), _split(b, k0, k1, kern, keep_b)
         stats_a += st_a
         np.maximum(stats_b, st_b, out=stats_b)
         last = k1 == K
