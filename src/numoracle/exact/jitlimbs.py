@@ -7,8 +7,6 @@ bits (tests/exact/test_jitozaki.py runs both).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros  # LLVM's ctlz
 
@@ -70,12 +68,13 @@ def add_product(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, co
     _add_kernel(limbs, G, off, rows.astype(np.int64), cols.astype(np.int64))
 
 
-@njit
+@njit(inline="always")
 def _pow2(e: int) -> float:
     """2^e for e >= -1074 (inf above 1023). m 2^e for an integer m <= 2^53 whose value is a multiple
     of 2^-1074 (the rounding's cut keeps e >= -1074) is then exact or overflows to inf, as ldexp's
-    result (and m > 0 wherever e > 1023: the window holds the leading bit there)."""
-    return _POW2[e + 1074] if e <= 1023 else np.inf
+    result (and m > 0 wherever e > 1023: the window holds the leading bit there). The table's index
+    stays in range either way (a vectorised select reads both sides)."""
+    return _POW2[min(e, 1023) + 1074] if e <= 1023 else np.inf
 
 
 @njit
@@ -123,31 +122,43 @@ def _block_digits(limbs: np.ndarray, c0: int, m: int, add: np.ndarray, at: np.nd
 
 
 @njit
-def _round_column(W: np.ndarray, c: int, h: int, lo: int, b64: int, g) -> tuple:
-    """(RNE, RO, limbs too short) of |value| = sum_j W[j, c] 2^(32 j + b64), nonzero, h and lo its
-    highest and lowest nonzero limbs (positions count from 64 bits below limb 0: W[0], W[1] = 0)."""
+def _round_columns(W: np.ndarray, m: int, h: np.ndarray, lo: np.ndarray, sgn: np.ndarray, base: np.ndarray,
+                   g, rne: np.ndarray, ro: np.ndarray) -> bool:
+    """(RNE, RO) into rne / ro of each column c < m of a block, |value| = sum_j W[j, c] 2^(32 j + base[c] - 64)
+    with h and lo its highest and lowest nonzero limbs (h = -1: the value 0, which gives +0), its sign sgn;
+    returns whether some column's limbs were too short. Positions count from 64 bits below limb 0 (W[0],
+    W[1] = 0). Branch-free over the columns (gathers of each column's limbs), so the loop vectorises."""
+    jr.wide_vectors()
     n = W.shape[0]
-    top = W[h, c]
-    blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
-    # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
-    cut = max(32 * h + blen - 53, -1074 - b64)
-    c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 11
-    j0 = c1 >> 5
-    sh = c1 & 31
-    # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit or
-    # above), so their shifted values are below 2^54 and no shift drops a set bit; a window above
-    # every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
-    l0 = W[min(j0, n - 1), c]
-    win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
-    sticky = ((l0 & ((np.int64(1) << sh) - 1)) != 0) | (lo < j0)
-    # 6. round the kept bits, the guard bit and the sticky bit at bit 2 (g: core/jitround.int_grid(2)), by the
-    # kernels' one rounding step: RNE (ties to even) and RO (a dropped bit ORed into the last kept bit)
-    w = (win << 1) | np.int64(sticky)
-    a = np.float64(jr.round_bits(w, jr.RNE, g) >> 2) * _pow2(b64 + cut)  # overflow gives inf: RNE's rule
-    b = np.float64(jr.round_bits(w, jr.ODD, g) >> 2) * _pow2(b64 + cut)
-    if math.isinf(b):
-        b = 1.7976931348623157e308  # RO overflows to the largest finite value
-    return a, b, top >= np.int64(1) << 32
+    short = np.int64(0)
+    for c in range(m):
+        hc = max(h[c], np.int64(2))  # a zero column reads zero limbs: its results are replaced by +0 below
+        top = W[hc, c]
+        blen = 64 - np.int64(leading_zeros(np.uint64(top)))  # bit length (top > 0)
+        b64 = base[c] - 64
+        # 5. bits below cut are rounded off: 53 significant bits, or fewer at the quantum 2^-1074
+        cut = max(32 * hc + blen - 53, -1074 - b64)
+        c1 = cut - 1  # the window: bits [c1, c1 + 54), kept bits and the guard bit; c1 >= 10
+        j0 = c1 >> 5
+        sh = c1 & 31
+        # limbs j0 + 1, j0 + 2 lie inside the window where nonzero (its top is the leading bit or
+        # above), so their shifted values are below 2^54 and no shift drops a set bit; a window above
+        # every limb (at the quantum 2^-1074) reads the zero limbs above: win = 0
+        l0 = W[min(j0, n - 1), c]
+        win = (l0 >> sh) | (W[min(j0 + 1, n - 1), c] << (32 - sh)) | (W[min(j0 + 2, n - 1), c] << min(64 - sh, 63))
+        sticky = np.int64((l0 & ((np.int64(1) << sh) - 1)) != 0) | np.int64(lo[c] < j0)
+        # 6. round the kept bits, the guard bit and the sticky bit at bit 2 (g: core/jitround.int_grid(2)), by
+        # the kernels' one rounding step: RNE (ties to even) and RO (a dropped bit ORed into the last kept bit)
+        w = (win << 1) | sticky
+        p2 = _pow2(b64 + cut)  # b64 + cut >= -1074 (cut's second term)
+        a = np.float64(jr.round_bits(w, jr.RNE, g) >> 2) * p2  # overflow gives inf: RNE's rule
+        b = np.float64(jr.round_bits(w, jr.ODD, g) >> 2) * p2
+        b = 1.7976931348623157e308 if b == np.inf else b  # RO overflows to the largest finite value
+        zero, neg = h[c] < 0, sgn[c] < 0
+        rne[c] = 0.0 if zero else -a if neg else a
+        ro[c] = 0.0 if zero else -b if neg else b
+        short |= np.int64(top >= np.int64(1) << 32)
+    return short != 0
 
 
 @njit
@@ -155,7 +166,7 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
     """Per column: carries, |value|, leading bit, the 54-bit window and sticky bit, both roundings.
 
     Columns go in blocks of _ROUND_BLOCK: the carry, sign and leading-limb steps run limb by limb
-    over a block's columns (loops that vectorise), the window and the rounding column by column. A
+    over a block's columns (loops that vectorise), then the window and the rounding (_round_columns). A
     block's limbs are copied between two zero limbs below and three above: positions count from
     64 bits below limb 0, so the window's lowest bit is at or above 0 and its limbs exist."""
     nl, R = limbs.shape
@@ -168,13 +179,7 @@ def _round_kernel(limbs: np.ndarray, base: np.ndarray, add: np.ndarray, at: np.n
     for c0 in range(0, R, cb):
         m = min(cb, R - c0)
         _block_digits(limbs, c0, m, add, at, W, carry, sgn, h, lo)
-        for c in range(m):
-            if h[c] < 0:
-                continue  # an exact zero: +0
-            a, b, short = _round_column(W, c, h[c], lo[c], base[c0 + c] - 64, g)
-            bad |= short
-            rne[c0 + c] = -a if sgn[c] < 0 else a
-            ro[c0 + c] = -b if sgn[c] < 0 else b
+        bad |= _round_columns(W, m, h, lo, sgn, base[c0:c0 + m], g, rne[c0:c0 + m], ro[c0:c0 + m])
     return rne, ro, bad
 
 
