@@ -392,7 +392,7 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side
     K = a.X.shape[1]
     R = ozakitail.tail_bound(tail, a.beta, b.beta, *stats).ravel()
     rr, cc, und = ozakitail.round_bracketed(limbs.reshape(nl, M * Nb), base, R, kern)
-    if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb):
+    if und.size and ozakitail.affordable(und.size, K, len(tail), M, Nb, ozakitail.compiled_entries(a.X, b.X, kern)):
         rr[und], cc[und] = ozakitail.entries(a.X, b.X, und // Nb, und % Nb, kern)
     elif und.size:
         _products(limbs, a, b, kern, set(tail), kc)

@@ -90,16 +90,21 @@ def round_bracketed(limbs: np.ndarray, base: np.ndarray, R: np.ndarray, kern) ->
     return a0, b0, np.flatnonzero(~same | wide)
 
 
-def affordable(undecided: int, K: int, tail: int, M: int, N: int) -> bool:
-    """Exact dot products one by one (~80 ns a product on numpy's route, a few on float32's compiled one) cost
-    less than the tail's GEMMs (~0.03 ns a product)?"""
-    return undecided * K * 4096 <= tail * M * N * K
+def compiled_entries(A: np.ndarray, B: np.ndarray, kern) -> bool:
+    """Do ``entries`` of A and B take the compiled long accumulators (float32 operands, kernels on)?"""
+    return kern is not None and A.dtype == np.float32 and B.dtype == np.float32
+
+
+def affordable(undecided: int, K: int, tail: int, M: int, N: int, compiled: bool = False) -> bool:
+    """Exact dot products one by one (~80 ns a product on numpy's route, ~20 ns on float32's compiled one:
+    ``compiled``) cost less than the tail's GEMMs (~0.03 ns a product)?"""
+    return undecided * K * (1024 if compiled else 4096) <= tail * M * N * K
 
 
 def entries(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray, kern=None) -> tuple[np.ndarray, np.ndarray]:
     """(RNE, RO) of the exact dot products A[i] . B[:, j] (finite float64 or float32), in blocks of products;
     float32 operands with the compiled kernels (``kern``: exact/jitozaki.py) in long accumulators instead."""
-    if kern is not None and A.dtype == np.float32 and B.dtype == np.float32:
+    if compiled_entries(A, B, kern):
         return kern.exact_dots32(A, B, ii, jj)
     K = A.shape[1]
     rne, ro = np.zeros(ii.size), np.zeros(ii.size)
