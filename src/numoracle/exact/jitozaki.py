@@ -6,9 +6,10 @@ Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one 
 :func:`all_finite` (``np.isfinite(v).all()`` of float bits, one reduction); :func:`bit_range`
 (``line_bit_range``: per line (E, span) from the float64 or float32 bit fields); :func:`digits` (``_digits``:
 all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
-reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice); and from
-jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one product into the limbs) and
-``round_limbs`` (carries, RNE, RO).
+reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
+:func:`exact_dots32` (``ozakitail.entries`` for float32 operands: exact dot products one by one, in long
+accumulators); and from jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one
+product into the limbs) and ``round_limbs`` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
 All of it is integer arithmetic or exact float64 steps (power-of-two scalings, ``rint`` of values
