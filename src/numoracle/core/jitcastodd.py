@@ -1,21 +1,19 @@
 """cast compiled (numba) from FP64 through FP32 words rounded to odd: FP64 to BF16, FP16, FP8, FP6, FP4.
 
-A kernel module (core/jit.py's contract: ``covers``, ``run``, ``calls``, the last shared with core/jitcast.py)
-that ``fastpaths.select_fast_path`` asks first for FP64 sources; ``run`` hands what it does not take (flags, daz,
-ftz) to jitcast.run. FP64's rounding steps on
-64-bit words run on half the vector lanes of FP32's; instead each FP64 value x is first narrowed to FP32 by
-round to odd (``_odd32``: the hardware's RNE conversion, then, where that was inexact and gave an even code, the
-code one step toward x), and FP32's loop (jitcast._one) rounds that to the destination. Round to odd at
-precision q followed by a rounding to p <= q - 2 bits gives x's own rounding to p bits in every mode but
-stochastic rounding (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
-rounding to odd", IEEE TC 2008): the odd bit keeps "inexact" and the side of every tie below the p + 1-th bit.
-FP32 has q = 24, so destinations of precision p <= 22 (at most 21 fraction bits), whose quantum is at least four
-times FP32's everywhere: in the normal range by p <= q - 2, in the subnormal range because the destination's
-smallest normal is one of FP32's (emin >= -126, _route) and so its quantum 2^(emin - m) >= 2^-147 = 4 * 2^-149.
-Their whole grid then lies on FP32's and within its range, and the FP32 values past the destination's overflow
-threshold stay past it (the
-narrowing gives FP32's largest finite value, not inf, for finite x beyond it), so overflow decides alike. NaNs
-stay NaNs (the destination's NaN code regardless of payload: no flags here).
+A kernel module (core/jit.py's contract: ``covers``, ``run``, ``calls``, the last shared with core/jitcast.py) that
+``fastpaths.select_fast_path`` asks first for FP64 sources; ``run`` hands what it does not take (flags, daz, ftz) to
+jitcast.run. FP64's rounding steps on 64-bit words run on half the vector lanes of FP32's; instead each FP64 value x
+is first narrowed to FP32 by round to odd (``_odd32``: the hardware's RNE conversion, then, where that was inexact
+and gave an even code, the code one step toward x), and FP32's loop (jitcast._one) rounds that to the destination.
+Round to odd at precision q followed by a rounding to p <= q - 2 bits gives x's own rounding to p bits in every mode
+but stochastic rounding (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+rounding to odd", IEEE TC 2008): the odd bit keeps "inexact" and the side of every tie below the p + 1-th bit. FP32
+has q = 24, so destinations of precision p <= 22 (at most 21 fraction bits), whose quantum is at least four times
+FP32's everywhere: in the normal range by p <= q - 2, in the subnormal range because the destination's smallest
+normal is one of FP32's (emin >= -126, _route) and so its quantum 2^(emin - m) >= 2^-147 = 4 * 2^-149. Their whole
+grid then lies on FP32's and within its range, and the FP32 values past the destination's overflow threshold stay
+past it (the narrowing gives FP32's largest finite value, not inf, for finite x beyond it), so overflow decides
+alike. NaNs stay NaNs (the destination's NaN code regardless of payload: no flags here).
 
 The narrowing runs a chunk at a time into a buffer that stays in L1, then FP32's loop over it: in one loop
 LLVM vectorises both at the FP64 words' 8 lanes (measured 2.4 ns against 1.3 ns per element, FP64 -> BF16).

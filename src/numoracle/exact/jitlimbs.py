@@ -18,31 +18,36 @@ _POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e for e = -1074 .. 1023: exac
 _GRID = jr.int_grid(2)  # a column's kept bits with its guard and sticky bits below: rounded at bit 2
 
 
+@njit(inline="always")
+def pieces(g: int, r: int) -> tuple:
+    """g 2^r (int64 g, |g| <= 2^53, 0 <= r < 32) as three limb increments (p0, p1, p2) with g 2^r = p0 + p1 2^32 +
+    p2 2^64: p0 = the low 32 - r bits of g shifted up (in [0, 2^32)), then the rest (g >> (32 - r), floor
+    division, |rest| < 2^(22 + r)) as its low 32 bits and its signed top. ``ozaki.add_shifted``'s split."""
+    rest = g >> (32 - r)
+    return (g & ((np.int64(1) << (32 - r)) - 1)) << r, rest & 0xFFFFFFFF, rest >> 32
+
+
 @njit
 def _add_kernel(limbs: np.ndarray, G: np.ndarray, off: int, rows: np.ndarray, cols: np.ndarray) -> None:
     q, r = off // 32, off % 32
-    low = (np.int64(1) << (32 - r)) - 1
     for a in range(G.shape[0]):
         i = rows[a]
         for b in range(G.shape[1]):
             j = cols[b]
-            g = np.int64(G[a, b])
-            limbs[q, i, j] += (g & low) << r
-            rest = g >> (32 - r)
-            limbs[q + 1, i, j] += rest & 0xFFFFFFFF
-            limbs[q + 2, i, j] += rest >> 32
+            p0, p1, p2 = pieces(np.int64(G[a, b]), r)
+            limbs[q, i, j] += p0
+            limbs[q + 1, i, j] += p1
+            limbs[q + 2, i, j] += p2
 
 
 @njit
 def _add_row(lq: np.ndarray, lq1: np.ndarray, lq2: np.ndarray, g: np.ndarray, r: int, sign: int) -> None:
     """One row of ``_add_kernel`` on whole rows: the limbs' rows q, q + 1, q + 2 += pieces of sign * g << r."""
-    low = (np.int64(1) << (32 - r)) - 1
     for b in range(g.size):
-        v = np.int64(g[b]) * sign
-        lq[b] += (v & low) << r
-        rest = v >> (32 - r)
-        lq1[b] += rest & 0xFFFFFFFF
-        lq2[b] += rest >> 32
+        p0, p1, p2 = pieces(np.int64(g[b]) * sign, r)
+        lq[b] += p0
+        lq1[b] += p1
+        lq2[b] += p2
 
 
 @njit

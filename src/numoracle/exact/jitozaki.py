@@ -183,8 +183,9 @@ def _dots32(A: np.ndarray, Bt: np.ndarray, ii: np.ndarray, jj: np.ndarray, limbs
     1. a product of two float32 values is exact in float64: 48 significant bits, and its exponent lies within
        float64's normal range (2^-298 <= |a b| < 2^256), so the product is M 2^E with M = its significand with the
        hidden bit (< 2^53) and E = its exponent field - 1075;
-    2. +-M goes in at E - _DOT_BASE >= 2 in three limbs, as ``ozaki.add_shifted`` adds (pieces below 2^32 and a
-       signed rest): K < 2^31 such additions stay within int64 and the carries are left to the rounding."""
+    2. +-M goes in at E - _DOT_BASE >= 2 in three limbs (jitlimbs.pieces, as ``ozaki.add_shifted`` adds): K < 2^31
+       such additions stay within int64 (``ozakitail.compiled_entries`` holds K there) and the carries are left to
+       the rounding."""
     for p in range(ii.size):
         a, b, acc = A[ii[p]], Bt[jj[p]], limbs[p]
         for k in range(a.size):
@@ -195,11 +196,11 @@ def _dots32(A: np.ndarray, Bt: np.ndarray, ii: np.ndarray, jj: np.ndarray, limbs
             m = (bits & ((np.int64(1) << 52) - 1)) | (np.int64(1) << 52)
             g = -m if bits < 0 else m
             o = ((bits >> 52) & 0x7FF) - 1075 - _DOT_BASE
-            q, r = o >> 5, o & 31
-            acc[q] += (g & ((np.int64(1) << (32 - r)) - 1)) << r
-            rest = g >> (32 - r)
-            acc[q + 1] += rest & 0xFFFFFFFF
-            acc[q + 2] += rest >> 32
+            q = o >> 5
+            p0, p1, p2 = jitlimbs.pieces(g, o & 31)
+            acc[q] += p0
+            acc[q + 1] += p1
+            acc[q + 2] += p2
 
 
 @calls.counting

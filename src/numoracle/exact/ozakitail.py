@@ -91,8 +91,9 @@ def round_bracketed(limbs: np.ndarray, base: np.ndarray, R: np.ndarray, kern) ->
 
 
 def compiled_entries(A: np.ndarray, B: np.ndarray, kern) -> bool:
-    """Do ``entries`` of A and B take the compiled long accumulators (float32 operands, kernels on)?"""
-    return kern is not None and A.dtype == np.float32 and B.dtype == np.float32
+    """Do ``entries`` of A and B take the compiled long accumulators (float32 operands, kernels on, K < 2^31: the
+    int64 limbs take that many additions)?"""
+    return kern is not None and A.dtype == np.float32 and B.dtype == np.float32 and A.shape[1] < 1 << 31
 
 
 def affordable(undecided: int, K: int, tail: int, M: int, N: int, compiled: bool = False) -> bool:
