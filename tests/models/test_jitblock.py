@@ -191,7 +191,7 @@ def test_fusable_runs():
 
 @pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "bf16"), ("h100", "fp8"), ("h100", "tf32")])
 def test_tile_edges(preset):
-    # rows and columns beyond one tile (16 rows x 256 outputs) and ragged at both ends; K a few blocks long,
+    # rows and columns beyond one tile (32 rows x 256 outputs) and ragged at both ends; K a few blocks long,
     # not a multiple of n, and shorter than one block; a sum whose batch spans several tiles
     rng = np.random.default_rng(21)
     order = O.preset(*preset)

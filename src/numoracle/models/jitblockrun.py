@@ -25,12 +25,13 @@ __all__ = ["covers", "run", "calls", "run_kernel"]
 calls = jitblock.calls   # one counter for the block FMA steps the kernels run, one call or many
 
 _JT = 256         # outputs j per tile
-_ROWS = 16        # rows i per tile
+_ROWS = 32        # rows i per tile
+_TILE = _JT * _ROWS
 
 
 @jit.njit
 def _join_round(S, cur, scale, inv, vbuf, vb, nxtb, sticky, mode, g):
-    """Steps 4-5 for one row: v = (S + trunc(c * scale)) / scale into vbuf, its normal-range rounding into
+    """Steps 4-5 for a tile: v = (S + trunc(c * scale)) / scale into vbuf, its normal-range rounding into
     nxt (bits); returns how many v lie outside the normal range."""
     jr.wide_vectors()
     for j in range(vbuf.size):
@@ -56,65 +57,69 @@ def _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j):
 
 
 @jit.njit
-def _keys1(a, kb, i, ks, t0, t1, kmax, kw, ea, shift, field, bias):
-    """Step 1 for output row i, outputs t0..t1-1, by keys (jitblock.keys_of: finite inputs): kmax = the
-    largest key product over the block's terms ks, whose exponent carries both maxima. A's keys are made
-    here (jitblock.key_of with A's fields ea, shift, field, bias), four at a time into kw (kb's type); four
-    terms meet in registers before each write, the first four set it (keys are >= 0)."""
+def _keys1(a, kb, g0, nr, ks, t0, t1, kmax, kw, ea, shift, field, bias):
+    """Step 1 for output rows g0..g0+nr-1, outputs t0..t1-1, by keys (jitblock.keys_of: finite inputs): kmax (the
+    rows one after another) = the largest key product over the block's terms ks, whose exponent carries both
+    maxima. A's keys are made here (jitblock.key_of with A's fields ea, shift, field, bias), four at a time into
+    kw (kb's type); four terms meet in registers before each write, the first four set it (keys are >= 0)."""
     jr.wide_vectors()
     n = t1 - t0
     q4 = ks.size - ks.size % 4
-    if q4 == 0:
-        for j in range(n):
-            kmax[j] = 0.0
-    for kk in range(0, q4, 4):
-        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        for r in range(4):                    # A's keys of the four terms, in kb's type
-            kw[r] = key_of(a[i, ks[kk + r]], ea, shift, field, bias)[0]
-        a0, a1, a2, a3 = kw[0], kw[1], kw[2], kw[3]
-        b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
-        if kk == 0:
+    for q in range(nr):
+        i, km = g0 + q, kmax[q * n:(q + 1) * n]
+        if q4 == 0:
             for j in range(n):
-                kmax[j] = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
-        else:
+                km[j] = 0.0
+        for kk in range(0, q4, 4):
+            k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
+            for r in range(4):                # A's keys of the four terms, in kb's type
+                kw[r] = key_of(a[i, ks[kk + r]], ea, shift, field, bias)[0]
+            a0, a1, a2, a3 = kw[0], kw[1], kw[2], kw[3]
+            b0, b1, b2, b3 = kb[k0, t0:t1], kb[k1, t0:t1], kb[k2, t0:t1], kb[k3, t0:t1]
+            if kk == 0:
+                for j in range(n):
+                    km[j] = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
+            else:
+                for j in range(n):
+                    x = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
+                    km[j] = x if x > km[j] else km[j]
+        for kk in range(q4, ks.size):
+            k = ks[kk]
+            kw[0] = key_of(a[i, k], ea, shift, field, bias)[0]
+            ak, bk = kw[0], kb[k, t0:t1]
             for j in range(n):
-                x = _kmax4(a0, a1, a2, a3, b0, b1, b2, b3, j)
-                kmax[j] = x if x > kmax[j] else kmax[j]
-    for kk in range(q4, ks.size):
-        k = ks[kk]
-        kw[0] = key_of(a[i, k], ea, shift, field, bias)[0]
-        ak, bk = kw[0], kb[k, t0:t1]
-        for j in range(n):
-            m = ak * bk[j]
-            kmax[j] = m if m > kmax[j] else kmax[j]
+                m = ak * bk[j]
+                km[j] = m if m > km[j] else km[j]
 
 
 @jit.njit
-def _pass2_int(a, b, i, ks, t0, t1, scw, S):
-    """Step 3 of a truncating block with int32 sums (``run``'s choice: every |trunc(Y)| < 2^(F + 2) and
-    n 2^(F + 2) <= 2^31, so the sums are exact in any order; all inputs finite): S = the sum of
-    trunc(t * scale), the truncation and the conversion one instruction (float to int conversion rounds
-    toward zero); four terms meet in registers before each read and write of S."""
+def _pass2_int(a, b, g0, nr, ks, t0, t1, scw, S):
+    """Step 3 of a truncating block with int32 sums for rows g0..g0+nr-1 (``run``'s choice: every |trunc(Y)| <
+    2^(F + 2) and n 2^(F + 2) <= 2^31, so the sums are exact in any order; all inputs finite): S = the sum of
+    trunc(t * scale), the truncation and the conversion one instruction (float to int conversion rounds toward
+    zero); four terms meet in registers before each read and write of S."""
     jr.wide_vectors()
     n = t1 - t0
     q4 = ks.size - ks.size % 4
-    if q4 == 0:
-        for j in range(n):
-            S[j] = 0
-    for kk in range(0, q4, 4):                # (the first four terms set S)
-        k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
-        a0, a1, a2, a3 = a[i, k0], a[i, k1], a[i, k2], a[i, k3]
-        b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
-        for j in range(n):
-            sc = scw[j]
-            s4 = (np.int32(a0 * b0[j] * sc) + np.int32(a1 * b1[j] * sc)) + (np.int32(a2 * b2[j] * sc)
-                                                                           + np.int32(a3 * b3[j] * sc))
-            S[j] = s4 if kk == 0 else S[j] + s4
-    for kk in range(q4, ks.size):
-        k = ks[kk]
-        ak, bk = a[i, k], b[k, t0:t1]
-        for j in range(n):
-            S[j] += np.int32(ak * bk[j] * scw[j])
+    for q in range(nr):
+        i, Sq, sw = g0 + q, S[q * n:(q + 1) * n], scw[q * n:(q + 1) * n]
+        if q4 == 0:
+            for j in range(n):
+                Sq[j] = 0
+        for kk in range(0, q4, 4):            # (the first four terms set S)
+            k0, k1, k2, k3 = ks[kk], ks[kk + 1], ks[kk + 2], ks[kk + 3]
+            a0, a1, a2, a3 = a[i, k0], a[i, k1], a[i, k2], a[i, k3]
+            b0, b1, b2, b3 = b[k0, t0:t1], b[k1, t0:t1], b[k2, t0:t1], b[k3, t0:t1]
+            for j in range(n):
+                sc = sw[j]
+                s4 = (np.int32(a0 * b0[j] * sc) + np.int32(a1 * b1[j] * sc)) + (np.int32(a2 * b2[j] * sc)
+                                                                               + np.int32(a3 * b3[j] * sc))
+                Sq[j] = s4 if kk == 0 else Sq[j] + s4
+        for kk in range(q4, ks.size):
+            k = ks[kk]
+            ak, bk = a[i, k], b[k, t0:t1]
+            for j in range(n):
+                Sq[j] += np.int32(ak * bk[j] * sw[j])
 
 
 @jit.njit
@@ -125,57 +130,61 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
     o = r * B + (i - i0) * nj + (j - j0) as jitblock._block_kernel, rounded by (mode, g, lim).
     la, lb: the raw labels as float32, or empty where kb, jitblock.keys_of's keys of B, is given (with kf, A's
     jitblock.key_fields: step 1 by one maximum a term, ``_keys1``, else by ``block_pass1``); S: the block sums'
-    buffer (>= _JT), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _JT) that
+    buffer (>= _TILE), float32 where simulate's _block32 holds; Si: empty, or an int32 buffer (>= _TILE) that
     step 3 sums in (``_pass2_int``).
 
     Tiles: _JT outputs j by _ROWS rows i, every block of the run for the whole tile before the next one,
-    so that a block's rows of b (and lb) are read from memory once per tile, not once per row, and the
-    tile's accumulators (two buffers: c and the block's output) stay in cache."""
+    so that a block's rows of b (and lb) are read from memory once per tile, not once per row. The tile's
+    outputs lie one row after another in its buffers (two for the accumulators: c and the block's output),
+    so that steps 2, 4-6 are one loop over the whole tile and the term passes one call a tile."""
     jr.wide_vectors()
     keyed = kb.size > 0
     kw = np.empty(4, kb.dtype)
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj
-    amax_f, scw_f, lmax_f = np.empty(_JT, b.dtype), np.empty(_JT, b.dtype), np.empty(_JT, np.float32)
-    fsum_f, scale_f, inv_f, vbuf_f = np.empty(_JT), np.empty(_JT), np.empty(_JT), np.empty(_JT)
-    acc = np.empty((2, _ROWS, _JT))
+    amax_f, scw_f, lmax_f = np.empty(_TILE, b.dtype), np.empty(_TILE, b.dtype), np.empty(_TILE, np.float32)
+    fsum_f, scale_f, inv_f, vbuf_f = np.empty(_TILE), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
+    acc = np.empty((2, _TILE))
     fsum_f[:] = -0.0                         # (block_others reads it; the keys route, finite inputs, leaves it so)
     for t0 in range(j0, j1, _JT):
         t1 = min(t0 + _JT, j1)
         nt = t1 - t0
-        amax, scw, fsum, scale, inv = amax_f[:nt], scw_f[:nt], fsum_f[:nt], scale_f[:nt], inv_f[:nt]
-        vbuf, lmax, Sb, Sib = vbuf_f[:nt], lmax_f[:nt], S[:nt], Si[:nt]
-        scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
         for r in range(w):
             for g0 in range(i0, i1, _ROWS):
-                g1 = min(g0 + _ROWS, i1)
-                for q in range(g1 - g0):
+                nr = min(g0 + _ROWS, i1) - g0
+                m = nr * nt                   # the tile's outputs: row q's at q * nt ... (q + 1) * nt - 1
+                amax, scw, fsum, scale, inv = amax_f[:m], scw_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m]
+                vbuf, lmax, Sb, Sib = vbuf_f[:m], lmax_f[:m], S[:m], Si[:m]
+                scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+                for q in range(nr):
                     o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    acc[0, q, :nt] = c[o:o + nt]
+                    acc[0, q * nt:(q + 1) * nt] = c[o:o + nt]
                 for s in range(steps):
                     ks = tids[s, r, :cnt[s]]
                     par = s & 1
-                    for q in range(g1 - g0):
-                        i = g0 + q
-                        cur, nxt = acc[par, q, :nt], acc[1 - par, q, :nt]
-                        if keyed:
-                            _keys1(a, kb, i, ks, t0, t1, amax, kw, *kf)
-                        else:
-                            block_pass1(a, la, b, lb, i, ks, t0, t1, amax, lmax, fsum, finite)
-                        block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
-                                     carry, sub_inputs, keyed)
-                        if Si.size:
-                            _pass2_int(a, b, i, ks, t0, t1, scw, Sib)
-                            odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
-                        else:
-                            block_pass2(a, b, i, ks, t0, t1, scw, Sb, sticky)
-                            odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
-                        if odd or not finite:
-                            block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
-                for q in range(g1 - g0):
+                    cur, nxt = acc[par, :m], acc[1 - par, :m]
+                    if keyed:
+                        _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
+                    else:
+                        for q in range(nr):
+                            rq = slice(q * nt, (q + 1) * nt)
+                            block_pass1(a, la, b, lb, g0 + q, ks, t0, t1, amax[rq], lmax[rq], fsum[rq], finite)
+                    block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
+                                 carry, sub_inputs, keyed)
+                    if Si.size:
+                        _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
+                        odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+                    else:
+                        for q in range(nr):
+                            rq = slice(q * nt, (q + 1) * nt)
+                            block_pass2(a, b, g0 + q, ks, t0, t1, scw[rq], Sb[rq], sticky)
+                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+                    if odd or not finite:
+                        block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
+                for q in range(nr):
                     o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    out[o:o + nt] = acc[steps & 1, q, :nt]
+                    out[o:o + nt] = acc[steps & 1, q * nt:(q + 1) * nt]
 
 
 def covers(step: BlockRun) -> bool:
@@ -212,10 +221,10 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     f32 = b32 or jitblock.terms32(st0)
     a, b = kin.ab(f32)
     out = np.empty(w * B)
-    S = np.empty(j1 - j0, np.float32 if b32 else np.float64)
+    S = np.empty(_TILE, np.float32 if b32 else np.float64)
     # int32 block sums: a truncating block of finite inputs whose n terms |trunc(Y)| < 2^(F + 2) sum below 2^31
     ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
-    Si = np.empty(j1 - j0 if ints else 0, np.int32)
+    Si = np.empty(_TILE if ints else 0, np.int32)
     keys = kin.keys(f32)
     if keys is None:                          # the label route: no keys
         kb, kf, la, lb = np.empty((0, 0), a.dtype), (0, 0, 0, 0), kin.laf, kin.lbf
