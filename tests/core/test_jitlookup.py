@@ -69,3 +69,16 @@ def test_16_bit_floats_widened_by_the_lookup_as_by_their_cast(dt):
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan) and nan.sum() > 0
     assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_16_bit_widening_is_the_value_table(dt):
+    """jitlookup.widen16 computes the float32 value table's entry of every FP16 / BF16 code, bit for bit: the
+    value, and the table's one NaN for every NaN code (signalling, quiet, either sign, any payload)."""
+    f = format_of(dt)
+    codes = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    table = inputs._table32(f)
+    got = jitlookup.widen16(codes.reshape(256, 256)[:, ::-1], f.name == "bf16")     # strided, 2-D
+    assert got.shape == (256, 256) and got.dtype == np.float32
+    assert np.array_equal(got[:, ::-1].reshape(-1).view(np.uint32), table.view(np.uint32))
+    assert jitlookup.widen16(codes[:0], False).shape == (0,)

@@ -70,10 +70,11 @@ def exact_float32(x: Any, name: str) -> tuple[np.ndarray | None, AnyFormat]:
 
 
 def _widen16(x: np.ndarray, fmt: AnyFormat) -> np.ndarray:
-    """FP16 / BF16 array x as float32 (exact): the compiled lookup of its codes where jit.kernel_for picks it
-    (a third of numpy's FP16 cast's time here), else the dtype's own widening cast (numpy's, ml_dtypes')."""
+    """FP16 / BF16 array x as float32 (exact): the compiled widening of its codes where jit.kernel_for picks it
+    (core/jitlookup.widen16: the value table's entries, computed), else the dtype's own widening cast (numpy's,
+    ml_dtypes')."""
     kern = jit.kernel_for((np.dtype(np.float32), np.dtype(np.uint16)), "numoracle.core.jitlookup")
-    return x.astype(np.float32) if kern is None else kern.run(_table32(fmt), x.view(np.uint16))
+    return x.astype(np.float32) if kern is None else kern.widen16(x.view(np.uint16), fmt == BF16)
 
 
 _CHUNK = 1 << 16     # codes per lookup: numpy makes an intp copy of the indices, kept this size (in cache)
