@@ -45,7 +45,8 @@ from .policy import Overflow
 
 __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_shift", "outside", "round_value",
            "SR",
-           "add", "sub", "and_", "or_", "xor", "shl", "shr", "above", "umax", "umin", "widen", "zero_or", "k", "sign",
+           "add", "sub", "and_", "or_", "xor", "shl", "shr", "ashr", "above", "sabove", "umax", "umin", "smax", "smin",
+           "clz", "signed_value", "widen", "zero_or", "k", "sign",
            "magnitude",
            "as_bits", "as_value", "nonzero", "like", "half_bits", "wide_vectors", "cpu_has"]
 
@@ -68,6 +69,7 @@ def _binop(name: str):
 
 
 add, sub, and_, or_, xor, shl, shr = (_binop(n) for n in ("add", "sub", "and_", "or_", "xor", "shl", "lshr"))
+ashr = _binop("ashr")    # the word read as signed, shifted right (its sign bit copied in)
 
 
 @intrinsic
@@ -91,6 +93,46 @@ def umin(typingctx, a, b):
     """The smaller of two unsigned words."""
     if isinstance(a, types.Integer) and a == b:
         return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned("<", *args), *args)
+    return None
+
+
+@intrinsic
+def smax(typingctx, a, b):
+    """The larger of two words read as signed integers."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_signed(">", *args), *args)
+    return None
+
+
+@intrinsic
+def smin(typingctx, a, b):
+    """The smaller of two words read as signed integers."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_signed("<", *args), *args)
+    return None
+
+
+@intrinsic
+def sabove(typingctx, a, b):
+    """1 where a > b as signed words, else 0 (a word of their width)."""
+    if isinstance(a, types.Integer) and a == b:
+        return a(a, b), lambda c, bld, sig, args: bld.zext(bld.icmp_signed(">", *args), args[0].type)
+    return None
+
+
+@intrinsic
+def clz(typingctx, a):
+    """The word's leading zero bits (its width for 0)."""
+    if isinstance(a, types.Integer):
+        return a(a), lambda c, bld, sig, args: bld.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+    return None
+
+
+@intrinsic
+def signed_value(typingctx, w):
+    """The word read as a signed integer, converted to the float of its width (exact below 2^24 / 2^53)."""
+    if w in _RECAST and isinstance(w, types.Integer):
+        return _RECAST[w][0](w), lambda c, bld, sig, args: bld.sitofp(args[0], _RECAST[w][1])
     return None
 
 

@@ -7,7 +7,8 @@ of the run, so that c is neither fetched nor stored between blocks. Each block's
 jitblock's (its steps 1-6, the same functions, rounding by core/jitround.py's step, overflow included),
 so the bits are those of ``accumulate.block_fma``; where the inputs are finite, step 1 takes both maxima from
 one maximum of key products (jitblock.keys_of: one multiply and one maximum a term, no labels), and a
-truncating block sums in int32 (``_pass2_int``).
+truncating block sums in int32 (``_pass2_int``). Truncating blocks with an FP32 output rounded toward zero take
+steps 2 and 4-5 in 32-bit words where jitblock32's route holds (``words_kernel``), c held as float32.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import numpy as np
 
 from ..core import jit
 from ..core import jitround as jr
-from . import jitblock
+from ..core.formats import FP32
+from . import jitblock, jitblock32
 from .jitblock import block_others, block_pass1, block_pass2, block_scales, key_of
 from .steps import BlockRun
 
-__all__ = ["covers", "run", "calls", "run_kernel"]
+__all__ = ["covers", "run", "calls", "run_kernel", "words_kernel"]
 
 calls = jitblock.calls   # one counter for the block FMA steps the kernels run, one call or many
 
@@ -187,6 +189,66 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
                     out[o:o + nt] = acc[steps & 1, q * nt:(q + 1) * nt]
 
 
+@jit.njit
+def _words_fallback(amax, cur32, nxt32, cur, nxt, fsum, scale, inv, vbuf, scw, Si, frac, carry, clamp, mode, g, lim):
+    """A tile step that jitblock32.join left undecided, on the float64 route (keys, no sticky bit, finite inputs):
+    steps 2, 4-6 from the same key maxima and int32 sums (step 2 writes the same scw), nxt32 = its outputs
+    (FP32 values or infinities: exact as float32)."""
+    for j in range(cur32.size):
+        cur[j] = np.float64(cur32[j])
+    scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+    block_scales(amax, amax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, 0, carry, False, True)
+    if _join_round(Si, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), 0, mode, g):
+        block_others(nxt, cur, fsum, vbuf, vb, 0, True, mode, g, lim)
+    for j in range(cur32.size):
+        nxt32[j] = np.float32(nxt[j])
+
+
+@jit.njit
+def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, clamp, mode, g, lim):
+    """``run_kernel`` on jitblock32's route (module docstring there): step 1 by keys (kb, kf), step 3 in int32,
+    steps 2 and 4-5 in 32-bit words, c held as float32 (every c an FP32 value); a tile step with outputs
+    jitblock32.join leaves undecided is redone on the float64 route (``_words_fallback``)."""
+    jr.wide_vectors()
+    kw = np.empty(4, kb.dtype)
+    steps, w = tids.shape[0], tids.shape[1]
+    nj = j1 - j0
+    B = (i1 - i0) * nj
+    amax_f, scw_f = np.empty(_TILE, np.float32), np.empty(_TILE, np.float32)
+    sh_f, Si_f = np.empty(_TILE, np.uint32), np.empty(_TILE, np.int32)
+    fsum_f, scale_f, inv_f, vbuf_f = np.empty(_TILE), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
+    cur_f, nxt_f = np.empty(_TILE), np.empty(_TILE)
+    acc = np.empty((2, _TILE), np.float32)
+    fsum_f[:] = -0.0                          # (block_others reads it: finite inputs leave it so)
+    frac_w, carry_w = np.uint32(frac), np.uint32(carry)
+    for t0 in range(j0, j1, _JT):
+        t1 = min(t0 + _JT, j1)
+        nt = t1 - t0
+        for r in range(w):
+            for g0 in range(i0, i1, _ROWS):
+                nr = min(g0 + _ROWS, i1) - g0
+                m = nr * nt
+                amax, scw, sh, Sib = amax_f[:m], scw_f[:m], sh_f[:m], Si_f[:m]
+                for q in range(nr):
+                    o = r * B + (g0 + q - i0) * nj + t0 - j0
+                    for jj in range(nt):
+                        acc[0, q * nt + jj] = np.float32(c[o + jj])
+                for s in range(steps):
+                    ks = tids[s, r, :cnt[s]]
+                    par = s & 1
+                    cur, nxt = acc[par, :m], acc[1 - par, :m]
+                    _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
+                    jitblock32.scales(amax, cur, sh, scw, frac_w, carry_w)
+                    _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
+                    if jitblock32.join(Sib.view(np.uint32), cur, sh, nxt):
+                        _words_fallback(amax, cur, nxt, cur_f[:m], nxt_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m],
+                                        vbuf_f[:m], scw, Sib, frac, carry, clamp, mode, g, lim)
+                for q in range(nr):
+                    o = r * B + (g0 + q - i0) * nj + t0 - j0
+                    for jj in range(nt):
+                        out[o + jj] = np.float64(acc[steps & 1, q * nt + jj])
+
+
 def covers(step: BlockRun) -> bool:
     """Does one kernel call run this BlockRun? When jitblock runs each of its steps."""
     return all(jitblock.covers(s) for s in step.steps)
@@ -226,13 +288,28 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
     Si = np.empty(_TILE if ints else 0, np.int32)
     keys = kin.keys(f32)
+    mode, g, lim = kin.rounding(st0.ar)
+    F = int(bo.frac_bits)
+    if keys is not None and ints and _words_route(a, st0.ar, mode, F, nmax, c):
+        (kb, kf) = keys
+        words_kernel(a, b, kb, tuple(np.int32(f) for f in kf), i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, F,
+                     int(bool(bo.carry_bit)), 2.0**127, mode, g, lim)
+        calls.add(len(steps))
+        return out.reshape(w, B)
     if keys is None:                          # the label route: no keys
         kb, kf, la, lb = np.empty((0, 0), a.dtype), (0, 0, 0, 0), kin.laf, kin.lbf
     else:                                     # the keys route reads no labels
         (kb, kf), la, lb = keys, np.empty((0, 0), np.float32), np.empty((0, 0), np.float32)
     kf = tuple(np.int32(f) for f in kf)
-    run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, int(bo.frac_bits),
+    run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, F,
                int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
-               *kin.rounding(st0.ar))
+               mode, g, lim)
     calls.add(len(steps))
     return out.reshape(w, B)
+
+
+def _words_route(a: np.ndarray, ar, mode: int, F: int, n: int, c: np.ndarray) -> bool:
+    """jitblock32's route, besides the keys and the int32 sums (which imply finite inputs and no sticky bit):
+    float32 terms, an FP32 output in RTZ, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an FP32 value."""
+    return (a.dtype == np.float32 and ar.fmt == FP32 and mode == jit.RTZ and F <= 25
+            and (n + 1) << (F + 2) <= 1 << 31 and bool(np.array_equal(c, c.astype(np.float32))))

@@ -1,0 +1,103 @@
+"""Compiled block FMA steps in 32-bit words: a truncating block with an FP32 output rounded toward zero.
+
+jitblock's steps 2 and 4-5 (the scale; c's join, the rounding) run on float64 and int64 lanes, 8 to a 512-bit
+vector, and for blocks of 4-8 terms they cost more than the terms. Where the route below holds, the same bits
+come from 32-bit words, 16 to a vector: ``scales`` (step 2) and ``join`` (steps 4-5), which jitblockrun's
+``words_kernel`` runs around its term passes, c held as float32. The route (jitblockrun.run decides it): step 1
+by keys (finite inputs, float32 keys and terms: jitblock.keys_of), int32 block sums, no sticky bit (truncating
+blocks), an FP32 output in RTZ, every c an FP32 value, F <= 25 and (n + 1) 2^(F + 2) <= 2^31. Per output, from
+the key maximum's bits kb and c's bits cb:
+
+2. ``scales``: E, spc and the shift s = F + spc - E of jitblock.block_scales, from exponent fields. The largest
+   key product's field is f = 2 raw + carry + 127 (keys_of; 1 <= f <= 254: the keys' products are normal), so
+   raw = floor((f + 1) / 2) - 64 and Ep = raw + ((f + 1) mod 2); Ec = c's field - 127 clamped at -126 (a
+   subnormal c's field 0 reads -126, as the float64 route's clamp of its exponent), -1 for c = 0. Then
+   E <= 127 (Ep <= 64, Ec <= 127) and E >= -126 where c != 0, so -102 <= F - 127 <= s; scw = 2^min(s, 127),
+   block_scales' clamp, a normal float32 (s >= -126).
+4. ``join``: trunc(c 2^s) from c's integer significand m (c = m 2^(g - 150), g = max(field, 1)): |c| 2^s <
+   2^(F + 2) (|c| < 2^(Ec + 1) <= 2^(E + 1)), so m 2^(g - 150 + s) < 2^(F + 2) and the shift up, g - 150 + s, is
+   below F - 21 <= 4 (m >= 2^23) or F - 22 (subnormal c: g = 1, s <= F + 127): m << 3 (below 2^27) shifted
+   down by r = 153 - g - s >= 0 is the truncation (r clamped at 31: the shift's defined range; the value is 0
+   there). T = S + sign(c) trunc(|c| 2^s): |T| < (n + 1) 2^(F + 2) <= 2^31, exact in int32, and T 2^-s is the
+   float64 route's v, exactly.
+5. v rounded toward zero to 24 bits: |T|'s bits below its top 24 cleared (the leading zeros say where), the
+   rest converted to float32 (exact: 24 bits) and scaled by 2^-s (s <= 126: a normal float32; the product is
+   exact where it is a normal float32). T = 0 gives +0, as the float64 route's zero sum (+0 in every mode).
+
+``join`` counts the outputs it does not decide: s > 126 (E near c's smallest exponents: a subnormal c), and, as
+guards (measured: removing either changes no output of the tests, whose c include +-inf and FP32's extremes),
+c infinite (field 255: its significand read as 2^23 gives +-inf anyway), r < 0 (the bound above), and results
+outside [2^-126, max_finite) (with |T| >= 1 and s <= 126 a nonzero result is at least 2^-126; at max_finite and
+above, step 6 applies the overflow policy and K&M's infinities). A tile step with any is redone on the float64
+route (jitblockrun._words_fallback), whose int32 sums and scw are the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import jit
+from ..core import jitround as jr
+
+__all__ = ["scales", "join"]
+
+_BELOW_MAX = 0x7F7FFFFE  # the bits of FP32's largest finite value but one
+_MINN = 0x00800000      # FP32 min_normal's bits
+
+
+@jit.njit
+def scales(kmax, cur, sh, scw, frac, carry):
+    """Step 2 in 32-bit words (module docstring): sh = s (uint32 words holding int32), scw = 2^min(s, 127)
+    (float32), from the key maxima kmax (float32, >= 0) and c (float32). frac: F, carry: 1 with K&M's carry bit,
+    else 0 (uint32 words)."""
+    jr.wide_vectors()
+    for j in range(kmax.size):
+        kb = jr.as_bits(kmax[j])
+        kf = jr.shr(kb, jr.k(kb, 23))                                     # the key maximum's field (kmax >= 0)
+        cb = jr.as_bits(cur[j])
+        cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
+        has_p = jr.above(kf, jr.k(kf, 0))
+        f1 = jr.add(kf, jr.k(kf, 1))
+        raw = jr.sub(jr.shr(f1, jr.k(f1, 1)), jr.k(f1, 64))
+        ep = jr.add(raw, jr.and_(f1, jr.k(f1, 1)))
+        has_c = jr.above(jr.magnitude(cb), jr.k(cb, 0))
+        ec = jr.smax(jr.sub(cf, jr.k(cf, 127)), jr.k(cf, 0xFFFFFF82))   # field - 127, at least -126
+        ec = jr.zero_or(has_c, jr.k(cb, 0xFFFFFFFF), ec)                 # -1 for c = 0
+        # spc = carry & has_p & (Ep == raw + 1) & (c = 0 | raw >= Ec)
+        odd = jr.and_(f1, jr.k(f1, 1))
+        spc = jr.and_(jr.and_(carry, has_p), jr.and_(odd, jr.or_(jr.xor(has_c, jr.k(cb, 1)),
+                                                                 jr.xor(jr.sabove(ec, raw), jr.k(ec, 1)))))
+        e = jr.zero_or(has_p, ec, jr.zero_or(has_c, ep, jr.smax(ep, ec)))
+        s = jr.sub(jr.add(frac, spc), e)
+        sh[j] = s
+        scw[j] = jr.as_value(jr.shl(jr.add(jr.smin(s, jr.k(s, 127)), jr.k(s, 127)), jr.k(s, 23)))
+
+
+@jit.njit
+def join(S, cur, sh, nxt):
+    """Steps 4-5 in 32-bit words (module docstring): nxt = the outputs (float32) from the int32 block sums S and
+    the shifts sh (both as uint32 words) and c; returns how many it leaves undecided."""
+    jr.wide_vectors()
+    bad = np.uint32(0)
+    for j in range(S.size):
+        cb = jr.as_bits(cur[j])
+        cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
+        m = jr.or_(jr.and_(cb, jr.k(cb, 0x7FFFFF)), jr.zero_or(cf, jr.k(cb, 0), jr.k(cb, 0x800000)))
+        s = sh[j]
+        r = jr.sub(jr.sub(jr.k(s, 153), jr.smax(cf, jr.k(cf, 1))), s)
+        t = jr.shr(jr.shl(m, jr.k(m, 3)), jr.umin(jr.smax(r, jr.k(r, 0)), jr.k(r, 31)))
+        neg = jr.ashr(cb, jr.k(cb, 31))                                   # all ones where c < 0
+        T = jr.add(S[j], jr.sub(jr.xor(t, neg), neg))
+        sg = jr.ashr(T, jr.k(T, 31))
+        a = jr.sub(jr.xor(T, sg), sg)                                     # |T| < 2^31
+        drop = jr.smax(jr.sub(jr.k(a, 8), jr.clz(a)), jr.k(a, 0))
+        keep = jr.and_(a, jr.sub(jr.k(a, 0), jr.shl(jr.k(a, 1), drop)))  # |T| truncated to 24 bits
+        p = jr.as_value(jr.shl(jr.sub(jr.k(s, 127), jr.smin(s, jr.k(s, 126))), jr.k(s, 23)))     # 2^-s
+        v = jr.signed_value(jr.sub(jr.xor(keep, sg), sg)) * p
+        vb = jr.magnitude(jr.as_bits(v))
+        off = jr.or_(jr.above(jr.k(vb, _MINN), vb), jr.above(vb, jr.k(vb, _BELOW_MAX)))
+        off = jr.and_(off, jr.above(vb, jr.k(vb, 0)))                     # (+0 is decided)
+        bad = jr.add(bad, jr.or_(jr.or_(jr.zero_or(jr.xor(cf, jr.k(cf, 255)), jr.k(cf, 1), jr.k(cf, 0)),
+                             jr.sabove(s, jr.k(s, 126))), jr.or_(jr.sabove(jr.k(r, 0), r), off)))
+        nxt[j] = v
+    return bad
