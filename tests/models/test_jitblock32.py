@@ -106,6 +106,7 @@ def test_undecided_outputs_redone_on_the_float64_route(monkeypatch):
     rng = np.random.default_rng(34)
     a = (rng.standard_normal((40, 64)) * 4).astype(np.float16)
     b = (rng.standard_normal((64, 270)) * 4).astype(np.float16)
+    a[::3], a[1::7, :30] = 0, 0                                 # blocks of zero products: E = c's exponent only
     order = O.preset("v100", "fp16")
     simulate("matmul", a, b, order=order)
     (a32, b32, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, F, carry, clamp, mode, g, lim) = spy.args["words_kernel"]
@@ -121,3 +122,5 @@ def test_undecided_outputs_redone_on_the_float64_route(monkeypatch):
                                False, True, clamp, mode, g, lim)
         assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
         assert np.isinf(want).any() and (np.abs(want) == np.finfo(np.float32).max).any()
+        tiny = (want != 0) & (np.abs(want) < 2.0**-126)        # subnormal results: c alone, below 2^-126
+        assert tiny.any()

@@ -18,6 +18,7 @@ import numpy as np
 from ..core import jit
 from ..core import jitround as jr
 from ..core.formats import FP32
+from ..core.policy import Overflow
 from . import jitblock, jitblock32
 from .jitblock import block_others, block_pass1, block_pass2, block_scales, key_of
 from .steps import BlockRun
@@ -310,6 +311,7 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
 
 def _words_route(a: np.ndarray, ar, mode: int, F: int, n: int, c: np.ndarray) -> bool:
     """jitblock32's route, besides the keys and the int32 sums (which imply finite inputs and no sticky bit):
-    float32 terms, an FP32 output in RTZ, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an FP32 value."""
-    return (a.dtype == np.float32 and ar.fmt == FP32 and mode == jit.RTZ and F <= 25
-            and (n + 1) << (F + 2) <= 1 << 31 and bool(np.array_equal(c, c.astype(np.float32))))
+    float32 terms, an FP32 output in RTZ under IEEE overflow, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an
+    FP32 value."""
+    return (a.dtype == np.float32 and ar.fmt == FP32 and mode == jit.RTZ and ar.pol.overflow is Overflow.IEEE
+            and F <= 25 and (n + 1) << (F + 2) <= 1 << 31 and bool(np.array_equal(c, c.astype(np.float32))))
