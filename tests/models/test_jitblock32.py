@@ -61,12 +61,12 @@ def _same_as_numpy(a, b, order) -> np.ndarray:
     return got
 
 
-@pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "fp16"), ("a100", "bf16")])
+@pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "fp16"), ("a100", "bf16"), ("h100", "tf32")])
 def test_route_taken_and_bits_as_numpy(preset, monkeypatch):
     spy = _Spy(monkeypatch)
     order = O.preset(*preset)
     rng = np.random.default_rng(32)
-    dt = np.float16 if preset[1] == "fp16" else ml_dtypes.bfloat16
+    dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32}[preset[1]]   # tf32: float64 terms
     for m, K, n in ((37, 301, 261), (3, 7, 5)):                 # tiles ragged at both ends; K not a multiple of n
         a = (rng.standard_normal((m, K)) * 4).astype(dt)
         b = (rng.standard_normal((K, n)) * 4).astype(dt)
@@ -88,39 +88,55 @@ def test_route_not_taken_outside_it(monkeypatch):
     assert spy.count["words_kernel"] == 0 and spy.count["run_kernel"] > 0
 
 
-def _fp32_edges(rng, n: int) -> np.ndarray:
-    """c values that the words route must leave to the float64 route, among ordinary ones: +-inf, the largest
-    finite values, huge values whose sums overflow, subnormals, +-0."""
+def _fp32_edges(rng, n: int, kinds: str) -> np.ndarray:
+    """c values at the words route's edges among ordinary ones: "big" (the largest finite values, huge values
+    whose sums overflow), "tiny" (subnormals, the smallest normal), "zero" (+-0), "inf" (+-inf). A tile step with
+    any output the route leaves undecided is redone whole, so each case mixes only the kinds it is about."""
     fi = np.finfo(np.float32)
-    edge = np.array([np.inf, -np.inf, fi.max, -fi.max, fi.max * 0.75, 2.0**127, 2.0**-126, 2.0**-140, 1e-45, 0.0,
-                     -0.0, 1.0, -3.5], np.float32)
+    pool = {"big": [fi.max, -fi.max, fi.max * 0.75, 2.0**127], "tiny": [2.0**-126, 2.0**-140, 1e-45],
+            "zero": [0.0, -0.0], "inf": [np.inf, -np.inf]}
+    edge = np.array([1.0, -3.5] + [v for k in kinds.split(",") for v in pool[k]], np.float32)
     c = (rng.standard_normal(n) * 100).astype(np.float32)
     idx = rng.choice(n, n // 2, replace=False)
     c[idx] = edge[rng.integers(0, edge.size, idx.size)]
     return c.astype(np.float64)
 
 
-def test_undecided_outputs_redone_on_the_float64_route(monkeypatch):
-    """The kernel itself, with c of every kind (simulate starts from 0): words_kernel gives run_kernel's bits."""
+# (inputs, their scale, rows of zero products, c's edge kinds, what the route leaves undecided)
+_CASES = {
+    "fp16-extremes": (np.float16, 4.0, True, "big,tiny,zero", "s > 126 where a block's products are all 0"),
+    "fp16-inf-c": (np.float16, 4.0, False, "big,zero,inf", "an infinite c"),
+    "fp32-near-c": (np.float32, 2.0**63, True, "big,tiny,zero", "float64 terms near c's largest values"),
+    "fp32-beyond": (np.float32, 2.0**100, False, "big,zero", "float64 terms beyond FP32: s < -127"),
+    "fp32-inf-c": (np.float32, 2.0**63, False, "big,zero,inf", "an infinite c against products as large"),
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_undecided_outputs_redone_on_the_float64_route(case, monkeypatch):
+    """The kernel itself, from c of every kind (simulate starts from 0): words_kernel gives run_kernel's bits, for
+    a whole run and for its first block alone."""
+    dt, scale, zero_rows, kinds, _ = _CASES[case]
     spy = _Spy(monkeypatch)
     rng = np.random.default_rng(34)
-    a = (rng.standard_normal((40, 64)) * 4).astype(np.float16)
-    b = (rng.standard_normal((64, 270)) * 4).astype(np.float16)
-    a[::3], a[1::7, :30] = 0, 0                                 # blocks of zero products: E = c's exponent only
-    order = O.preset("v100", "fp16")
+    a = (rng.standard_normal((40, 64)) * scale).astype(dt)
+    b = (rng.standard_normal((64, 270)) * scale).astype(dt)
+    if zero_rows:
+        a[::3], a[1::7, :30] = 0, 0                             # blocks of zero products: E = c's exponent only
+    order = O.preset("v100", "fp16") if dt == np.float16 else O.preset("h100", "tf32")
     simulate("matmul", a, b, order=order)
-    (a32, b32, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, F, carry, clamp, mode, g, lim) = spy.args["words_kernel"]
+    (a_, b_, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, F, carry, clamp, mode, g, lim) = spy.args["words_kernel"]
+    assert a_.dtype == (np.float32 if dt == np.float16 else np.float64)   # fp32 inputs: float64 terms
     S = np.empty(jitblockrun._TILE)
     Si = np.empty(jitblockrun._TILE, np.int32)
     e32 = np.empty((0, 0), np.float32)
-    for short in (False, True):                                 # the whole run, and its first block alone
-        t, k = (tids[:1], cnt[:1]) if short else (tids, cnt)
-        c = _fp32_edges(rng, c.size)
+    for t, k in ((tids, cnt), (tids[:1], cnt[:1])):
+        c = _fp32_edges(rng, c.size, kinds)
         got, want = np.empty_like(out), np.empty_like(out)
-        jitblockrun.words_kernel(a32, b32, kb, kf, i0, i1, j0, j1, t, k, c, got, F, carry, clamp, mode, g, lim)
-        jitblockrun.run_kernel(a32, e32, b32, e32, kb, kf, i0, i1, j0, j1, t, k, c, want, S, Si, F, 0, bool(carry),
+        jitblockrun.words_kernel(a_, b_, kb, kf, i0, i1, j0, j1, t, k, c, got, F, carry, clamp, mode, g, lim)
+        jitblockrun.run_kernel(a_, e32, b_, e32, kb, kf, i0, i1, j0, j1, t, k, c, want, S, Si, F, 0, bool(carry),
                                False, True, clamp, mode, g, lim)
-        assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
-        assert np.isinf(want).any() and (np.abs(want) == np.finfo(np.float32).max).any()
-        tiny = (want != 0) & (np.abs(want) < 2.0**-126)        # subnormal results: c alone, below 2^-126
-        assert tiny.any()
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64)), case
+        assert (np.abs(want) == np.finfo(np.float32).max).any() or np.isinf(want).any()
+        if "tiny" in kinds and zero_rows:
+            assert ((want != 0) & (np.abs(want) < 2.0**-126)).any()       # subnormal results: c alone

@@ -4,16 +4,17 @@ jitblock's steps 2 and 4-5 (the scale; c's join, the rounding) run on float64 an
 vector, and for blocks of 4-8 terms they cost more than the terms. Where the route below holds, the same bits
 come from 32-bit words, 16 to a vector: ``scales`` (step 2) and ``join`` (steps 4-5), which jitblockrun's
 ``words_kernel`` runs around its term passes, c held as float32. The route (jitblockrun.run decides it): step 1
-by keys (finite inputs, float32 keys and terms: jitblock.keys_of), int32 block sums, no sticky bit (truncating
-blocks), an FP32 output in RTZ, every c an FP32 value, F <= 25 and (n + 1) 2^(F + 2) <= 2^31. Per output, from
-the key maximum's bits kb and c's bits cb:
+by keys (finite inputs: jitblock.keys_of, keys in the terms' type, float32 or float64), int32 block sums, no
+sticky bit (truncating blocks), an FP32 output in RTZ under IEEE overflow, every c an FP32 value, F <= 25 and
+(n + 1) 2^(F + 2) <= 2^31. Per output, from the key maximum's bits kb and c's bits cb:
 
 2. ``scales``: E, spc and the shift s = F + spc - E of jitblock.block_scales, from exponent fields. The largest
-   key product's field is f = 2 raw + carry + 127 (keys_of; 1 <= f <= 254: the keys' products are normal), so
-   raw = floor((f + 1) / 2) - 64 and Ep = raw + ((f + 1) mod 2); Ec = c's field - 127 clamped at -126 (a
-   subnormal c's field 0 reads -126, as the float64 route's clamp of its exponent), -1 for c = 0. Then
-   E <= 127 (Ep <= 64, Ec <= 127) and E >= -126 where c != 0, so -102 <= F - 127 <= s; scw = 2^min(s, 127),
-   block_scales' clamp, a normal float32 (s >= -126).
+   key product's field is f = 2 raw + carry + bias (keys_of; the keys' products are normal), so raw =
+   floor((f + 1) / 2) - half, half = (bias + 1) / 2, and Ep = raw + ((f + 1) mod 2); Ec = c's field - 127
+   clamped at -126 (a subnormal c's field 0 reads -126, as the float64 route's clamp of its exponent), -1 for
+   c = 0. With float32 terms (and keys) E <= 127 (Ep <= 64, Ec <= 127), so s >= F - 127 >= -126 and scw =
+   2^min(s, 127), block_scales' clamp, is a normal float32; with float64 terms (FP32 inputs: the TF32 presets)
+   the keys are float64 (half = 512 in place of 64), scw = 2^s in float64, and E may exceed 127.
 4. ``join``: trunc(c 2^s) from c's integer significand m (c = m 2^(g - 150), g = max(field, 1)): |c| 2^s <
    2^(F + 2) (|c| < 2^(Ec + 1) <= 2^(E + 1)), so m 2^(g - 150 + s) < 2^(F + 2) and the shift up, g - 150 + s, is
    below F - 21 <= 4 (m >= 2^23) or F - 22 (subnormal c: g = 1, s <= F + 127): m << 3 (below 2^27) shifted
@@ -26,16 +27,20 @@ the key maximum's bits kb and c's bits cb:
 
 Overflow needs no step of its own (the route takes FP32's IEEE overflow policy, the one simulate's arithmetic
 has): a truncated result below 2^128 has 24 bits and an exponent <= 127, so it is at most max_finite, as RTZ gives;
-one of 2^128 or more overflows the float32 multiplication to +-inf, as K&M's rule gives (an infinite c lands
-there: its significand read as 2^23, with E = 128 and r = 26 - F, gives +-2^F 2^(128 - F)). ``join`` counts the
-outputs it does not decide: those with s > 126 (E near c's smallest exponents, all products 0 or tiny: 2^-s is
-then no normal float32; with s <= 126 and |T| >= 1 a nonzero result is at least 2^-126, normal). A tile step
-with any is redone on the float64 route (jitblockrun._words_fallback), whose int32 sums and scw are the same.
+one of 2^128 or more overflows the float32 multiplication to +-inf, as K&M's rule gives. ``join`` counts the
+outputs it does not decide: an infinite c (its sum with the block's terms is the IEEE sum, step 6); s > 126 (E
+near c's smallest exponents, all products 0 or tiny: 2^-s is then no normal float32; with s <= 126 and |T| >= 1
+a nonzero result is at least 2^-126, normal); and, with float64 terms, s < -127 (products of 2^128 and more:
+2^-s overflows float32). A tile step with any is redone on the float64 route (jitblockrun._words_fallback), whose
+int32 sums and scw are the same.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ..core import jit
 from ..core import jitround as jr
@@ -43,20 +48,51 @@ from ..core import jitround as jr
 __all__ = ["scales", "join"]
 
 
+@intrinsic
+def _raw_and_carry(typingctx, x):
+    """(f + 1, half) as uint32 words for a float32 / float64 x >= 0 of exponent field f: raw = floor((f + 1) / 2)
+    - half and the carry (f + 1) mod 2 of a key product (keys_of), half = (bias + 1) / 2."""
+    if x in (types.float32, types.float64):
+        width, man, half = (32, 23, 64) if x == types.float32 else (64, 52, 512)
+
+        def codegen(c, bld, sig, args):
+            i32 = ir.IntType(32)
+            f = bld.lshr(bld.bitcast(args[0], ir.IntType(width)), ir.Constant(ir.IntType(width), man))
+            f = bld.trunc(f, i32) if width == 64 else f
+            return c.make_tuple(bld, sig.return_type, [bld.add(f, ir.Constant(i32, 1)), ir.Constant(i32, half)])
+        return types.UniTuple(types.uint32, 2)(x), codegen
+    return None
+
+
+@intrinsic
+def _scale_like(typingctx, proto, s):
+    """2^s (s a uint32 word holding an int32) as a float of proto's type: float32 clamped at 2^127 (block_scales'
+    clamp; s >= -126 here), float64 exact (|s| < 1000 here)."""
+    if proto in (types.float32, types.float64) and s == types.uint32:
+        def codegen(c, bld, sig, args):
+            if proto == types.float32:
+                i32 = ir.IntType(32)
+                e = bld.select(bld.icmp_signed("<", args[1], ir.Constant(i32, 127)), args[1], ir.Constant(i32, 127))
+                return bld.bitcast(bld.shl(bld.add(e, ir.Constant(i32, 127)), ir.Constant(i32, 23)), ir.FloatType())
+            i64 = ir.IntType(64)
+            e = bld.add(bld.sext(args[1], i64), ir.Constant(i64, 1023))
+            return bld.bitcast(bld.shl(e, ir.Constant(i64, 52)), ir.DoubleType())
+        return proto(proto, s), codegen
+    return None
+
+
 @jit.njit
 def scales(kmax, cur, sh, scw, frac, carry):
-    """Step 2 in 32-bit words (module docstring): sh = s (uint32 words holding int32), scw = 2^min(s, 127)
-    (float32), from the key maxima kmax (float32, >= 0) and c (float32). frac: F, carry: 1 with K&M's carry bit,
-    else 0 (uint32 words)."""
+    """Step 2 in 32-bit words (module docstring): sh = s (uint32 words holding int32), scw = 2^s in the terms'
+    type (float32: clamped at 2^127), from the key maxima kmax (the terms' type, >= 0) and c (float32). frac: F,
+    carry: 1 with K&M's carry bit, else 0 (uint32 words)."""
     jr.wide_vectors()
     for j in range(kmax.size):
-        kb = jr.as_bits(kmax[j])
-        kf = jr.shr(kb, jr.k(kb, 23))                                     # the key maximum's field (kmax >= 0)
+        f1, half = _raw_and_carry(kmax[j])                                # (the key maximum's field + 1)
         cb = jr.as_bits(cur[j])
         cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
-        has_p = jr.above(kf, jr.k(kf, 0))
-        f1 = jr.add(kf, jr.k(kf, 1))
-        raw = jr.sub(jr.shr(f1, jr.k(f1, 1)), jr.k(f1, 64))
+        has_p = jr.above(f1, jr.k(f1, 1))
+        raw = jr.sub(jr.shr(f1, jr.k(f1, 1)), half)
         ep = jr.add(raw, jr.and_(f1, jr.k(f1, 1)))
         has_c = jr.above(jr.magnitude(cb), jr.k(cb, 0))
         ec = jr.smax(jr.sub(cf, jr.k(cf, 127)), jr.k(cf, 0xFFFFFF82))   # field - 127, at least -126
@@ -68,7 +104,7 @@ def scales(kmax, cur, sh, scw, frac, carry):
         e = jr.zero_or(has_p, ec, jr.zero_or(has_c, ep, jr.smax(ep, ec)))
         s = jr.sub(jr.add(frac, spc), e)
         sh[j] = s
-        scw[j] = jr.as_value(jr.shl(jr.add(jr.smin(s, jr.k(s, 127)), jr.k(s, 127)), jr.k(s, 23)))
+        scw[j] = _scale_like(kmax[j], s)                                 # (kmax: the terms' type)
 
 
 @jit.njit
@@ -92,6 +128,7 @@ def join(S, cur, sh, nxt):
         keep = jr.and_(a, jr.sub(jr.k(a, 0), jr.shl(jr.k(a, 1), drop)))  # |T| truncated to 24 bits
         p = jr.as_value(jr.shl(jr.sub(jr.k(s, 127), jr.smin(s, jr.k(s, 126))), jr.k(s, 23)))     # 2^-s
         v = jr.signed_value(jr.sub(jr.xor(keep, sg), sg)) * p
-        bad = jr.add(bad, jr.sabove(s, jr.k(s, 126)))
+        inf_c = jr.zero_or(jr.xor(cf, jr.k(cf, 255)), jr.k(cf, 1), jr.k(cf, 0))
+        bad = jr.add(bad, jr.or_(inf_c, jr.or_(jr.sabove(s, jr.k(s, 126)), jr.sabove(jr.k(s, 0xFFFFFF81), s))))
         nxt[j] = v
     return bad

@@ -215,7 +215,7 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
     B = (i1 - i0) * nj
-    amax_f, scw_f = np.empty(_TILE, np.float32), np.empty(_TILE, np.float32)
+    amax_f, scw_f = np.empty(_TILE, b.dtype), np.empty(_TILE, b.dtype)
     sh_f, Si_f = np.empty(_TILE, np.uint32), np.empty(_TILE, np.int32)
     fsum_f, scale_f, inv_f, vbuf_f = np.empty(_TILE), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
     cur_f, nxt_f = np.empty(_TILE), np.empty(_TILE)
@@ -294,7 +294,7 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     if keys is not None and ints and _words_route(a, st0.ar, mode, F, nmax, c):
         (kb, kf) = keys
         words_kernel(a, b, kb, tuple(np.int32(f) for f in kf), i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, F,
-                     int(bool(bo.carry_bit)), 2.0**127, mode, g, lim)
+                     int(bool(bo.carry_bit)), 2.0**127 if f32 else np.inf, mode, g, lim)
         calls.add(len(steps))
         return out.reshape(w, B)
     if keys is None:                          # the label route: no keys
@@ -310,8 +310,7 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
 
 
 def _words_route(a: np.ndarray, ar, mode: int, F: int, n: int, c: np.ndarray) -> bool:
-    """jitblock32's route, besides the keys and the int32 sums (which imply finite inputs and no sticky bit):
-    float32 terms, an FP32 output in RTZ under IEEE overflow, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an
-    FP32 value."""
-    return (a.dtype == np.float32 and ar.fmt == FP32 and mode == jit.RTZ and ar.pol.overflow is Overflow.IEEE
+    """jitblock32's route, besides the keys and the int32 sums (which imply finite inputs and no sticky bit): an
+    FP32 output in RTZ under IEEE overflow, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an FP32 value."""
+    return (ar.fmt == FP32 and mode == jit.RTZ and ar.pol.overflow is Overflow.IEEE
             and F <= 25 and (n + 1) << (F + 2) <= 1 << 31 and bool(np.array_equal(c, c.astype(np.float32))))
