@@ -72,52 +72,25 @@ add, sub, and_, or_, xor, shl, shr = (_binop(n) for n in ("add", "sub", "and_", 
 ashr = _binop("ashr")    # the word read as signed, shifted right (its sign bit copied in)
 
 
-@intrinsic
-def above(typingctx, a, b):
-    """1 where a > b as unsigned words, else 0 (a word of their width)."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.zext(bld.icmp_unsigned(">", *args), args[0].type)
-    return None
+def _compare(pred: str, signed: bool, pick: bool):
+    """An intrinsic on two words of one integer type, compared by pred (as unsigned or signed integers): with
+    ``pick`` the one the comparison picks, a where a pred b else b (a vector max / min), else 1 where a pred b
+    and 0 elsewhere (a word of their width)."""
+    def typer(typingctx, a, b):
+        if isinstance(a, types.Integer) and a == b:
+            def codegen(context, builder, sig, args):
+                cmp = (builder.icmp_signed if signed else builder.icmp_unsigned)(pred, *args)
+                return builder.select(cmp, *args) if pick else builder.zext(cmp, args[0].type)
+            return a(a, b), codegen
+        return None
+    typer.__name__ = ("s" if signed else "u") + {(">", True): "max", ("<", True): "min", (">", False): "above"}[
+        (pred, pick)]
+    return intrinsic(typer)
 
 
-@intrinsic
-def umax(typingctx, a, b):
-    """The larger of two unsigned words (one vector max instruction)."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned(">", *args), *args)
-    return None
-
-
-@intrinsic
-def umin(typingctx, a, b):
-    """The smaller of two unsigned words."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_unsigned("<", *args), *args)
-    return None
-
-
-@intrinsic
-def smax(typingctx, a, b):
-    """The larger of two words read as signed integers."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_signed(">", *args), *args)
-    return None
-
-
-@intrinsic
-def smin(typingctx, a, b):
-    """The smaller of two words read as signed integers."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.select(bld.icmp_signed("<", *args), *args)
-    return None
-
-
-@intrinsic
-def sabove(typingctx, a, b):
-    """1 where a > b as signed words, else 0 (a word of their width)."""
-    if isinstance(a, types.Integer) and a == b:
-        return a(a, b), lambda c, bld, sig, args: bld.zext(bld.icmp_signed(">", *args), args[0].type)
-    return None
+# above: 1 where a > b, else 0; umax / umin: the larger / the smaller (unsigned words); sabove, smax, smin: signed
+above, umax, umin = _compare(">", False, False), _compare(">", False, True), _compare("<", False, True)
+sabove, smax, smin = _compare(">", True, False), _compare(">", True, True), _compare("<", True, True)
 
 
 @intrinsic
