@@ -6,6 +6,8 @@ that the kernel did run (its call counter moved) or, for steps it does not cover
 
 from __future__ import annotations
 
+import zlib
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -88,7 +90,7 @@ def _same(op, ins, covered: bool = True, **kw) -> None:
 @pytest.mark.parametrize("system,inputs,out", _PRESETS)
 def test_presets_match_numpy(system, inputs, out):
     order = O.preset(system, inputs, out=out)
-    rng = np.random.default_rng(abs(hash((system, inputs, out))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{system}/{inputs}/{out}".encode()))   # (str hash() varies by process)
     dts = [_DT[inputs]] + ([ml_dtypes.float8_e5m2] if inputs == "fp8" else [])
     for dt in dts:
         for boundary in (True, False):
