@@ -26,7 +26,8 @@ numba is loaded only here) and asks its ``covers(step)``. Every kernel module ke
   ``calls.count`` to prove a kernel ran).
 
 The kernels decorate their functions with ``njit`` below; compiled code is cached on disk (numba's
-``cache=True``), so only the first run on a machine pays the compilation. ``backend("numpy")`` and
+``cache=True``, invalidated by an edit of any of the package's files: core/jitcache.py), so only the first run
+on a machine (or after an edit) pays the compilation. ``backend("numpy")`` and
 ``backend("numba")`` force either path in code (``disabled()`` and ``forced()``), as ``NUMORACLE_JIT=0``
 and ``=1`` do from the environment; the entry points log at DEBUG (loggers ``numoracle.models`` and
 ``numoracle.exact``) which backend ran each kind of step.
@@ -60,11 +61,15 @@ _state = threading.local()
 
 @lru_cache(maxsize=1)
 def _numba() -> Any:
-    """The numba module, or None when it is not installed (or fails to import)."""
+    """The numba module, or None when it is not installed (or fails to import); its disk cache set up for the
+    package's kernels (core/jitcache.py) before the first kernel is decorated."""
     try:
         import numba
     except Exception:  # pragma: no cover - depends on the environment
         return None
+    from . import jitcache
+
+    jitcache.install(numba)
     return numba
 
 

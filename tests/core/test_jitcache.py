@@ -1,0 +1,85 @@
+"""core/jitcache.py: numba's disk cache of the package's kernels follows edits of any package file, not only of the
+kernel's own (numba's stamp): a kernel that inlines a function of another module is recompiled when that module
+changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from numoracle.core import jitcache
+
+pytest.importorskip("numba")
+
+
+def test_digest_covers_every_source_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("X = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("Y = 2\n")
+    first = jitcache._digest.__wrapped__(str(tmp_path))
+    (tmp_path / "notes.txt").write_text("not a source file\n")
+    assert jitcache._digest.__wrapped__(str(tmp_path)) == first
+    (tmp_path / "sub" / "b.py").write_text("Y = 3\n")                 # an edit in a subpackage
+    second = jitcache._digest.__wrapped__(str(tmp_path))
+    assert second != first
+    (tmp_path / "sub" / "c.py").write_text("")                        # a new, empty module
+    assert jitcache._digest.__wrapped__(str(tmp_path)) not in (first, second)
+
+
+def test_the_package_kernels_take_the_package_locator():
+    from numba import njit
+    from numba.core import caching
+
+    from numoracle.core import jit
+
+    jit._numba()                                                      # (installs it)
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    assert getattr(impl._locator_classes[0], "_numoracle", False)
+    assert jitcache.install(None) and sum(getattr(c, "_numoracle", False) for c in impl._locator_classes) == 1
+    from numoracle.models import jitblockrun
+
+    locator = jitblockrun.words_kernel._cache._impl._locator
+    assert getattr(locator, "_numoracle", False)
+    assert locator.get_source_stamp()[1] == jitcache.package_digest()
+
+    def outside(x):                                                   # this test file is not the package's
+        return x
+
+    assert not getattr(njit(cache=True)(outside)._cache._impl._locator, "_numoracle", False)
+
+
+_PROBE = """
+import sys
+import numpy as np
+from numoracle.core import jitlookup
+codes = np.array([0x7F81, 0x3C00], np.uint16)                 # an FP16 NaN code, 1.0
+print(jitlookup.widen16(codes, False).view(np.uint32).tolist())
+"""
+
+
+def test_an_edit_of_an_inlined_module_recompiles_the_kernel(tmp_path):
+    """A copy of the package: jitlookup's widening kernel, compiled and cached, then jitround.py (whose
+    magnitude() the kernel inlines) edited: the next process runs the edited code, not the cached one."""
+    src = Path(jitcache.__file__).resolve().parents[1]
+    pkg = tmp_path / "numoracle"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), NUMORACLE_JIT="1")
+
+    def probe() -> str:
+        out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip()
+
+    assert probe() == str([0x7FC00000, 0x3F800000])                  # every NaN the table's one
+    assert list((pkg / "core" / "__pycache__").glob("jitlookup*.nbi")), "the kernel was cached"
+    jr = pkg / "core" / "jitround.py"
+    text = jr.read_text()
+    old = "ir.Constant(args[0].type, (1 << (b.bitwidth - 1)) - 1)"        # magnitude(): clear the sign bit
+    assert old in text
+    jr.write_text(text.replace(old, "ir.Constant(args[0].type, 0)"))   # now: every word's magnitude is 0
+    assert probe() == str([0x7FF02000, 0x3F800000])                  # the hardware's widening, NaN kept
