@@ -69,6 +69,7 @@ def test_an_edit_of_an_inlined_module_recompiles_the_kernel(tmp_path):
     pkg = tmp_path / "numoracle"
     shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, PYTHONPATH=str(tmp_path), NUMORACLE_JIT="1")
+    env.pop("NUMBA_CACHE_DIR", None)                                 # (the cache in the copy's own __pycache__)
 
     def probe() -> str:
         out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=600)
