@@ -21,14 +21,14 @@ def test_digest_covers_every_source_file(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.py").write_text("X = 1\n")
     (tmp_path / "sub" / "b.py").write_text("Y = 2\n")
-    first = jitcache._digest.__wrapped__(str(tmp_path))
+    first = jitcache.digest(tmp_path)
     (tmp_path / "notes.txt").write_text("not a source file\n")
-    assert jitcache._digest.__wrapped__(str(tmp_path)) == first
+    assert jitcache.digest(tmp_path) == first
     (tmp_path / "sub" / "b.py").write_text("Y = 3\n")                 # an edit in a subpackage
-    second = jitcache._digest.__wrapped__(str(tmp_path))
+    second = jitcache.digest(tmp_path)
     assert second != first
     (tmp_path / "sub" / "c.py").write_text("")                        # a new, empty module
-    assert jitcache._digest.__wrapped__(str(tmp_path)) not in (first, second)
+    assert jitcache.digest(tmp_path) not in (first, second)
 
 
 def test_the_package_kernels_take_the_package_locator():
@@ -40,7 +40,7 @@ def test_the_package_kernels_take_the_package_locator():
     jit._numba()                                                      # (installs it)
     impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
     assert getattr(impl._locator_classes[0], "_numoracle", False)
-    assert jitcache.install(None) and sum(getattr(c, "_numoracle", False) for c in impl._locator_classes) == 1
+    assert jitcache.install() and sum(getattr(c, "_numoracle", False) for c in impl._locator_classes) == 1
     from numoracle.models import jitblockrun
 
     locator = jitblockrun.words_kernel._cache._impl._locator

@@ -69,7 +69,7 @@ def _numba() -> Any:
         return None
     from . import jitcache
 
-    jitcache.install(numba)
+    jitcache.install()
     return numba
 
 

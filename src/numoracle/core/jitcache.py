@@ -17,22 +17,22 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["install", "package_digest"]
+__all__ = ["install", "package_digest", "digest"]
 
 _ROOT = Path(__file__).resolve().parent.parent          # the numoracle package directory
 
 
-def package_digest(root: Path = _ROOT) -> str:
-    """sha256 over every .py file under root (its path relative to root, then its bytes), in path order."""
-    return _digest(str(root))
-
-
 @cache
-def _digest(root: str) -> str:
+def package_digest() -> str:
+    """``digest`` of the package's directory, computed once per process."""
+    return digest(_ROOT)
+
+
+def digest(root: Path) -> str:
+    """sha256 over every .py file under root (its path relative to root, then its bytes), in path order."""
     h = hashlib.sha256()
-    base = Path(root)
-    for p in sorted(base.rglob("*.py")):
-        h.update(p.relative_to(base).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -43,7 +43,7 @@ def _inside(py_file: str) -> bool:
         return False
 
 
-def install(numba: Any) -> bool:
+def install() -> bool:
     """Put the package's locator first in numba's cache locators (once); returns whether it is installed."""
     try:
         from numba.core import caching

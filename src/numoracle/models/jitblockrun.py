@@ -126,6 +126,19 @@ def _pass2_int(a, b, g0, nr, ks, t0, t1, scw, S):
 
 
 @jit.njit
+def _tile_io(flat, tile, base, nj, nr, nt, load):
+    """A tile's accumulators from the flat outputs (``load``: tile[q * nt + j] = flat[base + q * nj + j], converted
+    to the tile's type) or back to them (float64: exact for the FP32 values a float32 tile holds)."""
+    for q in range(nr):
+        o = base + q * nj
+        for j in range(nt):
+            if load:
+                tile[q * nt + j] = flat[o + j]
+            else:
+                flat[o + j] = tile[q * nt + j]
+
+
+@jit.njit
 def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
@@ -160,9 +173,8 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
                 amax, scw, fsum, scale, inv = amax_f[:m], scw_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m]
                 vbuf, lmax, Sb, Sib = vbuf_f[:m], lmax_f[:m], S[:m], Si[:m]
                 scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
-                for q in range(nr):
-                    o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    acc[0, q * nt:(q + 1) * nt] = c[o:o + nt]
+                base = r * B + (g0 - i0) * nj + t0 - j0
+                _tile_io(c, acc[0], base, nj, nr, nt, True)
                 for s in range(steps):
                     ks = tids[s, r, :cnt[s]]
                     par = s & 1
@@ -185,9 +197,7 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
                         odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
                     if odd or not finite:
                         block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
-                for q in range(nr):
-                    o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    out[o:o + nt] = acc[steps & 1, q * nt:(q + 1) * nt]
+                _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
 
 
 @jit.njit
@@ -230,10 +240,8 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
                 nr = min(g0 + _ROWS, i1) - g0
                 m = nr * nt
                 amax, scw, sh, Sib = amax_f[:m], scw_f[:m], sh_f[:m], Si_f[:m]
-                for q in range(nr):
-                    o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    for jj in range(nt):
-                        acc[0, q * nt + jj] = np.float32(c[o + jj])
+                base = r * B + (g0 - i0) * nj + t0 - j0
+                _tile_io(c, acc[0], base, nj, nr, nt, True)
                 for s in range(steps):
                     ks = tids[s, r, :cnt[s]]
                     par = s & 1
@@ -244,10 +252,7 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
                     if jitblock32.join(Sib.view(np.uint32), cur, sh, nxt):
                         _words_fallback(amax, cur, nxt, cur_f[:m], nxt_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m],
                                         vbuf_f[:m], scw, Sib, frac, carry, clamp, mode, g, lim)
-                for q in range(nr):
-                    o = r * B + (g0 + q - i0) * nj + t0 - j0
-                    for jj in range(nt):
-                        out[o + jj] = np.float64(acc[steps & 1, q * nt + jj])
+                _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
 
 
 def covers(step: BlockRun) -> bool:
@@ -284,32 +289,29 @@ def run(step: BlockRun, V, sub, ctx) -> np.ndarray:
     f32 = b32 or jitblock.terms32(st0)
     a, b = kin.ab(f32)
     out = np.empty(w * B)
-    S = np.empty(_TILE, np.float32 if b32 else np.float64)
     # int32 block sums: a truncating block of finite inputs whose n terms |trunc(Y)| < 2^(F + 2) sum below 2^31
     ints = bo.truncate and kin.finite and nmax << (bo.frac_bits + 2) <= 1 << 31
-    Si = np.empty(_TILE if ints else 0, np.int32)
     keys = kin.keys(f32)
     mode, g, lim = kin.rounding(st0.ar)
-    F = int(bo.frac_bits)
-    if keys is not None and ints and _words_route(a, st0.ar, mode, F, nmax, c):
-        (kb, kf) = keys
+    F, clamp = int(bo.frac_bits), 2.0**127 if f32 else np.inf
+    if keys is not None and ints and _words_route(st0.ar, mode, F, nmax, c):
+        kb, kf = keys
         words_kernel(a, b, kb, tuple(np.int32(f) for f in kf), i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, F,
-                     int(bool(bo.carry_bit)), 2.0**127 if f32 else np.inf, mode, g, lim)
-        calls.add(len(steps))
-        return out.reshape(w, B)
-    if keys is None:                          # the label route: no keys
-        kb, kf, la, lb = np.empty((0, 0), a.dtype), (0, 0, 0, 0), kin.laf, kin.lbf
-    else:                                     # the keys route reads no labels
-        (kb, kf), la, lb = keys, np.empty((0, 0), np.float32), np.empty((0, 0), np.float32)
-    kf = tuple(np.int32(f) for f in kf)
-    run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c.reshape(-1), out, S, Si, F,
-               int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, 2.0**127 if f32 else np.inf,
-               mode, g, lim)
+                     int(bool(bo.carry_bit)), clamp, mode, g, lim)
+    else:
+        if keys is None:                      # the label route: no keys
+            kb, kf, la, lb = np.empty((0, 0), a.dtype), (0, 0, 0, 0), kin.laf, kin.lbf
+        else:                                 # the keys route reads no labels
+            (kb, kf), la, lb = keys, np.empty((0, 0), np.float32), np.empty((0, 0), np.float32)
+        S = np.empty(_TILE, np.float32 if b32 else np.float64)
+        Si = np.empty(_TILE if ints else 0, np.int32)
+        run_kernel(a, la, b, lb, kb, tuple(np.int32(f) for f in kf), i0, i1, j0, j1, tids, cnt, c.reshape(-1), out,
+                   S, Si, F, int(not bo.truncate), bool(bo.carry_bit), kin.sub_inputs, kin.finite, clamp, mode, g, lim)
     calls.add(len(steps))
     return out.reshape(w, B)
 
 
-def _words_route(a: np.ndarray, ar, mode: int, F: int, n: int, c: np.ndarray) -> bool:
+def _words_route(ar, mode: int, F: int, n: int, c: np.ndarray) -> bool:
     """jitblock32's route, besides the keys and the int32 sums (which imply finite inputs and no sticky bit): an
     FP32 output in RTZ under IEEE overflow, F <= 25, (n + 1) 2^(F + 2) <= 2^31 and every c an FP32 value."""
     return (ar.fmt == FP32 and mode == jit.RTZ and ar.pol.overflow is Overflow.IEEE
