@@ -93,12 +93,12 @@ def scales(kmax, cur, sh, scw, frac, carry):
         cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
         has_p = jr.above(f1, jr.k(f1, 1))
         raw = jr.sub(jr.shr(f1, jr.k(f1, 1)), half)
-        ep = jr.add(raw, jr.and_(f1, jr.k(f1, 1)))
+        odd = jr.and_(f1, jr.k(f1, 1))                                   # the carry: Ep = raw + 1
+        ep = jr.add(raw, odd)
         has_c = jr.above(jr.magnitude(cb), jr.k(cb, 0))
         ec = jr.smax(jr.sub(cf, jr.k(cf, 127)), jr.k(cf, 0xFFFFFF82))   # field - 127, at least -126
         ec = jr.zero_or(has_c, jr.k(cb, 0xFFFFFFFF), ec)                 # -1 for c = 0
         # spc = carry & has_p & (Ep == raw + 1) & (c = 0 | raw >= Ec)
-        odd = jr.and_(f1, jr.k(f1, 1))
         spc = jr.and_(jr.and_(carry, has_p), jr.and_(odd, jr.or_(jr.xor(has_c, jr.k(cb, 1)),
                                                                  jr.xor(jr.sabove(ec, raw), jr.k(ec, 1)))))
         e = jr.zero_or(has_p, ec, jr.zero_or(has_c, ep, jr.smax(ep, ec)))
