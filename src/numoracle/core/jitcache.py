@@ -7,7 +7,8 @@ module the cache would hand back the old code (numba issue 1833). ``install`` pu
 numba's own: for a function of this package it takes the locator numba would have chosen (the same directory) and
 adds a digest of every ``.py`` file of the package to its stamp, so that any edit (or an upgrade that changes any
 file) recompiles the kernels once. Called by core/jit.py when it imports numba; a numba without the hooks this
-uses (its cache internals, ``CacheImpl`` or ``_CacheImpl``) keeps its own behaviour.
+uses (its cache internals, ``CacheImpl`` or ``_CacheImpl``), or one told to use other locators
+(NUMBA_CACHE_LOCATOR_CLASSES), keeps its own behaviour.
 """
 
 from __future__ import annotations
