@@ -2,6 +2,8 @@
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_blockfma.py
      [--m 256 --n 256 --k 4096] [--repeat 3] [--all]
+The TF32 preset runs twice: on TF32 values (FP32 rounded to TF32, what the hardware multiplies: 22-bit products,
+float32 terms) and on FP32 values as they are (48-bit products: float64 terms, 8 to a vector where float32 has 16).
 Per model: the median of ``--repeat`` interleaved runs of float64 BLAS matmul (one thread when run as
 above), simulate with the kernel and simulate on the numpy path (``jit.disabled()``), their ratios to
 BLAS, and whether both paths gave the same bits; then BLAS's median run back to back ("alone": its inputs
@@ -18,6 +20,7 @@ import ml_dtypes
 import numpy as np
 from timing import median_times, shape_parser
 
+import numoracle as no
 from numoracle import orders
 from numoracle.core import jit
 from numoracle.models.simulation import simulate
@@ -26,6 +29,14 @@ from numoracle.models.simulation import simulate
 def numpy_path(*args, **kw):
     with jit.disabled():
         return simulate(*args, **kw)
+
+
+def as_inputs(x: np.ndarray, dt) -> np.ndarray:
+    """x in dt; "tf32": FP32 values rounded to TF32 (nearest even, as cuBLAS rounds its FP32 operands), held in
+    float32 (what the tensor cores multiply; simulate reads their 11 significant bits and takes float32 terms)."""
+    if dt == "tf32":
+        return no.as_native(no.cast(x.astype(np.float32), "tf32"), "tf32")
+    return x.astype(dt)
 
 
 def main() -> None:
@@ -44,13 +55,14 @@ def main() -> None:
         models += [("H100 bf16 (BlockFMA 16, F=25)", bf16, ("h100", "bf16")),
                    ("A100 bf16 (BlockFMA 8, F=24)", bf16, ("a100", "bf16")),
                    ("V100 fp16 (BlockFMA 4, F=23)", np.float16, ("v100", "fp16")),
-                   ("H100 tf32 (BlockFMA 8, F=25)", np.float32, ("h100", "tf32"))]
+                   ("H100 tf32, TF32 inputs (BlockFMA 8)", "tf32", ("h100", "tf32")),
+                   ("H100 tf32, FP32 inputs (BlockFMA 8)", np.float32, ("h100", "tf32"))]
     print(f"{args.m}x{args.n}x{args.k}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
           f"load {os.getloadavg()[0]:.2f}")
     print(f"{'model':38s} {'BLAS':>8s} {'kernel':>8s} {'numpy':>8s} {'kern/BLAS':>9s} {'np/BLAS':>8s} "
           f"{'speedup':>7s} same {'alone':>8s} {'kern/alone':>6s}")
     for name, dt, p in models:
-        a, b, order = a64.astype(dt), b64.astype(dt), orders.preset(*p)
+        a, b, order = as_inputs(a64, dt), as_inputs(b64, dt), orders.preset(*p)
         got, want = simulate("matmul", a, b, order=order), numpy_path("matmul", a, b, order=order)
         same = np.array_equal(got.view(np.uint64), want.view(np.uint64))
         t_blas, t_jit, t_np = median_times([lambda: a64 @ b64,

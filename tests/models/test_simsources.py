@@ -4,6 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from numoracle import orders
 from numoracle.core.formats import format_of
 from numoracle.models import simsources as ss
 
@@ -25,7 +26,9 @@ def test_float32_reading_gives_float64s_stats_and_labels(dt):
     f = format_of(dt)
     for x in (_mixed(dt, rng), _mixed(dt, rng)[:1], np.zeros(5, dt), np.abs(_mixed(dt, rng))):
         v64, v32 = x.astype(np.float64), x.astype(np.float32)
-        assert ss._stats(v32, f) == ss._stats(v64, f)
+        s32, s64 = ss._stats(v32, f), ss._stats(v64, f)
+        assert s32._replace(p=0, q=0) == s64._replace(p=0, q=0)
+        assert s32.p <= s64.p == f.precision and s32.q >= s64.q   # (float32 words: the data's precision, below)
         assert np.array_equal(ss._labels(v32, f), ss._labels(v64, f))
 
 
@@ -42,3 +45,67 @@ def test_read_sources_keeps_float32_only_for_finite_inputs_that_fit():
     assert src._a.held.dtype == np.float64 and not src.finite
     x = rng.standard_normal((3, 9))                # float64 inputs stay float64
     assert ss.read_sources("sum", (x,))[0]._x.held.dtype == np.float64
+
+
+def _fields_cut(x: np.ndarray, bits: int) -> np.ndarray:
+    """float32 x with the low ``bits`` bits of every fraction field cleared (truncation: TF32 at 13, BF16 at 16)."""
+    return (x.astype(np.float32).view(np.uint32) & np.uint32(~((1 << bits) - 1) & 0xFFFFFFFF)).view(np.float32)
+
+
+@pytest.mark.parametrize("cut, p", [(13, 11), (16, 8), (22, 2), (23, 1), (0, 24)])
+def test_float32_stats_read_the_datas_precision(cut, p):
+    """FP32 arrays of TF32 / BF16 values: p is the most significant bits any value has (their products then fit
+    FP32), and q follows it; a NaN's payload and an infinity do not count."""
+    rng = np.random.default_rng(9)
+    x = _fields_cut(rng.standard_normal(5000) * 2.0 ** rng.integers(-30, 30, 5000), cut)
+    st = ss._stats(x, format_of(np.float32))
+    assert st.p == p
+    assert st.q == int(np.frexp(np.abs(x[x != 0]).min())[1]) - p
+    y = x.copy()
+    y[7], y[8] = np.inf, np.uint32(0x7FC00001).view(np.float32)     # a NaN with the lowest payload bit set
+    assert ss._stats(y, format_of(np.float32)).p == p
+    y[9] = np.uint32(0x00000001).view(np.float32)    # the smallest subnormal: one bit, its field's lowest
+    assert ss._stats(y, format_of(np.float32)).p == 24  # (read from the field: an upper bound, 24)
+
+
+def test_products_of_tf32_values_held_in_float32_are_fp32_terms():
+    """FP32 inputs holding TF32 values: 22-bit products, exact in float32 (``terms_fp32``); FP32 values do not."""
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal((4, 64)), rng.standard_normal((64, 3))
+    src = ss.read_sources("matmul", (_fields_cut(a, 13), _fields_cut(b, 13)))[0]
+    assert src.p == 22 and src.terms_fp32()
+    src = ss.read_sources("matmul", (a.astype(np.float32), b.astype(np.float32)))[0]
+    assert src.p == 48 and not src.terms_fp32()
+
+
+_TF32_ORDERS = {"h100/tf32": orders.preset("h100", "tf32"), "a100/tf32": orders.preset("a100", "tf32"),
+                "h100/tf32 split-K": orders.TiledSplitK(4, 32, orders.preset("h100", "tf32")),
+                "sequential fp32": orders.Sequential(), "pairwise fp32": orders.Pairwise()}
+
+
+@pytest.mark.parametrize("name", list(_TF32_ORDERS))
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("cut", [13, 0], ids=["tf32 values", "fp32 values"])
+def test_simulate_on_tf32_values_is_the_same_with_the_formats_precision(name, backend, cut, monkeypatch):
+    """simulate on FP32 inputs holding TF32 values (float32 terms by the data's precision) gives the bits of the
+    same call told only the format's precision (float64 terms), with and without the compiled kernels, on data
+    that reaches FP32's subnormal and huge ranges; on FP32 values (24 bits) both are the float64 terms' route."""
+    from numoracle.core import jit
+    from numoracle.models.simulation import simulate
+    if backend == "numba":
+        pytest.importorskip("numba", reason="the compiled kernels need numba")
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((6, 300)) * 2.0 ** rng.integers(-60, 60, (6, 300))
+    b = rng.standard_normal((300, 5)) * 2.0 ** rng.integers(-60, 60, (300, 5))
+    a[0, ::3] = -a[0, 1::3]                        # cancellation
+    a, b = _fields_cut(a, cut), _fields_cut(b, cut)
+    assert ss.read_sources("matmul", (a, b))[0].p == (22 if cut else 48)
+    order = _TF32_ORDERS[name]
+    kw = {} if "tf32" in name else {"acc": "fp32"}
+    with jit.backend(backend):
+        got = simulate("matmul", a, b, order=order, **kw)
+        stats = ss._stats
+        monkeypatch.setattr(ss, "_stats", lambda v, f: stats(v, f)._replace(p=f.precision))
+        assert ss.read_sources("matmul", (a, b))[0].p == 48
+        want = simulate("matmul", a, b, order=order, **kw)
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))

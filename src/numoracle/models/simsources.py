@@ -27,6 +27,7 @@ class _Stats(NamedTuple):
     h: int           # ... and below 2^h
     sub: bool        # some value is below the format's smallest normal
     finite: bool     # no inf or NaN among the values
+    p: int           # ... and have at most p significant bits (<= the format's precision)
 
 
 # float bits by word: (signed word, magnitude mask, the infinity's pattern, unsigned word, float)
@@ -42,22 +43,38 @@ def _stats(v: np.ndarray, fmt: Format) -> _Stats:
     the bits: the bit patterns of |v| order as the values, so the largest pattern below the infinity's
     is max |v| over the finite values, and the smallest pattern - 1 as an unsigned word (a zero's wraps
     around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
+
+    p: the format's precision, lowered by the trailing zeros that every finite value's fraction field has
+    (read for float32 values of formats wider than 12 bits of precision, where a product of two may then fit
+    FP32: FP32 arrays holding TF32 or BF16 values, say). A normal value's significand is the hidden bit over
+    its fraction field, so a field with z trailing zeros leaves at most precision - z significant bits; a
+    subnormal's significand is its field alone, fewer still; the OR of all fields has the fewest trailing zeros
+    of any (an all-zero OR: powers of two, one bit each).
     """
     word, mag, inf, uword, flt = _WORDS[v.dtype]
     bits = np.ascontiguousarray(v).reshape(-1).view(word)
     top, low, finite = 0, 1 << 64, True
+    fields = word((1 << 23) - 1) if v.dtype == np.float32 and fmt.precision > 12 else None
+    ored = 0
     for i in range(0, bits.size, _BLOCK):       # blocks that stay in cache (no array-sized temporaries)
         b = bits[i:i + _BLOCK] & mag
         t = int(b.max())
-        if t >= inf:                            # inf / NaN among them: the largest finite pattern
+        special = t >= inf
+        if special:                             # inf / NaN among them: the largest finite pattern
             t, finite = int(b.max(where=b < inf, initial=0)), False
+        if fields is not None and ored & 1 == 0:   # (an odd OR: no trailing zero, nothing more to learn)
+            f = b & fields
+            if special:
+                f[b >= inf] = 0                 # (a NaN's payload is no value's bits)
+            ored |= int(np.bitwise_or.reduce(f))
         b -= 1
         top, low = max(top, t), min(low, int(b.view(uword).min()) + 1)
     if top == 0 or low >= inf:                  # no finite nonzero value (or no value)
-        return _Stats(10**6, -(10**6), False, finite)
+        return _Stats(10**6, -(10**6), False, finite, fmt.precision)
+    p = fmt.precision if fields is None else (1 if ored == 0 else fmt.precision - ((ored & -ored).bit_length() - 1))
     mn, mx = (float(word(w).view(flt)) for w in (low, top))
-    q = max(int(np.frexp(mn)[1]) - fmt.precision, fmt.emin - fmt.man_bits)
-    return _Stats(q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite)
+    q = max(int(np.frexp(mn)[1]) - p, fmt.emin - fmt.man_bits)
+    return _Stats(q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite, p)
 
 
 def _exact(x: Any, what: str) -> tuple[np.ndarray, Format, _Stats]:
@@ -163,13 +180,13 @@ class _SumSource(_Source):
     xt = property(lambda s: s._x.f64)           # (K, batch)
     xt32 = property(lambda s: s._x.f32)
 
-    def __init__(self, x: np.ndarray, fmt: Format, q: int, h: int):
+    def __init__(self, x: np.ndarray, fmt: Format, p: int, q: int, h: int):
         self._x = _Exact(np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T))
         self._values = (self._x,)
         self.K = self._x.held.shape[0]
         self.fmt = fmt
         self.units = self._x.held.shape[1]
-        self.p, self.q, self.h = fmt.precision, q, h
+        self.p, self.q, self.h = p, q, h
         self.lo, self.hi = 0, self.units
 
     def prepare_labels(self):
@@ -262,13 +279,13 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
             raise ValueError("simulate('sum') reduces the last axis; got a 0-d input")
         if x.shape[-1] < 1:
             raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
-        q, h, sub, src_finite = st
-        src = _SumSource(x, fmt, q, h)
+        q, h, sub, src_finite, p = st
+        src = _SumSource(x, fmt, p, q, h)
         src.finite = src_finite
         src.input_triples = (triple(fmt),)
         src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
-    (a, fa, (qa, ha, sa, fin_a)), (b, fb, (qb, hb, sb, fin_b)) = vals
+    (a, fa, (qa, ha, sa, fin_a, pa)), (b, fb, (qb, hb, sb, fin_b, pb)) = vals
     if op == "dot":
         if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
             raise ValueError(f"simulate('dot') takes two 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
@@ -285,7 +302,7 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
                          "are not exact in float64; simulate needs p_a + p_b <= 53")
     if (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits) < -1074 or fa.emax + fb.emax > 1021:
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
-    src = MatSource(a, b, fa, fb, fa.precision + fb.precision, qa + qb, ha + hb)
+    src = MatSource(a, b, fa, fb, pa + pb, qa + qb, ha + hb)
     src.finite = fin_a and fin_b                # no inf / NaN among the inputs (the kernels read it)
     src.input_triples = (triple(fa), triple(fb))
     src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
