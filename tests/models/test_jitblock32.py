@@ -107,7 +107,7 @@ _CASES = {
     "fp16-extremes": (np.float16, 4.0, True, "big,tiny,zero", "s > 126 where a block's products are all 0"),
     "fp16-inf-c": (np.float16, 4.0, False, "big,zero,inf", "an infinite c"),
     "fp32-near-c": (np.float32, 2.0**63, True, "big,tiny,zero", "float64 terms near c's largest values"),
-    "fp32-beyond": (np.float32, 2.0**100, False, "big,zero", "float64 terms beyond FP32: s < -127"),
+    "fp32-beyond": (np.float32, 2.0**100, False, "big,zero", "float64 terms beyond FP32: s < -126"),
     "fp32-inf-c": (np.float32, 2.0**63, False, "big,zero,inf", "an infinite c against products as large"),
 }
 
@@ -140,3 +140,26 @@ def test_undecided_outputs_redone_on_the_float64_route(case, monkeypatch):
         assert (np.abs(want) == np.finfo(np.float32).max).any() or np.isinf(want).any()
         if "tiny" in kinds and zero_rows:
             assert ((want != 0) & (np.abs(want) < 2.0**-126)).any()       # subnormal results: c alone
+
+
+def test_c_scale_below_normal_float32_is_undecided(monkeypatch):
+    """s = -127 (float64 terms whose largest product is 2^152 exactly, cancelled by its negative): 2^s, which c is
+    scaled by, is no normal float32, so join leaves the outputs to the float64 route, and c = +-2^127 or FP32's
+    largest value (trunc(c 2^-127) = +-1) gives the same bits as run_kernel."""
+    spy = _Spy(monkeypatch)
+    rng = np.random.default_rng(35)
+    a = rng.standard_normal((33, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 260)).astype(np.float32)
+    a[:, [0, 8]], b[[0, 8]] = 2.0**76, 2.0**76           # in each block of 8: 2^152 and -2^152, the rest near 1
+    b[[1, 9]], a[:, [1, 9]] = -(2.0**76), 2.0**76
+    simulate("matmul", a, b, order=O.preset("h100", "tf32"))
+    (a_, b_, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, F, carry, clamp, mode, g, lim) = spy.args["words_kernel"]
+    fi = np.finfo(np.float32)
+    c = rng.choice(np.array([2.0**127, -(2.0**127), fi.max, -fi.max, 1.0, 0.0], np.float32), c.size).astype(np.float64)
+    got, want = np.empty_like(out), np.empty_like(out)
+    S, Si, e32 = np.empty(jitblockrun._TILE), np.empty(jitblockrun._TILE, np.int32), np.empty((0, 0), np.float32)
+    jitblockrun.words_kernel(a_, b_, kb, kf, i0, i1, j0, j1, tids[:1], cnt[:1], c, got, F, carry, clamp, mode, g, lim)
+    jitblockrun.run_kernel(a_, e32, b_, e32, kb, kf, i0, i1, j0, j1, tids[:1], cnt[:1], c, want, S, Si, F, 0,
+                           bool(carry), False, True, clamp, mode, g, lim)
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    assert (np.abs(want) == 2.0**127).any()              # c's own +-1 after the scaling: the case is exercised

@@ -15,24 +15,26 @@ sticky bit (truncating blocks), an FP32 output in RTZ under IEEE overflow, every
    c = 0. With float32 terms (and keys) E <= 127 (Ep <= 64, Ec <= 127), so s >= F - 127 >= -126 and scw =
    2^min(s, 127), block_scales' clamp, is a normal float32; with float64 terms (FP32 inputs: the TF32 presets)
    the keys are float64 (half = 512 in place of 64), scw = 2^s in float64, and E may exceed 127.
-4. ``join``: trunc(c 2^s) from c's integer significand m (c = m 2^(g - 150), g = max(field, 1)): |c| 2^s <
-   2^(F + 2) (|c| < 2^(Ec + 1) <= 2^(E + 1)), so m 2^(g - 150 + s) < 2^(F + 2) and the shift up, g - 150 + s, is
-   below F - 21 <= 4 (m >= 2^23) or F - 22 (subnormal c: g = 1, s <= F + 127): m << 3 (below 2^27) shifted
-   down by r = 153 - g - s >= 0 is the truncation (r clamped at 31: the shift's defined range; the value is 0
-   there). T = S + sign(c) trunc(|c| 2^s): |T| < (n + 1) 2^(F + 2) <= 2^31, exact in int32, and T 2^-s is the
-   float64 route's v, exactly.
-5. v rounded toward zero to 24 bits: |T|'s bits below its top 24 cleared (the leading zeros say where), the
-   rest converted to float32 (exact: 24 bits) and scaled by 2^-s (s <= 126: a normal float32; the product is
-   exact where it is a normal float32). T = 0 gives +0, as the float64 route's zero sum (+0 in every mode).
+4. ``join``: trunc(c 2^s) by a float32 multiplication and a conversion. |c| 2^s < 2^(F + 2) <= 2^27 (|c| <
+   2^(Ec + 1) <= 2^(E + 1)); 2^s is a normal float32 (the outputs decided here have -126 <= s <= 126), so c 2^s is
+   exact wherever it is at least 2^-126 (c's at most 24 bits, scaled by a power of two, stay a normal float32),
+   and below 2^-126 it is below 1: whatever it rounds to (a subnormal, 0) truncates to 0, as the exact product
+   does. The conversion to int32 truncates toward zero (fptosi): sign(c) trunc(|c| 2^s). T = S + that: |T| <
+   (n + 1) 2^(F + 2) <= 2^31, exact in int32, and T 2^-s is the float64 route's v, exactly.
+5. v rounded toward zero to 24 bits: |T| converted to float32 rounds to nearest even (exact below 2^24), giving
+   RTZ(|T|) or the float32 above it; converted back (fptoui: at most 2^31, in range) and compared with |T| it says
+   which, and the bit pattern less one is then the float32 below it (a positive float's predecessor, also below
+   a power of two). T's sign bit goes in, and the product with 2^-s (s <= 126: a normal float32) is exact where
+   it is a normal float32. T = 0 gives +0, as the float64 route's zero sum (+0 in every mode).
 
 Overflow needs no step of its own (the route takes FP32's IEEE overflow policy, the one simulate's arithmetic
 has): a truncated result below 2^128 has 24 bits and an exponent <= 127, so it is at most max_finite, as RTZ gives;
 one of 2^128 or more overflows the float32 multiplication to +-inf, as K&M's rule gives. ``join`` counts the
 outputs it does not decide: an infinite c (its sum with the block's terms is the IEEE sum, step 6); s > 126 (E
 near c's smallest exponents, all products 0 or tiny: 2^-s is then no normal float32; with s <= 126 and |T| >= 1
-a nonzero result is at least 2^-126, normal); and, with float64 terms, s < -127 (products of 2^128 and more:
-2^-s overflows float32). A tile step with any is redone on the float64 route (jitblockrun._words_fallback), whose
-int32 sums and scw are the same.
+a nonzero result is at least 2^-126, normal); and, with float64 terms, s < -126 (products of 2^127 and more:
+2^s, c's scale, is then no normal float32). A tile step with any is redone on the float64 route
+(jitblockrun._words_fallback), whose int32 sums and scw are the same.
 """
 
 from __future__ import annotations
@@ -107,6 +109,18 @@ def scales(kmax, cur, sh, scw, frac, carry):
         scw[j] = _scale_like(kmax[j], s)                                 # (kmax: the terms' type)
 
 
+@intrinsic
+def _truncate(typingctx, x, signed):
+    """The float32 x truncated to an integer (toward zero) as a uint32 word: fptosi (signed, |x| < 2^31) or fptoui
+    (0 <= x < 2^32), one conversion instruction. Out of that range LLVM leaves the word undefined (a lane whose
+    result ``join`` marks undecided and the float64 route writes again)."""
+    if x == types.float32 and isinstance(signed, types.BooleanLiteral):
+        def codegen(c, bld, sig, args):
+            return (bld.fptosi if signed.literal_value else bld.fptoui)(args[0], ir.IntType(32))
+        return types.uint32(x, signed), codegen
+    return None
+
+
 @jit.njit
 def join(S, cur, sh, nxt):
     """Steps 4-5 in 32-bit words (module docstring): nxt = the outputs (float32) from the int32 block sums S and
@@ -114,21 +128,19 @@ def join(S, cur, sh, nxt):
     jr.wide_vectors()
     bad = np.uint32(0)
     for j in range(S.size):
-        cb = jr.as_bits(cur[j])
-        cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
-        m = jr.or_(jr.and_(cb, jr.k(cb, 0x7FFFFF)), jr.zero_or(cf, jr.k(cb, 0), jr.k(cb, 0x800000)))
+        c = cur[j]
+        cb = jr.as_bits(c)
         s = sh[j]
-        r = jr.sub(jr.sub(jr.k(s, 153), jr.smax(cf, jr.k(cf, 1))), s)   # >= 0 (module docstring)
-        t = jr.shr(jr.shl(m, jr.k(m, 3)), jr.umin(r, jr.k(r, 31)))
-        neg = jr.ashr(cb, jr.k(cb, 31))                                   # all ones where c < 0
-        T = jr.add(S[j], jr.sub(jr.xor(t, neg), neg))
+        p2s = jr.as_value(jr.shl(jr.add(s, jr.k(s, 127)), jr.k(s, 23)))   # 2^s (-126 <= s <= 127: normal)
+        T = jr.add(S[j], _truncate(c * p2s, True))                          # S + trunc(c 2^s): |T| < 2^31
         sg = jr.ashr(T, jr.k(T, 31))
-        a = jr.sub(jr.xor(T, sg), sg)                                     # |T| < 2^31
-        drop = jr.smax(jr.sub(jr.k(a, 8), jr.clz(a)), jr.k(a, 0))
-        keep = jr.and_(a, jr.sub(jr.k(a, 0), jr.shl(jr.k(a, 1), drop)))  # |T| truncated to 24 bits
+        a = jr.sub(jr.xor(T, sg), sg)                                       # |T|
+        f = jr.signed_value(a)                                              # |T| to 24 bits, to nearest even ...
+        up = jr.above(_truncate(f, False), a)                               # ... 1 where that rounded up
+        keep = jr.sub(jr.as_bits(f), up)                                    # ... so RTZ: the float below it
         p = jr.as_value(jr.shl(jr.sub(jr.k(s, 127), jr.smin(s, jr.k(s, 126))), jr.k(s, 23)))     # 2^-s
-        v = jr.signed_value(jr.sub(jr.xor(keep, sg), sg)) * p
-        inf_c = jr.zero_or(jr.xor(cf, jr.k(cf, 255)), jr.k(cf, 1), jr.k(cf, 0))
-        bad = jr.add(bad, jr.or_(inf_c, jr.or_(jr.sabove(s, jr.k(s, 126)), jr.sabove(jr.k(s, 0xFFFFFF81), s))))
+        v = jr.as_value(jr.or_(keep, jr.and_(T, jr.k(T, 0x80000000)))) * p
+        inf_c = jr.above(jr.magnitude(cb), jr.k(cb, 0x7F7FFFFF))            # c = +-inf (c is never NaN here)
+        bad = jr.add(bad, jr.or_(inf_c, jr.or_(jr.sabove(s, jr.k(s, 126)), jr.sabove(jr.k(s, 0xFFFFFF82), s))))
         nxt[j] = v
     return bad
