@@ -61,10 +61,14 @@ def _same_as_numpy(a, b, order) -> np.ndarray:
     return got
 
 
-@pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "fp16"), ("a100", "bf16"), ("h100", "tf32")])
+_NO_CARRY = O.BlockFMA(4, 23, truncate=True, out_rounding="rtz", carry_bit=False, acc=O.preset("v100", "fp16").acc)
+
+
+@pytest.mark.parametrize("preset", [("v100", "fp16"), ("a100", "fp16"), ("a100", "bf16"), ("h100", "tf32"),
+                                    ("no carry bit", "fp16")])
 def test_route_taken_and_bits_as_numpy(preset, monkeypatch):
     spy = _Spy(monkeypatch)
-    order = O.preset(*preset)
+    order = _NO_CARRY if preset[0] == "no carry bit" else O.preset(*preset)
     rng = np.random.default_rng(32)
     dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32}[preset[1]]   # tf32: float64 terms
     for m, K, n in ((37, 301, 261), (3, 7, 5)):                 # tiles ragged at both ends; K not a multiple of n
@@ -163,3 +167,28 @@ def test_c_scale_below_normal_float32_is_undecided(monkeypatch):
                            bool(carry), False, True, clamp, mode, g, lim)
     assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
     assert (np.abs(want) == 2.0**127).any()              # c's own +-1 after the scaling: the case is exercised
+
+
+@pytest.mark.parametrize("terms", [np.float32, np.float64], ids=["float32 keys", "float64 keys"])
+@pytest.mark.parametrize("carry", [0, 1])
+def test_scales_give_the_float64_routes_shift(terms, carry):
+    """jitblock32.scales against jitblock.block_scales (keyed) on every pairing of key maxima (none, tiny, ordinary,
+    with and without a carry, huge) and c (+-0, subnormal, the smallest normal, ordinary, FP32's largest): the
+    same shift s, and scw = 2^s (float32: clamped at 2^127)."""
+    from numoracle.models import jitblock, jitblock32
+    big = 200 if terms == np.float64 else 30                 # key products: exponent 2 raw + carry, normal
+    raws = [-big, -70 if terms == np.float64 else -60, -3, 0, 5, big]
+    keys = [0.0] + [m * 2.0 ** (2 * r) for r in raws for m in (1.0, 2.5)]
+    cs = [0.0, -0.0, 1e-45, -3e-40, 2.0**-126, 1.5, -300.0, 2.0**100, float(np.finfo(np.float32).max)]
+    kmax = np.array([k for k in keys for _ in cs], terms)
+    cur = np.array(cs * len(keys), np.float32)
+    F = 23
+    sh, scw = np.empty(kmax.size, np.uint32), np.empty(kmax.size, terms)
+    jitblock32.scales(kmax, cur, sh, scw, np.uint32(F), np.uint32(carry))
+    c64 = cur.astype(np.float64)
+    scale_b, inv_b, scw64 = np.empty(kmax.size, np.int64), np.empty(kmax.size, np.int64), np.empty(kmax.size, terms)
+    clamp = 2.0**127 if terms == np.float32 else np.inf
+    jitblock.block_scales(kmax, kmax, c64.view(np.int64), 0, scale_b, inv_b, scw64, clamp, F, 0, carry, False, True)
+    want = np.frexp(scale_b.view(np.float64))[1] - 1
+    assert np.array_equal(sh.view(np.int32), want), np.flatnonzero(sh.view(np.int32) != want)[:5]
+    assert np.array_equal(scw, scw64)

@@ -46,7 +46,7 @@ from .policy import Overflow
 __all__ = ["Grid", "Limits", "grid", "int_grid", "limits", "round_bits", "round_shift", "outside", "round_value",
            "SR",
            "add", "sub", "and_", "or_", "xor", "shl", "shr", "ashr", "above", "sabove", "umax", "umin", "smax", "smin",
-           "clz", "signed_value", "widen", "zero_or", "k", "sign",
+           "signed_value", "widen", "zero_or", "k", "sign",
            "magnitude",
            "as_bits", "as_value", "nonzero", "like", "half_bits", "wide_vectors", "cpu_has"]
 
@@ -91,14 +91,6 @@ def _compare(pred: str, signed: bool, pick: bool):
 # above: 1 where a > b, else 0; umax / umin: the larger / the smaller (unsigned words); sabove, smax, smin: signed
 above, umax, umin = _compare(">", False, False), _compare(">", False, True), _compare("<", False, True)
 sabove, smax, smin = _compare(">", True, False), _compare(">", True, True), _compare("<", True, True)
-
-
-@intrinsic
-def clz(typingctx, a):
-    """The word's leading zero bits (its width for 0)."""
-    if isinstance(a, types.Integer):
-        return a(a), lambda c, bld, sig, args: bld.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-    return None
 
 
 @intrinsic

@@ -8,13 +8,19 @@ by keys (finite inputs: jitblock.keys_of, keys in the terms' type, float32 or fl
 sticky bit (truncating blocks), an FP32 output in RTZ under IEEE overflow, every c an FP32 value, F <= 25 and
 (n + 1) 2^(F + 2) <= 2^31. Per output, from the key maximum's bits kb and c's bits cb:
 
-2. ``scales``: E, spc and the shift s = F + spc - E of jitblock.block_scales, from exponent fields. The largest
-   key product's field is f = 2 raw + carry + bias (keys_of; the keys' products are normal), so raw =
-   floor((f + 1) / 2) - half, half = (bias + 1) / 2, and Ep = raw + ((f + 1) mod 2); Ec = c's field - 127
-   clamped at -126 (a subnormal c's field 0 reads -126, as the float64 route's clamp of its exponent), -1 for
-   c = 0. With float32 terms (and keys) E <= 127 (Ep <= 64, Ec <= 127), so s >= F - 127 >= -126 and scw =
-   2^min(s, 127), block_scales' clamp, is a normal float32; with float64 terms (FP32 inputs: the TF32 presets)
-   the keys are float64 (half = 512 in place of 64), scw = 2^s in float64, and E may exceed 127.
+2. ``scales``: the shift s = F + spc - E of jitblock.block_scales, from exponent fields. The largest key
+   product's field is f = 2 raw + carry + bias (keys_of; the keys' products are normal), so raw =
+   floor((f + 1) / 2) - half, half = (bias + 1) / 2, carry = (f + 1) mod 2 and Ep = raw + carry; Ec = c's
+   field - 127 clamped at -126 (a subnormal c's field 0 reads -126, as the float64 route's clamp of its
+   exponent). block_scales: E = max(Ep, Ec) (the one present where only one is; -1 where neither is) and, with
+   K&M's carry bit, spc = [carry and (c = 0 or raw >= Ec)]. With the carry bit, s = F - max(raw, Ec): carry 0
+   gives E = max(raw, Ec) and spc 0; carry 1 and raw >= Ec gives E = raw + 1 and spc 1; carry 1 and raw < Ec
+   gives E = Ec (raw + 1 <= Ec) and spc 0. Without it, s = F - max(Ep, Ec). So s = F - x with x = the larger
+   of raw (+ carry without the carry bit) and Ec, either absent ("none", below both) where there is no product
+   or c = 0, and x = -1 where neither is. With float32 terms (and keys) x <= 127 (raw <= 63, Ec <= 127), so
+   s >= F - 127 >= -126 and scw = 2^min(s, 127), block_scales' clamp, is a normal float32; with float64 terms
+   (FP32 inputs: the TF32 presets) the keys are float64 (half = 512 in place of 64), scw = 2^s in float64, and x
+   may exceed 127. (tests/models/test_jitblock32.py holds scales to block_scales on every kind of key and c.)
 4. ``join``: trunc(c 2^s) by a float32 multiplication and a conversion. |c| 2^s < 2^(F + 2) <= 2^27 (|c| <
    2^(Ec + 1) <= 2^(E + 1)); 2^s is a normal float32 (the outputs decided here have -126 <= s <= 126), so c 2^s is
    exact wherever it is at least 2^-126 (c's at most 24 bits, scaled by a power of two, stay a normal float32),
@@ -83,28 +89,28 @@ def _scale_like(typingctx, proto, s):
     return None
 
 
+_NONE = 0xFFFE7960   # -100000 as a uint32 word: below every exponent a key maximum or c has (scales)
+
+
 @jit.njit
 def scales(kmax, cur, sh, scw, frac, carry):
     """Step 2 in 32-bit words (module docstring): sh = s (uint32 words holding int32), scw = 2^s in the terms'
     type (float32: clamped at 2^127), from the key maxima kmax (the terms' type, >= 0) and c (float32). frac: F,
     carry: 1 with K&M's carry bit, else 0 (uint32 words)."""
     jr.wide_vectors()
+    keep_odd = jr.xor(carry, jr.k(carry, 1))       # without the carry bit Ep = raw + its carry; with it, raw
+    none = jr.k(frac, _NONE)
     for j in range(kmax.size):
         f1, half = _raw_and_carry(kmax[j])                                # (the key maximum's field + 1)
         cb = jr.as_bits(cur[j])
+        ep = jr.add(jr.sub(jr.shr(f1, jr.k(f1, 1)), half), jr.and_(f1, keep_odd))
+        ep = jr.zero_or(jr.above(f1, jr.k(f1, 1)), none, ep)              # no product: none
         cf = jr.and_(jr.shr(cb, jr.k(cb, 23)), jr.k(cb, 0xFF))
-        has_p = jr.above(f1, jr.k(f1, 1))
-        raw = jr.sub(jr.shr(f1, jr.k(f1, 1)), half)
-        odd = jr.and_(f1, jr.k(f1, 1))                                   # the carry: Ep = raw + 1
-        ep = jr.add(raw, odd)
-        has_c = jr.above(jr.magnitude(cb), jr.k(cb, 0))
         ec = jr.smax(jr.sub(cf, jr.k(cf, 127)), jr.k(cf, 0xFFFFFF82))   # field - 127, at least -126
-        ec = jr.zero_or(has_c, jr.k(cb, 0xFFFFFFFF), ec)                 # -1 for c = 0
-        # spc = carry & has_p & (Ep == raw + 1) & (c = 0 | raw >= Ec)
-        spc = jr.and_(jr.and_(carry, has_p), jr.and_(odd, jr.or_(jr.xor(has_c, jr.k(cb, 1)),
-                                                                 jr.xor(jr.sabove(ec, raw), jr.k(ec, 1)))))
-        e = jr.zero_or(has_p, ec, jr.zero_or(has_c, ep, jr.smax(ep, ec)))
-        s = jr.sub(jr.add(frac, spc), e)
+        ec = jr.zero_or(jr.magnitude(cb), none, ec)                      # c = 0: none
+        x = jr.smax(ep, ec)
+        x = jr.zero_or(jr.xor(x, none), jr.k(x, 0xFFFFFFFF), x)          # neither: -1
+        s = jr.sub(frac, x)
         sh[j] = s
         scw[j] = _scale_like(kmax[j], s)                                 # (kmax: the terms' type)
 

@@ -256,8 +256,10 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
 
 
 def covers(step: BlockRun) -> bool:
-    """Does one kernel call run this BlockRun? When jitblock runs each of its steps."""
-    return all(jitblock.covers(s) for s in step.steps)
+    """Does one kernel call run this BlockRun? When jitblock runs each of its steps: asked once per distinct
+    (order, arithmetic, terms, range) among them (a run's steps share those objects: V100's 1024 steps ask once)."""
+    distinct = {(id(s.order), id(s.ar), s.tids.shape[1], id(s.info)): s for s in step.steps}
+    return all(jitblock.covers(s) for s in distinct.values())
 
 
 def _term_ids(step: BlockRun, ctx) -> tuple[np.ndarray, np.ndarray]:
