@@ -109,3 +109,41 @@ def test_simulate_on_tf32_values_is_the_same_with_the_formats_precision(name, ba
         assert ss.read_sources("matmul", (a, b))[0].p == 48
         want = simulate("matmul", a, b, order=order, **kw)
     assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_scan_kernel_is_the_numpy_scan():
+    """models/jitsources.py's one-pass scan against simsources._scan: the same words on values of every kind
+    (zeros, subnormals, infinities, NaNs with payloads, none finite, empty), float32 and float64."""
+    pytest.importorskip("numba", reason="the compiled scan needs numba")
+    from numoracle.models import jitsources
+    rng = np.random.default_rng(12)
+    for dt in (np.float32, np.float64):
+        x = (rng.standard_normal(70001) * 2.0 ** rng.integers(-140, 120, 70001)).astype(dt)
+        x[::11] = 0
+        nan = np.array([0x7FC00001 if dt == np.float32 else 0x7FF8000000000001], np.uint64).astype(
+            np.uint32 if dt == np.float32 else np.uint64).view(dt)[0]
+        cases = [x, np.abs(x), x[:1], np.zeros(9, dt), np.array([], dt), np.full(5, np.inf, dt),
+                 np.where(np.arange(x.size) % 7 == 0, np.inf, x), np.where(np.arange(x.size) % 5 == 0, nan, x),
+                 np.full(33, nan, dt), _fields_cut(x, 13).astype(dt)]
+        for v in cases:
+            for fields in (0, (1 << 23) - 1):
+                assert jitsources.run(v, fields)[::2] == ss._scan(v, fields)[::2]   # top, OR
+                kt, kl, _, kf = jitsources.run(v, fields)
+                nt, nl, _, nf = ss._scan(v, fields)
+                inf = 0x7F800000 if dt == np.float32 else 0x7FF0000000000000
+                assert kf == nf and (kl == nl or min(kl, nl) >= inf)  # (none finite and nonzero: any word above)
+
+
+def test_stats_labels_are_the_keys_labels():
+    """_Stats.labels: the least and greatest label of the nonzero values (floor(log2 |x|) clamped at the format's
+    emin), as jitblock's own pass over A reads them."""
+    pytest.importorskip("numba", reason="jitblock's pass needs numba")
+    from numoracle.models import jitblock
+    rng = np.random.default_rng(13)
+    for dt in _DTYPES:
+        f = format_of(dt)
+        for x in (_mixed(dt, rng), np.abs(_mixed(dt, rng))[:3], np.zeros(4, dt)):
+            v = x.astype(np.float32)
+            lo, hi = jitblock._keys_into(v, *jitblock._with_out(jitblock.key_fields(v, f), np.empty(0, np.float32)))
+            st = ss._stats(v, f)
+            assert st.labels == ((lo, hi) if lo <= hi else (1, 0))

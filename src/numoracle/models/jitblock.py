@@ -297,7 +297,7 @@ def key_fields(v: np.ndarray, fmt) -> tuple[int, int, int, int]:
     return (int(fmt.emin),) + _FIELDS[v.dtype]
 
 
-def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> np.ndarray | None:
+def keys_of(a: np.ndarray, fa, b: np.ndarray, fb, labels_a: tuple[int, int] | None = None) -> np.ndarray | None:
     """Pass 1's keys of B for finite inputs a, b (formats fa, fb; float32 or float64), or None where the keys of
     either leave the normal range of that type. The key of a value x of label lab is max(|x|, 2^lab) 2^lab, 0
     for x = 0 (``key_of``); the kernels make A's own (a scalar per term and row: no array).
@@ -310,10 +310,13 @@ def keys_of(a: np.ndarray, fa, b: np.ndarray, fb) -> np.ndarray | None:
     floor(log2 max |t|); a product of label raw has floor(log2 |t|) = raw + 1 if its significand is >= 2,
     else at most raw, and one of a smaller label at most raw, so max(Ep, raw) = raw + c: one multiply and
     one maximum a term give both. The keys are exact (power-of-two scalings) and so are their products
-    (as the terms are, in the terms' type: ``terms32``) where all lie in the normal range, which is checked."""
+    (as the terms are, in the terms' type: ``terms32``) where all lie in the normal range, which is checked.
+    ``labels_a``: A's least and greatest label of its nonzero values where the caller knows them (simsources'
+    _Stats.labels), else read here in a pass over a."""
     emin, emax = _NORMAL[a.dtype]
     kb = np.empty(b.shape, b.dtype)
-    lo_a, hi_a = _keys_into(np.ascontiguousarray(a), *_with_out(key_fields(a, fa), np.empty(0, a.dtype)))
+    lo_a, hi_a = labels_a if labels_a is not None else _keys_into(
+        np.ascontiguousarray(a), *_with_out(key_fields(a, fa), np.empty(0, a.dtype)))
     lo_b, hi_b = _keys_into(np.ascontiguousarray(b), *_with_out(key_fields(b, fb), kb))
     if lo_a > hi_a or lo_b > hi_b:                 # all zeros on one side: the label route
         return None
@@ -382,7 +385,8 @@ class Inputs:
         if f32 not in self._keys:
             (a, b), fmts = self.ab(f32), [fmt for _, fmt in self._ops]
             fa, fb = fmts if self.mat else fmts * 2    # (a sum's row of ones: label 0 in every format)
-            kb = keys_of(a, fa, b, fb) if self.finite else None
+            ra = self.src.labels_a if self.mat else (0, 0)     # (a sum's row of ones: label 0)
+            kb = keys_of(a, fa, b, fb, ra) if self.finite else None
             self._keys[f32] = None if kb is None else (kb, key_fields(a, fa))
         return self._keys[f32]
 

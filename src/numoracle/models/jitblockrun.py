@@ -268,11 +268,14 @@ def _term_ids(step: BlockRun, ctx) -> tuple[np.ndarray, np.ndarray]:
     memo = ctx.kernels.setdefault("jitblockrun", {})
     if id(step) not in memo:
         steps = step.steps
-        nmax = max(st.tids.shape[1] for st in steps)
-        tids = np.zeros((len(steps), steps[0].c.width, nmax), np.int64)   # (w: the rows of c, as run fetches)
         cnt = np.array([st.tids.shape[1] for st in steps], np.int64)
-        for s, st in enumerate(steps):
-            tids[s, :, :cnt[s]] = st.tids
+        w, nmax = steps[0].c.width, int(cnt.max())                        # (w: the rows of c, as run fetches)
+        if (cnt == nmax).all() and all(st.tids.shape[0] == w for st in steps):
+            tids = np.stack([st.tids for st in steps]).astype(np.int64, copy=False)   # (one copy)
+        else:
+            tids = np.zeros((len(steps), w, nmax), np.int64)
+            for s, st in enumerate(steps):
+                tids[s, :, :cnt[s]] = st.tids
         memo[id(step)] = (step, tids, cnt)    # (the step kept: its id stays its own for the call)
     return memo[id(step)][1:]
 

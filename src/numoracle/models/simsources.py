@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core import jit
 from ..core.formats import FP32, Format
 from ..core.inputs import exact_float32, exact_float64
 from .accumulate import native_fp32_ok, triple
@@ -28,6 +29,7 @@ class _Stats(NamedTuple):
     sub: bool        # some value is below the format's smallest normal
     finite: bool     # no inf or NaN among the values
     p: int           # ... and have at most p significant bits (<= the format's precision)
+    labels: tuple[int, int]   # the least and the greatest label of the nonzero ones (none: (1, 0))
 
 
 # float bits by word: (signed word, magnitude mask, the infinity's pattern, unsigned word, float)
@@ -52,29 +54,40 @@ def _stats(v: np.ndarray, fmt: Format) -> _Stats:
     of any (an all-zero OR: powers of two, one bit each).
     """
     word, mag, inf, uword, flt = _WORDS[v.dtype]
+    fields = (1 << 23) - 1 if v.dtype == np.float32 and fmt.precision > 12 else 0
+    kern = jit.kernel_for(v.dtype, "numoracle.models.jitsources")
+    top, low, ored, finite = _scan(v, fields) if kern is None else kern.run(v, fields)
+    if top == 0 or low >= inf:                  # no finite nonzero value (or no value)
+        return _Stats(10**6, -(10**6), False, finite, fmt.precision, (1, 0))
+    p = fmt.precision if not fields else (1 if ored == 0 else fmt.precision - ((ored & -ored).bit_length() - 1))
+    mn, mx = (float(word(w).view(flt)) for w in (low, top))
+    e_mn, e_mx = int(np.frexp(mn)[1]), int(np.frexp(mx)[1])      # floor(log2 |x|) + 1
+    q = max(e_mn - p, fmt.emin - fmt.man_bits)
+    labels = (max(e_mn - 1, fmt.emin), max(e_mx - 1, fmt.emin))
+    return _Stats(q, e_mx, bool(mn < 2.0**fmt.emin), finite, p, labels)
+
+
+def _scan(v: np.ndarray, fields: int) -> tuple[int, int, int, bool]:
+    """(largest finite |bit pattern|, smallest finite nonzero |bit pattern| (at or above the infinity's where there is
+    none), OR of the finite patterns' ``fields`` bits, all finite) of float32 / float64 v, in cache-sized blocks
+    (no array-sized temporaries); the compiled twin: models/jitsources.py."""
+    word, mag, inf, uword, flt = _WORDS[v.dtype]
     bits = np.ascontiguousarray(v).reshape(-1).view(word)
-    top, low, finite = 0, 1 << 64, True
-    fields = word((1 << 23) - 1) if v.dtype == np.float32 and fmt.precision > 12 else None
-    ored = 0
-    for i in range(0, bits.size, _BLOCK):       # blocks that stay in cache (no array-sized temporaries)
+    top, low, finite, ored = 0, 1 << 64, True, 0
+    for i in range(0, bits.size, _BLOCK):
         b = bits[i:i + _BLOCK] & mag
         t = int(b.max())
         special = t >= inf
         if special:                             # inf / NaN among them: the largest finite pattern
             t, finite = int(b.max(where=b < inf, initial=0)), False
-        if fields is not None and ored & 1 == 0:   # (an odd OR: no trailing zero, nothing more to learn)
-            f = b & fields
+        if fields and ored & 1 == 0:            # (an odd OR: no trailing zero, nothing more to learn)
+            f = b & word(fields)
             if special:
                 f[b >= inf] = 0                 # (a NaN's payload is no value's bits)
             ored |= int(np.bitwise_or.reduce(f))
         b -= 1
         top, low = max(top, t), min(low, int(b.view(uword).min()) + 1)
-    if top == 0 or low >= inf:                  # no finite nonzero value (or no value)
-        return _Stats(10**6, -(10**6), False, finite, fmt.precision)
-    p = fmt.precision if fields is None else (1 if ored == 0 else fmt.precision - ((ored & -ored).bit_length() - 1))
-    mn, mx = (float(word(w).view(flt)) for w in (low, top))
-    q = max(int(np.frexp(mn)[1]) - p, fmt.emin - fmt.man_bits)
-    return _Stats(q, int(np.frexp(mx)[1]), bool(mn < 2.0**fmt.emin), finite, p)
+    return top, low, ored, finite
 
 
 def _exact(x: Any, what: str) -> tuple[np.ndarray, Format, _Stats]:
@@ -279,13 +292,13 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
             raise ValueError("simulate('sum') reduces the last axis; got a 0-d input")
         if x.shape[-1] < 1:
             raise ValueError(f"cannot reduce an empty axis (K = {x.shape[-1]}); K must be >= 1")
-        q, h, sub, src_finite, p = st
+        q, h, sub, src_finite, p, _ = st
         src = _SumSource(x, fmt, p, q, h)
         src.finite = src_finite
         src.input_triples = (triple(fmt),)
         src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
         return src, x.shape[:-1], x.shape[-1], [fmt], sub
-    (a, fa, (qa, ha, sa, fin_a, pa)), (b, fb, (qb, hb, sb, fin_b, pb)) = vals
+    (a, fa, (qa, ha, sa, fin_a, pa, labels_a)), (b, fb, (qb, hb, sb, fin_b, pb, _)) = vals
     if op == "dot":
         if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
             raise ValueError(f"simulate('dot') takes two 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
@@ -304,6 +317,7 @@ def read_sources(op: str, inputs: tuple) -> tuple[_Source, tuple, int, list[Form
         raise ValueError(f"products of {fa.name} x {fb.name} can leave float64's exponent range")
     src = MatSource(a, b, fa, fb, pa + pb, qa + qb, ha + hb)
     src.finite = fin_a and fin_b                # no inf / NaN among the inputs (the kernels read it)
+    src.labels_a = labels_a                     # A's least and greatest label (jitblock.keys_of reads them)
     src.input_triples = (triple(fa), triple(fb))
     src.inputs_fit_fp32 = src.inputs_fit(FP32_TRIPLE)
     return src, shape, K, [fa, fb], sa or sb
