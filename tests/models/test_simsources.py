@@ -53,9 +53,18 @@ def _fields_cut(x: np.ndarray, bits: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("cut, p", [(13, 11), (16, 8), (22, 2), (23, 1), (0, 24)])
-def test_float32_stats_read_the_datas_precision(cut, p):
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_float32_stats_read_the_datas_precision(cut, p, backend):
     """FP32 arrays of TF32 / BF16 values: p is the most significant bits any value has (their products then fit
-    FP32), and q follows it; a NaN's payload and an infinity do not count."""
+    FP32), and q follows it; a NaN's payload and an infinity do not count. The numpy scan and the compiled one."""
+    from numoracle.core import jit
+    if backend == "numba":
+        pytest.importorskip("numba", reason="the compiled scan needs numba")
+    with jit.backend(backend):
+        _check_precision(cut, p)
+
+
+def _check_precision(cut, p):
     rng = np.random.default_rng(9)
     x = _fields_cut(rng.standard_normal(5000) * 2.0 ** rng.integers(-30, 30, 5000), cut)
     st = ss._stats(x, format_of(np.float32))
@@ -109,29 +118,6 @@ def test_simulate_on_tf32_values_is_the_same_with_the_formats_precision(name, ba
         assert ss.read_sources("matmul", (a, b))[0].p == 48
         want = simulate("matmul", a, b, order=order, **kw)
     assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
-
-
-def test_scan_kernel_is_the_numpy_scan():
-    """models/jitsources.py's one-pass scan against simsources._scan: the same words on values of every kind
-    (zeros, subnormals, infinities, NaNs with payloads, none finite, empty), float32 and float64."""
-    pytest.importorskip("numba", reason="the compiled scan needs numba")
-    from numoracle.models import jitsources
-    rng = np.random.default_rng(12)
-    for dt in (np.float32, np.float64):
-        x = (rng.standard_normal(70001) * 2.0 ** rng.integers(-140, 120, 70001)).astype(dt)
-        x[::11] = 0
-        nan = np.array([0x7FC00001 if dt == np.float32 else 0x7FF8000000000001], np.uint64).astype(
-            np.uint32 if dt == np.float32 else np.uint64).view(dt)[0]
-        cases = [x, np.abs(x), x[:1], np.zeros(9, dt), np.array([], dt), np.full(5, np.inf, dt),
-                 np.where(np.arange(x.size) % 7 == 0, np.inf, x), np.where(np.arange(x.size) % 5 == 0, nan, x),
-                 np.full(33, nan, dt), _fields_cut(x, 13).astype(dt)]
-        for v in cases:
-            for fields in (0, (1 << 23) - 1):
-                assert jitsources.run(v, fields)[::2] == ss._scan(v, fields)[::2]   # top, OR
-                kt, kl, _, kf = jitsources.run(v, fields)
-                nt, nl, _, nf = ss._scan(v, fields)
-                inf = 0x7F800000 if dt == np.float32 else 0x7FF0000000000000
-                assert kf == nf and (kl == nl or min(kl, nl) >= inf)  # (none finite and nonzero: any word above)
 
 
 def test_stats_labels_are_the_keys_labels():
