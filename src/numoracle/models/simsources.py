@@ -53,7 +53,7 @@ def _stats(v: np.ndarray, fmt: Format) -> _Stats:
     subnormal's significand is its field alone, fewer still; the OR of all fields has the fewest trailing zeros
     of any (an all-zero OR: powers of two, one bit each).
     """
-    word, mag, inf, uword, flt = _WORDS[v.dtype]
+    word, _, inf, _, flt = _WORDS[v.dtype]
     fields = (1 << 23) - 1 if v.dtype == np.float32 and fmt.precision > 12 else 0
     kern = jit.kernel_for(v.dtype, "numoracle.models.jitsources")
     top, low, ored, finite = _scan(v, fields) if kern is None else kern.run(v, fields)
