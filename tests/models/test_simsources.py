@@ -133,3 +133,15 @@ def test_stats_labels_are_the_keys_labels():
             lo, hi = jitblock._keys_into(v, *jitblock._with_out(jitblock.key_fields(v, f), np.empty(0, np.float32)))
             st = ss._stats(v, f)
             assert st.labels == ((lo, hi) if lo <= hi else (1, 0))
+
+
+def test_stats_precision_of_a_narrower_format_held_in_float32():
+    """A format of 13 bits' precision held in float32 (every float32 field ends in at least 11 zeros): p is at most
+    the format's 13 and at least the values' own bits (24 - the float32 field's trailing zeros), never that less
+    the format's own zeros."""
+    from numoracle.core.formats import Format
+    f = Format("e3m12_test", 3, 12, 3)
+    rng = np.random.default_rng(14)
+    x = _fields_cut(rng.uniform(1, 2, 4000), 11)          # 13 significant bits, the last one set somewhere
+    assert ss._stats(x, f).p == 13
+    assert ss._stats(_fields_cut(x, 15), f).p == 9

@@ -46,12 +46,12 @@ def _stats(v: np.ndarray, fmt: Format) -> _Stats:
     is max |v| over the finite values, and the smallest pattern - 1 as an unsigned word (a zero's wraps
     around to the top) is min |v| over the finite nonzero ones (inf and NaN lie above both).
 
-    p: the format's precision, lowered by the trailing zeros that every finite value's fraction field has
-    (read for float32 values of formats wider than 12 bits of precision, where a product of two may then fit
-    FP32: FP32 arrays holding TF32 or BF16 values, say). A normal value's significand is the hidden bit over
-    its fraction field, so a field with z trailing zeros leaves at most precision - z significant bits; a
-    subnormal's significand is its field alone, fewer still; the OR of all fields has the fewest trailing zeros
-    of any (an all-zero OR: powers of two, one bit each).
+    p: the format's precision, or fewer where every finite value's float32 fraction field ends in zeros (read
+    for float32 values of formats wider than 12 bits of precision, where a product of two may then fit FP32:
+    FP32 arrays holding TF32 or BF16 values, say). A normal float32's significand is the hidden bit over its 23
+    field bits, so a field with z trailing zeros leaves at most 24 - z significant bits; a subnormal's significand
+    is its field alone, fewer still; the OR of all fields has the fewest trailing zeros of any (an all-zero OR:
+    powers of two, one bit each). p = min(the format's precision, 24 - z).
     """
     word, _, inf, _, flt = _WORDS[v.dtype]
     fields = (1 << 23) - 1 if v.dtype == np.float32 and fmt.precision > 12 else 0
@@ -59,7 +59,7 @@ def _stats(v: np.ndarray, fmt: Format) -> _Stats:
     top, low, ored, finite = _scan(v, fields) if kern is None else kern.run(v, fields)
     if top == 0 or low >= inf:                  # no finite nonzero value (or no value)
         return _Stats(10**6, -(10**6), False, finite, fmt.precision, (1, 0))
-    p = fmt.precision if not fields else (1 if ored == 0 else fmt.precision - ((ored & -ored).bit_length() - 1))
+    p = fmt.precision if not fields else min(fmt.precision, 1 if ored == 0 else 24 - ((ored & -ored).bit_length() - 1))
     mn, mx = (float(word(w).view(flt)) for w in (low, top))
     e_mn, e_mx = int(np.frexp(mn)[1]), int(np.frexp(mx)[1])      # floor(log2 |x|) + 1
     q = max(e_mn - p, fmt.emin - fmt.man_bits)
