@@ -254,3 +254,14 @@ def assert_same(got_codes, ref_values, fmt):
             assert is_nan(exact.value_of(g, fmt)), (i, hex(g), "expected NaN")
         else:
             assert g == r, (i, hex(g), hex(r), exact.value_of(g, fmt), exact.value_of(r, fmt))
+
+
+# ======================================================================================================
+# Test data
+# ======================================================================================================
+
+def cut_fields(x, bits: int) -> np.ndarray:
+    """float32 values of x with the low ``bits`` bits of every fraction field cleared (truncation: TF32 at 13, BF16
+    at 16): data whose values have at most 24 - bits significant bits."""
+    return (np.asarray(x).astype(np.float32).view(np.uint32) & np.uint32(~((1 << bits) - 1) & 0xFFFFFFFF)).view(
+        np.float32)

@@ -4,14 +4,10 @@ import numpy as np
 import pytest
 
 from numoracle.models import simsources as ss
+from simref import cut_fields
 
 pytest.importorskip("numba", reason="the compiled scan needs numba")
 from numoracle.models import jitsources  # noqa: E402  (needs numba)
-
-
-def _fields_cut(x: np.ndarray, bits: int) -> np.ndarray:
-    """float32 x with the low ``bits`` bits of every fraction field cleared."""
-    return (x.astype(np.float32).view(np.uint32) & np.uint32(~((1 << bits) - 1) & 0xFFFFFFFF)).view(np.float32)
 
 
 def test_scan_kernel_is_the_numpy_scan():
@@ -25,7 +21,7 @@ def test_scan_kernel_is_the_numpy_scan():
             np.uint32 if dt == np.float32 else np.uint64).view(dt)[0]
         cases = [x, np.abs(x), x[:1], np.zeros(9, dt), np.array([], dt), np.full(5, np.inf, dt),
                  np.where(np.arange(x.size) % 7 == 0, np.inf, x), np.where(np.arange(x.size) % 5 == 0, nan, x),
-                 np.full(33, nan, dt), _fields_cut(x, 13).astype(dt)]
+                 np.full(33, nan, dt), cut_fields(x, 13).astype(dt)]
         for v in cases:
             for fields in (0, (1 << 23) - 1):
                 assert jitsources.run(v, fields)[::2] == ss._scan(v, fields)[::2]   # top, OR

@@ -7,6 +7,7 @@ import pytest
 from numoracle import orders
 from numoracle.core.formats import format_of
 from numoracle.models import simsources as ss
+from simref import cut_fields
 
 _DTYPES = (np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.float32)
 
@@ -47,11 +48,6 @@ def test_read_sources_keeps_float32_only_for_finite_inputs_that_fit():
     assert ss.read_sources("sum", (x,))[0]._x.held.dtype == np.float64
 
 
-def _fields_cut(x: np.ndarray, bits: int) -> np.ndarray:
-    """float32 x with the low ``bits`` bits of every fraction field cleared (truncation: TF32 at 13, BF16 at 16)."""
-    return (x.astype(np.float32).view(np.uint32) & np.uint32(~((1 << bits) - 1) & 0xFFFFFFFF)).view(np.float32)
-
-
 @pytest.mark.parametrize("cut, p", [(13, 11), (16, 8), (22, 2), (23, 1), (0, 24)])
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_float32_stats_read_the_datas_precision(cut, p, backend):
@@ -66,7 +62,7 @@ def test_float32_stats_read_the_datas_precision(cut, p, backend):
 
 def _check_precision(cut, p):
     rng = np.random.default_rng(9)
-    x = _fields_cut(rng.standard_normal(5000) * 2.0 ** rng.integers(-30, 30, 5000), cut)
+    x = cut_fields(rng.standard_normal(5000) * 2.0 ** rng.integers(-30, 30, 5000), cut)
     st = ss._stats(x, format_of(np.float32))
     assert st.p == p
     assert st.q == int(np.frexp(np.abs(x[x != 0]).min())[1]) - p
@@ -81,7 +77,7 @@ def test_products_of_tf32_values_held_in_float32_are_fp32_terms():
     """FP32 inputs holding TF32 values: 22-bit products, exact in float32 (``terms_fp32``); FP32 values do not."""
     rng = np.random.default_rng(10)
     a, b = rng.standard_normal((4, 64)), rng.standard_normal((64, 3))
-    src = ss.read_sources("matmul", (_fields_cut(a, 13), _fields_cut(b, 13)))[0]
+    src = ss.read_sources("matmul", (cut_fields(a, 13), cut_fields(b, 13)))[0]
     assert src.p == 22 and src.terms_fp32()
     src = ss.read_sources("matmul", (a.astype(np.float32), b.astype(np.float32)))[0]
     assert src.p == 48 and not src.terms_fp32()
@@ -107,7 +103,7 @@ def test_simulate_on_tf32_values_is_the_same_with_the_formats_precision(name, ba
     a = rng.standard_normal((6, 300)) * 2.0 ** rng.integers(-60, 60, (6, 300))
     b = rng.standard_normal((300, 5)) * 2.0 ** rng.integers(-60, 60, (300, 5))
     a[0, ::3] = -a[0, 1::3]                        # cancellation
-    a, b = _fields_cut(a, cut), _fields_cut(b, cut)
+    a, b = cut_fields(a, cut), cut_fields(b, cut)
     assert ss.read_sources("matmul", (a, b))[0].p == (22 if cut else 48)
     order = _TF32_ORDERS[name]
     kw = {} if "tf32" in name else {"acc": "fp32"}
@@ -142,6 +138,6 @@ def test_stats_precision_of_a_narrower_format_held_in_float32():
     from numoracle.core.formats import Format
     f = Format("e3m12_test", 3, 12, 3)
     rng = np.random.default_rng(14)
-    x = _fields_cut(rng.uniform(1, 2, 4000), 11)          # 13 significant bits, the last one set somewhere
+    x = cut_fields(rng.uniform(1, 2, 4000), 11)          # 13 significant bits, the last one set somewhere
     assert ss._stats(x, f).p == 13
-    assert ss._stats(_fields_cut(x, 15), f).p == 9
+    assert ss._stats(cut_fields(x, 15), f).p == 9

@@ -127,6 +127,13 @@ def _truncate(typingctx, x, signed):
     return None
 
 
+@jit.njit(inline="always")
+def _pow2(e):
+    """2^e as a float32, for a uint32 word e holding an int32 in [-126, 127] (a normal float32: its exponent field
+    e + 127, fraction 0)."""
+    return jr.as_value(jr.shl(jr.add(e, jr.k(e, 127)), jr.k(e, 23)))
+
+
 @jit.njit
 def join(S, cur, sh, nxt):
     """Steps 4-5 in 32-bit words (module docstring): nxt = the outputs (float32) from the int32 block sums S and
@@ -137,15 +144,14 @@ def join(S, cur, sh, nxt):
         c = cur[j]
         cb = jr.as_bits(c)
         s = sh[j]
-        p2s = jr.as_value(jr.shl(jr.add(s, jr.k(s, 127)), jr.k(s, 23)))   # 2^s (-126 <= s <= 127: normal)
-        T = jr.add(S[j], _truncate(c * p2s, True))                          # S + trunc(c 2^s): |T| < 2^31
+        T = jr.add(S[j], _truncate(c * _pow2(s), True))                     # S + trunc(c 2^s): |T| < 2^31
         sg = jr.ashr(T, jr.k(T, 31))
         a = jr.sub(jr.xor(T, sg), sg)                                       # |T|
         f = jr.signed_value(a)                                              # |T| to 24 bits, to nearest even ...
         up = jr.above(_truncate(f, False), a)                               # ... 1 where that rounded up
         keep = jr.sub(jr.as_bits(f), up)                                    # ... so RTZ: the float below it
-        p = jr.as_value(jr.shl(jr.sub(jr.k(s, 127), jr.smin(s, jr.k(s, 126))), jr.k(s, 23)))     # 2^-s
-        v = jr.as_value(jr.or_(keep, jr.and_(T, jr.k(T, 0x80000000)))) * p
+        signed = jr.as_value(jr.or_(keep, jr.and_(T, jr.k(T, 0x80000000))))  # T's sign over RTZ(|T|)
+        v = signed * _pow2(jr.sub(jr.k(s, 0), jr.smin(s, jr.k(s, 126))))    # times 2^-s
         inf_c = jr.above(jr.magnitude(cb), jr.k(cb, 0x7F7FFFFF))            # c = +-inf (c is never NaN here)
         bad = jr.add(bad, jr.or_(inf_c, jr.or_(jr.sabove(s, jr.k(s, 126)), jr.sabove(jr.k(s, 0xFFFFFF82), s))))
         nxt[j] = v
