@@ -180,6 +180,25 @@ def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):
     assert bool(taken) == jitcast.jr.cpu_has("avx512fp16")
 
 
+@pytest.mark.parametrize("dst", [BF16, FP16], ids=lambda f: f.name)
+def test_fp32_one_step_casts_every_rounding_case(dst, rng):
+    """FP32 -> BF16 (one integer rounding) and FP16 (the hardware's conversion) in RNE without flags: the one-step
+    loop (``jitcast.one_step``), against the engine on every FP32 code whose low 16 bits are a rounding case (0,
+    the tie 0x8000 and its neighbours, 0x7FFF, 0xFFFF, 0x0001, and random) for each of the 2^16 high halves: every
+    exponent, sign, NaN and infinity, the subnormals and the overflow threshold; ``same`` also runs the loop with
+    flags (the general steps). The tie, its neighbours and the top of a binade are where a wrong carry shows."""
+    low = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, *rng.integers(0, 1 << 16, 4)], np.uint32)
+    codes = ((np.arange(1 << 16, dtype=np.uint32)[:, None] << np.uint32(16)) | low[None, :]).ravel()
+    before = jitcast._one_step_loop.cache_info()
+    assert same(codes, FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
+    after = jitcast._one_step_loop.cache_info()
+    assert after.hits + after.misses == before.hits + before.misses + 1      # the one-step loop ran
+    for pol in (resolve_policy(dst, "rne", "saturate", None, False, False, None),
+                resolve_policy(dst, "rne", None, None, True, False, None)):
+        assert jitcast.one_step_kind(FP32, dst, pol) == 0 or pol.ftz      # other policies: the general steps
+        assert same(codes[::7], FP32, dst, pol)
+
+
 @pytest.mark.slow
 def test_fp32_to_e8m0_every_mode(rng):
     codes = codes_of(FP32, no.E8M0FNU, rng, 1000)

@@ -24,11 +24,11 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
    OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
-conversion (``_native``). Zero-less formats (E8M0) take ``_zeroless``'s steps, integer destinations
-core/jitcastint.py's; FP64 sources without flags, daz or ftz are narrowed to FP32 by round to odd first where
-the destination has a precision of at most 22 (core/jitcastodd.py). FP16 sources whose destination's normals
-start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop first (exactly: ``_from_half``), and
-BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
+conversion, and from FP32 to BF16 one integer rounding (``one_step``). Zero-less formats (E8M0) take ``_zeroless``'s
+steps, integer destinations core/jitcastint.py's; FP64 sources without flags, daz or ftz are narrowed to FP32 by
+round to odd first where the destination has a precision of at most 22 (core/jitcastodd.py). FP16 sources whose
+destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop first (exactly:
+``_from_half``), and BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
@@ -68,6 +68,7 @@ SR = jr.SR
 GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
 HALF, HALF_DAZ = 1, 2                # FP16 codes widened to FP32 in the loop (_from_half), without or with daz
 BF16_WORDS = 3                       # BF16 codes widened to FP32 in the loop (their daz is FP32's)
+HW, BF16_RNE = 1, 2                  # one_step's casts: the hardware's conversion, FP32 -> BF16's integer RNE
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -402,29 +403,50 @@ def _from_half(c, proto, daz):
     return bits
 
 
-@jit.njit
-def _native(src, out, P):
-    """RNE under the IEEE overflow policy, no daz / ftz / flags, FP32 -> FP16 or FP64 -> FP32: the hardware's
-    conversion, every NaN then the canonical one."""
-    for i in range(src.size):
-        u = src[i]
-        out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc(u), P.nanc)
+@jit.njit(inline="always")
+def one_step(u, P, how):
+    """The code of the FP32 (FP64: ``how`` HW) source word u where the cast is one step (``one_step_kind``): HW,
+    the hardware's conversion (FP32 -> FP16, FP64 -> FP32); BF16_RNE, FP32 -> BF16 by one integer rounding:
+    u + 0x7FFF + (bit 16 of u), shifted down by 16, is RNE at bit 16 (ties to the even code, a carry running
+    into the exponent field, up to the infinity's code past the range; subnormals alike, on the same grid as
+    FP32's). Every NaN then gives the canonical one (P.nanc), the engine's code without flags."""
+    if how == HW:
+        c = _fptrunc(u)
+    else:
+        c = jr.shr(jr.add(jr.add(u, jr.k(u, 0x7FFF)), jr.and_(jr.shr(u, jr.k(u, 16)), jr.k(u, 1))), jr.k(u, 16))
+    return jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), c, P.nanc)
+
+
+@cache
+def _one_step_loop(how: int):
+    """The loop of ``one_step`` (HW or BF16_RNE), in 512-bit vectors."""
+    @jit.njit
+    def loop(src, out, P):
+        jr.wide_vectors()
+        for i in range(src.size):
+            out[i] = one_step(src[i], P, how)
+    return loop
 
 
 @jit.njit
 def _native_half(src, out, P):
-    """``_native`` for FP64 -> FP16 (where the CPU converts it in one instruction)."""
+    """FP64 -> FP16 under RNE and the IEEE policy (where the CPU converts it in one instruction), every NaN then
+    the canonical one."""
     jr.wide_vectors()
     for i in range(src.size):
         u = src[i]
         out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc_half(u), P.nanc)
 
 
-def _is_native(src: Format, dst: Format, pol) -> bool:
-    """Is the hardware's conversion (_native) the cast? RNE with infinities past the range; FP64 -> FP16 where the
-    CPU has the instruction (elsewhere it is a library call per element)."""
+def one_step_kind(src: Format, dst: Format, pol) -> int:
+    """HW where the hardware's conversion is the cast (RNE with infinities past the range: FP32 -> FP16, FP64 ->
+    FP32, and FP64 -> FP16 where the CPU has the instruction: elsewhere it is a library call per element),
+    BF16_RNE for FP32 -> BF16 under the same policy (one integer rounding: ``one_step``), else 0. Without daz,
+    ftz or flags (the caller asks)."""
+    if pol.rounding is not Rounding.NEAREST_EVEN or pol.overflow is not Overflow.IEEE:
+        return 0
     pairs = ((FP32, FP16), (FP64, FP32)) + (((FP64, FP16),) if jr.cpu_has("avx512fp16") else ())
-    return (src, dst) in pairs and pol.rounding is Rounding.NEAREST_EVEN and pol.overflow is Overflow.IEEE
+    return HW if (src, dst) in pairs else BF16_RNE if (src, dst) == (FP32, BF16) else 0
 
 
 @calls.counting
@@ -455,8 +477,9 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
     elif _route(src, dst) != src:                 # FP16 through FP32 words: daz is the widening's
         src, half, pol = FP32, HALF_DAZ if pol.daz else HALF, replace(pol, daz=False)
     P = params(src, dst, pol)
-    if not want_flags and plain and not half and _is_native(src, dst, pol):
-        (_native_half if (src, dst) == (FP64, FP16) else _native)(words, out, P)
+    how = one_step_kind(src, dst, pol) if not want_flags and plain and not half else 0
+    if how:
+        (_native_half if (src, dst) == (FP64, FP16) else _one_step_loop(how))(words, out, P)
         return out, None
     kind = _kind(src, dst)
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept

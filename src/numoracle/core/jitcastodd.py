@@ -4,7 +4,8 @@ A kernel module (core/jit.py's contract: ``covers``, ``run``, ``calls``, the las
 ``fastpaths.select_fast_path`` asks first for FP64 sources; ``run`` hands what it does not take (flags, daz, ftz) to
 jitcast.run. FP64's rounding steps on 64-bit words run on half the vector lanes of FP32's; instead each FP64 value x
 is first narrowed to FP32 by round to odd (``_odd32``: the hardware's RNE conversion, then, where that was inexact
-and gave an even code, the code one step toward x), and FP32's loop (jitcast._one) rounds that to the destination.
+and gave an even code, the code one step toward x), and FP32's loop (jitcast._one, or under RNE to FP16 and BF16
+its one-step casts: jitcast.one_step) rounds that to the destination.
 Round to odd at precision q followed by a rounding to p <= q - 2 bits gives x's own rounding to p bits in every mode
 but stochastic rounding (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
 rounding to odd", IEEE TC 2008): the odd bit keeps "inexact" and the side of every tie below the p + 1-th bit. FP32
@@ -29,7 +30,7 @@ import numpy as np
 from . import jit, jitcast
 from . import jitround as jr
 from .formats import FP32, FP64, Format
-from .jitcast import _is_native, _kind, _one, _route, params
+from .jitcast import _kind, _one, _route, one_step, one_step_kind, params
 from .policy import Rounding
 
 __all__ = ["covers", "takes", "run", "kernel", "calls"]
@@ -50,7 +51,7 @@ def takes(dst: Format, pol) -> bool:
     fp32_quantum = FP32.emin - FP32.man_bits                 # 2^-149
     return dst.signed and dst.has_subnormals and dst.precision <= FP32.precision - 2 \
         and dst.emin - dst.man_bits >= fp32_quantum + 2 and pol.rounding not in _OTHER \
-        and _route(FP32, dst) == FP32 and not _is_native(FP64, dst, pol)
+        and _route(FP32, dst) == FP32 and not one_step_kind(FP64, dst, pol)
 
 
 def covers(step) -> bool:
@@ -67,7 +68,8 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
         return jitcast.run(step, flat, want_flags, rand, rand_check)
     calls.add()
     out = np.empty(flat.size, np.dtype(dst.code_dtype))
-    kernel(jit.MODE_CODES[pol.rounding], True, _kind(FP32, dst))(flat.view(np.uint64), out, params(FP32, dst, pol))
+    how = one_step_kind(FP32, dst, pol)
+    kernel(jit.MODE_CODES[pol.rounding], True, _kind(FP32, dst), how)(flat.view(np.uint64), out, params(FP32, dst, pol))
     return out, None
 
 
@@ -88,22 +90,27 @@ def _odd32(b):
 
 
 @jit.njit(inline="always")
-def _loop(src, out, P, mode, plain, kind):
+def _loop(src, out, P, mode, plain, kind, how):
     buf = np.empty(_CHUNK, np.uint32)
     for c0 in range(0, src.size, _CHUNK):
         s, o = src[c0:c0 + _CHUNK], out[c0:c0 + _CHUNK]    # (slices: indices LLVM sees as in range, no gathers)
         for j in range(s.size):
             buf[j] = _odd32(s[j])
-        for j in range(s.size):
-            c, _ = _one(buf[j], jr.k(P.sman, 0), mode, P, False, plain, kind)
-            o[j] = c
+        if how:   # FP32 -> dst is one step (jitcast.one_step: RNE to FP16 or BF16)
+            for j in range(s.size):
+                o[j] = one_step(buf[j], P, how)
+        else:
+            for j in range(s.size):
+                c, _ = _one(buf[j], jr.k(P.sman, 0), mode, P, False, plain, kind)
+                o[j] = c
 
 
 @cache
-def kernel(mode: int, plain: bool, kind: int):
-    """The loop of one (mode, plain, kind: jitcast._one's, with FP32's Cast constants), compiled when first used."""
+def kernel(mode: int, plain: bool, kind: int, how: int = 0):
+    """The loop of one (mode, plain, kind: jitcast._one's, with FP32's Cast constants; how: FP32's rounding is
+    ``jitcast.one_step`` of that kind, 0 where it is not), compiled when first used."""
     @jit.njit
     def run(src, out, P):
         jr.wide_vectors()
-        _loop(src, out, P, mode, plain, kind)
+        _loop(src, out, P, mode, plain, kind, how)
     return run
