@@ -28,7 +28,7 @@ from numoracle.core.policy import resolve_policy
 from policies import MODES, nan_tos, overflows
 
 pytest.importorskip("numba")
-from numoracle.core import jitcast  # noqa: E402  (needs numba)
+from numoracle.core import jitcast, jitonestep  # noqa: E402  (needs numba)
 
 FLOATS = [f for f in registry() if not f.is_integer]
 INTS = [f for f in registry() if f.is_integer]
@@ -173,8 +173,8 @@ def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):
     canonical one) where the CPU has it, else the integer steps; both against the engine on boundary and random
     codes (``same`` checks the codes without flags, the route this takes)."""
     taken = []
-    real = jitcast._native_half
-    monkeypatch.setattr(jitcast, "_native_half", lambda *a: taken.append(1) or real(*a))
+    real = jitonestep._native_half
+    monkeypatch.setattr(jitonestep, "_native_half", lambda *a: taken.append(1) or real(*a))
     codes = codes_of(FP64, FP16, rng, 20000)
     assert same(codes, FP64, FP16, resolve_policy(FP16, "rne", None, None, False, False, None))
     assert bool(taken) == jitcast.jr.cpu_has("avx512fp16")
@@ -183,19 +183,19 @@ def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):
 @pytest.mark.parametrize("dst", [BF16, FP16], ids=lambda f: f.name)
 def test_fp32_one_step_casts_every_rounding_case(dst, rng):
     """FP32 -> BF16 (one integer rounding) and FP16 (the hardware's conversion) in RNE without flags: the one-step
-    loop (``jitcast.one_step``), against the engine on every FP32 code whose low 16 bits are a rounding case (0,
+    loop (``jitonestep.one_step``), against the engine on every FP32 code whose low 16 bits are a rounding case (0,
     the tie 0x8000 and its neighbours, 0x7FFF, 0xFFFF, 0x0001, and random) for each of the 2^16 high halves: every
     exponent, sign, NaN and infinity, the subnormals and the overflow threshold; ``same`` also runs the loop with
     flags (the general steps). The tie, its neighbours and the top of a binade are where a wrong carry shows."""
     low = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, *rng.integers(0, 1 << 16, 4)], np.uint32)
     codes = ((np.arange(1 << 16, dtype=np.uint32)[:, None] << np.uint32(16)) | low[None, :]).ravel()
-    before = jitcast._one_step_loop.cache_info()
+    before = jitonestep._loop.cache_info()
     assert same(codes, FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
-    after = jitcast._one_step_loop.cache_info()
+    after = jitonestep._loop.cache_info()
     assert after.hits + after.misses == before.hits + before.misses + 1      # the one-step loop ran
     for pol in (resolve_policy(dst, "rne", "saturate", None, False, False, None),
                 resolve_policy(dst, "rne", None, None, True, False, None)):
-        assert jitcast.one_step_kind(FP32, dst, pol) == 0 or pol.ftz      # other policies: the general steps
+        assert jitonestep.one_step_kind(FP32, dst, pol) == 0 or pol.ftz      # other policies: the general steps
         assert same(codes[::7], FP32, dst, pol)
 
 

@@ -73,12 +73,12 @@ def test_fp64_through_fp32_rounded_to_odd(dst, rng):
 
 @pytest.mark.parametrize("dst", [BF16, FP16], ids=lambda f: f.name)
 def test_one_step_after_the_narrowing(dst, rng):
-    """RNE to BF16 and FP16 without flags: FP32's one-step cast (jitcast.one_step: one integer rounding, the
+    """RNE to BF16 and FP16 without flags: FP32's one-step cast (jitonestep.one_step: one integer rounding, the
     hardware's conversion) after the narrowing, on the double-rounding traps. FP16 goes on FP64's own words where
     the CPU converts FP64 -> FP16 in one instruction (AVX512-FP16: test_jitcast's test of it)."""
     pol = resolve_policy(dst, "rne", None, None, False, False, None)
     if not jitcastodd.takes(dst, pol):
-        assert dst == FP16 and jitcastodd.jitcast.jr.cpu_has("avx512fp16")
+        assert dst == FP16 and jitcastodd.jr.cpu_has("avx512fp16")
         return
     assert jitcastodd.one_step_kind(FP32, dst, pol) != 0
     check(dst, pol, _codes(dst, rng))

@@ -230,6 +230,11 @@ def test_witness_reproduces_where_the_installed_version_shows_it(dev: Deviation)
     x = np.array([s], src.code_dtype)
     got = int(native_cast(no.as_native(x, src), dst, dev.library)[0])
     assert int(no.cast(x, dst, src=src, rounding=dev.rounding)[0]) == correct != lib_code
+    if not dev.on_this_cpu():  # a CPU the record does not name: the library is right here, and it does not apply
+        assert got == correct, (f"{dev.library} {version} gives {got:#x} for {dev.src} {dev.witness_source_hex} -> "
+                                f"{dev.dst} on this CPU too, which the record says only CPUs {dev.cpu} do")
+        assert dev not in deviations_for(dev.library, src, dst) + fixed_for(dev.library, src, dst)
+        return
     if not dev.holds_for(version):  # fixed (or not there yet): the recorded code must be gone
         assert got != lib_code, (f"{dev.library} {version} still gives {got:#x} for {dev.src} {dev.witness_source_hex}"
                                  f" -> {dev.dst}, which the record says only {dev.versions} does; widen its versions")
@@ -258,6 +263,8 @@ def test_deviation_data_is_well_formed():
         Deviation("tensorflow", "tensorflow", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "other")
     with pytest.raises(ValueError, match="start with the library"):
         Deviation("numpy", "ml_dtypes <0.7", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "other")
+    with pytest.raises(ValueError, match="without FLAG"):
+        Deviation("numpy", "numpy", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "other", cpu="avx512_fp16")
     with pytest.raises(ValueError, match="bad version clause"):
         Deviation("numpy", "numpy before 2", "fp32", "fp16", "rne", "x", "0x0", "0x0", "0x0", "other")
     with pytest.raises(ValueError, match="outside its versions"):

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from ..core.formats import AnyFormat, format_of
 from ..core.policy import Rounding
 from .native import LIBRARIES
-from .versions import installed_version, version_at_least, version_clauses, version_matches
+from .versions import cpu_matches, installed_version, version_at_least, version_clauses, version_matches
 
 __all__ = ["Deviation", "KNOWN_DEVIATIONS", "KINDS", "LIBRARIES", "deviations_for", "fixed_for", "installed_version"]
 
@@ -73,6 +73,9 @@ class Deviation:
     cast to ``dst`` gives ``library_code_hex`` and ``numoracle.cast(..., rounding=rounding)`` with
     the destination's default policy gives ``correct_code_hex``. ``scope`` lists further
     ``"src->dst"`` patterns (``fnmatch`` style, format names) where the same kind of deviation occurs.
+    ``cpu``: where the library's result depends on the CPU it runs on, the CPUs that show it (``"without
+    avx512_fp16"``: those whose /proc/cpuinfo flags lack it; ``""``: every CPU); on the others the witness gives
+    the correct code, and the record does not apply there (``on_this_cpu``).
     """
 
     library: str
@@ -87,8 +90,11 @@ class Deviation:
     kind: str
     scope: tuple[str, ...] = ()
     seen_on: tuple[str, ...] = ()
+    cpu: str = ""
 
     def __post_init__(self) -> None:
+        if self.cpu and not (self.cpu.startswith("without ") and len(self.cpu.split()) == 2):
+            raise ValueError(f"cpu must be '' or 'without FLAG' (a /proc/cpuinfo flag), got {self.cpu!r}")
         if self.library not in LIBRARIES:
             raise ValueError(f"library must be one of {LIBRARIES}, got {self.library!r}")
         if self.kind not in KINDS:
@@ -113,6 +119,10 @@ class Deviation:
             return False
         pair = f"{format_of(src).name}->{format_of(dst).name}"
         return pair == f"{self.src}->{self.dst}" or any(fnmatch.fnmatchcase(pair, p) for p in self.scope)
+
+    def on_this_cpu(self) -> bool:
+        """Does this machine's CPU show it (``cpu``; True where its flags cannot be read)?"""
+        return cpu_matches(self.cpu)
 
     def holds_for(self, version: str | None) -> bool:
         """True when the library at ``version`` shows this deviation (None, an unknown version: True)."""
@@ -159,9 +169,9 @@ _DR_INT_DOWN = ("{src} -> {dst} converts to float32 first: the integer {w} (just
                 "rounded it is the lower neighbour.")
 
 
-def _dev(lib: tuple[str, tuple[str, ...]], *args, scope: tuple[str, ...] = ()) -> Deviation:
+def _dev(lib: tuple[str, tuple[str, ...]], *args, scope: tuple[str, ...] = (), cpu: str = "") -> Deviation:
     versions, seen = lib
-    return Deviation(versions.partition(" ")[0], versions, *args, scope=scope, seen_on=seen)
+    return Deviation(versions.partition(" ")[0], versions, *args, scope=scope, seen_on=seen, cpu=cpu)
 
 
 def _dr(lib, src: str, dst: str, w: str, lc: str, cc: str, wdesc: str, tmpl: str = _DR_F64) -> Deviation:
@@ -244,6 +254,13 @@ KNOWN_DEVIATIONS: tuple[Deviation, ...] = (
         scope=("uint32->e8m0fnu", "int64->e8m0fnu", "uint64->e8m0fnu"),
     ),
     _dr(_JAX, "fp64", "bf16", *_DR_WITNESSES["bf16"]),
+    _dev(
+        _JAX, "fp64", "fp16", "rne",
+        _DR_F64.format(dst="fp16", w="1 + 2^-11 + 2^-30") + " Only on CPUs without AVX512-FP16 (seen on an AMD "
+        "EPYC, Zen 5): on a CPU that converts float64 to float16 in one instruction (an Intel CPU with AVX512-FP16) "
+        "the same jax gives the correctly rounded 0x3c01.",
+        *_DR_WITNESSES["fp16"][:3], "double_rounding", cpu="without avx512_fp16",
+    ),
     _dev(
         _JAX, "fp64", "e8m0fnu", "rne",
         "float64 -> e8m0 converts to float32 first: (1.5 - 2^-52) * 2^-127, nearest to 2^-127 (0x00), rounds to "
@@ -356,20 +373,22 @@ def deviations_for(library: str, src: AnyFormat | str, dst: AnyFormat | str, *,
     """The known deviations that may occur in ``library``'s cast from ``src`` to ``dst``.
 
     ``version``: the library's version whose records apply; None (the default) the installed one
-    (every record where the library is not installed); ``"any"`` every record, whatever its versions.
+    (every record where the library is not installed); ``"any"`` every record, whatever its versions
+    and CPUs. Records of a CPU condition (``Deviation.cpu``) apply where this machine's CPU meets it.
     """
     if version == "any":
         return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst))
     v = _deviation_version(library, version)
-    return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst) and d.holds_for(v))
+    return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst) and d.holds_for(v) and d.on_this_cpu())
 
 
 def fixed_for(library: str, src: AnyFormat | str, dst: AnyFormat | str, *,
               version: str | None = None) -> tuple[Deviation, ...]:
-    """The recorded deviations of the pair that ``library`` at ``version`` (None: installed) does not show."""
+    """The recorded deviations of the pair that ``library`` at ``version`` (None: installed) does not show (on a
+    CPU that the record's ``cpu`` condition names: on the others it is not fixed, it does not occur)."""
     v = _deviation_version(library, version)
     if v is None:
         return ()
-    return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst) and not d.holds_for(v))
+    return tuple(d for d in KNOWN_DEVIATIONS if d.covers(library, src, dst) and not d.holds_for(v) and d.on_this_cpu())
 
 

@@ -6,7 +6,8 @@ import re
 import sys
 from functools import cache
 
-__all__ = ["installed_version", "version_matches", "version_clauses", "version_at_least"]
+__all__ = ["installed_version", "version_matches", "version_clauses", "version_at_least", "cpu_flags",
+           "cpu_matches"]
 
 
 # ---- library versions ---------------------------------------------------------------------------
@@ -74,3 +75,28 @@ def version_matches(clauses: list[tuple[str, tuple[int, ...], bool]], version: s
 def version_at_least(version: str, other: str) -> bool:
     """``version`` is ``other`` or later (release numbers compared; ``"0.7.0+x"`` is 0.7.0)."""
     return _cmp(_release(version), _release(other)) >= 0
+
+
+# ---- the CPU a library runs on --------------------------------------------------------------------
+@cache
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags as Linux's /proc/cpuinfo names them ("avx512_fp16", "f16c", ...); None where they
+    cannot be read (another system)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
+def cpu_matches(condition: str) -> bool:
+    """Does this machine's CPU meet ``condition``: ``""`` (every CPU) or ``"without FLAG"`` (a CPU whose
+    /proc/cpuinfo flags lack FLAG)? True where the flags cannot be read (as for an unknown version)."""
+    if not condition:
+        return True
+    flag = condition.removeprefix("without ").strip()
+    flags = cpu_flags()
+    return flags is None or flag not in flags

@@ -24,11 +24,11 @@ vectorises the loop; the rounding mode is a constant of each loop (one loop per 
    OVERFLOW | INEXACT, INVALID (signalling NaN, NaN or inf the format cannot hold, unsigned negatives).
 
 RNE from FP32 to FP16 and from FP64 to FP32 under the IEEE policy without daz, ftz or flags is the hardware's
-conversion, and from FP32 to BF16 one integer rounding (``one_step``). Zero-less formats (E8M0) take ``_zeroless``'s
-steps, integer destinations core/jitcastint.py's; FP64 sources without flags, daz or ftz are narrowed to FP32 by
-round to odd first where the destination has a precision of at most 22 (core/jitcastodd.py). FP16 sources whose
-destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop first (exactly:
-``_from_half``), and BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
+conversion, and from FP32 to BF16 one integer rounding (core/jitonestep.py). Zero-less formats (E8M0) take
+``_zeroless``'s steps, integer destinations core/jitcastint.py's; FP64 sources without flags, daz or ftz are
+narrowed to FP32 by round to odd first where the destination has a precision of at most 22 (core/jitcastodd.py).
+FP16 sources whose destination's normals start below FP16's (BF16, E8M0, FNUZ E5M2) are widened to FP32 in the loop
+first (exactly: ``_from_half``), and BF16 sources to a wider significand (FP16, TF32) too (the code shifted up).
 tests/core/test_jitcast.py holds every step to the engine.
 """
 
@@ -39,9 +39,6 @@ from functools import cache, lru_cache
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 from . import jit
 from . import jitround as jr
@@ -56,6 +53,7 @@ from .jitcastint import (
     int_params,
     int_word,
 )
+from .jitonestep import one_step_kind, one_step_loop
 from .policy import Flags, Overflow, Rounding, Tininess
 from .specialize import canonical_nan
 
@@ -68,7 +66,6 @@ SR = jr.SR
 GENERAL, FIXED, ZEROLESS = range(3)  # _one's kinds
 HALF, HALF_DAZ = 1, 2                # FP16 codes widened to FP32 in the loop (_from_half), without or with daz
 BF16_WORDS = 3                       # BF16 codes widened to FP32 in the loop (their daz is FP32's)
-HW, BF16_RNE = 1, 2                  # one_step's casts: the hardware's conversion, FP32 -> BF16's integer RNE
 _SOURCES = (FP64, FP32, BF16, FP16)
 _OVF, _INV = int(Flags.OVERFLOW | Flags.INEXACT), int(Flags.INVALID)
 
@@ -362,33 +359,6 @@ def random_words(rand: np.ndarray | None, word: type, sr_bits: int | None, rand_
     return r.view(f"u{r.dtype.itemsize}"), (c if rand_check is not None and c < b else 0)
 
 
-@intrinsic
-def _fptrunc(typingctx, b):
-    """The IEEE conversion's bits (RNE, gradual underflow, inf past the range): FP32 bits -> FP16 bits, FP64 bits
-    -> FP32 bits, widened to the source's word (one vector instruction: F16C's vcvtps2ph, cvtpd2ps)."""
-    if b in (types.uint32, types.uint64):
-        def codegen(c, bld, sig, args):
-            if b == types.uint32:
-                h = bld.fptrunc(bld.bitcast(args[0], ir.FloatType()), ir.HalfType())
-                return bld.zext(bld.bitcast(h, ir.IntType(16)), ir.IntType(32))
-            f = bld.fptrunc(bld.bitcast(args[0], ir.DoubleType()), ir.FloatType())
-            return bld.zext(bld.bitcast(f, ir.IntType(32)), ir.IntType(64))
-        return b(b), codegen
-    return None
-
-
-@intrinsic
-def _fptrunc_half(typingctx, b):
-    """FP64 bits -> the FP16 bits of IEEE's conversion (one rounding: RNE, gradual underflow, inf past the range),
-    widened to a uint64 word (AVX512-FP16's vcvtpd2ph where ``jr.cpu_has("avx512fp16")``)."""
-    if b == types.uint64:
-        def codegen(c, bld, sig, args):
-            h = bld.fptrunc(bld.bitcast(args[0], ir.DoubleType()), ir.HalfType())
-            return bld.zext(bld.bitcast(h, ir.IntType(16)), ir.IntType(64))
-        return b(b), codegen
-    return None
-
-
 @jit.njit(inline="always")
 def _from_half(c, proto, daz):
     """The FP32 bits of the FP16 code c (exact): the hardware's widening, but NaNs rebuilt from their bits (sign,
@@ -401,52 +371,6 @@ def _from_half(c, proto, daz):
     if daz:
         bits = jr.zero_or(jr.above(jr.k(h, 0x400), mag), bits, sign)
     return bits
-
-
-@jit.njit(inline="always")
-def one_step(u, P, how):
-    """The code of the FP32 (FP64: ``how`` HW) source word u where the cast is one step (``one_step_kind``): HW,
-    the hardware's conversion (FP32 -> FP16, FP64 -> FP32); BF16_RNE, FP32 -> BF16 by one integer rounding:
-    u + 0x7FFF + (bit 16 of u), shifted down by 16, is RNE at bit 16 (ties to the even code, a carry running
-    into the exponent field, up to the infinity's code past the range; subnormals alike, on the same grid as
-    FP32's). Every NaN then gives the canonical one (P.nanc), the engine's code without flags."""
-    if how == HW:
-        c = _fptrunc(u)
-    else:
-        c = jr.shr(jr.add(jr.add(u, jr.k(u, 0x7FFF)), jr.and_(jr.shr(u, jr.k(u, 16)), jr.k(u, 1))), jr.k(u, 16))
-    return jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), c, P.nanc)
-
-
-@cache
-def _one_step_loop(how: int):
-    """The loop of ``one_step`` (HW or BF16_RNE), in 512-bit vectors."""
-    @jit.njit
-    def loop(src, out, P):
-        jr.wide_vectors()
-        for i in range(src.size):
-            out[i] = one_step(src[i], P, how)
-    return loop
-
-
-@jit.njit
-def _native_half(src, out, P):
-    """FP64 -> FP16 under RNE and the IEEE policy (where the CPU converts it in one instruction), every NaN then
-    the canonical one."""
-    jr.wide_vectors()
-    for i in range(src.size):
-        u = src[i]
-        out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc_half(u), P.nanc)
-
-
-def one_step_kind(src: Format, dst: Format, pol) -> int:
-    """HW where the hardware's conversion is the cast (RNE with infinities past the range: FP32 -> FP16, FP64 ->
-    FP32, and FP64 -> FP16 where the CPU has the instruction: elsewhere it is a library call per element),
-    BF16_RNE for FP32 -> BF16 under the same policy (one integer rounding: ``one_step``), else 0. Without daz,
-    ftz or flags (the caller asks)."""
-    if pol.rounding is not Rounding.NEAREST_EVEN or pol.overflow is not Overflow.IEEE:
-        return 0
-    pairs = ((FP32, FP16), (FP64, FP32)) + (((FP64, FP16),) if jr.cpu_has("avx512fp16") else ())
-    return HW if (src, dst) in pairs else BF16_RNE if (src, dst) == (FP32, BF16) else 0
 
 
 @calls.counting
@@ -479,7 +403,7 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
     P = params(src, dst, pol)
     how = one_step_kind(src, dst, pol) if not want_flags and plain and not half else 0
     if how:
-        (_native_half if (src, dst) == (FP64, FP16) else _one_step_loop(how))(words, out, P)
+        one_step_loop(src, dst, how)(words, out, P)
         return out, None
     kind = _kind(src, dst)
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept

@@ -5,7 +5,7 @@ A kernel module (core/jit.py's contract: ``covers``, ``run``, ``calls``, the las
 jitcast.run. FP64's rounding steps on 64-bit words run on half the vector lanes of FP32's; instead each FP64 value x
 is first narrowed to FP32 by round to odd (``_odd32``: the hardware's RNE conversion, then, where that was inexact
 and gave an even code, the code one step toward x), and FP32's loop (jitcast._one, or under RNE to FP16 and BF16
-its one-step casts: jitcast.one_step) rounds that to the destination.
+its one-step casts: core/jitonestep.py) rounds that to the destination.
 Round to odd at precision q followed by a rounding to p <= q - 2 bits gives x's own rounding to p bits in every mode
 but stochastic rounding (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
 rounding to odd", IEEE TC 2008): the odd bit keeps "inexact" and the side of every tie below the p + 1-th bit. FP32
@@ -30,7 +30,8 @@ import numpy as np
 from . import jit, jitcast
 from . import jitround as jr
 from .formats import FP32, FP64, Format
-from .jitcast import _kind, _one, _route, one_step, one_step_kind, params
+from .jitcast import _kind, _one, _route, params
+from .jitonestep import one_step, one_step_kind
 from .policy import Rounding
 
 __all__ = ["covers", "takes", "run", "kernel", "calls"]
@@ -96,7 +97,7 @@ def _loop(src, out, P, mode, plain, kind, how):
         s, o = src[c0:c0 + _CHUNK], out[c0:c0 + _CHUNK]    # (slices: indices LLVM sees as in range, no gathers)
         for j in range(s.size):
             buf[j] = _odd32(s[j])
-        if how:   # FP32 -> dst is one step (jitcast.one_step: RNE to FP16 or BF16)
+        if how:   # FP32 -> dst is one step (jitonestep.one_step: RNE to FP16 or BF16)
             for j in range(s.size):
                 o[j] = one_step(buf[j], P, how)
         else:
@@ -108,7 +109,7 @@ def _loop(src, out, P, mode, plain, kind, how):
 @cache
 def kernel(mode: int, plain: bool, kind: int, how: int = 0):
     """The loop of one (mode, plain, kind: jitcast._one's, with FP32's Cast constants; how: FP32's rounding is
-    ``jitcast.one_step`` of that kind, 0 where it is not), compiled when first used."""
+    ``jitonestep.one_step`` of that kind, 0 where it is not), compiled when first used."""
     @jit.njit
     def run(src, out, P):
         jr.wide_vectors()
