@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import softfloatpy as sf
 
 import numoracle as no
 from numoracle.core.formats import format_of
 from numoracle.core.policy import Flags
 from numoracle.core.softfloat import canonical_nan
+from optional import reason
+
+sf = pytest.importorskip("softfloatpy", reason=reason("softfloatpy"))  # Berkeley SoftFloat's bindings (test extra)
 
 _SF_NAME = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "fp64": "f64",
             "int32": "i32", "int64": "i64", "uint32": "ui32", "uint64": "ui64"}

@@ -16,6 +16,7 @@ import numoracle as no
 from numoracle import orders as O
 from numoracle.cli import main
 from numoracle.plot.curves import BoundViolation, bound_curve_data, order_object, plot_bound
+from optional import requires
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -157,6 +158,7 @@ def test_importing_plot_does_not_import_matplotlib():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@requires("matplotlib")
 def test_cli_writes_png_and_csv(capsys, tmp_path):
     png, csv = tmp_path / "b.png", tmp_path / "b.csv"
     rc, out, err = run(capsys, "plot", "bound", "--dtype", "fp16", "--acc", "fp32,fp16", "--order",
@@ -172,6 +174,7 @@ def test_cli_writes_png_and_csv(capsys, tmp_path):
     assert row[3] == "16" and float(row[4]) == pytest.approx(b.coefficient_float, rel=5e-3)
 
 
+@requires("matplotlib")
 def test_figure_files_are_reproducible(tmp_path):
     d = bound_curve_data("dot", ["bf16"], ["sequential", "pairwise"], [16, 64], samples=2)
     for ext, magic in ((".png", PNG), (".svg", b"<?xml"), (".pdf", b"%PDF")):
