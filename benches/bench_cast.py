@@ -6,7 +6,8 @@ Run: python benches/bench_cast.py [--log2n 22] [--repeat 5] [--src fp32] [--dst 
 For each (source, destination, data mix, rounding mode, backend) it prints numoracle's time per element,
 the fastest native cast's (numpy astype, ml_dtypes astype, torch CPU ``.to`` on one thread; native casts
 round to nearest even only, so every mode is compared with that one time) and the ratio ours / native
-(lower is better; 1.0 = as fast; stochastic rounding reads ``--sr-bits`` random bits per element, held in
+(lower is better; 1.0 = as fast; for integer destinations also the ratio to the fastest native that rounds
+and clamps as numoracle does, ``same_work``; stochastic rounding reads ``--sr-bits`` random bits per element, held in
 ``--sr-dtype``, so it reads more memory than the natives' RNE). The times are the median of ``--repeat``
 runs, the runs of every candidate interleaved so that load on the machine hits all alike. Backends:
 ``numpy`` (no compiled kernel: ``jit.backend("numpy")``) and ``numba`` (``jit.backend("numba")``, where numba
@@ -110,6 +111,33 @@ def natives(src: str, dst: str) -> dict:
     return out
 
 
+def same_work(src: str, dst: str) -> dict:
+    """For integer destinations, native casts that do numoracle's work too: round to nearest even and clamp to the
+    range before the conversion (numpy ``rint`` + ``clip`` + ``astype``, torch ``round`` + ``clamp`` + ``.to``),
+    where the plain casts above truncate and wrap. NaN aside (their conversion of NaN is undefined, numoracle's maps
+    it by the policy), the same result as ``cast(x, dst)`` in RNE; timed beside the others for the second ratio."""
+    fmt = format_of(dst)
+    if not fmt.is_integer:
+        return {}
+    lo, hi = float(fmt.min_value), float(fmt.max_value)
+    dt = native_dtype(fmt)
+    out = {}
+    if src in ("fp32", "fp64", "fp16"):
+        out["numpy rint+clip"] = lambda x: np.clip(np.rint(x), lo, hi).astype(dt)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return out
+    td = getattr(torch, _TORCH[dst])
+    if src in ("fp32", "fp64"):
+        out["torch round+clamp"] = lambda x: torch.from_numpy(x).round().clamp_(lo, hi).to(td)
+    else:  # (in float32: INT32's bounds are no FP16 values)
+        tsrc = getattr(torch, _TORCH[src])
+        out["torch round+clamp"] = lambda x: torch.from_numpy(x.view(np.int16)).view(tsrc).float().round() \
+            .clamp_(lo, hi).to(td)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--log2n", type=int, default=22)
@@ -138,11 +166,12 @@ def main() -> None:
                 if mix == "subnormal" and fmt.is_integer or (mix == "nan" and src == "int"):
                     continue
                 x = as_source(values(mix, fmt, n, rng), src)
-                nat = natives(src, dst)
+                nat, same = natives(src, dst), same_work(src, dst)
                 runs, names = [], []
-                for name, f in nat.items():
-                    runs.append(lambda f=f, x=x: f(x))
-                    names.append(("native", name))
+                for kind, cands in (("native", nat), ("same", same)):
+                    for name, f in cands.items():
+                        runs.append(lambda f=f, x=x: f(x))
+                        names.append((kind, name))
                 for mode in args.modes.split(","):
                     kw = {"rounding": mode}
                     if mode == "sr":
@@ -159,11 +188,15 @@ def main() -> None:
                 nat_t = {nm[1]: t for nm, t in zip(names, times) if nm[0] == "native"}
                 best_lib = min(nat_t, key=nat_t.get) if nat_t else "-"
                 t_nat = nat_t.get(best_lib, float("nan"))
+                same_t = {nm[1]: t for nm, t in zip(names, times) if nm[0] == "same"}
+                best_same = min(same_t, key=same_t.get) if same_t else None
                 for (mode, b), t in zip(names, times):
-                    if mode == "native":
+                    if mode in ("native", "same"):
                         continue
+                    extra = "" if best_same is None else \
+                        f"   {t / same_t[best_same]:>5.2f} vs {best_same} ({same_t[best_same] / n * 1e9:.2f} ns)"
                     print(f"{src:<5} {dst:<13} {mix:<9} {mode:<4} {b:<6} {t / n * 1e9:>8.2f} {best_lib:<9} "
-                          f"{t_nat / n * 1e9:>7.2f} {t / t_nat:>6.2f}", flush=True)
+                          f"{t_nat / n * 1e9:>7.2f} {t / t_nat:>6.2f}{extra}", flush=True)
 
 
 if __name__ == "__main__":
