@@ -114,8 +114,10 @@ def natives(src: str, dst: str) -> dict:
 def same_work(src: str, dst: str) -> dict:
     """For integer destinations, native casts that do numoracle's work too: round to nearest even and clamp to the
     range before the conversion (numpy ``rint`` + ``clip`` + ``astype``, torch ``round`` + ``clamp`` + ``.to``),
-    where the plain casts above truncate and wrap. NaN aside (their conversion of NaN is undefined, numoracle's maps
-    it by the policy), the same result as ``cast(x, dst)`` in RNE; timed beside the others for the second ratio."""
+    where the plain casts above truncate and wrap. The same work as ``cast(x, dst)`` in RNE, and the same result but
+    for NaN (their conversion of NaN is undefined, numoracle's maps it by the policy) and INT32's top (its max
+    rounds to 2^31 as a float32 bound, which then converts out of range); timed beside the others for the second
+    ratio."""
     fmt = format_of(dst)
     if not fmt.is_integer:
         return {}

@@ -168,16 +168,17 @@ def test_float_route_where_max_is_not_a_float(src, dst):
     assert jitcast.float_ok(src, dst, pol, False) and same(codes, src, dst, pol)
 
 
-def test_fp64_to_fp16_rne_in_one_instruction(rng, monkeypatch):
+def test_fp64_to_fp16_rne_in_one_instruction(rng):
     """FP64 -> FP16 in RNE without flags: the hardware's one conversion (AVX512-FP16's vcvtpd2ph; NaNs then the
     canonical one) where the CPU has it, else the integer steps; both against the engine on boundary and random
     codes (``same`` checks the codes without flags, the route this takes)."""
-    taken = []
-    real = jitonestep._native_half
-    monkeypatch.setattr(jitonestep, "_native_half", lambda *a: taken.append(1) or real(*a))
-    codes = codes_of(FP64, FP16, rng, 20000)
-    assert same(codes, FP64, FP16, resolve_policy(FP16, "rne", None, None, False, False, None))
-    assert bool(taken) == jitcast.jr.cpu_has("avx512fp16")
+    pol = resolve_policy(FP16, "rne", None, None, False, False, None)
+    has = jitcast.jr.cpu_has("avx512fp16")
+    assert jitonestep.one_step_kind(FP64, FP16, pol) == (jitonestep.HW_HALF if has else 0)
+    before = jitonestep.one_step_loop.cache_info()
+    assert same(codes_of(FP64, FP16, rng, 20000), FP64, FP16, pol)
+    after = jitonestep.one_step_loop.cache_info()
+    assert after.hits + after.misses == before.hits + before.misses + has      # the one-instruction loop ran
 
 
 @pytest.mark.parametrize("dst", [BF16, FP16], ids=lambda f: f.name)
@@ -189,9 +190,9 @@ def test_fp32_one_step_casts_every_rounding_case(dst, rng):
     flags (the general steps). The tie, its neighbours and the top of a binade are where a wrong carry shows."""
     low = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, *rng.integers(0, 1 << 16, 4)], np.uint32)
     codes = ((np.arange(1 << 16, dtype=np.uint32)[:, None] << np.uint32(16)) | low[None, :]).ravel()
-    before = jitonestep._loop.cache_info()
+    before = jitonestep.one_step_loop.cache_info()
     assert same(codes, FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
-    after = jitonestep._loop.cache_info()
+    after = jitonestep.one_step_loop.cache_info()
     assert after.hits + after.misses == before.hits + before.misses + 1      # the one-step loop ran
     for pol in (resolve_policy(dst, "rne", "saturate", None, False, False, None),
                 resolve_policy(dst, "rne", None, None, True, False, None)):

@@ -403,7 +403,7 @@ def run(step, flat: np.ndarray, want_flags: bool, rand: np.ndarray | None = None
     P = params(src, dst, pol)
     how = one_step_kind(src, dst, pol) if not want_flags and plain and not half else 0
     if how:
-        one_step_loop(src, dst, how)(words, out, P)
+        one_step_loop(how)(words, out, P)
         return out, None
     kind = _kind(src, dst)
     if kind == ZEROLESS and dst.man_bits == 0:  # the kept significand is always 1, odd: ties go up, odd is kept

@@ -2,8 +2,8 @@
 
 Part of core/jitcast.py's kernel (its ``run`` asks ``one_step_kind`` first; core/jitcastodd.py ends its FP64 route
 through FP32 words here): RNE under the IEEE policy, without daz, ftz or flags, where the cast is
-- the CPU's conversion (HW): FP32 -> FP16 (F16C's vcvtps2ph), FP64 -> FP32 (cvtpd2ps), FP64 -> FP16 where the CPU
-  has AVX512-FP16 (vcvtpd2ph; elsewhere LLVM makes it a library call per element);
+- the CPU's conversion: FP32 -> FP16 (HW: F16C's vcvtps2ph), FP64 -> FP32 (HW: cvtpd2ps), FP64 -> FP16 where the
+  CPU has AVX512-FP16 (HW_HALF: vcvtpd2ph; elsewhere LLVM makes it a library call per element);
 - one integer rounding (BF16_RNE): FP32 -> BF16, the top half of the word rounded at bit 16 (``one_step``).
 Every NaN then gives the destination's canonical NaN (the engine's code, Cast.nanc). tests/core/test_jitcast.py
 (every FP32 code whose low half is a rounding case) and tests/core/test_jitcast_odd.py hold them to the engine.
@@ -22,9 +22,9 @@ from . import jitround as jr
 from .formats import BF16, FP16, FP32, FP64, Format
 from .policy import Overflow, Rounding
 
-__all__ = ["HW", "BF16_RNE", "one_step", "one_step_kind", "one_step_loop"]
+__all__ = ["HW", "HW_HALF", "BF16_RNE", "one_step", "one_step_kind", "one_step_loop"]
 
-HW, BF16_RNE = 1, 2      # one_step's casts: the hardware's conversion, FP32 -> BF16's integer RNE
+HW, HW_HALF, BF16_RNE = 1, 2, 3   # one_step's casts: the hardware's conversions, FP32 -> BF16's integer RNE
 
 
 @intrinsic
@@ -56,20 +56,24 @@ def _fptrunc_half(typingctx, b):
 
 @jit.njit(inline="always")
 def one_step(u, P, how):
-    """The code of the FP32 (FP64: ``how`` HW) source word u where the cast is one step (``one_step_kind``): HW,
-    the hardware's conversion (FP32 -> FP16, FP64 -> FP32); BF16_RNE, FP32 -> BF16 by one integer rounding:
-    u + 0x7FFF + (bit 16 of u), shifted down by 16, is RNE at bit 16 (ties to the even code, a carry running
-    into the exponent field, up to the infinity's code past the range; subnormals alike, on the same grid as
-    FP32's). Every NaN then gives the canonical one (P.nanc), the engine's code without flags."""
+    """The code of the source word u where the cast is one step (``one_step_kind``): HW, the hardware's conversion
+    (FP32 -> FP16, FP64 -> FP32); HW_HALF, FP64 -> FP16 in one instruction; BF16_RNE, FP32 -> BF16 by one integer
+    rounding: u + 0x7FFF + (bit 16 of u), shifted down by 16, is RNE at bit 16 (ties to the even code, a carry
+    running into the exponent field, up to the infinity's code past the range; subnormals alike, on the same grid
+    as FP32's). Every NaN then gives the canonical one (P.nanc), the engine's code without flags."""
     if how == HW:
         c = _fptrunc(u)
+    elif how == HW_HALF:
+        c = _fptrunc_half(u)
     else:
         c = jr.shr(jr.add(jr.add(u, jr.k(u, 0x7FFF)), jr.and_(jr.shr(u, jr.k(u, 16)), jr.k(u, 1))), jr.k(u, 16))
     return jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), c, P.nanc)
 
 
 @cache
-def _loop(how: int):
+def one_step_loop(how: int):
+    """The loop of ``one_step`` of kind ``how`` (``one_step_kind``), in 512-bit vectors: ``loop(source words, out,
+    P)`` with P jitcast's Cast constants of the pair."""
     @jit.njit
     def loop(src, out, P):
         jr.wide_vectors()
@@ -78,28 +82,15 @@ def _loop(how: int):
     return loop
 
 
-def one_step_loop(src: Format, dst: Format, how: int):
-    """The loop of ``one_step`` of kind ``how`` (HW or BF16_RNE, ``one_step_kind``) from src to dst, in 512-bit
-    vectors: ``loop(source words, out, P)`` with P jitcast's Cast constants of the pair."""
-    return _native_half if (src, dst) == (FP64, FP16) else _loop(how)
-
-
-@jit.njit
-def _native_half(src, out, P):  # (one_step_loop's for FP64 -> FP16)
-    """FP64 -> FP16 under RNE and the IEEE policy (where the CPU converts it in one instruction), every NaN then
-    the canonical one."""
-    jr.wide_vectors()
-    for i in range(src.size):
-        u = src[i]
-        out[i] = jr.zero_or(jr.above(jr.and_(u, P.magmask), P.inf), _fptrunc_half(u), P.nanc)
-
-
 def one_step_kind(src: Format, dst: Format, pol) -> int:
     """HW where the hardware's conversion is the cast (RNE with infinities past the range: FP32 -> FP16, FP64 ->
-    FP32, and FP64 -> FP16 where the CPU has the instruction: elsewhere it is a library call per element),
-    BF16_RNE for FP32 -> BF16 under the same policy (one integer rounding: ``one_step``), else 0. Without daz,
-    ftz or flags (the caller asks)."""
+    FP32), HW_HALF for FP64 -> FP16 where the CPU has that instruction (elsewhere LLVM makes it a library call per
+    element), BF16_RNE for FP32 -> BF16 under the same policy (one integer rounding: ``one_step``), else 0. Without
+    daz, ftz or flags (the caller asks)."""
     if pol.rounding is not Rounding.NEAREST_EVEN or pol.overflow is not Overflow.IEEE:
         return 0
-    pairs = ((FP32, FP16), (FP64, FP32)) + (((FP64, FP16),) if jr.cpu_has("avx512fp16") else ())
-    return HW if (src, dst) in pairs else BF16_RNE if (src, dst) == (FP32, BF16) else 0
+    if (src, dst) in ((FP32, FP16), (FP64, FP32)):
+        return HW
+    if (src, dst) == (FP64, FP16) and jr.cpu_has("avx512fp16"):
+        return HW_HALF
+    return BF16_RNE if (src, dst) == (FP32, BF16) else 0

@@ -1,4 +1,4 @@
-"""The CPU condition of a recorded deviation (conformance/versions.py: cpu_flags, cpu_matches)."""
+"""conformance/versions.py: the CPU condition of a recorded deviation (cpu_flags, cpu_matches)."""
 
 from __future__ import annotations
 
