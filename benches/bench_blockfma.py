@@ -1,4 +1,4 @@
-"""Tensor-core block FMA in simulate(): the compiled kernel (models/jitblock.py) vs the numpy path vs BLAS.
+"""Tensor-core block FMA in simulate(): the compiled kernel (models/kernels/block.py) vs the numpy path vs BLAS.
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benches/bench_blockfma.py
      [--m 256 --n 256 --k 4096] [--repeat 3] [--all]
@@ -23,7 +23,7 @@ from timing import median_times, shape_parser
 import numoracle as no
 from numoracle import orders
 from numoracle.core import jit
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 
 def numpy_path(*args, **kw):
@@ -35,7 +35,7 @@ def as_inputs(x: np.ndarray, dt) -> np.ndarray:
     """x in dt; "tf32": FP32 values rounded to TF32 (nearest even, as cuBLAS rounds its FP32 operands), held in
     float32 (what the tensor cores multiply; simulate reads their 11 significant bits and takes float32 terms)."""
     if dt == "tf32":
-        return no.as_native(no.cast(x.astype(np.float32), "tf32"), "tf32")
+        return no.formats.as_native(no.cast(x.astype(np.float32), "tf32"), "tf32")
     return x.astype(dt)
 
 

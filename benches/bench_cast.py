@@ -32,8 +32,8 @@ from timing import median_times
 
 import numoracle as no
 from numoracle.core import jit
-from numoracle.core.formats import format_of
-from numoracle.core.interop import native_dtype
+from numoracle.core.formats.format import format_of
+from numoracle.core.formats.interop import native_dtype
 
 MODES = ("rne", "rna", "rtz", "ru", "rd", "rto", "sr")
 MIXES = ("normal", "subnormal", "overflow", "nan", "mixed")

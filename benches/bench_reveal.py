@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from numoracle.reveal import reveal_order
+from numoracle import reveal_order
 
 
 def fprev_basic(fn, n: int) -> tuple[int, float, int]:

@@ -27,7 +27,7 @@ from timing import best_time, median_times, shape_parser
 
 from numoracle import orders
 from numoracle.core import jit
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 
 def blas_one_thread(m: int, n: int, k: int) -> float:

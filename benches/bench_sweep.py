@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from numoracle.conformance.sweeper import Converter, sweep
-from numoracle.core.convert import cast_codes
-from numoracle.core.formats import FP32, format_of
-from numoracle.core.policy import resolve_policy
+from numoracle.core.engine.convert import cast_codes
+from numoracle.core.formats.format import FP32, format_of
+from numoracle.core.formats.policy import resolve_policy
 
 TARGETS = [("ml_dtypes", "bf16"), ("ml_dtypes", "fp8_e4m3fn"), ("ml_dtypes", "fp8_e5m2"), ("torch", "bf16"),
            ("torch", "fp16"), ("torch", "fp8_e4m3fn"), ("torch", "fp8_e5m2")]

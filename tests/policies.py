@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numoracle import registry
+from numoracle.formats import registry
 
 SMALL = [f for f in registry() if f.bits <= 16]
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]

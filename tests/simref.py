@@ -1,6 +1,6 @@
 """Slow step-by-step Fraction emulation of the accumulation orders (the reference of test_simulate.py).
 
-Independent of numoracle.models.simulation / accumulate / orders' schedules: every value is an exact
+Independent of numoracle.models.engine.simulation / accumulate / orders' schedules: every value is an exact
 ``exact.Value`` (Fraction, or a Special for -0, +-inf, NaN), every step is the exact sum rounded by
 ``exact.round_value``, and the association of each order is written out as plain recursion from
 its documented definition (orders are read only for their parameters).
@@ -14,8 +14,8 @@ import numpy as np
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.core.formats import Format
-from numoracle.core.twins import exact
+from numoracle.core import scalar as exact
+from numoracle.core.formats.format import Format
 
 # ======================================================================================================
 # Reference: exact values and one rounded step at a time
@@ -200,7 +200,7 @@ def ref_bfma_chain(prods, o: O.BlockFMA, acc):
 
 def terms_of(op, inputs):
     """Per output (flattened): a list of (a, b, fmt_a, fmt_b) exact pairs."""
-    fmts = [no.format_of(x.dtype) for x in inputs]
+    fmts = [no.formats.format_of(x.dtype) for x in inputs]
     vals = [np.vectorize(val, otypes=[object])(np.asarray(x, np.float64)) for x in inputs]
     if op == "sum":
         x = vals[0].reshape(-1, vals[0].shape[-1])

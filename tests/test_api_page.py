@@ -1,65 +1,90 @@
-"""The public API in one page (docs/api/index.md: each name, one line) and a reference page per subpackage that
-documents only the public names (no internal helper in the reference site).
+"""The public API in one page (docs/api/index.md: each name once, one line) and a reference page per namespace
+that documents only its public names (no internal helper in the reference site).
 
-The pages are generated from ``numoracle.__all__`` and the public modules (orders, strategies, golden); when the API
-changes, regenerate them with ``python tests/test_api_page.py --write`` and add a new page to mkdocs.yml's nav.
+The pages are generated from the one table of each namespace (``numoracle.API`` for the top level, and the ``API``
+of each of ``numoracle.NAMESPACES``); when the API changes, regenerate them with
+``python tests/test_api_page.py --write`` and add a new page to mkdocs.yml's nav.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "docs" / "api"
-PUBLIC_MODULES = ("orders", "strategies", "golden")
 TITLES = {
-    "core": "Formats, policies and conversions", "chains": "Cast chains", "exact": "Exact references",
-    "models": "Accumulation models and orders", "bounds": "Error bounds", "identify": "Identifying a kernel's order",
-    "reveal": "Revealing a kernel's order by probing", "quant": "Quantization", "conformance": "Conformance sweeps",
-    "testing": "Checks, goldens and strategies for test suites",
-    "orders": "Preset tables (numoracle.orders)", "golden": "Golden-file constants (numoracle.golden)",
+    "numoracle": "The top level: verbs, value types, errors", "formats": "Formats and policies",
+    "orders": "Accumulation orders", "chains": "Cast chains", "bounds": "Error bounds",
+    "identify": "Identifying a kernel's order", "reveal": "Revealing a kernel's order by probing",
+    "quant": "Quantization", "testing": "Checks' reports, run comparisons and goldens",
+    "conformance": "Conformance sweeps", "strategies": "Hypothesis strategies",
 }
 
 
-def _public() -> list[tuple[str, str, object]]:
-    """(public name as a user writes it, qualified path of its definition, the object) for the whole API."""
+def namespaces() -> list[tuple[str, object]]:
+    """(page name, module) of the top level and every namespace; strategies needs hypothesis."""
     import numoracle
 
-    numoracle._load()
-    out = []
-    for name in numoracle.__all__:
-        where = numoracle._WHERE[name]
-        out.append((f"numoracle.{name}", f"numoracle{where}.{name}", getattr(numoracle, name)))
-    for mod_name in PUBLIC_MODULES:
+    out = [("numoracle", numoracle)]
+    for ns in numoracle.NAMESPACES:
         try:
-            mod = __import__(f"numoracle.{mod_name}", fromlist=["__all__"])
-        except ImportError:   # strategies needs hypothesis
+            mod = importlib.import_module(f"numoracle.{ns}")
+            [getattr(mod, n) for n in mod.__all__]
+        except ImportError:
             continue
-        for name in mod.__all__:
-            obj = getattr(mod, name)
-            defined = getattr(obj, "__module__", None) or mod.__name__
-            if not defined.startswith("numoracle"):
-                defined = mod.__name__
-            out.append((f"numoracle.{mod_name}.{name}", f"{defined}.{name}", obj))
+        out.append((ns, mod))
     return out
+
+
+def _public() -> list[tuple[str, str, object]]:
+    """(public name as a user writes it, the page it is on, the object) for the whole API."""
+    out = []
+    for page, mod in namespaces():
+        prefix = "numoracle" if page == "numoracle" else f"numoracle.{page}"
+        for name in mod.API:
+            out.append((f"{prefix}.{name}", page, getattr(mod, name)))
+    return out
+
+
+def _qualified(pub: str, obj: object) -> str:
+    """Where mkdocstrings finds the object's documentation: its defining module."""
+    module = getattr(obj, "__module__", None)
+    name = pub.rpartition(".")[2]
+    return f"{module}.{name}" if module and module.startswith("numoracle") else pub
+
+
+def test_no_name_is_exported_from_two_places():
+    seen: dict[int, str] = {}
+    twice = []
+    for pub, _, obj in _public():
+        if isinstance(obj, (int, float, str, tuple, dict, frozenset)) and not callable(obj):
+            continue   # plain data: equal values may be distinct constants
+        if id(obj) in seen:
+            twice.append(f"{pub} and {seen[id(obj)]}")
+        seen[id(obj)] = pub
+    assert not twice, "one object, two public names: " + "; ".join(twice)
+
+
+def test_the_top_level_is_small():
+    import numoracle
+
+    assert len(numoracle.__all__) <= 40, numoracle.__all__
+    assert list(numoracle.__all__) == list(numoracle.API)
 
 
 # Data constants carry no docstring of their own: their one line lives here (a new one fails the docstring test).
 DATA_LINES = {
+    "numoracle.conformance.KNOWN_DEVIATIONS": "every recorded deviation of numpy, ml_dtypes, torch and jax casts, each "
+                                              "with its witness and the versions it holds for",
+    "numoracle.reveal.KINDS": "the kinds of random inputs reveal_order's verification draws",
     "numoracle.orders.PRESETS": "the \"system/inputs\" names orders.preset() knows",
     "numoracle.orders.GPU_PRESETS": "the GPU preset table: one GpuPreset (block, kept bits, truncation, source) per "
                                     "GPU and input format",
     "numoracle.orders.GPU_ALIASES": "GPUs whose tensor cores are another's (h200, h800 -> h100)",
-    "numoracle.golden.GOLDEN_SUFFIX": "the file name ending of golden files",
-    "numoracle.golden.MAGIC": "the first bytes of a golden file",
-    "numoracle.golden.VERSION": "the golden-file format version this numoracle writes",
 }
-
-
-def _page(qualified: str) -> str:
-    return qualified.split(".")[1]
 
 
 def _line(obj: object) -> str:
@@ -80,30 +105,29 @@ def _line(obj: object) -> str:
 
 
 def render() -> dict[str, str]:
-    """{file name: text} of docs/api: index.md and one page per subpackage with public names."""
-    entries = _public()
-    pages: dict[str, list[tuple[str, str, object]]] = {}
-    for e in entries:
-        pages.setdefault(_page(e[1]), []).append(e)
-    order = [p for p in TITLES if p in pages] + sorted(p for p in pages if p not in TITLES)
+    """{file name: text} of docs/api: index.md and one page per namespace."""
+    pages: dict[str, list[tuple[str, object]]] = {}
+    for pub, page, obj in _public():
+        pages.setdefault(page, []).append((pub, obj))
     index = ["# API reference", "",
-             "The public API: every name `numoracle` exports (`import numoracle as no; no.cast(...)`) and the public",
-             "modules `numoracle.orders`, `numoracle.strategies` and `numoracle.golden`, one line each. Anything",
-             "else is internal and may change. The linked pages document each name from its docstring.", ""]
+             "The public API: the top level (`import numoracle as no; no.cast(...)`) and its namespaces",
+             "(`numoracle.formats`, `numoracle.orders`, ...), each name once, one line each. Anything else is",
+             "internal and may change. The linked pages document each name from its docstring.", ""]
     files = {}
-    for p in order:
+    for p, entries in pages.items():
         title = TITLES.get(p, p)
         index += [f"## [{title}]({p}.md)", "", "| name | what it is |", "|---|---|"]
-        index += [f"| `{pub}` | {DATA_LINES.get(pub) or _line(obj)} |" for pub, _, obj in pages[p]]
+        index += [f"| `{pub}` | {DATA_LINES.get(pub) or _line(obj)} |" for pub, obj in entries]
         index.append("")
-        body = [f"# {title}", "", f"The public names defined in `numoracle.{p}` ([all names](index.md)).", ""]
-        data = [(pub, obj) for pub, _, obj in pages[p] if not (inspect.isclass(obj) or inspect.isroutine(obj))]
+        where = "numoracle" if p == "numoracle" else f"numoracle.{p}"
+        body = [f"# {title}", "", f"The public names of `{where}` ([all names](index.md)).", ""]
+        data = [(pub, obj) for pub, obj in entries if not (inspect.isclass(obj) or inspect.isroutine(obj))]
         if data:   # constants (formats, tables) are made at import: listed here, not collected from the source
             body += ["| constant | what it is |", "|---|---|"]
             body += [f"| `{pub}` | {DATA_LINES.get(pub) or _line(obj)} |" for pub, obj in data] + [""]
-        for _, qual, obj in pages[p]:
+        for pub, obj in entries:
             if inspect.isclass(obj) or inspect.isroutine(obj):
-                body += [f"::: {qual}", "    options:", "      show_root_full_path: false", ""]
+                body += [f"::: {_qualified(pub, obj)}", "    options:", "      show_root_full_path: false", ""]
         files[f"{p}.md"] = "\n".join(body)
     files["index.md"] = "\n".join(index)
     return files

@@ -148,7 +148,8 @@ def test_readme_has_exactly_two_setup_commands():
     assert install_run == "pip install . && numoracle chain int32 fp32 fp16"
     assert install_test == 'pip install -e ".[test]" && python -m pytest'  # the checkout's src/ is tested
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "pytest -m exhaustive" in readme and "## Benchmarks" in readme
+    assert "pytest -m exhaustive" in readme and "docs/performance.md" in readme
+    assert len(readme.splitlines()) <= 150, "README.md is for a first read: details go to docs/"
 
 
 def test_readme_main_job_runs(capsys):

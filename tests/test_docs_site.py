@@ -28,7 +28,7 @@ def test_mkdocs_build_strict(tmp_path):
     for page in ("index.html", "walkthrough/index.html", "testing/index.html", "cli/index.html"):
         assert (site / page).exists(), page
     core = (site / "api" / "core" / "index.html").read_text(encoding="utf-8")
-    assert 'id="numoracle.core.convert.cast"' in core  # the API reference comes from the docstrings
+    assert 'id="numoracle.core.engine.convert.cast"' in core  # the API reference comes from the docstrings
     testing = (site / "api" / "testing" / "index.html").read_text(encoding="utf-8")
     assert 'id="numoracle.testing.checks.assert_matmul_close"' in testing
 

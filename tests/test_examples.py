@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import (
+from numoracle import Format, cast, decode, encode
+from numoracle.core.formats.interop import native_dtype
+from numoracle.formats import (
     BF16,
     E8M0FNU,
     FP4_E2M1FN,
@@ -31,14 +33,9 @@ from numoracle import (
     INT8,
     INT32,
     TF32,
-    Format,
     as_native,
-    cast,
-    decode,
-    encode,
     format_of,
 )
-from numoracle.core.interop import native_dtype
 
 F = Fraction
 
@@ -199,7 +196,7 @@ THEORY = {
     FP4_E2M1FN: (1, 2, 0, F(6), F(1), F(1, 2)),
     E8M0FNU: (127, 127, -127, F(2**127), F(1, 2**127), F(1, 2**127)),  # no subnormals: the least value
     # unsigned, finite, one NaN (0xFF): the top exponent 16 holds 1.000..1.110, so max = 1.75 * 2^16
-    no.format_of("fp8_e5m3fnu"): (15, 16, -14, F(114688), F(1, 2**14), F(1, 2**17)),
+    no.formats.format_of("fp8_e5m3fnu"): (15, 16, -14, F(114688), F(1, 2**14), F(1, 2**17)),
 }
 
 
@@ -211,7 +208,7 @@ def test_constants_match_theory_table(fmt):
 
 
 def test_every_registry_float_is_in_the_theory_table_or_checked_by_ml_dtypes():
-    floats = [f for f in no.registry() if not f.is_integer]
+    floats = [f for f in no.formats.registry() if not f.is_integer]
     assert set(floats) - set(THEORY) == {FP8_E4M3B11FNUZ}
     assert (FP8_E4M3B11FNUZ.max_finite, FP8_E4M3B11FNUZ.min_subnormal) == (30, F(1, 2**13))
     assert INT8.max_value == 127 and INT8.min_value == -128

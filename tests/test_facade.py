@@ -13,7 +13,7 @@ import numoracle as no
 def test_import_numoracle_loads_nothing_until_used():
     code = ("import sys, numoracle; "
             "assert 'numpy' not in sys.modules and 'numoracle.core' not in sys.modules, sorted(sys.modules); "
-            "numoracle.cast; assert 'numoracle.core.convert' in sys.modules; "
+            "numoracle.cast; assert 'numoracle.core.engine.convert' in sys.modules; "
             "assert not {'torch', 'hypothesis', 'matplotlib', 'tqdm'} & set(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 

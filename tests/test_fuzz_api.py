@@ -59,8 +59,8 @@ N16 = np.ones((3, 2), np.float16)
 
 def _baselines(tmp):
     """name -> (function, kwargs of a valid call, names of the arguments to corrupt)."""
-    g = no.write_golden(tmp / "base.golden", X16)
-    gold = no.read_golden(g)
+    g = no.testing.write_golden(tmp / "base.golden", X16)
+    gold = no.testing.read_golden(g)
     q = no.quantize(np.linspace(-1, 1, 32, dtype=np.float32), "fp8_e4m3fn", granularity=("block", 32))
     sums = np.asarray(no.exact_sum(M16, axis=-1), np.float16)
     dots = np.asarray(no.exact_dot(X16, X16), np.float16)
@@ -71,12 +71,12 @@ def _baselines(tmp):
                                flags=False)),
         "decode": (no.decode, dict(codes=np.array([0x3C00], np.uint16), fmt="fp16")),
         "encode": (no.encode, dict(values=[1.0, 0.5], fmt="fp16")),
-        "as_native": (no.as_native, dict(codes=np.array([0x3C00], np.uint16), fmt="fp16")),
+        "as_native": (no.formats.as_native, dict(codes=np.array([0x3C00], np.uint16), fmt="fp16")),
         "explain": (no.explain, dict(value=np.float32(1.5), dst="fp8_e4m3fn", rounding="rne", ftz=False)),
         "classify_cast_chain": (lambda src, mid, dst, rounding, ftz: no.classify_cast_chain(
             src, mid, dst, rounding=rounding, ftz=ftz), dict(src="fp16", mid="fp8_e5m2", dst="fp8_e4m3fn",
                                                                 rounding="rne", ftz=False)),
-        "find_equivalent_chains": (no.find_equivalent_chains, dict(src="fp16", dst="fp8_e4m3fn",
+        "find_equivalent_chains": (no.chains.find_equivalent_chains, dict(src="fp16", dst="fp8_e4m3fn",
                                                                    hops=[("fp16", "fp8_e4m3fn")], max_len=2)),
         "expected_error_bound": (no.expected_error_bound, dict(op="dot", dtype="bf16", K=64, acc="fp32",
                                                                kind="worst", confidence=0.999, order=None)),
@@ -93,28 +93,28 @@ def _baselines(tmp):
         "assert_sum_close": (no.assert_sum_close, dict(actual=sums, x=M16)),
         "compare_runs": (lambda run_a, run_b, op, x: no.compare_runs(run_a, run_b, op, x),
                          dict(run_a=sums, run_b=sums, op="sum", x=M16)),
-        "poison_like": (no.poison_like, dict(array=X16, pattern=0x7E01)),
+        "poison_like": (no.testing.poison_like, dict(array=X16, pattern=0x7E01)),
         "quantize": (no.quantize, dict(x=qx, fmt="fp8_e4m3fn", granularity=("block", 32), rounding="rne",
                                        scale_rule="absmax", compute="fp32")),
         "dequantize": (no.dequantize, dict(q=q, out=None)),
-        "quantization_error_bound": (no.quantization_error_bound, dict(q=q, x=qx)),
-        "sqnr": (no.sqnr, dict(x=qx, y=qx + 1e-3)),
-        "cosine": (no.cosine, dict(x=qx, y=qx + 1e-3)),
-        "sqnr_bound": (no.sqnr_bound, dict(x=qx, bound=np.full(32, 1e-3))),
-        "cosine_bound": (no.cosine_bound, dict(x=qx, bound=np.full(32, 1e-3))),
-        "quantized_matmul_bound": (no.quantized_matmul_bound, dict(A=np.ones((2, 32), np.float32),
+        "quantization_error_bound": (no.quant.quantization_error_bound, dict(q=q, x=qx)),
+        "sqnr": (no.quant.sqnr, dict(x=qx, y=qx + 1e-3)),
+        "cosine": (no.quant.cosine, dict(x=qx, y=qx + 1e-3)),
+        "sqnr_bound": (no.quant.sqnr_bound, dict(x=qx, bound=np.full(32, 1e-3))),
+        "cosine_bound": (no.quant.cosine_bound, dict(x=qx, bound=np.full(32, 1e-3))),
+        "quantized_matmul_bound": (no.quant.quantized_matmul_bound, dict(A=np.ones((2, 32), np.float32),
                                                                    B=np.ones((32, 2), np.float32))),
         "check_quantized_close": (no.check_quantized_close, dict(actual=q, x=qx, allow_outliers=0, fmt="fp8_e4m3fn",
                                                                  granularity=("block", 32))),
-        "boundary_values": (no.boundary_values, dict(src="fp16", dst="fp8_e4m3fn", rounding="rne")),
-        "sweep": (no.sweep, dict(fn="ml_dtypes", src="fp8_e5m2", dst="fp8_e4m3fn", inputs=64, seed=0,
+        "boundary_values": (no.conformance.boundary_values, dict(src="fp16", dst="fp8_e4m3fn", rounding="rne")),
+        "sweep": (no.conformance.sweep, dict(fn="ml_dtypes", src="fp8_e5m2", dst="fp8_e4m3fn", inputs=64, seed=0,
                                  witnesses=4, progress=False, chunk=1 << 16)),
-        "write_golden": (no.write_golden, dict(path=tmp / "w.golden", array=X16, meta={"k": 1})),
-        "read_golden": (no.read_golden, dict(path=g, expect_shape=(4,))),
-        "compare_golden": (no.compare_golden, dict(golden=gold, array=X16, max_ulps=0, show=10)),
-        "assert_golden": (no.assert_golden, dict(path=g, array=X16, max_ulps=0)),
-        "format_of": (no.format_of, dict(x="fp16")),
-        "register": (no.register, dict(fmt=no.Format.ieee_like(4, 2, name="fuzz_e4m2"), replace=True)),
+        "write_golden": (no.testing.write_golden, dict(path=tmp / "w.golden", array=X16, meta={"k": 1})),
+        "read_golden": (no.testing.read_golden, dict(path=g, expect_shape=(4,))),
+        "compare_golden": (no.testing.compare_golden, dict(golden=gold, array=X16, max_ulps=0, show=10)),
+        "assert_golden": (no.testing.assert_golden, dict(path=g, array=X16, max_ulps=0)),
+        "format_of": (no.formats.format_of, dict(x="fp16")),
+        "register": (no.formats.register, dict(fmt=no.Format.ieee_like(4, 2, name="fuzz_e4m2"), replace=True)),
         "Format": (no.Format, dict(name="fz", exp_bits=4, man_bits=3, bias=7, signed=True, nan="ieee")),
         "Format.ieee_like": (no.Format.ieee_like, dict(exp_bits=5, man_bits=2)),
         "identify_order": (lambda actual, op, x, candidates: no.identify_order(actual, op, x, candidates=candidates),
@@ -126,33 +126,35 @@ def _baselines(tmp):
 
 def _new_baselines(qx):
     """The reveal, separation, codebook, int4, GGUF, dequantise-then-matmul and P3109 functions."""
-    from numoracle.quant.codebook import Codebook
+    from numoracle.quant.schemes.codebook import Codebook
 
     W = np.linspace(-1, 1, 64, dtype=np.float32).reshape(16, 4)
-    cq = no.quantize_codebook(qx, "nf4", block=16)
-    iw = no.quantize_int4(W, group=8)
-    dm = no.dequant_matmul(np.ones((2, 16), np.float16), iw, W=W)
+    cq = no.quant.quantize_codebook(qx, "nf4", block=16)
+    iw = no.quant.quantize_int4(W, group=8)
+    dm = no.quant.dequant_matmul(np.ones((2, 16), np.float16), iw, W=W)
     return {
         "reveal_order": (no.reveal_order, dict(fn=np.sum, op="sum", n=8, dtype="fp32", max_calls=20000,
                                                max_seconds=5.0, verify=True, kinds=("normal",), draws=1, seed=0)),
-        "separating_inputs": (no.separating_inputs, dict(orders=[no.orders.Sequential(), no.orders.Pairwise()],
+        "separating_inputs": (no.identify.separating_inputs, dict(orders=[no.orders.Sequential(), no.orders.Pairwise()],
                                                          op="sum", shape=(2, 16), dtype="fp16", acc="fp32", out=None,
                                                          seed=0, pools=1, pool_rows=8)),
-        "codebook_of": (no.codebook_of, dict(x="nf4")),
-        "register_codebook": (no.register_codebook, dict(cb=Codebook("fuzz_cb", (-1.0, -0.5, 0.5, 1.0)),
+        "codebook_of": (no.quant.codebook_of, dict(x="nf4")),
+        "register_codebook": (no.quant.register_codebook, dict(cb=Codebook("fuzz_cb", (-1.0, -0.5, 0.5, 1.0)),
                                                          replace=True)),
-        "quantize_codebook": (no.quantize_codebook, dict(x=qx, codebook="nf4", block=16)),
-        "dequantize_codebook": (no.dequantize_codebook, dict(codes=cq.codes, absmax=cq.absmax, codebook="nf4",
+        "quantize_codebook": (no.quant.quantize_codebook, dict(x=qx, codebook="nf4", block=16)),
+        "dequantize_codebook": (no.quant.dequantize_codebook, dict(codes=cq.codes, absmax=cq.absmax, codebook="nf4",
                                                              block=16, out="fp32")),
-        "quantize_int4": (no.quantize_int4, dict(W=W, group=8, convention="gptq", scale_fmt="fp16")),
-        "dequantize_int4": (no.dequantize_int4, dict(codes=iw.codes, scales=iw.scales, zeros=iw.zeros, group=8,
+        "quantize_int4": (no.quant.quantize_int4, dict(W=W, group=8, convention="gptq", scale_fmt="fp16")),
+        "dequantize_int4": (no.quant.dequantize_int4, dict(codes=iw.codes, scales=iw.scales, zeros=iw.zeros, group=8,
                                                      convention="gptq", out="fp16")),
-        "gguf_quantize": (no.gguf_quantize, dict(x=qx, qtype="Q8_0")),
-        "gguf_dequantize": (no.gguf_dequantize, dict(data=no.gguf_quantize(qx, "Q8_0"), qtype="Q8_0", shape=(32,))),
-        "dequant_matmul": (no.dequant_matmul, dict(x=np.ones((2, 16), np.float16), w=iw, acc="fp32", order=None,
+        "gguf_quantize": (no.quant.gguf_quantize, dict(x=qx, qtype="Q8_0")),
+        "gguf_dequantize": (no.quant.gguf_dequantize, dict(data=no.quant.gguf_quantize(qx, "Q8_0"), qtype="Q8_0",
+                                                           shape=(32,))),
+        "dequant_matmul": (no.quant.dequant_matmul, dict(x=np.ones((2, 16), np.float16), w=iw, acc="fp32", order=None,
                                                    out="fp16", W=W)),
-        "dequant_matmul_check": (no.dequant_matmul_check, dict(actual=dm.reference, dm=dm, against="dequantized")),
-        "p3109_format": (no.p3109_format, dict(precision=3, signed=True, domain="extended")),
+        "dequant_matmul_check": (no.quant.dequant_matmul_check, dict(actual=dm.reference, dm=dm,
+                                                                     against="dequantized")),
+        "p3109_format": (no.formats.p3109_format, dict(precision=3, signed=True, domain="extended")),
     }
 
 

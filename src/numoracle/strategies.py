@@ -1,4 +1,9 @@
-"""Hypothesis strategies over formats (public path ``numoracle.strategies``; needs hypothesis)."""
+"""Hypothesis strategies over formats (``numoracle.strategies``; needs hypothesis): codes, values, ties,
+near-overflow values and subnormals of any numoracle format."""
 
-from .testing.strategies import *  # noqa: F401,F403
-from .testing.strategies import __all__  # noqa: F401
+from .core.lazy import namespace
+
+API = dict.fromkeys(("codes", "values", "code_arrays", "value_arrays", "ties", "near_overflow", "subnormals"),
+                    ".testing.strategies")
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)

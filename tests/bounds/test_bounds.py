@@ -15,10 +15,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from numoracle import BF16, FP8_E4M3FN, FP16, FP32, Format, cast, decode
+from numoracle import Format, cast, decode
 from numoracle.bounds.errorbound import Tolerance
 from numoracle.bounds.expected import OrderSpec, expected_error_bound, parse_order, recommended_tolerance
 from numoracle.cli.bounds import add_bound_parsers
+from numoracle.formats import BF16, FP8_E4M3FN, FP16, FP32
 from numoracle.tables.bounds import bounds_table
 
 U32, U16, UB = Fraction(1, 2**24), Fraction(1, 2**11), Fraction(1, 2**8)

@@ -13,6 +13,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import BF16, FP16, FP32
 
 RNG = np.random.default_rng(20261129)
 
@@ -29,12 +30,12 @@ def _data(kind: str, m: int, k: int, n: int, dtype):
 
 
 ORDERS = [
-    ("sequential", O.Sequential(), no.FP32, np.float32),
-    ("pairwise", O.Pairwise(), no.FP32, np.float32),
-    ("blocked:64", O.Blocked(64), no.FP32, ml_dtypes.bfloat16),
-    ("splitk:8", O.SplitK(8), no.FP32, ml_dtypes.bfloat16),
-    ("splitk:8 permuted", O.SplitK(8, permutation=(3, 1, 7, 0, 5, 2, 6, 4)), no.FP32, ml_dtypes.bfloat16),
-    ("sequential fp16 acc", O.Sequential(), no.FP16, np.float16),
+    ("sequential", O.Sequential(), FP32, np.float32),
+    ("pairwise", O.Pairwise(), FP32, np.float32),
+    ("blocked:64", O.Blocked(64), FP32, ml_dtypes.bfloat16),
+    ("splitk:8", O.SplitK(8), FP32, ml_dtypes.bfloat16),
+    ("splitk:8 permuted", O.SplitK(8, permutation=(3, 1, 7, 0, 5, 2, 6, 4)), FP32, ml_dtypes.bfloat16),
+    ("sequential fp16 acc", O.Sequential(), FP16, np.float16),
     ("v100 fp16", O.preset("v100", "fp16"), None, np.float16),
     ("a100 bf16", O.preset("a100", "bf16"), None, ml_dtypes.bfloat16),
     ("h100 fp16", O.preset("h100", "fp16"), None, np.float16),
@@ -51,7 +52,7 @@ def test_worst_case_bound_holds_for_the_model(name, order, acc, dtype, kind):
     kw = {} if acc is None else {"acc": acc}
     got = no.simulate("matmul", a, b, order=order, **kw)
     exact = no.exact_matmul(a, b)
-    fmt_in = no.format_of(a.dtype)
+    fmt_in = no.formats.format_of(a.dtype)
     bound = no.expected_error_bound("matmul", fmt_in, k, order=order, **({"acc": acc} if acc else {}))
     tol = bound.tolerance(a, b)
     err = np.abs(got - exact)
@@ -64,12 +65,12 @@ def test_probabilistic_bound_violation_rate():
     """Random data, FP16 sequential accumulation: violations stay under the stated probability."""
     m, k, n = 16, 1024, 16
     conf = 0.99
-    bound = no.expected_error_bound("matmul", no.FP16, k, acc=no.FP16, order=O.Sequential(), kind="probabilistic",
+    bound = no.expected_error_bound("matmul", FP16, k, acc=FP16, order=O.Sequential(), kind="probabilistic",
                                     confidence=conf, shape=(m, n))
     violations = total = 0
     for _ in range(4):
         a, b = _data("random", m, k, n, np.float16)
-        got = no.simulate("matmul", a, b, acc=no.FP16, order=O.Sequential())
+        got = no.simulate("matmul", a, b, acc=FP16, order=O.Sequential())
         err = np.abs(got - no.exact_matmul(a, b))
         violations += int(np.sum(err > bound.tolerance(a, b)))
         total += m * n
@@ -82,9 +83,9 @@ def test_seed_experiment_with_simulate():
     a = RNG.standard_normal((64, 256)).astype(ml_dtypes.bfloat16)
     b = RNG.standard_normal((256, 64)).astype(ml_dtypes.bfloat16)
     exact = no.exact_matmul(a, b)
-    e32 = np.abs(no.simulate("matmul", a, b, acc=no.FP32) - exact)
-    e16 = np.abs(no.simulate("matmul", a, b, acc=no.BF16) - exact)
-    b32 = no.expected_error_bound("matmul", no.BF16, 256, acc=no.FP32)
-    p16 = no.expected_error_bound("matmul", no.BF16, 256, acc=no.BF16, kind="probabilistic", shape=(64, 64))
+    e32 = np.abs(no.simulate("matmul", a, b, acc=FP32) - exact)
+    e16 = np.abs(no.simulate("matmul", a, b, acc=BF16) - exact)
+    b32 = no.expected_error_bound("matmul", BF16, 256, acc=FP32)
+    p16 = no.expected_error_bound("matmul", BF16, 256, acc=BF16, kind="probabilistic", shape=(64, 64))
     assert (e32 <= b32.tolerance(a, b)).all() and (e16 <= p16.tolerance(a, b)).all()
     assert e16.max() > 100 * e32.max() and p16.coefficient_float > 100 * b32.coefficient_float

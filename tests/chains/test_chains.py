@@ -16,22 +16,27 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import (
+from numoracle import assert_chain_equivalent, classify_cast_chain
+from numoracle.chains import find_equivalent_chains
+from numoracle.cli import main
+from numoracle.formats import (
     BF16,
+    E8M0FNU,
+    FP4_E2M1FN,
     FP8_E4M3FN,
+    FP8_E5M2,
     FP16,
     FP32,
     FP64,
+    INT8,
     INT16,
     INT32,
     INT64,
-    assert_chain_equivalent,
-    classify_cast_chain,
-    find_equivalent_chains,
+    TF32,
+    UINT8,
 )
-from numoracle.cli import main
 
-SMALL = [f for f in no.registry() if f.bits <= 16]
+SMALL = [f for f in no.formats.registry() if f.bits <= 16]
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 
 
@@ -119,8 +124,8 @@ def test_equivalent_chains(chain, kw, reason):
 
 def test_round_to_odd_needs_two_more_bits():
     # E5M2 (p = 3) is too narrow an odd intermediate for E4M3 (p = 4): p' >= p + 2 fails
-    assert not classify_cast_chain(FP32, no.FP8_E5M2, FP8_E4M3FN, rounding=["rto", "rne"]).equivalent
-    assert classify_cast_chain(FP32, no.TF32, FP16, rounding=["rto", "rne"]).equivalent is False  # p' = p
+    assert not classify_cast_chain(FP32, FP8_E5M2, FP8_E4M3FN, rounding=["rto", "rne"]).equivalent
+    assert classify_cast_chain(FP32, TF32, FP16, rounding=["rto", "rne"]).equivalent is False  # p' = p
 
 
 # ---- the proof against brute force ----------------------------------------------------------
@@ -152,7 +157,7 @@ def test_all_small_source_chains_match_brute_force(src):
 WIDE_CHAINS = [
     (INT32, FP32, FP16), (INT32, FP32, BF16), (INT32, BF16, FP8_E4M3FN), (INT32, FP16, FP32),
     (INT32, FP32, FP8_E4M3FN), (INT32, FP64, FP16), (FP32, FP16, FP8_E4M3FN), (FP32, BF16, FP8_E4M3FN),
-    (FP32, FP16, BF16), (FP32, no.TF32, FP16), (FP32, INT32, FP32), (FP32, no.E8M0FNU, no.UINT8),
+    (FP32, FP16, BF16), (FP32, TF32, FP16), (FP32, INT32, FP32), (FP32, E8M0FNU, UINT8),
 ]
 
 
@@ -206,7 +211,7 @@ def test_per_hop_policies():
     ((INT32, "fp17", FP16), {}, "unknown format 'fp17'"),
     ((INT32, FP32, FP16), {"rounding": ["rne"]}, "rounding has 1 entries but the chain has 2 hops"),
     ((INT32, FP32, FP16), {"overflow": ["ieee"] * 3}, "overflow has 3 entries"),
-    ((INT64, no.INT8, FP16), {"overflow": ["wrap", None]}, "64-bit source is too wide to enumerate"),
+    ((INT64, INT8, FP16), {"overflow": ["wrap", None]}, "64-bit source is too wide to enumerate"),
     ((INT64, FP32, FP16), {"rounding": "sr"}, "stochastic rounding"),
     ((FP32, FP8_E4M3FN, FP16), {"overflow": "ieee"}, "hop 1 .*needs infinities"),
     ((INT32, FP32, FP16), {"method": "guess"}, "method must be"),
@@ -240,5 +245,5 @@ def test_witness_prefers_finite_values_to_the_many_nans():
     """FP16 has 2046 NaN codes; when NaNs and finite values both differ, the witness is the finite one
     of least magnitude (NaNs come last), in the proof and in enumeration alike."""
     for method in ("auto", "exhaustive"):
-        v = classify_cast_chain(FP16, no.FP4_E2M1FN, FP16, method=method)
+        v = classify_cast_chain(FP16, FP4_E2M1FN, FP16, method=method)
         assert v.witness.source_code == 0x0001, method

@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle import Format, IntFormat, classify_cast_chain
-from numoracle.core.codekeys import is_nan
+from numoracle import Format, classify_cast_chain
+from numoracle.core.engine.codekeys import is_nan
+from numoracle.formats import IntFormat
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 N_DEFAULT = 300
-REGISTRY = [f for f in no.registry()]
+REGISTRY = [f for f in no.formats.registry()]
 SMALL_REGISTRY = [f for f in REGISTRY if f.bits <= 16]
 
 

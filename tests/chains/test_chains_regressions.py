@@ -12,9 +12,10 @@ import pytest
 from test_chains_generative import brute_force, smallest_witness
 
 import numoracle as no
-from numoracle import E8M0FNU, FP16, INT8, INT16, Format, classify_cast_chain
-from numoracle.core.policy import Flags
-from numoracle.core.twins.exact import Special, round_value, value_of
+from numoracle import Format, classify_cast_chain
+from numoracle.core.formats.policy import Flags
+from numoracle.core.scalar import Special, round_value, value_of
+from numoracle.formats import E8M0FNU, FP16, FP64, INT8, INT16
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 
@@ -28,9 +29,9 @@ def _check_against_brute_force(formats, rounding="rne", overflow=None, ftz=False
     and the number of differing sources."""
     n = len(formats) - 1
     rs, os_ = _per_hop(rounding, n), _per_hop(overflow, n)
-    codes, chain, direct = brute_force([no.format_of(f) for f in formats], rs, os_, ftz)
+    codes, chain, direct = brute_force([no.formats.format_of(f) for f in formats], rs, os_, ftz)
     bad = codes[chain != direct]
-    want = smallest_witness(no.format_of(formats[0]), bad)
+    want = smallest_witness(no.formats.format_of(formats[0]), bad)
     for method in ("auto", "exhaustive"):
         v = classify_cast_chain(*formats, rounding=rounding, overflow=overflow, ftz=ftz, method=method)
         assert v.equivalent == (want is None), (method, v)
@@ -121,7 +122,7 @@ def test_64_bit_sources_with_nan_making_hops(chain):
     else:
         w = v.witness
         assert w.chain_code != w.direct_code
-        src = no.format_of(chain[0])
+        src = no.formats.format_of(chain[0])
         mags = [abs(int(value_of(int(codes[i]), src))) for i in bad]
         assert abs(int(w.source_value)) <= min(mags)
 
@@ -171,7 +172,7 @@ def test_ieee_like_with_one_exponent_bit():
 def small_formats() -> list[Format]:
     """Every valid float format of at most 8 bits over the field widths, NaN kinds, signedness,
     subnormals and a few biases (standard, +-1, negative, large), plus the registry's."""
-    out = [f for f in no.registry() if not f.is_integer and f.bits <= 8]
+    out = [f for f in no.formats.registry() if not f.is_integer and f.bits <= 8]
     for e, m, signed, nan, inf, sub in itertools.product(range(1, 6), range(0, 5), (True, False),
                                                           ("ieee", "fn", "fnuz", "none"), (True, False),
                                                           (True, False)):
@@ -196,7 +197,7 @@ def _positive_values(fmt: Format) -> list[Fraction]:
 
 def _overflows(x: Fraction, fmt: Format, mode: str) -> bool:
     """Whether the engine (and the exact reference) flag x as an overflow in fmt under mode."""
-    src = no.FP64  # holds x exactly for every small format here
+    src = FP64  # holds x exactly for every small format here
     code = round_value(x, src, rounding="rtz")
     assert Fraction(value_of(code, src)) == x
     _, fl = no.cast(np.array([code], np.uint64), fmt, src=src, rounding=mode, flags=True)

@@ -9,8 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from numoracle import FP8_E4M3FN, cast, decode, registry
+from numoracle import cast, decode
 from numoracle.cli.app import exact_decimal, main, show_exact
+from numoracle.formats import FP8_E4M3FN, registry
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from numoracle import registry
 from numoracle.cli.app import main
-from numoracle.core.p3109 import P3109_FORMATS
-from numoracle.quant.codebook import codebooks
-from numoracle.quant.gguf import GGUF_TYPES
-from numoracle.quant.packing import PACKINGS
+from numoracle.core.formats.p3109 import P3109_FORMATS
+from numoracle.formats import registry
+from numoracle.quant.schemes.codebook import codebooks
+from numoracle.quant.schemes.gguf import GGUF_TYPES
+from numoracle.quant.schemes.packing import PACKINGS
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -23,9 +23,9 @@ from numoracle.conformance.attribution import classify
 from numoracle.conformance.boundary import BoundaryValues, boundary_values, format_value, overflow_threshold
 from numoracle.conformance.deviations import deviations_for, fixed_for
 from numoracle.conformance.native import native_cast
-from numoracle.core.codekeys import is_nan, to_key
-from numoracle.core.policy import Flags
-from numoracle.core.twins import exact as X
+from numoracle.core import scalar as X
+from numoracle.core.engine.codekeys import is_nan, to_key
+from numoracle.core.formats.policy import Flags
 from optional import requires
 
 PAIRS = [
@@ -54,7 +54,7 @@ class _Caster:
     """Conversions of one boundary set into one format, by the engine (all codes at once) and the twin."""
 
     def __init__(self, bv: BoundaryValues, fmt, mode: str, overflow=None):
-        self.bv, self.fmt, self.mode = bv, no.format_of(fmt), mode
+        self.bv, self.fmt, self.mode = bv, no.formats.format_of(fmt), mode
         self.pol = {"rounding": mode} if overflow is None else {"rounding": mode, "overflow": overflow}
         self.codes, self.flags = no.cast(bv.codes, self.fmt, src=bv.src, flags=True, **self.pol)
 
@@ -148,7 +148,7 @@ def _check_claims(bv: BoundaryValues, mode: str, overflow=None) -> dict[str, int
             elif p.kind == "power_of_two":
                 assert x == p.target and abs(x).denominator == 1 and math.log2(abs(x)).is_integer()
             elif p.kind == "max_finite":
-                fm = no.format_of(p.fmt) if p.fmt else bv.dst
+                fm = no.formats.format_of(p.fmt) if p.fmt else bv.dst
                 ends = {F(fm.max_value), F(fm.min_value)} if fm.is_integer else {fm.max_finite, -fm.max_finite}
                 assert p.target in ends
             elif p.kind == "overflow":
@@ -161,7 +161,7 @@ def _check_claims(bv: BoundaryValues, mode: str, overflow=None) -> dict[str, int
             elif p.kind == "round_number":
                 assert c.overflows(i) and len(str(abs(p.target)).rstrip("0")) == 1, p.label
             elif p.kind in ("min_normal", "min_subnormal"):
-                fm = no.format_of(p.fmt)
+                fm = no.formats.format_of(p.fmt)
                 assert abs(p.target) == (fm.min_normal if p.kind == "min_normal" else fm.min_subnormal)
                 if p.offset == 0:
                     assert c.value(i) == p.target
@@ -216,7 +216,7 @@ def _check_tie(p, c: _Caster, i: int, x: F, mode: str) -> None:
 def _check_double_rounding(bv: BoundaryValues, p, c: _Caster, i: int, x: F, mode: str) -> None:
     """The intermediate's tie next to T = p.tie: a value between T and it (it included when it rounds to T)
     lands on T in the intermediate, then T's tie-break decides; the direct cast sees which side of T it is."""
-    inter = no.format_of(p.via)
+    inter = no.formats.format_of(p.via)
     assert mode in ("rne", "rna") and p.tie == (p.lo + p.hi) / 2
     it = p.target
     nb = X.neighbours(p.tie, inter)
@@ -337,7 +337,7 @@ def test_wide_sources_and_specials():
     for src in ("int64", "uint64", "fp64"):
         bv = boundary_values(src, "fp16")
         vals = [v for v in bv.values() if isinstance(v, F)]
-        assert max(vals) == no.format_of(src).max_finite and F(65520) in vals
+        assert max(vals) == no.formats.format_of(src).max_finite and F(65520) in vals
     u = boundary_values("uint64", "fp32")
     assert min(v for v in u.values() if isinstance(v, F)) == 0 and F(2**64 - 1) in u.values()
     fn = boundary_values("fp8_e4m3fn", "fp16")
@@ -390,7 +390,7 @@ def test_native_double_rounding_found(lib, src, dst):
         return
     assert not hits.size and any(d.kind == "double_rounding" for d in fixed_for(lib, src, dst))
     via32 = no.cast(no.cast(bv.codes, "fp32", src=src), dst, src="fp32")
-    differ = (via32 != ref) & ~is_nan(ref, no.format_of(dst))  # where rounding through float32 would show
+    differ = (via32 != ref) & ~is_nan(ref, no.formats.format_of(dst))  # where rounding through float32 would show
     assert differ.any() and np.array_equal(lib_codes[differ], ref[differ])
 
 
@@ -408,7 +408,7 @@ def test_chain_via_fp16_has_witness_and_via_boundaries():
 
 
 def test_every_registry_pair_builds():
-    fmts = no.registry()
+    fmts = no.formats.registry()
     for s in fmts:
         for d in fmts:
             bv = boundary_values(s, d)
@@ -461,7 +461,7 @@ def test_boundary_table_rows():
     assert seed["65519"]["dst_code"] == "0x7bff" and seed["65520"]["dst_code"] == "0x7c00"
     assert seed["-65520"]["dst_code"] == "0xfc00" and seed["2049"]["dst_code"] == "0x6800"
     for r in rows[::23]:  # the destination code is the Fraction twin's, the value the code's exact value
-        s, d = no.format_of(r["src"]), no.format_of(r["dst"])
+        s, d = no.formats.format_of(r["src"]), no.formats.format_of(r["dst"])
         code = int(r["code"], 16)
         assert int(r["dst_code"], 16) == X.convert_code(code, s, d)
         v = _val(code, s)

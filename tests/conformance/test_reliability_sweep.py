@@ -207,8 +207,8 @@ def test_input_counts_beyond_the_limit_are_refused_and_the_rest_stream():
     with pytest.raises(ValueError, match="MAX_RANDOM_INPUTS"):
         sweep("ml_dtypes", "fp16", "fp8_e4m3fn", inputs=10**18)
     t = time.monotonic()
-    from numoracle.core.formats import format_of
-    from numoracle.core.policy import resolve_policy
+    from numoracle.core.formats.format import format_of
+    from numoracle.core.formats.policy import resolve_policy
 
     dst = format_of("fp8_e4m3fn")
     parts, _, n = _parts(MAX_RANDOM_INPUTS, format_of("fp32"), dst, resolve_policy(dst), 1 << 16, 0)

@@ -25,14 +25,15 @@ from numoracle.conformance.boundary import boundary_values
 from numoracle.conformance.classify import CLASSES, classify_mismatches, known_labels, tie_mask
 from numoracle.conformance.deviations import deviations_for, installed_version
 from numoracle.conformance.sweeper import BLOCK, Converter, random_codes, sweep
-from numoracle.core.policy import resolve_policy
+from numoracle.core.formats.policy import resolve_policy
+from numoracle.formats import FP8_E4M3FN, FP8_E5M2, FP32
 from optional import needs, requires
 
 BF16_DT, E4M3_DT = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn)
 
 
 def _cast(codes, dst, src, **kw) -> np.ndarray:
-    return no.cast(np.asarray(codes).astype(no.format_of(src).code_dtype), dst, src=src, **kw)
+    return no.cast(np.asarray(codes).astype(no.formats.format_of(src).code_dtype), dst, src=src, **kw)
 
 
 def _bits(a: np.ndarray, dt) -> np.ndarray:
@@ -224,11 +225,11 @@ def test_nan_to_policy_and_other():
 def test_tie_mask_against_fractions():
     from fractions import Fraction
 
-    from numoracle.core.twins.exact import value_of
+    from numoracle.core.scalar import value_of
 
     rng = np.random.default_rng(3)
     x = np.concatenate([random_codes("fp32", "fp8_e5m2", 4000, seed=2), rng.integers(0, 2**32, 1000, np.uint32)])
-    got = tie_mask(x, no.FP32, no.FP8_E5M2)
+    got = tie_mask(x, FP32, FP8_E5M2)
     vals = sorted(Fraction(value_of(c, "fp8_e5m2")) for c in range(0x7C) if c != 0)  # positive finite e5m2 values
     mids = {(a + b) / 2 for a, b in zip([Fraction(0), *vals], [*vals, Fraction(65536)])}  # 61440: overflow tie
     for c, t in zip(x, got):
@@ -328,7 +329,7 @@ class JaxLike:
     library = "jax"
 
     def __call__(self, x):
-        out = np.asarray(no.as_native(no.cast(x, "bf16"), "bf16")).view(np.uint16).copy()
+        out = np.asarray(no.formats.as_native(no.cast(x, "bf16"), "bf16")).view(np.uint16).copy()
         out[np.isnan(x) & np.signbit(x)] |= np.uint16(0x8000)
         return out.view(BF16_DT)
 
@@ -392,7 +393,7 @@ def test_dask_local_cluster_gives_the_identical_report():
 # ---- known-deviation coverage ------------------------------------------------------------------------
 def test_known_label_shortcuts_agree_with_classify_ids():
     needs("torch")
-    src, dst = no.FP32, no.FP8_E4M3FN
+    src, dst = FP32, FP8_E4M3FN
     pol = resolve_policy(dst)
     a = _bits(Converter("torch", dst)(_SLICE.view(np.float32)), np.uint8)
     r = _cast(_SLICE, dst, src)

@@ -16,8 +16,8 @@ import pytest
 
 from numoracle.conformance.sweepchunk import Job, Part, check_chunk, convert_chunk, run_chunk
 from numoracle.conformance.sweeper import Converter, sweep
-from numoracle.core.formats import BF16, FP32
-from numoracle.core.policy import resolve_policy
+from numoracle.core.formats.format import BF16, FP32
+from numoracle.core.formats.policy import resolve_policy
 
 
 class MainOnly:

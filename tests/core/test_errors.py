@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle import Format, cast, decode, format_of
+from numoracle import Format, cast, decode
+from numoracle.formats import format_of
 
 X = np.array([1.0, 2.0])
 
@@ -138,7 +139,8 @@ def test_a_refused_overflow_policy_suggests_exactly_the_ones_the_destination_tak
     """For every registry format: the policies a refusal suggests are exactly those that cast takes."""
     import re
 
-    from numoracle import Overflow, registry
+    from numoracle import Overflow
+    from numoracle.formats import registry
 
     for fmt in registry():
         taken, refused = set(), {}
@@ -201,14 +203,14 @@ def test_invalid_user_formats():
 
 
 def test_format_without_a_native_dtype():
-    from numoracle import as_native
+    from numoracle.formats import as_native
 
     with pytest.raises(ValueError, match="e3m2 has no numpy or ml_dtypes dtype; use decode"):
         as_native(np.array([1]), Format.ieee_like(3, 2))
 
 
 def test_big_endian_arrays_give_the_values_codes():
-    from numoracle.core.interop import to_codes
+    from numoracle.core.formats.interop import to_codes
 
     for dt, code in (("<f4", 0x3F800000), (">f4", 0x3F800000), (">f8", 0x3FF0000000000000), (">i2", 1)):
         codes, _ = to_codes(np.array([1], dt))

@@ -18,7 +18,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from numoracle.core.formats import (
+from numoracle.core import scalar as X
+from numoracle.core.formats.format import (
     BF16,
     E8M0FNU,
     FP4_E2M1FN,
@@ -43,8 +44,7 @@ from numoracle.core.formats import (
     UINT64,
     registry,
 )
-from numoracle.core.policy import Flags
-from numoracle.core.twins import exact as X
+from numoracle.core.formats.policy import Flags
 from numoracle.core.twins import valuetable as V
 from policies import MODES, SMALL, nan_tos, overflows  # noqa: F401
 

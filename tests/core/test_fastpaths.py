@@ -1,4 +1,4 @@
-"""The specialised cast paths (core/fastpaths.py, core/fastwide.py) against the generic engine: bit-identical.
+"""The specialised cast paths (core/fast/lanes.py, core/fast/widelane.py) against the generic engine: bit-identical.
 
 Default tier: every 16-bit source (BF16/FP16 -> FP32) in every policy; FP32 sources from each pair's
 boundary set, every high half with boundary-relevant and sampled low halves, and seeded random codes,
@@ -18,15 +18,17 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core import fastpaths, jit
-from numoracle.core.convert import cast_codes, engine_cast_codes
-from numoracle.core.fastpaths import FAST_CHUNK, select_fast_path
-from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
-from numoracle.core.policy import Policy, resolve_policy
+from numoracle.core import jit
+from numoracle.core.engine.convert import cast_codes, engine_cast_codes
+from numoracle.core.fast import lanes as fastpaths
+from numoracle.core.fast.lanes import FAST_CHUNK, select_fast_path
+from numoracle.core.formats.format import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, Format
+from numoracle.core.formats.policy import Policy, resolve_policy
+from numoracle.formats import FP4_E2M1FN, FP6_E2M3FN, FP6_E3M2FN
 from policies import MODES, overflows
 
 NARROW = [BF16, FP16, FP8_E4M3FN, FP8_E5M2]
-SMALL = [no.FP6_E3M2FN, no.FP6_E2M3FN, no.FP4_E2M1FN]  # no NaN, no inf: saturating, NaN by nan_to
+SMALL = [FP6_E3M2FN, FP6_E2M3FN, FP4_E2M1FN]  # no NaN, no inf: saturating, NaN by nan_to
 ALL_MODES = MODES + ["sr"]
 SR_BITS = [1, 5, 13, 16, 21, 30, 32]  # below, at and above each pair's discarded width (16, 13, 20, 21)
 SR_FEW = [5, 16, 21, 31, 32]  # below / at / above the widths; 31 is the widest the wide lane takes
@@ -113,7 +115,7 @@ def grid(dst: Format, rng: np.random.Generator, n_sample: int) -> np.ndarray:
 
 def fp32_codes(dst: Format, rng: np.random.Generator, n_random: int) -> np.ndarray:
     """The pair's boundary set, the specials, seeded random bit patterns and normal values."""
-    b = np.asarray(no.boundary_values(FP32, dst).codes, np.uint32)
+    b = np.asarray(no.conformance.boundary_values(FP32, dst).codes, np.uint32)
     special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFBFFFFF, 1,
                         0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF], np.uint32)
     r = rng.integers(0, 1 << 32, n_random, dtype=np.uint64).astype(np.uint32)
@@ -128,7 +130,7 @@ def test_the_hot_pairs_have_fast_paths_and_others_do_not():
     for src in (BF16, FP16):
         assert select_fast_path(src, FP32, resolve_policy(FP32)) is not None
     assert select_fast_path(FP16, BF16, resolve_policy(BF16)) is None
-    assert select_fast_path(FP32, no.format_of("fp64"), resolve_policy(no.format_of("fp64"))) is None
+    assert select_fast_path(FP32, no.formats.format_of("fp64"), resolve_policy(no.formats.format_of("fp64"))) is None
 
 
 # ---- widening: every 16-bit source, every policy ------------------------------------------------------------
@@ -327,7 +329,7 @@ def test_fp8_boundaries_and_ties_dense_and_sparse(dst, rng, monkeypatch):
 @pytest.mark.parametrize("dst", [FP16, FP8_E4M3FN, FP8_E5M2], ids=lambda f: f.name)
 def test_wide_stochastic_rounding_at_the_short_forms_limit(dst, rng, monkeypatch):
     """The wide lane's shorter stochastic rounding (sr_bits above the discarded width, while
-    (max_mag + 2) 2^R fits 32 bits: core/fastwide.py) at its largest R, and the general form one
+    (max_mag + 2) 2^R fits 32 bits: core/fast/widelane.py) at its largest R, and the general form one
     above, on random bit patterns (overflows, normal, subnormal and zero results), every overflow policy."""
     limit = max(R for R in range(1, 32) if (dst.max_mag_code + 2) << R <= 1 << 32)
     codes = rng.integers(0, 1 << 32, 1 << 17, dtype=np.uint64).astype(np.uint32)
@@ -384,7 +386,7 @@ def test_random_bits_are_checked_in_every_chunk():
 
 
 def test_numpy_shifts_by_32_or_more_give_zero():
-    """The wide lane relies on it (core/fastwide.py): uint32 shifts by >= 32 bits, scalar or array, give 0."""
+    """The wide lane relies on it (core/fast/widelane.py): uint32 shifts by >= 32 bits, scalar or array, give 0."""
     x = np.array([0xFFFFFFFF, 1, 0x00FFFFFF], np.uint32)
     for k in (32, 33, 63, 140, 0xFFFFFFF0):
         sh = np.full(3, k, np.uint32)

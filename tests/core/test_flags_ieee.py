@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from numoracle import cast, explain
-from numoracle.core.formats import FP8_E4M3FN, FP8_E5M2, FP16, FP32, FP64, INT32, UINT32, format_of
-from numoracle.core.policy import Flags
-from numoracle.core.twins import exact as X
+from numoracle.core import scalar as X
+from numoracle.core.formats.format import FP8_E4M3FN, FP8_E5M2, FP16, FP32, FP64, INT32, UINT32, format_of
+from numoracle.core.formats.policy import Flags
 
 INV, INX, UF, OF = Flags.INVALID, Flags.INEXACT, Flags.UNDERFLOW, Flags.OVERFLOW
 

@@ -98,26 +98,25 @@ class _Kernels:
 def test_kernel_for_is_the_one_decision(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.delenv("NUMORACLE_JIT", raising=False)
-    monkeypatch.setattr(jit.importlib, "import_module", lambda name: _Kernels)
-    assert jit.kernel_for(2, "kernels") is None                  # outside an entry point's block: numpy
+    assert jit.kernel_for(2, lambda: _Kernels) is None                  # outside an entry point's block: numpy
     with jit.forced():
-        assert jit.kernel_for(2, "kernels") is _Kernels
-        assert jit.kernel_for(3, "kernels") is None              # covers() says no
+        assert jit.kernel_for(2, lambda: _Kernels) is _Kernels
+        assert jit.kernel_for(3, lambda: _Kernels) is None              # covers() says no
         with jit.disabled():
-            assert jit.kernel_for(2, "kernels") is None
+            assert jit.kernel_for(2, lambda: _Kernels) is None
     with jit.for_work(jit.MIN_WORK):
-        assert jit.kernel_for(4, "kernels") is _Kernels
+        assert jit.kernel_for(4, lambda: _Kernels) is _Kernels
     monkeypatch.setenv("NUMORACLE_JIT", "0")
     with jit.forced():
-        assert jit.kernel_for(2, "kernels") is None
+        assert jit.kernel_for(2, lambda: _Kernels) is None
 
 
 def test_every_kernel_module_keeps_one_contract():
     pytest.importorskip("numba")
     import importlib
 
-    for name in ("numoracle.models.jitchain", "numoracle.models.jitblock", "numoracle.models.jitblockrun",
-                 "numoracle.exact.jitozaki"):
+    for name in ("numoracle.models.kernels.chain", "numoracle.models.kernels.block",
+                 "numoracle.models.kernels.blockrun", "numoracle.exact.kernels.ozaki"):
         mod = importlib.import_module(name)
         assert callable(mod.covers) and callable(mod.run), name
         assert isinstance(mod.calls, jit.Calls), name

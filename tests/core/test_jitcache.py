@@ -1,4 +1,4 @@
-"""core/jitcache.py: numba's disk cache of the package's kernels follows edits of any package file, not only of the
+"""core/kernels/cache.py: numba's disk cache of the package's kernels follows edits of any package file, not only of the
 kernel's own (numba's stamp): a kernel that inlines a function of another module is recompiled when that module
 changes."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from numoracle.core import jitcache
+from numoracle.core.kernels import cache as jitcache
 
 pytest.importorskip("numba")
 
@@ -41,7 +41,7 @@ def test_the_package_kernels_take_the_package_locator():
     impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
     assert getattr(impl._locator_classes[0], "_numoracle", False)
     assert jitcache.install() and sum(getattr(c, "_numoracle", False) for c in impl._locator_classes) == 1
-    from numoracle.models import jitblockrun
+    from numoracle.models.kernels import blockrun as jitblockrun
 
     locator = jitblockrun.words_kernel._cache._impl._locator
     assert getattr(locator, "_numoracle", False)
@@ -56,7 +56,7 @@ def test_the_package_kernels_take_the_package_locator():
 _PROBE = """
 import sys
 import numpy as np
-from numoracle.core import jitlookup
+from numoracle.core.kernels import lookup as jitlookup
 codes = np.array([0x7F81, 0x3C00], np.uint16)                 # an FP16 NaN code, 1.0
 print(jitlookup.widen16(codes, False).view(np.uint32).tolist())
 """

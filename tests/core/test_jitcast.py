@@ -1,4 +1,4 @@
-"""The compiled cast (core/jitcast.py) against the engine: codes and flags, bit for bit.
+"""The compiled cast (core/kernels/cast.py) against the engine: codes and flags, bit for bit.
 
 Default tier (four kernels compiled, a few seconds on a machine's first run, then loaded from numba's cache):
 FP32 -> FP8 E4M3FN and INT8 in RNE from boundary-weighted values and random bit patterns, with and without
@@ -7,7 +7,7 @@ the same for FP16 and UINT32, E8M0 in every mode, stochastic rounding at every w
 every float destination the kernel covers, every mode, overflow policy (sr at several widths), daz / ftz and
 tininess, on boundary values (ties and their neighbours, the subnormal range and below it, the overflow
 threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
-Integers (core/jitcastint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
+Integers (core/kernels/castint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
 nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination
 (FP16 to BF16, E8M0 and FNUZ E5M2, BF16 to FP16 and TF32, through FP32 words).
 """
@@ -21,14 +21,16 @@ import pytest
 
 import numoracle as no
 from numoracle.core import jit
-from numoracle.core.convert import engine_cast_codes
-from numoracle.core.fastpaths import CastStep
-from numoracle.core.formats import BF16, FP16, FP32, FP64, registry
-from numoracle.core.policy import resolve_policy
+from numoracle.core.engine.convert import engine_cast_codes
+from numoracle.core.fast.lanes import CastStep
+from numoracle.core.formats.format import BF16, FP16, FP32, FP64, registry
+from numoracle.core.formats.policy import resolve_policy
 from policies import MODES, nan_tos, overflows
 
 pytest.importorskip("numba")
-from numoracle.core import jitcast, jitonestep  # noqa: E402  (needs numba)
+from numoracle.core.kernels import cast as jitcast  # noqa: E402  (needs numba)
+from numoracle.core.kernels import onestep as jitonestep
+from numoracle.formats import E8M0FNU, FP4_E2M1FN, FP8_E4M3FN, INT8, INT16, INT32, INT64, UINT16, UINT32
 
 FLOATS = [f for f in registry() if not f.is_integer]
 INTS = [f for f in registry() if f.is_integer]
@@ -118,27 +120,27 @@ def same(codes, src, dst, pol) -> bool:
     return True
 
 
-@pytest.mark.parametrize("dst", [no.FP8_E4M3FN, pytest.param(FP16, marks=pytest.mark.slow)], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", [FP8_E4M3FN, pytest.param(FP16, marks=pytest.mark.slow)], ids=lambda f: f.name)
 def test_fp32_rne_boundary_and_random_codes(dst, rng):
     assert same(codes_of(FP32, dst, rng), FP32, dst, resolve_policy(dst, "rne", None, None, False, False, None))
 
 
-@pytest.mark.parametrize("dst", [no.INT8, pytest.param(no.UINT32, marks=pytest.mark.slow)], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", [INT8, pytest.param(UINT32, marks=pytest.mark.slow)], ids=lambda f: f.name)
 def test_fp32_to_integers_rne(dst, rng):
     codes = codes_of(FP32, dst, rng)
     for ovf in overflows(dst):
         assert same(codes, FP32, dst, resolve_policy(dst, "rne", ovf, None, False, False, None))
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), (FP64, no.INT16), (FP16, no.INT8), (BF16, no.UINT16),
-                                     (FP32, no.INT32), (BF16, no.INT32), (FP64, no.INT64)],
+@pytest.mark.parametrize("src,dst", [(FP32, INT8), (FP64, INT16), (FP16, INT8), (BF16, UINT16),
+                                     (FP32, INT32), (BF16, INT32), (FP64, INT64)],
                          ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16", "fp32-int32", "bf16-int32",
                               "fp64-int64"])
 def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatch):
     """FP32 / FP64 (and FP16 / BF16, widened in the loop) to integers under saturate without flags take the floats'
     own rounding (jitcastint.float_kernel): every mode it takes and every nan_to, against the engine (``same``
     compares the codes without flags too); 16-bit sources on every code."""
-    from numoracle.core import jitcastint
+    from numoracle.core.kernels import castint as jitcastint
 
     taken = []
     real = jitcast.float_ok
@@ -150,7 +152,7 @@ def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatc
                                                                          None), False)
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, no.INT32), (FP64, no.INT64)], ids=["fp32-int32", "fp64-int64"])
+@pytest.mark.parametrize("src,dst", [(FP32, INT32), (FP64, INT64)], ids=["fp32-int32", "fp64-int64"])
 def test_float_route_where_max_is_not_a_float(src, dst):
     """INT32 from FP32 and INT64 from FP64 on the float route: max (2^(bits-1) - 1) is no float of the source, so the
     clamp is at the largest float below it and anything above saturates. The floats around both ends, in every
@@ -202,42 +204,42 @@ def test_fp32_one_step_casts_every_rounding_case(dst, rng):
 
 @pytest.mark.slow
 def test_fp32_to_e8m0_every_mode(rng):
-    codes = codes_of(FP32, no.E8M0FNU, rng, 1000)
-    for pol in policies(no.E8M0FNU, modes=MODES, flush=[(0, 0, "before")]):
-        assert same(codes, FP32, no.E8M0FNU, pol)
+    codes = codes_of(FP32, E8M0FNU, rng, 1000)
+    for pol in policies(E8M0FNU, modes=MODES, flush=[(0, 0, "before")]):
+        assert same(codes, FP32, E8M0FNU, pol)
 
 
 def test_cast_takes_the_kernel_only_on_the_numba_backend(rng, monkeypatch):
     monkeypatch.delenv("NUMORACLE_JIT", raising=False)      # (NUMORACLE_JIT=0 would keep the kernel off)
-    x = boundary(no.FP8_E4M3FN, rng).astype(np.float32)
+    x = boundary(FP8_E4M3FN, rng).astype(np.float32)
     before = jitcast.calls.count
     with jit.backend("numpy"):
-        ref = no.cast(x, no.FP8_E4M3FN)
+        ref = no.cast(x, FP8_E4M3FN)
     assert jitcast.calls.count == before
     with jit.backend("numba"):
-        got = no.cast(x, no.FP8_E4M3FN)
+        got = no.cast(x, FP8_E4M3FN)
     assert jitcast.calls.count == before + 1
     assert np.array_equal(got, ref)
 
 
 @pytest.mark.slow
 def test_fp32_stochastic_rounding_at_every_width(rng):
-    codes = codes_of(FP32, no.FP8_E4M3FN, rng, 1000)
+    codes = codes_of(FP32, FP8_E4M3FN, rng, 1000)
     for srb in SR_BITS[:-1]:
-        assert same(codes, FP32, no.FP8_E4M3FN, resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, srb))
+        assert same(codes, FP32, FP8_E4M3FN, resolve_policy(FP8_E4M3FN, "sr", None, None, False, False, srb))
 
 
 def test_what_the_kernel_leaves_to_the_numpy_paths():
-    pol = resolve_policy(no.FP8_E4M3FN, "sr", None, None, False, False, 32)
-    assert not jitcast.covers(CastStep(FP32, no.FP8_E4M3FN, pol))                 # sr's sum past the word
+    pol = resolve_policy(FP8_E4M3FN, "sr", None, None, False, False, 32)
+    assert not jitcast.covers(CastStep(FP32, FP8_E4M3FN, pol))                 # sr's sum past the word
     assert not jitcast.covers(CastStep(FP32, FP32, resolve_policy(FP32, "rne", None, None, False, False, None)))
     for src in (FP16, BF16):                                              # exact widening: the numpy lanes
         assert not jitcast.covers(CastStep(src, FP32, resolve_policy(FP32, "rne", None, None, False, False, None)))
     assert not jitcast.covers(CastStep(FP64, FP64, resolve_policy(FP64, "rne", None, None, False, False, None)))
     m0 = no.Format.fn(4, 0)                                               # 1-bit significands with subnormals
     assert not jitcast.covers(CastStep(FP32, m0, resolve_policy(m0, "rne", None, None, False, False, None)))
-    raise_nan = resolve_policy(no.FP4_E2M1FN, "rne", None, "raise", False, False, None)
-    assert not jitcast.covers(CastStep(FP32, no.FP4_E2M1FN, raise_nan))
+    raise_nan = resolve_policy(FP4_E2M1FN, "rne", None, "raise", False, False, None)
+    assert not jitcast.covers(CastStep(FP32, FP4_E2M1FN, raise_nan))
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""FP64 casts through FP32 words rounded to odd (core/jitcastodd.py) against the engine: codes, bit for bit.
+"""FP64 casts through FP32 words rounded to odd (core/kernels/castodd.py) against the engine: codes, bit for bit.
 
 Default tier: FP64 -> BF16 and E4M3FN in RNE and RU; ``-m slow``: every destination the route covers, every mode
 it takes and every overflow policy. Values: the destination's boundary values and random codes (test_jitcast's
@@ -15,16 +15,17 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.convert import engine_cast_codes
-from numoracle.core.fastpaths import CastStep
-from numoracle.core.formats import BF16, FP8_E5M3FNU, FP16, FP32, FP64, registry
-from numoracle.core.policy import resolve_policy
+from numoracle.core.engine.convert import engine_cast_codes
+from numoracle.core.fast.lanes import CastStep
+from numoracle.core.formats.format import BF16, FP8_E5M3FNU, FP16, FP32, FP64, registry
+from numoracle.core.formats.policy import resolve_policy
 from policies import overflows
 
 pytest.importorskip("numba")
 from test_jitcast import codes_of  # noqa: E402
 
-from numoracle.core import jitcastodd  # noqa: E402  (needs numba)
+from numoracle.core.kernels import castodd as jitcastodd  # noqa: E402  (needs numba)
+from numoracle.formats import E8M0FNU, FP8_E4M3FN
 
 MODES = ("rne", "rna", "ru", "rd", "rto")
 COVERED = [f for f in registry() if not f.is_integer and f.signed and f.has_subnormals and f.man_bits <= 21]
@@ -64,7 +65,7 @@ def _codes(dst, rng) -> np.ndarray:
         return np.concatenate([codes_of(FP64, dst, rng, 4000), traps(dst, rng).view(np.uint64)])
 
 
-@pytest.mark.parametrize("dst", [BF16, no.FP8_E4M3FN], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", [BF16, FP8_E4M3FN], ids=lambda f: f.name)
 def test_fp64_through_fp32_rounded_to_odd(dst, rng):
     codes = _codes(dst, rng)
     for mode in ("rne", "ru"):
@@ -105,7 +106,7 @@ def test_what_stays_on_fp64_words():
     assert not jitcastodd.takes(BF16, resolve_policy(BF16, "sr", None, None, False, False, 8))
     assert not jitcastodd.takes(BF16, resolve_policy(BF16, "rtz", None, None, False, False, None))
     assert not jitcastodd.takes(FP32, resolve_policy(FP32, "ru", None, None, False, False, None))
-    for f in (no.E8M0FNU, FP8_E5M3FNU):
+    for f in (E8M0FNU, FP8_E5M3FNU):
         assert not jitcastodd.takes(f, resolve_policy(f, "ru", None, None, False, False, None))
     codes = np.array([0x3FF0000000000001, 0x0000000000000001], np.uint64)
     n = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses
@@ -134,7 +135,7 @@ def test_the_theorem_needs_two_bits_fewer_than_fp32():
     are FP32 numbers, and rounding to odd lands on them (1 + 2^-23 + 2^-40 came out 1, not 1 + 2^-22). One
     fraction bit fewer (precision 22) takes the route, and both give the engine's codes."""
     from numoracle.core import jit
-    from numoracle.core.formats import Format
+    from numoracle.core.formats.format import Format
 
     for m, route in ((22, False), (21, True)):
         f = Format(f"e8m{m}", 8, m, 127)

@@ -1,5 +1,5 @@
-"""The compiled cast's stochastic rounding and round to odd routes against the engine (core/jitcast.py,
-core/jitcastint.py): the random bits read in their own dtype and checked in the kernel's loop, and the integer
+"""The compiled cast's stochastic rounding and round to odd routes against the engine (core/kernels/cast.py,
+core/kernels/castint.py): the random bits read in their own dtype and checked in the kernel's loop, and the integer
 destinations' float route for to odd and stochastic rounding (on the magnitude as an integer word, or on the
 float where floor(|x| * 2^R) does not fit the word).
 
@@ -16,16 +16,17 @@ import pytest
 
 import numoracle as no
 from numoracle.core import jit
-from numoracle.core.convert import _check_random_bits, engine_cast_codes
-from numoracle.core.fastpaths import CastStep
-from numoracle.core.formats import BF16, FP16, FP32, FP64
-from numoracle.core.policy import resolve_policy
+from numoracle.core.engine.convert import _check_random_bits, engine_cast_codes
+from numoracle.core.fast.lanes import CastStep
+from numoracle.core.formats.format import BF16, FP16, FP32, FP64
+from numoracle.core.formats.policy import resolve_policy
+from numoracle.formats import FP8_E4M3FN, INT8, INT16, UINT8, UINT16
 from policies import nan_tos
 
 pytest.importorskip("numba")
 from test_jitcast import SR_BITS, codes_of, same  # noqa: E402
 
-from numoracle.core import jitcast  # noqa: E402  (needs numba)
+from numoracle.core.kernels import cast as jitcast  # noqa: E402  (needs numba)
 
 DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int16, np.int32, np.int64]
 
@@ -39,10 +40,10 @@ def _routes(monkeypatch) -> list:
     return taken
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, no.INT8), pytest.param(FP64, no.INT16, marks=pytest.mark.slow),
-                                     pytest.param(FP16, no.INT8, marks=pytest.mark.slow),
-                                     pytest.param(BF16, no.UINT16, marks=pytest.mark.slow),
-                                     pytest.param(FP32, no.UINT8, marks=pytest.mark.slow)],
+@pytest.mark.parametrize("src,dst", [(FP32, INT8), pytest.param(FP64, INT16, marks=pytest.mark.slow),
+                                     pytest.param(FP16, INT8, marks=pytest.mark.slow),
+                                     pytest.param(BF16, UINT16, marks=pytest.mark.slow),
+                                     pytest.param(FP32, UINT8, marks=pytest.mark.slow)],
                          ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16", "fp32-uint8"])
 def test_float_route_to_odd_and_stochastic(src, dst, rng, monkeypatch):
     """To odd and stochastic rounding at every width under saturate without flags take jitcastint.float_kernel:
@@ -51,7 +52,7 @@ def test_float_route_to_odd_and_stochastic(src, dst, rng, monkeypatch):
     taken = _routes(monkeypatch)
     codes = np.arange(1 << 16, dtype=np.uint16) if src.bits == 16 else codes_of(src, dst, rng, 1500)
     w = 64 if src == FP64 else 32
-    for nt in (nan_tos(dst) if src == FP32 and dst == no.INT8 else nan_tos(dst)[:1]):
+    for nt in (nan_tos(dst) if src == FP32 and dst == INT8 else nan_tos(dst)[:1]):
         assert same(codes, src, dst, resolve_policy(dst, "rto", "saturate", nt, False, False, None))
         for srb in SR_BITS:
             pol = resolve_policy(dst, "sr", "saturate", nt, False, False, srb)
@@ -62,10 +63,10 @@ def test_float_route_to_odd_and_stochastic(src, dst, rng, monkeypatch):
     assert not any(g for m, c, g in taken if m not in (jit.ODD, jitcast.SR))
 
 
-CASES = [(FP32, no.INT8, False), (FP32, no.FP8_E4M3FN, True)] + [
-    pytest.param(*c, marks=pytest.mark.slow) for c in ((FP32, no.INT8, True), (FP32, no.FP8_E4M3FN, False),
-                                                       (FP64, no.BF16, False), (FP64, no.INT8, False),
-                                                       (FP16, no.BF16, False))]
+CASES = [(FP32, INT8, False), (FP32, FP8_E4M3FN, True)] + [
+    pytest.param(*c, marks=pytest.mark.slow) for c in ((FP32, INT8, True), (FP32, FP8_E4M3FN, False),
+                                                       (FP64, BF16, False), (FP64, INT8, False),
+                                                       (FP16, BF16, False))]
 
 
 @pytest.mark.parametrize("src,dst,want", CASES, ids=lambda c: getattr(c, "name", str(c)))
@@ -104,7 +105,7 @@ def test_cast_with_random_bits_of_each_dtype(rng):
     """``cast`` on the numba backend equals the numpy backend for random bits of each dtype, and raises for bits
     out of range on both."""
     x = rng.standard_normal(5000).astype(np.float32) * 300
-    for dt, dst in itertools.product((np.uint16, np.int16, np.uint32, np.int64), (no.INT8, no.FP8_E4M3FN, BF16)):
+    for dt, dst in itertools.product((np.uint16, np.int16, np.uint32, np.int64), (INT8, FP8_E4M3FN, BF16)):
         r = rng.integers(0, 1 << 12, x.size).astype(dt)
         out = {}
         for b in ("numpy", "numba"):

@@ -1,4 +1,4 @@
-"""The compiled table lookup (core/jitlookup.py) against numpy's (core/inputs._lookup on the numpy path): the same
+"""The compiled table lookup (core/kernels/lookup.py) against numpy's (core/inputs._lookup on the numpy path): the same
 values, bit for bit, for every code of 8- and 16-bit formats, float32 and float64 tables; and simulate reads its
 inputs with it where the call takes kernels."""
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from numoracle.core import inputs, jit
-from numoracle.core.formats import format_of
+from numoracle.core.formats.format import format_of
 
 pytest.importorskip("numba")
-from numoracle.core import jitlookup  # noqa: E402  (needs numba)
+from numoracle.core.kernels import lookup as jitlookup  # noqa: E402  (needs numba)
 
 
 @pytest.mark.parametrize("dt", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
@@ -39,7 +39,7 @@ def test_every_code_as_numpy(dt):
 
 
 def test_simulate_reads_its_inputs_with_the_kernel_when_the_call_takes_kernels():
-    from numoracle.models.simulation import simulate
+    from numoracle.models.engine.simulation import simulate
 
     rng = np.random.default_rng(4)
     a = rng.standard_normal((8, 64)).astype(ml_dtypes.float8_e4m3fn)

@@ -1,10 +1,10 @@
-"""The compiled kernels' one rounding step (core/jitround.py) against the engine (round_pack), bit for bit.
+"""The compiled kernels' one rounding step (core/kernels/rounding.py) against the engine (round_pack), bit for bit.
 
-``round_value`` rounds a whole float64 value as the kernels' scalar routes do (models/jitchain.py's, the block
+``round_value`` rounds a whole float64 value as the kernels' scalar routes do (models/kernels/chain.py's, the block
 FMA's outputs): it is compared with ``cast`` (float64 -> format, then decoded) on boundary-weighted values
 (ties, the subnormal range, the overflow threshold, zeros, infinities, NaN) in every mode the kernels take and
 every overflow policy of the format, with and without ftz. ``round_bits`` is compared on float32 words in
-the normal range, where the kernels use it on its own; ``int_grid`` (exact/jitozaki.py's RNE / RO of a
+the normal range, where the kernels use it on its own; ``int_grid`` (exact/kernels/ozaki.py's RNE / RO of a
 limb window) against the engine on integers.
 """
 
@@ -15,14 +15,15 @@ import pytest
 
 import numoracle as no
 from numoracle.core import jit
-from numoracle.core.convert import decode
-from numoracle.core.policy import Overflow, Rounding
+from numoracle.core.engine.convert import decode
+from numoracle.core.formats.policy import Overflow, Rounding
 from policies import MODES, overflows
 
 pytest.importorskip("numba")
-from numoracle.core import jitround as jr  # noqa: E402  (needs numba)
+from numoracle.core.kernels import rounding as jr  # noqa: E402  (needs numba)
+from numoracle.formats import BF16, FP4_E2M1FN, FP8_E4M3FN, FP8_E4M3FNUZ, FP8_E5M2, FP16, FP32, FP64, TF32
 
-FMTS = [no.FP16, no.BF16, no.FP32, no.TF32, no.FP8_E4M3FN, no.FP8_E5M2, no.FP8_E4M3FNUZ, no.FP4_E2M1FN]
+FMTS = [FP16, BF16, FP32, TF32, FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP4_E2M1FN]
 
 
 @jit.njit
@@ -58,7 +59,7 @@ def boundary(fmt, rng, n: int = 4000) -> np.ndarray:
 
 
 def engine(v: np.ndarray, fmt, mode, ovf, ftz: bool) -> np.ndarray:
-    codes = no.cast(v.view(np.uint64), fmt, src=no.FP64, rounding=mode, overflow=ovf, ftz=ftz)
+    codes = no.cast(v.view(np.uint64), fmt, src=FP64, rounding=mode, overflow=ovf, ftz=ftz)
     return decode(codes, fmt).astype(np.float64)
 
 
@@ -77,7 +78,7 @@ def test_round_value_every_mode_overflow_policy_and_ftz(fmt, mode):
     code = jit.MODE_CODES[Rounding.of(mode)]
     for ovf in overflows(fmt):
         for ftz in (False, True):
-            native = fmt == no.FP32 and mode == "rne" and not ftz     # Arith's native float32 conversion
+            native = fmt == FP32 and mode == "rne" and not ftz     # Arith's native float32 conversion
             lim = jr.limits(fmt, Overflow(ovf), ftz, native)
             got, want = _values(v, code, g, lim), engine(v, fmt, mode, ovf, ftz)
             bad = np.flatnonzero(~((got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))))
@@ -88,7 +89,7 @@ def test_round_value_every_mode_overflow_policy_and_ftz(fmt, mode):
 def test_round_value_block_fma_infinities(mode):
     """inf_at (the block FMA's rule): from 2^(emax + 1) on every result is infinite, in every mode; below it
     the engine's rounding, overflow included."""
-    fmt = no.FP16
+    fmt = FP16
     rng = np.random.default_rng(MODES.index(mode))
     v = boundary(fmt, rng)
     lim = jr.limits(fmt, Overflow.IEEE, False, False, inf_at=2.0 ** (fmt.emax + 1))
@@ -98,7 +99,7 @@ def test_round_value_block_fma_infinities(mode):
     assert same(got[~big], engine(v[~big], fmt, mode, "ieee", False))
 
 
-@pytest.mark.parametrize("fmt", [no.FP16, no.BF16, no.FP8_E4M3FN, no.FP8_E5M2, no.TF32], ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [FP16, BF16, FP8_E4M3FN, FP8_E5M2, TF32], ids=lambda f: f.name)
 @pytest.mark.parametrize("mode", MODES)
 def test_round_bits_on_float32_words_in_the_normal_range(fmt, mode):
     rng = np.random.default_rng([7, MODES.index(mode)])
@@ -120,12 +121,12 @@ def jr_outside(b: np.ndarray, g) -> np.ndarray:
 
 @pytest.mark.parametrize("mode", ["rne", "rto"])
 def test_int_grid_rounds_integers_as_the_engine(mode):
-    """exact/jitozaki.py rounds a limb window (kept bits, guard bit, sticky bit) at bit 2: the engine's
+    """exact/kernels/ozaki.py rounds a limb window (kept bits, guard bit, sticky bit) at bit 2: the engine's
     rounding of w / 4 (exact in float64: w < 2^53) to an integer (INT64) in the same mode."""
     rng = np.random.default_rng(3)
     w = np.concatenate([rng.integers(0, 1 << 53, 5000), np.arange(64)]).astype(np.int64)
     got = _bits(w, jit.MODE_CODES[Rounding.of(mode)], jr.int_grid(2)) >> 2
-    want = no.cast((w / 4.0).view(np.uint64), "int64", src=no.FP64, rounding=mode).view(np.int64)
+    want = no.cast((w / 4.0).view(np.uint64), "int64", src=FP64, rounding=mode).view(np.int64)
     assert np.array_equal(got, want)
 
 

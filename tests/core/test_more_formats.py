@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.codekeys import is_nan
-from numoracle.core.interop import as_native, native_dtype, pack_fp4x2, to_codes, unpack_fp4x2
+from numoracle.core.engine.codekeys import is_nan
+from numoracle.core.formats.interop import as_native, native_dtype, pack_fp4x2, to_codes, unpack_fp4x2
+from numoracle.formats import BF16, FP4_E2M1FN, FP8_E3M4, FP8_E4M3, FP8_E4M3FN
 from optional import needs
 
 
@@ -47,8 +48,8 @@ def test_the_ml_dtypes_floats_are_found():
 @pytest.mark.parametrize("name", ML_FLOATS)
 def test_every_ml_dtypes_float_resolves_with_its_constants(name):
     t = getattr(ml_dtypes, name)
-    f = no.format_of(np.dtype(t))
-    assert no.format_of(name) == f  # the library's own name means what the library means
+    f = no.formats.format_of(np.dtype(t))
+    assert no.formats.format_of(name) == f  # the library's own name means what the library means
     assert native_dtype(f) == np.dtype(t)
     fi = ml_dtypes.finfo(t)
     assert f.max_finite == Fraction(float(fi.max))
@@ -60,7 +61,7 @@ def test_every_ml_dtypes_float_resolves_with_its_constants(name):
 
 def test_float8_e5m3fnu_every_code():
     """ml_dtypes 0.7's unsigned E5M3 (subnormals, +0, no inf, NaN 0xFF), code by code and from every FP16 value."""
-    fmt = no.format_of("fp8_e5m3fnu")
+    fmt = no.formats.format_of("fp8_e5m3fnu")
     assert (fmt.signed, fmt.has_inf, fmt.nan, fmt.has_subnormals) == (False, False, "fn", True)
     assert fmt.max_finite == 114688 and fmt.min_subnormal == Fraction(1, 2**17)
     if not hasattr(ml_dtypes, "float8_e5m3fnu"):
@@ -86,24 +87,24 @@ def test_every_ml_dtypes_int_resolves_or_is_refused_by_name(name):
     t = getattr(ml_dtypes, name)
     ii = ml_dtypes.iinfo(t)
     try:
-        f = no.format_of(np.dtype(t))
+        f = no.formats.format_of(np.dtype(t))
     except ValueError as e:
         assert name in ("int1", "uint1") and name in str(e) and "no numoracle format" in str(e)
         with pytest.raises(ValueError, match="unknown format"):
-            no.format_of(name)
+            no.formats.format_of(name)
         return
-    assert f.is_integer and no.format_of(name) is f and f.name == name
+    assert f.is_integer and no.formats.format_of(name) is f and f.name == name
     assert (f.min_value, f.max_value) == (int(ii.min), int(ii.max))
     values = np.arange(int(ii.min), int(ii.max) + 1)
     codes, fmt = to_codes(values.astype(t))
     assert fmt is f and no.decode(codes, f).tolist() == values.tolist()
 
 
-@pytest.mark.parametrize("name, fmt, max_finite", [("float8_e4m3", no.FP8_E4M3, 240),
-                                                   ("float8_e3m4", no.FP8_E3M4, Fraction(31, 2))])
+@pytest.mark.parametrize("name, fmt, max_finite", [("float8_e4m3", FP8_E4M3, 240),
+                                                   ("float8_e3m4", FP8_E3M4, Fraction(31, 2))])
 def test_ieee_style_fp8_every_code(name, fmt, max_finite):
     assert fmt.has_inf and fmt.nan == "ieee" and fmt.has_subnormals and fmt.max_finite == max_finite
-    assert no.format_of(name) is fmt
+    assert no.formats.format_of(name) is fmt
     codes = np.arange(256, dtype=np.uint8)
     lib = codes.view(getattr(ml_dtypes, name)).astype(np.float64)
     ours = no.decode(codes, fmt)
@@ -122,8 +123,8 @@ def test_ieee_style_fp8_every_code(name, fmt, max_finite):
 
 def test_ambiguous_names_still_ask():
     with pytest.raises(ValueError, match="ambiguous; say which: fp8_e4m3fn, fp8_e4m3, fp8_e4m3fnuz"):
-        no.format_of("e4m3")
-    assert no.format_of("float8_e4m3fn") is no.FP8_E4M3FN  # OCP E4M3 (no inf) keeps its own name
+        no.formats.format_of("e4m3")
+    assert no.formats.format_of("float8_e4m3fn") is FP8_E4M3FN  # OCP E4M3 (no inf) keeps its own name
 
 
 # ---- torch ---------------------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_torch_float4_e2m1fn_x2_unpacks_into_two_codes_a_byte():
     t = torch.from_numpy(pack_fp4x2(codes)).view(torch.float4_e2m1fn_x2)
     assert t.shape == (3, 4)
     got, fmt = to_codes(t)
-    assert fmt is no.FP4_E2M1FN and no.format_of(t.dtype) is no.FP4_E2M1FN
+    assert fmt is FP4_E2M1FN and no.formats.format_of(t.dtype) is FP4_E2M1FN
     assert got.shape == (3, 8) and np.array_equal(got, codes)
 
 
@@ -202,6 +203,6 @@ def test_jax_arrays_through_the_array_protocol():
     b = rng.standard_normal((32, 3)).astype(ml_dtypes.bfloat16)
     ja, jb = jnp.asarray(a), jnp.asarray(b)
     codes, fmt = to_codes(ja)
-    assert fmt is no.BF16 and np.array_equal(codes, a.view(np.uint16))
+    assert fmt is BF16 and np.array_equal(codes, a.view(np.uint16))
     out = jnp.matmul(ja, jb, preferred_element_type=jnp.float32)
     assert no.assert_matmul_close(out, ja, jb, acc="fp32").passed

@@ -11,14 +11,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import numoracle as no
-from numoracle.core.convert import _engine
-from numoracle.core.policy import resolve_policy
-from numoracle.core.softfloat import round_pack, unpack, word_bits
+from numoracle.core.engine.convert import _engine
+from numoracle.core.engine.softfloat import round_pack, unpack, word_bits
+from numoracle.core.formats.policy import resolve_policy
+from numoracle.formats import (
+    BF16,
+    E8M0FNU,
+    FP4_E2M1FN,
+    FP8_E4M3FN,
+    FP8_E4M3FNUZ,
+    FP8_E5M2,
+    FP16,
+    FP32,
+    FP64,
+    INT8,
+    UINT16,
+)
 from policies import nan_tos
 
-SOURCES = [no.FP32, no.FP16, no.BF16, no.FP8_E5M2, no.FP8_E4M3FN, no.FP8_E4M3FNUZ, no.FP64]
-DSTS = [no.BF16, no.FP8_E4M3FN, no.FP8_E4M3FNUZ, no.FP4_E2M1FN, no.E8M0FNU, no.INT8, no.UINT16]
+SOURCES = [FP32, FP16, BF16, FP8_E5M2, FP8_E4M3FN, FP8_E4M3FNUZ, FP64]
+DSTS = [BF16, FP8_E4M3FN, FP8_E4M3FNUZ, FP4_E2M1FN, E8M0FNU, INT8, UINT16]
 
 
 def nan_heavy(src, rng, n: int = 4096) -> np.ndarray:

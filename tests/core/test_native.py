@@ -41,15 +41,30 @@ from numoracle.conformance.deviations import (
     installed_version,
 )
 from numoracle.conformance.native import native_cast
-from numoracle.core.formats import TORCH_NAMES, registry
-from numoracle.core.interop import native_dtype
+from numoracle.core.formats.format import TORCH_NAMES, registry
+from numoracle.core.formats.interop import native_dtype
+from numoracle.formats import (
+    BF16,
+    E8M0FNU,
+    FP6_E3M2FN,
+    FP8_E4M3FN,
+    FP16,
+    FP32,
+    FP64,
+    INT8,
+    INT32,
+    INT64,
+    UINT16,
+    UINT32,
+    UINT64,
+)
 from optional import needs, requires
 
 NATIVE = [f for f in registry() if native_dtype(f) is not None]
 SOURCES = [f for f in NATIVE if f.bits <= 16]
-WIDE = [no.FP32, no.FP64, no.INT32, no.UINT32, no.INT64, no.UINT64]
-NARROW_DST = [f for f in NATIVE if not f.is_integer and f.bits <= 16] + [no.FP32]
-TORCH = {no.format_of(v).name for v in TORCH_NAMES.values()}
+WIDE = [FP32, FP64, INT32, UINT32, INT64, UINT64]
+NARROW_DST = [f for f in NATIVE if not f.is_integer and f.bits <= 16] + [FP32]
+TORCH = {no.formats.format_of(v).name for v in TORCH_NAMES.values()}
 _BUILTIN = {"fp16", "fp32", "fp64"}
 # ml_dtypes before 0.7 registers no cast between E8M0 and the other narrow float types
 _ML_E8M0_CASTS = tuple(int(p) for p in ml_dtypes.__version__.split(".")[:2]) >= (0, 7)
@@ -89,7 +104,7 @@ def _in_range(codes, src, dst) -> np.ndarray:
 def _check(library, src, dst, codes) -> tuple[int, dict]:
     """Compare one library's cast on ``codes``; return (number compared, {label: count}); assert all explained."""
     codes = codes[_in_range(codes, src, dst)]
-    lib = native_cast(no.as_native(codes, src), dst, library)
+    lib = native_cast(no.formats.as_native(codes, src), dst, library)
     lab = classify(library, src, dst, codes, lib, **_policy(src, dst))
     bad = np.flatnonzero(lab == "unexplained")
     if bad.size:
@@ -134,9 +149,9 @@ def test_matrix_sees_the_expected_deviations():
     """The all-codes comparison does meet each kind it is expected to (the predicates are not vacuous)."""
     needs("torch")
     seen = set()
-    for lib, src, dst in [("numpy", no.FP16, no.FP32), ("ml_dtypes", no.BF16, no.FP6_E3M2FN),
-                          ("ml_dtypes", no.BF16, no.E8M0FNU), ("torch", no.FP16, no.FP8_E4M3FN),
-                          ("torch", no.BF16, no.E8M0FNU)]:
+    for lib, src, dst in [("numpy", FP16, FP32), ("ml_dtypes", BF16, FP6_E3M2FN),
+                          ("ml_dtypes", BF16, E8M0FNU), ("torch", FP16, FP8_E4M3FN),
+                          ("torch", BF16, E8M0FNU)]:
         seen |= {(lib, k) for k in _check(lib, src, dst, _all_codes(src))[1]}
     expected = {("numpy", "nan_payload_or_sign"), ("ml_dtypes", "nan_to_policy"), ("torch", "saturation_vs_nan"),
                 ("torch", "sign_dropped"), ("torch", "zero_to_min"), ("torch", "sign_dropped+subnormal")}
@@ -165,7 +180,7 @@ def _float_candidates(src, dst, rng) -> np.ndarray:
     step = np.diff(g)
     mids = np.concatenate([g[:-1] + step / 2, [g[-1] + step[-1] / 2, g[-1] + step[-1], g[0] / 2]])
     mids = mids[mids > 0]
-    if src is no.FP64:
+    if src is FP64:
         v = np.concatenate([mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf), mids * (1 + 2.0**-30),
                             mids * (1 - 2.0**-30), mids * (1 + 2.0**-40), mids * (1 - 2.0**-40)])
         codes = v.view(np.uint64)
@@ -175,7 +190,7 @@ def _float_candidates(src, dst, rng) -> np.ndarray:
         v = np.concatenate([m, np.nextafter(m, np.float32(0)), np.nextafter(m, np.float32(np.inf))])
         codes = v.view(np.uint32)
     sb = np.array(1 << (src.bits - 1), src.code_dtype)
-    special = no.cast(np.array([0.0, np.inf, np.nan]).view(np.uint64), src, src=no.FP64)
+    special = no.cast(np.array([0.0, np.inf, np.nan]).view(np.uint64), src, src=FP64)
     rand = rng.integers(0, 1 << src.bits, 1 << 14, dtype=np.uint64).astype(src.code_dtype)
     codes = np.concatenate([codes, special, rand])
     return np.concatenate([codes, codes | sb])
@@ -202,14 +217,14 @@ def _int_candidates(src, dst, rng) -> np.ndarray:
 def test_wide_sources_near_midpoints(src, library):
     rng = np.random.default_rng(2024)
     total = 0
-    for dst in NARROW_DST + [no.FP64, no.INT8, no.UINT16, no.INT32]:
+    for dst in NARROW_DST + [FP64, INT8, UINT16, INT32]:
         if dst == src or (library == "torch" and dst.name not in TORCH) or (
                 library != "torch" and _owner(src, dst) != library):
             continue
         if src.is_integer:
-            codes = _int_candidates(src, dst if not dst.is_integer else no.FP16, rng)
+            codes = _int_candidates(src, dst if not dst.is_integer else FP16, rng)
         else:
-            codes = _float_candidates(src, dst if not dst.is_integer else no.FP16, rng)
+            codes = _float_candidates(src, dst if not dst.is_integer else FP16, rng)
         total += _check(library, src, dst, codes)[0]
     assert total > 0
 
@@ -225,10 +240,10 @@ def test_witness_reproduces_where_the_installed_version_shows_it(dev: Deviation)
     if dev.library in ("torch", "jax"):
         needs(dev.library)
     version = installed_version(dev.library)
-    src, dst = no.format_of(dev.src), no.format_of(dev.dst)
+    src, dst = no.formats.format_of(dev.src), no.formats.format_of(dev.dst)
     s, lib_code, correct = dev.witness
     x = np.array([s], src.code_dtype)
-    got = int(native_cast(no.as_native(x, src), dst, dev.library)[0])
+    got = int(native_cast(no.formats.as_native(x, src), dst, dev.library)[0])
     assert int(no.cast(x, dst, src=src, rounding=dev.rounding)[0]) == correct != lib_code
     if not dev.on_this_cpu():  # a CPU the record does not name: the library is right here, and it does not apply
         assert got == correct, (f"{dev.library} {version} gives {got:#x} for {dev.src} {dev.witness_source_hex} -> "
@@ -332,18 +347,18 @@ def test_torch_e4m3fn_saturates_on_cpu():
     assert [int(c) for c in lib] == [0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0xFE, 0x7F]
     ours = no.cast(v, "fp8_e4m3fn")
     assert [int(c) for c in ours] == [0x7E, 0x7E, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F]
-    codes = _all_codes(no.FP16)  # on every FP16 code torch is numoracle's overflow='saturate'
-    lib = native_cast(no.as_native(codes, no.FP16), "fp8_e4m3fn", "torch")
+    codes = _all_codes(FP16)  # on every FP16 code torch is numoracle's overflow='saturate'
+    lib = native_cast(no.formats.as_native(codes, FP16), "fp8_e4m3fn", "torch")
     sat = no.cast(codes, "fp8_e4m3fn", src="fp16", overflow="saturate")
-    nan = np.isnan(no.decode(codes, no.FP16))
+    nan = np.isnan(no.decode(codes, FP16))
     assert np.array_equal(lib[~nan], sat[~nan]) and np.all((lib[nan] & 0x7F) == 0x7F)
 
 
 def test_torch_e8m0_casts_the_magnitude():
     needs("torch")
     pos = np.arange(1, 0x7F80, dtype=np.uint16)  # positive finite BF16
-    a = native_cast(no.as_native(pos, "bf16"), "e8m0fnu", "torch")
-    b = native_cast(no.as_native(pos | np.uint16(0x8000), "bf16"), "e8m0fnu", "torch")
+    a = native_cast(no.formats.as_native(pos, "bf16"), "e8m0fnu", "torch")
+    b = native_cast(no.formats.as_native(pos | np.uint16(0x8000), "bf16"), "e8m0fnu", "torch")
     assert np.array_equal(a, b)
     assert np.all(no.cast(pos | np.uint16(0x8000), "e8m0fnu", src="bf16") == 0xFF)
 
@@ -352,7 +367,7 @@ def test_ml_dtypes_nan_into_fp6_fp4_is_a_zero_of_the_opposite_sign():
     nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001], np.uint32).view(np.float32)
     for dst, sign in (("fp6_e3m2fn", 0x20), ("fp6_e2m3fn", 0x20), ("fp4_e2m1fn", 0x8)):
         assert [int(c) for c in native_cast(nans, dst, "ml_dtypes")] == [sign, 0, sign]
-        fmt = no.format_of(dst)
+        fmt = no.formats.format_of(dst)
         assert set(no.cast(nans, dst).tolist()) == {fmt.max_mag_code}
 
 
@@ -377,7 +392,7 @@ def test_native_cast_errors():
         native_cast(x, "fp16", "ml_dtypes")
     with pytest.raises(ValueError, match="no numpy or ml_dtypes dtype"):
         native_cast(x, "tf32", "numpy")
-    e4m3 = np.array([1.0, 3.0]).astype(native_dtype(no.FP8_E4M3FN))
+    e4m3 = np.array([1.0, 3.0]).astype(native_dtype(FP8_E4M3FN))
     if _ML_E8M0_CASTS:  # ml_dtypes 0.7 casts between E8M0 and the other narrow floats
         assert native_cast(e4m3, "e8m0fnu", "ml_dtypes").tolist() == [0x7F, 0x81]
     else:
@@ -411,7 +426,7 @@ JAX_NATIVE = [f for f in NATIVE if not f.name.startswith("fp6")]  # jax has no F
 
 def _jax_casts(src, dst) -> bool:
     try:
-        native_cast(no.as_native(np.zeros(1, src.code_dtype), src), dst, "jax")
+        native_cast(no.formats.as_native(np.zeros(1, src.code_dtype), src), dst, "jax")
     except (TypeError, ValueError):
         return False
     return True
@@ -439,10 +454,10 @@ def test_wide_sources_near_midpoints_jax(src):
     needs("jax")
     rng = np.random.default_rng(2024)
     total = 0
-    for dst in [f for f in NARROW_DST if not f.name.startswith("fp6")] + [no.FP64, no.INT8, no.UINT16, no.INT32]:
+    for dst in [f for f in NARROW_DST if not f.name.startswith("fp6")] + [FP64, INT8, UINT16, INT32]:
         if dst == src or not _jax_casts(src, dst):
             continue
-        ref = dst if not dst.is_integer else no.FP16
+        ref = dst if not dst.is_integer else FP16
         codes = _int_candidates(src, ref, rng) if src.is_integer else _float_candidates(src, ref, rng)
         total += _check("jax", src, dst, codes)[0]
     assert total > 0
@@ -463,7 +478,7 @@ def test_native_cast_torch():
         native_cast(x, "fp6_e3m2fn", "torch")
     assert native_cast(x, "fp16", "torch").tolist() == [0x3C00, 0xC100, 0x7C00]
     assert native_cast(torch.tensor([1.0, -2.5]), "bf16", "torch").tolist() == [0x3F80, 0xC020]
-    e4 = no.as_native(np.array([0x38, 0xB8], np.uint8), no.FP8_E4M3FN)  # ml_dtypes array into torch
+    e4 = no.formats.as_native(np.array([0x38, 0xB8], np.uint8), FP8_E4M3FN)  # ml_dtypes array into torch
     assert native_cast(e4, "fp32", "torch").tolist() == [0x3F800000, 0xBF800000]
 
 
@@ -478,9 +493,9 @@ def test_exact_float64_reads_narrow_formats_through_decodes_own_table():
     infinities included, as decode gives element by element."""
     import ml_dtypes
 
-    from numoracle.core.convert import decode
+    from numoracle.core.engine.convert import decode
+    from numoracle.core.formats.interop import to_codes
     from numoracle.core.inputs import exact_float64, value_table
-    from numoracle.core.interop import to_codes
 
     for dt in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu):
         x = np.arange(1 << (8 * np.dtype(dt).itemsize), dtype=np.uint64).astype(
@@ -491,7 +506,7 @@ def test_exact_float64_reads_narrow_formats_through_decodes_own_table():
         assert np.array_equal(v.view(np.uint64), want.view(np.uint64)), dt     # NaNs and signed zeros too
         assert not value_table(f).flags.writeable
     with pytest.raises(ValueError, match="at most 16 bits"):
-        value_table(no.FP32)
+        value_table(FP32)
 
 
 def test_exact_float32_reads_the_same_values_in_half_the_memory():
@@ -513,7 +528,7 @@ def test_exact_float32_reads_the_same_values_in_half_the_memory():
         assert np.array_equal(v32[~nan].astype(np.float64).view(np.uint64), v64[~nan].view(np.uint64)), dt
     x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
     v, f = exact_float32(x, "x")
-    assert v is not x and np.array_equal(v, x) and f == no.FP32
+    assert v is not x and np.array_equal(v, x) and f == FP32
     for y in (x.astype(np.float64), np.arange(-128, 128, dtype=np.int8)):
         assert exact_float32(y, "y")[0] is None
-    assert not fits_fp32(no.FP64) and not fits_fp32(no.format_of("int8"))
+    assert not fits_fp32(FP64) and not fits_fp32(no.formats.format_of("int8"))

@@ -12,28 +12,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from numoracle import (
-    FP16,
-    INT4,
-    INT8,
-    INT64,
-    UINT4,
-    Format,
-    as_native,
-    cast,
-    decode,
-    encode,
-    exact_sum,
-    expected_error_bound,
-    explain,
-    format_of,
-    poison_like,
-    read_golden,
-    write_golden,
-)
-from numoracle.core.explanation import _show
-from numoracle.core.policy import Flags
-from numoracle.core.twins.exact import value_of
+from numoracle import Format, cast, decode, encode, exact_sum, expected_error_bound, explain
+from numoracle.core.engine.explanation import _show
+from numoracle.core.formats.policy import Flags
+from numoracle.core.scalar import value_of
+from numoracle.formats import FP16, INT4, INT8, INT64, UINT4, as_native, format_of
+from numoracle.testing import poison_like, read_golden, write_golden
 
 
 # ---- encode ------------------------------------------------------------------------------------
@@ -282,7 +266,7 @@ def test_check_choice_number_and_array_name_the_argument():
 
 
 def test_codebook_blocks_longer_than_the_array_are_one_block():
-    from numoracle import dequantize_codebook, quantize_codebook
+    from numoracle.quant import dequantize_codebook, quantize_codebook
 
     x = np.linspace(-1, 2, 40, dtype=np.float32)
     one, huge = quantize_codebook(x, "nf4", block=40), quantize_codebook(x, "nf4", block=2**80)

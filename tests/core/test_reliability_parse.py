@@ -16,7 +16,7 @@ from numoracle import expected_error_bound
 from numoracle.cli import main
 from numoracle.core.errors import NumoracleError, ParseError
 from numoracle.core.parse import MAX_DIGITS, RANGE_EXP, parse_number, read_exact
-from numoracle.core.twins.exact import round_value
+from numoracle.core.scalar import round_value
 
 
 def cast_json(capsys, *argv: str) -> dict:

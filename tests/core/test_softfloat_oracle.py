@@ -7,7 +7,7 @@ conversions other than to and from FP32 go through SoftFloat's exact widening to
 FP16 -> FP32 are exact; flags of the two steps are OR-ed), so every 16-bit source reaches every
 destination.
 
-Default tier: the boundary values of each pair (``numoracle.boundary_values`` in every mode, with
+Default tier: the boundary values of each pair (``numoracle.conformance.boundary_values`` in every mode, with
 their code neighbours) and seeded random codes. ``-m exhaustive``: every FP16 and BF16 code.
 
 SoftFloat's own conventions (this build uses SoftFloat's RISC-V specialization) are not numoracle
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.formats import format_of
-from numoracle.core.policy import Flags
-from numoracle.core.softfloat import canonical_nan
+from numoracle.core.engine.softfloat import canonical_nan
+from numoracle.core.formats.format import format_of
+from numoracle.core.formats.policy import Flags
 from optional import reason
 
 sf = pytest.importorskip("softfloatpy", reason=reason("softfloatpy"))  # Berkeley SoftFloat's bindings (test extra)
@@ -126,7 +126,7 @@ def sample_codes(src: str, dst: str, n_random: int, seed: int) -> np.ndarray:
     uniform bit patterns, and (floats) uniform exponent fields, (integers) uniform bit lengths."""
     s = format_of(src)
     top = (1 << s.bits) - 1
-    b = np.concatenate([no.boundary_values(src, dst, rounding=m, intermediates=()).codes.astype(np.uint64)
+    b = np.concatenate([no.conformance.boundary_values(src, dst, rounding=m, intermediates=()).codes.astype(np.uint64)
                         for m in MODES]).astype(object)
     near = {int(c) + k for c in b for k in (-1, 0, 1)} | {int(c) ^ getattr(s, "sign_bit", 0) for c in b}
     rng = np.random.default_rng(seed)

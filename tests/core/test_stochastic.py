@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.convert import CHUNK
+from numoracle.core.engine.convert import CHUNK
+from numoracle.formats import FP64
 
 # (source, destination, sr_bits): float and integer destinations, 32- and 64-bit engine words
 CASES = [("fp32", "bf16", 8), ("fp32", "fp8_e4m3fn", 5), ("fp16", "fp8_e5m2", 4), ("fp64", "fp16", 10),
@@ -69,7 +70,7 @@ def _sr(codes, src, dst, r, R):
 @pytest.mark.parametrize("src,dst,r", CASES, ids=lambda c: str(c))
 def test_exactly_floor_f_2r_of_all_bits_round_away(src, dst, r):
     """Enumerate every R: the away count is floor(f * 2^r), and which R round away is the top ones."""
-    src, dst = no.format_of(src), no.format_of(dst)
+    src, dst = no.formats.format_of(src), no.formats.format_of(dst)
     rng = np.random.default_rng(11)
     codes = _sample(src, dst, rng, 300 if r <= 10 else 40)
     g = _grid(dst)
@@ -95,7 +96,7 @@ def test_exactly_floor_f_2r_of_all_bits_round_away(src, dst, r):
 @pytest.mark.parametrize("src,dst,r", CASES, ids=lambda c: str(c))
 def test_result_is_one_of_the_two_neighbours(src, dst, r):
     """Every code (FP16/BF16 sources) or a seeded sample, random bits: rtz(x) or the away-from-zero result."""
-    src, dst = no.format_of(src), no.format_of(dst)
+    src, dst = no.formats.format_of(src), no.formats.format_of(dst)
     rng = np.random.default_rng(5)
     if src.bits <= 16:
         codes = np.arange(1 << src.bits, dtype=np.uint64).astype(src.code_dtype)
@@ -136,7 +137,7 @@ def _constructed(src, dst, r, rng, n, extra: Fraction) -> list[tuple[int, Fracti
         x = lo + f * (hi - lo)
         if Fraction(float(x)) != x or x == 0:
             continue
-        code = no.cast(np.array([float(x)]).view(np.uint64), src, src=no.FP64, rounding="rtz")
+        code = no.cast(np.array([float(x)]).view(np.uint64), src, src=FP64, rounding="rtz")
         if Fraction(float(no.decode(code, src)[0])) == x:
             out.append((int(code[0]), lo, hi, f))
         if len(out) == n:
@@ -148,7 +149,7 @@ def _constructed(src, dst, r, rng, n, extra: Fraction) -> list[tuple[int, Fracti
 def test_frequency_of_rounding_away_is_the_fractional_distance(src, dst, r):
     """Binomial test (6 sigma, fixed seed) on values whose discarded fraction f has at most r bits
     (probability f), and on values with r + 2 bits (probability floor(f * 2^r) / 2^r)."""
-    src, dst = no.format_of(src), no.format_of(dst)
+    src, dst = no.formats.format_of(src), no.formats.format_of(dst)
     rng = np.random.default_rng(20240)
     short = _constructed(src, dst, r, rng, 10, Fraction(0))
     long_ = _constructed(src, dst, r, rng, 4, Fraction(1, 1 << (r + 2)))

@@ -1,8 +1,8 @@
-"""The numpy fast paths' one rounding step (core/wordround.py) against the engine (round_pack), bit for bit.
+"""The numpy fast paths' one rounding step (core/fast/wordround.py) against the engine (round_pack), bit for bit.
 
 The step rounds words at a bit position; overflow, the sign and specials are its callers'. So each case
 builds the words a caller builds (FP32 codes re-biased to the destination, significands of results below
-its smallest normal at their own shift, float64 / float32 bits rounded in place as models/accumulate.py
+its smallest normal at their own shift, float64 / float32 bits rounded in place as models/engine/accumulate.py
 does), applies the destination's overflow code where the rounded magnitude passes its largest finite
 one, and compares with ``engine_cast_codes``, in every mode (stochastic at several widths) and every
 overflow policy of the destination.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.core.convert import decode, engine_cast_codes
-from numoracle.core.formats import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, FP64, Format
-from numoracle.core.policy import resolve_policy
-from numoracle.core.wordround import round_word
+from numoracle.core.engine.convert import decode, engine_cast_codes
+from numoracle.core.fast.wordround import round_word
+from numoracle.core.formats.format import BF16, FP8_E4M3FN, FP8_E5M2, FP16, FP32, FP64, Format
+from numoracle.core.formats.policy import resolve_policy
 from policies import MODES, overflows
 
 DSTS = [BF16, FP16, FP8_E4M3FN, FP8_E5M2, Format.ieee_like(6, 9, name="e6m9")]

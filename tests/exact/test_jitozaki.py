@@ -1,8 +1,8 @@
-"""exact_matmul's Ozaki split: the numba kernels (exact/jitozaki.py) against their numpy twins, bit
+"""exact_matmul's Ozaki split: the numba kernels (exact/kernels/ozaki.py) against their numpy twins, bit
 for bit, and the Karatsuba plan against exact references.
 
 The references share nothing with the code under test: Python ``Fraction`` / ``int`` products and
-sums of the exact input values, rounded once with ``numoracle.core.twins.exact.round_value``; for
+sums of the exact input values, rounded once with ``numoracle.core.scalar.round_value``; for
 larger sizes ``exact_dot`` on float64 data (its per-product limb path, not the Ozaki split).
 All randomness is seeded.
 """
@@ -17,7 +17,7 @@ import pytest
 
 import numoracle as no
 from numoracle.core import jit
-from numoracle.core.twins.exact import round_value
+from numoracle.core.scalar import round_value
 from numoracle.exact import exactsum, ozaki
 from numoracle.exact.reference import exact_dot, exact_matmul, exact_sum
 
@@ -40,7 +40,7 @@ def same(a, b) -> bool:
 
 
 def rounded(x: Fraction, fmt="fp64") -> float:
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
     return float(no.decode(np.array([round_value(x, f)], f.code_dtype), f)[0])
 
 
@@ -181,7 +181,7 @@ def test_random_sets_both_paths_agree(seed):
 # ---- the kernels one by one ------------------------------------------------------------------------
 def _kernels():
     pytest.importorskip("numba")
-    from numoracle.exact import jitozaki
+    from numoracle.exact.kernels import ozaki as jitozaki
     return jitozaki
 
 

@@ -1,7 +1,7 @@
 """exact_sum / exact_dot / exact_matmul against slow exact references.
 
 The references here share nothing with the code under test: Python ``Fraction`` (or ``int``)
-sums of the exact input values, rounded once with ``numoracle.core.twins.exact.round_value`` (the
+sums of the exact input values, rounded once with ``numoracle.core.scalar.round_value`` (the
 Fraction twin of the rounding engine); for larger sizes ``math.fsum`` (correctly rounded sums
 of float64 values, Shewchuk) over products that are exact in float64. Results are compared
 bit for bit (so -0 and +0 differ; NaN equals NaN). All randomness is seeded.
@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.formats import Format, registry
-from numoracle.core.twins.exact import round_value
+from numoracle.core.formats.format import Format, registry
+from numoracle.core.scalar import round_value
 from numoracle.exact.reference import exact_dot, exact_matmul, exact_sum
+from numoracle.formats import FP32
 
 FLOATS = [f for f in registry() if not f.is_integer]
 OUTS = ["bf16", "fp16", "fp32", "fp8_e4m3fn", "fp8_e5m2", "tf32"]
@@ -29,7 +30,7 @@ OUTS = ["bf16", "fp16", "fp32", "fp8_e4m3fn", "fp8_e5m2", "tf32"]
 # ---- references ---------------------------------------------------------------------------------
 def values_of(codes, fmt):
     """Exact values of codes: Fractions (floats) or ints, via the Fraction twin of decode."""
-    from numoracle.core.twins.exact import NEG_ZERO, value_of
+    from numoracle.core.scalar import NEG_ZERO, value_of
 
     out = [value_of(int(c), fmt) for c in np.asarray(codes).ravel()]
     return [0 if v == NEG_ZERO else v for v in out]
@@ -41,7 +42,7 @@ def frac(v):
 
 def rounded(x: Fraction, fmt="fp64") -> float:
     """The exact value x rounded once (RNE) to fmt, as a float."""
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
     return float(no.decode(np.array([round_value(x, f)], f.code_dtype), f)[0])
 
 
@@ -189,7 +190,7 @@ def test_sum_row_with_many_terms_and_many_rows():
 
 @pytest.mark.parametrize("fmt", ["int8", "uint8", "int32", "uint32", "int64", "uint64", "int4"])
 def test_sum_integer_formats(fmt):
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
     rng = np.random.default_rng(f.bits)
     codes = rng.integers(0, 1 << f.bits, 400, dtype=np.uint64).astype(f.code_dtype)
     vals = no.decode(codes, f)
@@ -266,7 +267,7 @@ def test_specials_in_sums():
                                     ("fp64", "fp8_e4m3fn"), ("fp64", "int64"), ("int32", "int32"),
                                     ("uint64", "int8"), ("tf32", "fp64"), ("e8m0fnu", "fp6_e2m3fn")])
 def test_dot_against_fractions(fa, fb):
-    fa, fb = no.format_of(fa), no.format_of(fb)
+    fa, fb = no.formats.format_of(fa), no.formats.format_of(fb)
     rng = np.random.default_rng(7)
     R, K = 5, 30
     ca = finite_codes(fa, R * K, rng).reshape(R, K)
@@ -287,11 +288,11 @@ def test_dot_products_at_the_float64_width(man):
     f = Format.ieee_like(8, man, name=f"e8m{man}")
     rng = np.random.default_rng(22)
     ca = finite_codes(f, 4 * 50, rng).reshape(4, 50)
-    cb = finite_codes(no.FP32, 4 * 50, rng).reshape(4, 50)
-    got = exact_dot(ca, cb, fmt_a=f, fmt_b=no.FP32)
-    got_exact = exact_dot(ca, cb, fmt_a=f, fmt_b=no.FP32, exact=True)
+    cb = finite_codes(FP32, 4 * 50, rng).reshape(4, 50)
+    got = exact_dot(ca, cb, fmt_a=f, fmt_b=FP32)
+    got_exact = exact_dot(ca, cb, fmt_a=f, fmt_b=FP32, exact=True)
     for i in range(4):
-        ref = sum(Fraction(x) * Fraction(y) for x, y in zip(values_of(ca[i], f), values_of(cb[i], no.FP32)))
+        ref = sum(Fraction(x) * Fraction(y) for x, y in zip(values_of(ca[i], f), values_of(cb[i], FP32)))
         assert got_exact[i] == ref
         assert same(got[i], rounded(ref))
 
@@ -365,7 +366,7 @@ def test_matmul_every_float_format_random_codes(fmt):
 @pytest.mark.parametrize("fa, fb", [("bf16", "fp32"), ("int8", "fp16"), ("int32", "int32"), ("uint32", "fp64"),
                                     ("int64", "int64"), ("uint64", "uint8"), ("fp8_e4m3fn", "int8")])
 def test_matmul_mixed_and_integer_formats(fa, fb):
-    fa, fb = no.format_of(fa), no.format_of(fb)
+    fa, fb = no.formats.format_of(fa), no.formats.format_of(fb)
     rng = np.random.default_rng(11)
     ca = finite_codes(fa, 5 * 20, rng).reshape(5, 20)
     cb = finite_codes(fb, 20 * 4, rng).reshape(20, 4)
@@ -382,7 +383,7 @@ def test_matmul_ill_conditioned_fp32():
     b = np.concatenate([b[0::2], b[1::2]])
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     ca, cb = no.core.interop.to_codes(a32)[0], no.core.interop.to_codes(b32)[0]
-    check_matmul(ca, cb, no.FP32, no.FP32, outs=("fp64", "bf16", "fp16"))
+    check_matmul(ca, cb, FP32, FP32, outs=("fp64", "bf16", "fp16"))
 
 
 def test_matmul_fp64_many_slices_and_wide_span_fallback():

@@ -9,8 +9,9 @@ from test_identify import _mm
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import FP32
 from numoracle.identify.search import identify_order
-from numoracle.models.gpuorders import TiledSplitK
+from numoracle.models.orders.gpu import TiledSplitK
 
 
 @pytest.mark.parametrize("fmt", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])   # bf16: the same path
@@ -19,7 +20,7 @@ def test_the_identified_arithmetic_checks_the_recorded_kernel(fmt):
     out = d[f"{fmt}_128x4096x128_cancel__torch_mm_out_fp32"]
     rep = identify_order(out, "matmul", a, b)
     arith = rep.arithmetic
-    assert arith.order == TiledSplitK(3, 64, O.preset("h200", fmt)) and arith.accumulator == no.FP32
+    assert arith.order == TiledSplitK(3, 64, O.preset("h200", fmt)) and arith.accumulator == FP32
     # the value reproduces the kernel through simulate, bounds it, and checks it end to end
     np.testing.assert_array_equal(no.simulate("matmul", a, b, arith=arith).astype(np.float32), out)
     report = no.assert_matmul_close(out, a, b, arith)
@@ -49,7 +50,7 @@ def test_arith_and_keywords_agree_and_do_not_mix():
         no.check_sum_close(no.simulate("sum", x, arith=arith), x, arith.replace(out="bf16", out_rounding="rne"))
     with pytest.raises(ValueError, match="conflicts with the order's own accumulator"):
         no.Arithmetic(acc="fp16", order=O.preset("h100", "fp8"))
-    assert str(no.Arithmetic(order=O.Promoted(64, O.preset("h100", "fp8"), no.FP32))) == \
+    assert str(no.Arithmetic(order=O.Promoted(64, O.preset("h100", "fp8"), FP32))) == \
         'Arithmetic(acc=fp32, order=Promoted(every=64, inner=preset("h100", "fp8"), outer_acc=Format(fp32)))'
 
 

@@ -98,9 +98,9 @@ def fresh(op: str, arith, name: str, ins: tuple, rows: int, kinds=("normal", "wi
     """Does the named arithmetic reproduce the kernel on fresh data of the recording's shape (data it was not
     fitted to)? None when the library is not installed."""
     import numoracle as no
-    from numoracle.core.interop import to_codes
+    from numoracle.core.formats.interop import to_codes
     rng = np.random.default_rng(7)
-    fmt = no.format_of(ins[0].dtype)
+    fmt = no.formats.format_of(ins[0].dtype)
     for kind in kinds:
         new = []
         for x in ins:

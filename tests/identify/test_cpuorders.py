@@ -1,4 +1,4 @@
-"""The CPU kernels' orders (models/cpuorders.py) against trees reveal_order read off torch 2.13 and jax 0.10 on
+"""The CPU kernels' orders (models/orders/cpu.py) against trees reveal_order read off torch 2.13 and jax 0.10 on
 this machine (tests/reveal shows how), and their bounds' depth against the schedule."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.models.cpuorders import goto_blocks, schedule_depth, xla_chunk_sizes
+from numoracle.models.orders.cpu import goto_blocks, schedule_depth, xla_chunk_sizes
 
 # revealed trees (reveal_order(torch.sum / jax.jit(jnp.sum), "sum", n=n, dtype="fp32").order.text())
 TORCH = {
@@ -133,7 +133,7 @@ def test_bad_parameters_are_refused(make, msg):
         make()
 
 
-# ---- BLAS dot kernels (models/dotorders.py) ---------------------------------------------------------------------
+# ---- BLAS dot kernels (models/orders/blasdot.py) ---------------------------------------------------------------------
 
 def _f32(x):
     return np.float32(x)

@@ -11,8 +11,9 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import FP16, FP32
 from numoracle.identify.search import identify_order
-from numoracle.models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices
+from numoracle.models.orders.gpu import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3fn": ml_dtypes.float8_e4m3fn,
@@ -48,7 +49,7 @@ def test_cublas_k1024_is_the_preset_and_k4096_is_tiled_splitk(fmt):
     assert O.parse(rep.winner.to_dict()["name"]) == rep.order
     assert 'preset("h100", "fp16") is the arithmetic of h100, b200, h200, h800 with fp16 or bf16 inputs' in str(rep)
     # the same kernel's output in the input format: rounded once more, same order
-    native = no.as_native(d[f"{fmt}_128x4096x128_cancel__torch_mm_native"], fmt)
+    native = no.formats.as_native(d[f"{fmt}_128x4096x128_cancel__torch_mm_native"], fmt)
     assert identify_order(native, "matmul", a, b, candidates=[rep.order]).order == rep.order
 
 
@@ -71,7 +72,7 @@ def test_torch_sums(dt):
         rep = identify_order(d[f"{tag}__sum_cols_fp32"], "sum", x, outputs=rows)
         assert isinstance(rep.order, GpuReduce) and rep.order.layout == "unroll", str(rep)
         rep = identify_order(d[f"{tag}__sum_native"], "sum", x, outputs=rows, out=dt)
-        assert rep.order is not None and rep.out_format == no.format_of(dt)
+        assert rep.order is not None and rep.out_format == no.formats.format_of(dt)
 
 
 def test_not_reproduced_is_said_plainly():
@@ -210,7 +211,7 @@ def test_tf32_runs(kind):
     a, b = d[f"{tag}__A"], d[f"{tag}__B"]
 
     def tf32(x, rounding):
-        return no.as_native(no.cast(x, "tf32", rounding=rounding), "tf32")
+        return no.formats.as_native(no.cast(x, "tf32", rounding=rounding), "tf32")
 
     rep = identify_order(d[f"{tag}__triton_tf32_bk32"], "matmul", tf32(a, "rtz"), tf32(b, "rtz"))
     assert rep.order == O.preset("h200", "tf32"), str(rep)
@@ -230,15 +231,15 @@ def test_tf32_cublas_k4096_splits_in_24():
     assert isinstance(rep.order, TiledSplitK) and rep.order.inner == O.preset("h200", "tf32"), str(rep)
     assert rep.winner.operands == ("tf32", "rne"), str(rep)
     assert cutlass_slices(4096, rep.order.s, rep.order.tile) == [192] * 21 + [64]
-    same = O.Promoted(192, O.preset("h200", "tf32"), no.FP32)                     # the same arithmetic
-    ra, rb = (no.as_native(no.cast(x, "tf32"), "tf32") for x in (a, b))
+    same = O.Promoted(192, O.preset("h200", "tf32"), FP32)                     # the same arithmetic
+    ra, rb = (no.formats.as_native(no.cast(x, "tf32"), "tf32") for x in (a, b))
     assert identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", ra, rb, candidates=[same]).order == same
 
 
 def test_unit_from_a_small_k_slice_then_the_split():
     """A kernel with a block FMA no preset has: a K = 64 recording fixes the unit, which the K = 1024 search splits."""
     rng = np.random.default_rng(9)
-    unit = O.BlockFMA(8, 24, truncate=False, carry_bit=False, acc=no.FP32)
+    unit = O.BlockFMA(8, 24, truncate=False, carry_bit=False, acc=FP32)
     a = (rng.standard_normal((8, 1024)) * np.exp2(rng.integers(-6, 7, (8, 1024)))).astype(np.float16)
     b = rng.standard_normal((1024, 8)).astype(np.float16)
     small = no.simulate("matmul", a[:, :64], b[:64], order=unit).astype(np.float32)
@@ -268,7 +269,7 @@ def test_partials_added_in_the_output_format():
     rng = np.random.default_rng(12)
     a = rng.standard_normal((8, 512)).astype(np.float16)
     b = rng.standard_normal((512, 8)).astype(np.float16)
-    kernel = O.SplitK(6, O.preset("h100", "fp16"), combine_acc=no.FP16)     # partials rounded to fp16, added there
+    kernel = O.SplitK(6, O.preset("h100", "fp16"), combine_acc=FP16)     # partials rounded to fp16, added there
     y = no.simulate("matmul", a, b, order=kernel, out="fp16")
     rep = identify_order(y.astype(np.float16), "matmul", a, b)
     assert rep.order == kernel and rep.winner.stage == "split", str(rep)
@@ -301,13 +302,13 @@ def test_a_named_order_is_confirmed_by_simulate_itself():
 def test_the_text_table_columns_follow_their_content():
     """A stage name longer than the old fixed width (10) pushed the columns after it out of line."""
     from numoracle.identify.report import Candidate, IdentifyReport
-    from numoracle.models.orders import Pairwise, Sequential
+    from numoracle.models.orders.basic import Pairwise, Sequential
 
-    fmt = no.format_of("fp16")
+    fmt = no.formats.format_of("fp16")
     cands = [Candidate(Sequential(), "a very long stage name", 5, 8, {"1": 2, "2-3": 1, "nan": 0}, 0.0, True),
              Candidate(Pairwise(), "unit", 123456, 200000, {"1": 76544, "4-15": 1, "16-255": 7, ">=256": 2},
                        1.0, False)]
-    rep = IdentifyReport("sum", (8, 4), fmt, fmt, no.format_of("fp32"), cands, None, 4, 8, 2, 0.1, [])
+    rep = IdentifyReport("sum", (8, 4), fmt, fmt, no.formats.format_of("fp32"), cands, None, 4, 8, 2, 0.1, [])
     lines = str(rep).splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["identical", "fraction"])
     table = lines[head:head + 3]

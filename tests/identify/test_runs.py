@@ -7,6 +7,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import FP16
 
 
 def _fp16_splitk_runs(seed=0, m=8, k=256, n=8, s=4):
@@ -93,7 +94,7 @@ def test_sampled_exact_explanation_says_so_and_claims_nothing_for_the_rest():
     bad = np.nextafter(ra, np.inf, dtype=ra.dtype)                 # every element one ULP off: no reordering
     from numoracle.identify.runs import explain_runs
     codes = [np.asarray(x).view(np.uint16).ravel() for x in (ra, bad)]
-    e = explain_runs(*codes, no.FP16, "matmul", (A, B), acc, None, {})
+    e = explain_runs(*codes, FP16, "matmul", (A, B), acc, None, {})
     assert e.split is not None and e.n_differ == ra.size == 256 and e.n_searched == 64 and e.sampled
     assert not e.complete and not e.established
     assert "a sample of 64 of the 256 differing elements" in e.text(), e.text()

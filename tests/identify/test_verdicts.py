@@ -10,6 +10,7 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import FP16, FP64
 from numoracle.identify.search import identify_order
 from numoracle.identify.separate import separating_inputs
 
@@ -28,7 +29,7 @@ def test_tf32_runs_named_from_their_fp32_inputs(tag):
     cub = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b)
     assert cub.verdict == "REPRODUCED" and cub.winner.operands == ("tf32", "rne"), str(cub)
     arith = cub.arithmetic
-    assert arith.operands == no.format_of("tf32") and arith.operands_rounding == "rne"
+    assert arith.operands == no.formats.format_of("tf32") and arith.operands_rounding == "rne"
     # the arithmetic value reproduces the kernel from the FP32 inputs through simulate
     got = no.simulate("matmul", a, b, arith=arith).astype(np.float32)
     np.testing.assert_array_equal(got, d[f"{tag}__torch_mm_tf32"])
@@ -41,12 +42,12 @@ def test_accumulator_format_is_searched():
     x = (rng.standard_normal((12, 300)) * np.exp2(rng.integers(-8, 8, (12, 300)))).astype(np.float32)
     y = no.simulate("sum", x, acc="fp64", order=O.Sequential(), out="fp32").astype(np.float32)
     rep = identify_order(y, "sum", x)
-    assert rep.winner is not None and rep.winner.acc == no.FP64, str(rep)
-    assert rep.arithmetic.accumulator == no.FP64
+    assert rep.winner is not None and rep.winner.acc == FP64, str(rep)
+    assert rep.arithmetic.accumulator == FP64
     h = rng.standard_normal((12, 300)).astype(np.float16)
     y16 = no.simulate("sum", h, acc="fp16", order=O.Sequential()).astype(np.float16)
     rep = identify_order(y16, "sum", h)
-    assert rep.winner.acc == no.FP16 and rep.order == O.Sequential(), str(rep)
+    assert rep.winner.acc == FP16 and rep.order == O.Sequential(), str(rep)
 
 
 def test_one_large_term_is_ambiguous_and_separating_inputs_settle_it():
@@ -71,7 +72,7 @@ def test_one_large_term_is_ambiguous_and_separating_inputs_settle_it():
 
 
 def test_separating_inputs_public_and_same_arithmetic_reported():
-    sep = no.separating_inputs([O.Sequential(), O.Pairwise(), O.Blocked(64)], "matmul", (8, 256, 4), "bf16",
+    sep = no.identify.separating_inputs([O.Sequential(), O.Pairwise(), O.Blocked(64)], "matmul", (8, 256, 4), "bf16",
                                out="bf16")
     assert sep.separated and sep.inputs[0].shape == (8, 256) and sep.inputs[1].shape == (256, 4)
     outs = [np.asarray(o) for o in sep.outputs]

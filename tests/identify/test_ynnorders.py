@@ -1,4 +1,4 @@
-"""YnnSum (models/ynnorders.py): YNNPACK's float sum, the mechanism of jax 0.10.2's CPU ``jnp.sum``, against a
+"""YnnSum (models/orders/ynnpack.py): YNNPACK's float sum, the mechanism of jax 0.10.2's CPU ``jnp.sum``, against a
 scalar transcription of ``ynnpack/kernels/reduce/sum.h``, a case by hand, the recorded jax outputs (tests/data/cpu)
 and, where jax is installed, the live kernel on fresh data."""
 
@@ -174,7 +174,7 @@ def test_live_jax_on_fresh_data(n, rows):
     from cpu_kernels import kernel, versions
     if versions().get("jax") != "0.10.2":
         pytest.skip("checked against jax 0.10.2's YNNPACK")
-    from numoracle.models.ynnorders import ynn_split
+    from numoracle.models.orders.ynnpack import ynn_split
     x = _cancelling(n, rows, seed=n + rows).astype(F)
     k1 = O.YnnSum("k1", split=ynn_split("k1", n, rows))
     np.testing.assert_array_equal(kernel("jax_sum")(x), no.simulate("sum", x, order=k1))

@@ -1,4 +1,4 @@
-"""GPU library orders (numoracle.models.gpuorders): bit-exact against a step-by-step Fraction reference, covered by
+"""GPU library orders (numoracle.models.orders.gpu): bit-exact against a step-by-step Fraction reference, covered by
 expected_error_bound, and reproducing the recorded H200 results (tests/data/h200/) bit for bit.
 
 The references below are written from the documented steps (GpuReduce's and TiledSplitK's docstrings), with
@@ -19,7 +19,8 @@ from test_simulate import IN_FMTS, MODES, arrays
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.models.gpuorders import (
+from numoracle.formats import BF16, FP16, FP32
+from numoracle.models.orders.gpu import (
     ChunkedScan,
     GpuReduce,
     TiledSplitK,
@@ -116,13 +117,13 @@ def ref_chunked_scan(ts, o: ChunkedScan, c: Ctx, fmt):
 @SETTINGS
 @given(st.data())
 def test_chunked_scan_bit_exact(data):
-    acc = data.draw(st.sampled_from([no.FP32, no.FP16, no.BF16]))
+    acc = data.draw(st.sampled_from([FP32, FP16, BF16]))
     fin = data.draw(st.sampled_from(["fp16", "bf16", "e4m3"]))
     mode = data.draw(st.sampled_from(MODES))
     order = ChunkedScan(data.draw(st.sampled_from([1, 2, 4, 8, 16])), data.draw(st.sampled_from([None, acc])))
     rows, K = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 60))
     x = data.draw(arrays((rows, K), IN_FMTS[fin]))
-    if order.acc is not None and fin != "e4m3" and no.format_of(IN_FMTS[fin]) != acc:
+    if order.acc is not None and fin != "e4m3" and no.formats.format_of(IN_FMTS[fin]) != acc:
         x = x.astype(np.float32).astype(IN_FMTS["e4m3"])      # a sum's inputs must fit the accumulator
     got = no.simulate("sum", x, acc=None if order.acc else acc, order=order, rounding=mode, codes=True)
     ref = [ref_chunked_scan([t for t, _, _, _ in row], order, Ctx(acc, mode), acc) for row in terms_of("sum", [x])]
@@ -139,8 +140,8 @@ def gpu_reduces(draw):
 @SETTINGS
 @given(st.data())
 def test_gpu_reduce_bit_exact(data):
-    acc = data.draw(st.sampled_from([no.FP32, no.FP16, no.BF16]))
-    fin = data.draw(st.sampled_from(["fp16", "bf16", "e4m3"] + (["fp32"] if acc == no.FP32 else [])))
+    acc = data.draw(st.sampled_from([FP32, FP16, BF16]))
+    fin = data.draw(st.sampled_from(["fp16", "bf16", "e4m3"] + (["fp32"] if acc == FP32 else [])))
     mode = data.draw(st.sampled_from(MODES))
     order = data.draw(gpu_reduces())
     rows, K = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 70))
@@ -157,13 +158,13 @@ def test_tiled_splitk_bit_exact(data):
     inner = data.draw(st.sampled_from([O.Sequential(), O.Pairwise(), O.preset("h100", fin), O.preset("a100", fin)]))
     mode = data.draw(st.sampled_from(["rne", "rtz", "ru"]))
     s, tile = data.draw(st.integers(1, 5)), data.draw(st.sampled_from([1, 4, 16]))
-    cacc = data.draw(st.sampled_from([None, no.FP16]))
+    cacc = data.draw(st.sampled_from([None, FP16]))
     order = TiledSplitK(s, tile, inner, combine_acc=cacc)
     m, n, K = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 80))
     a, b = data.draw(arrays((m, K), IN_FMTS[fin])), data.draw(arrays((K, n), IN_FMTS[fin]))
-    got = no.simulate("matmul", a, b, acc=no.FP32, order=order, rounding=mode, codes=True)
-    ref = [ref_tiled_splitk(p, order, no.FP32, Ctx(no.FP32, mode)) for p in terms_of("matmul", [a, b])]
-    assert_same(got, ref, cacc or no.FP32)
+    got = no.simulate("matmul", a, b, acc=FP32, order=order, rounding=mode, codes=True)
+    ref = [ref_tiled_splitk(p, order, FP32, Ctx(FP32, mode)) for p in terms_of("matmul", [a, b])]
+    assert_same(got, ref, cacc or FP32)
 
 
 def test_cutlass_slices_rule():
@@ -198,8 +199,8 @@ def _adversarial(kind, shape, dtype, rng):
 
 @pytest.mark.parametrize("kind", ["positive", "cancelling", "spread"])
 @pytest.mark.parametrize("order,acc", [
-    (GpuReduce(4, 32, 4, 3), no.FP16), (GpuReduce(8, 32, 1, 1), no.FP16), (GpuReduce(4, 1, 8, 16, "unroll"), no.FP16),
-    (torch_sum_order(4096, 64, 2), no.FP32)], ids=["vector-blocks", "vector", "unroll-blocks", "torch"])
+    (GpuReduce(4, 32, 4, 3), FP16), (GpuReduce(8, 32, 1, 1), FP16), (GpuReduce(4, 1, 8, 16, "unroll"), FP16),
+    (torch_sum_order(4096, 64, 2), FP32)], ids=["vector-blocks", "vector", "unroll-blocks", "torch"])
 def test_bound_holds_for_gpu_reduce(order, acc, kind):
     rng = np.random.default_rng(7)
     x = _adversarial(kind, (16, 4096), np.float16, rng)
@@ -215,22 +216,22 @@ def test_bound_holds_for_gpu_reduce(order, acc, kind):
 def test_bound_holds_for_chunked_scan(width, kind):
     rng = np.random.default_rng(3)
     x = _adversarial(kind, (16, 4096), np.float16, rng)
-    order = ChunkedScan(width, no.FP16)
+    order = ChunkedScan(width, FP16)
     got = no.simulate("sum", x, order=order)
     bound = no.expected_error_bound("sum", "fp16", 4096, order=order)
-    assert bound.acc == no.FP16 and bound.depth == min(4096 // width * (1 + width.bit_length() - 1), 4095)
+    assert bound.acc == FP16 and bound.depth == min(4096 // width * (1 + width.bit_length() - 1), 4095)
     ratio = float(np.max(np.abs(got - no.exact_sum(x, axis=-1)) / bound.tolerance(x)))
     assert ratio <= 1.0, f"{order} ({kind}): error/bound {ratio}\n{bound}"
 
 
 @pytest.mark.parametrize("kind", ["positive", "cancelling", "spread"])
 @pytest.mark.parametrize("order", [TiledSplitK(3, 64, O.preset("h200", "fp16")), TiledSplitK(5, 16, O.Sequential()),
-                                   TiledSplitK(2, 128, O.preset("h200", "fp16"), combine_acc=no.FP16)])
+                                   TiledSplitK(2, 128, O.preset("h200", "fp16"), combine_acc=FP16)])
 def test_bound_holds_for_tiled_splitk(order, kind):
     rng = np.random.default_rng(11)
     a, b = _adversarial(kind, (8, 1000), np.float16, rng), _adversarial("positive", (1000, 8), np.float16, rng)
-    got = no.simulate("matmul", a, b, acc=no.FP32, order=order)
-    bound = no.expected_error_bound("matmul", "fp16", 1000, acc=no.FP32, order=order)
+    got = no.simulate("matmul", a, b, acc=FP32, order=order)
+    bound = no.expected_error_bound("matmul", "fp16", 1000, acc=FP32, order=order)
     ratio = float(np.max(np.abs(got - no.exact_matmul(a, b)) / bound.tolerance(a, b)))
     assert ratio <= 1.0, f"{order} ({kind}): error/bound {ratio}\n{bound}"
 

@@ -1,4 +1,4 @@
-"""The compiled block FMA (models/jitblock.py) against its numpy reference (accumulate.block_fma): same bits.
+"""The compiled block FMA (models/kernels/block.py) against its numpy reference (accumulate.block_fma): same bits.
 
 Every case runs simulate twice on the same data, with the kernel and under ``jit.disabled()``, and checks
 that the kernel did run (its call counter moved) or, for steps it does not cover, that it did not.
@@ -15,8 +15,9 @@ import pytest
 import numoracle as no
 from numoracle import orders as O
 from numoracle.core import jit
-from numoracle.core.formats import Format
-from numoracle.models.simulation import simulate
+from numoracle.core.formats.format import Format
+from numoracle.formats import BF16, FP16, FP32
+from numoracle.models.engine.simulation import simulate
 
 pytest.importorskip("numba")
 
@@ -26,7 +27,7 @@ def _kernels_at_every_size():
     """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
     with jit.forced():
         yield
-from numoracle.models import jitblock  # noqa: E402  (needs numba only to run, not to import)
+from numoracle.models.kernels import block as jitblock  # noqa: E402  (needs numba only to run, not to import)
 
 _DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32, "fp8": ml_dtypes.float8_e4m3fn}
 
@@ -105,7 +106,7 @@ def test_presets_match_numpy(system, inputs, out):
 @pytest.mark.parametrize("truncate,carry", [(True, True), (False, True), (False, False)])
 def test_modes_sticky_carry(mode, truncate, carry):
     rng = np.random.default_rng(17)
-    for acc, frac, out_frac in ((no.FP32, 23, 12), (no.FP16, 12, None), (no.BF16, 16, 7)):
+    for acc, frac, out_frac in ((FP32, 23, 12), (FP16, 12, None), (BF16, 16, 7)):
         order = O.BlockFMA(8, frac, truncate=truncate, out_rounding=mode, out_frac_bits=out_frac, carry_bit=carry,
                            acc=acc)
         a, b = _inputs(rng, np.float16, 6, 90, 5, True)
@@ -128,7 +129,7 @@ def test_overflow_and_tiny_outputs():
     big = np.full((2, 64), 60000, np.float16)
     tiny = np.full((2, 64), 2.0**-20, np.float16)
     for mode in ("rne", "rna", "rtz", "ru", "rd", "rto"):
-        order = O.BlockFMA(4, 12, out_rounding=mode, acc=no.FP16)
+        order = O.BlockFMA(4, 12, out_rounding=mode, acc=FP16)
         _same("matmul", (big, big.T), order=order)
         _same("matmul", (-big, big.T.copy()), order=order)
         for ftz in (False, True):
@@ -139,7 +140,7 @@ def test_overflow_and_tiny_outputs():
 
 def test_accumulator_without_negative_zero():
     # e5m2fnuz has no -0: a negative result that rounds to zero is +0
-    order = O.BlockFMA(4, 8, out_rounding="rtz", acc=no.format_of(ml_dtypes.float8_e5m2fnuz))
+    order = O.BlockFMA(4, 8, out_rounding="rtz", acc=no.formats.format_of(ml_dtypes.float8_e5m2fnuz))
     a = np.array([[-2.0**-10, 0, 0, 0], [-2.0**-3, 2.0**-9, 0, 0]], np.float16)
     _same("matmul", (a, np.diag(np.full(4, 2.0**-10)).astype(np.float16)), order=order)
 
@@ -171,13 +172,13 @@ def test_disabled_and_env(monkeypatch):
     assert jitblock.calls.count == before
 
 
-# ---- runs of chained blocks in one call (models/jitblockrun.py) -------------------------------------------------
+# ---- runs of chained blocks in one call (models/kernels/blockrun.py) -------------------------------------------------
 
 def _runs(order, K: int, src_ins):
     """The runs of chained block steps in simulate's program for (order, K): lengths of each run."""
-    from numoracle.models import program
-    from numoracle.models import simulation as sim
-    from numoracle.models.steps import BlockRun
+    from numoracle.models.engine import program
+    from numoracle.models.engine import simulation as sim
+    from numoracle.models.engine.steps import BlockRun
     src, _, K_, _, _ = sim.read_sources("matmul", src_ins)
     prog = program.prepare(order, K_, order.acc, no.Rounding.of("rne"), True, False, src)
     return [len(st.steps) for st in prog.steps if isinstance(st, BlockRun)]
@@ -207,7 +208,7 @@ def test_tile_edges(preset):
 
 def test_overflow_rows_among_tiles():
     # fp16 accumulator: a few rows overflow part-way (rerun block by block), the rest of the tile runs on
-    order = O.BlockFMA(4, 12, out_rounding="rne", acc=no.FP16)
+    order = O.BlockFMA(4, 12, out_rounding="rne", acc=FP16)
     rng = np.random.default_rng(4)
     a = (rng.standard_normal((40, 64)) * 8).astype(np.float16)
     a[[3, 17, 30], 20:] = 250
@@ -258,8 +259,8 @@ def test_int32_block_sums_near_their_bound():
 def test_compiled_labels_are_simsources_labels(dt):
     """The kernels' labels (jitblock.labels_of: one compiled pass, int32 or float32) are simsources._labels of the
     same values, read as float32 or float64: normal, subnormal, zero, inf and NaN inputs."""
-    from numoracle.core.formats import format_of
-    from numoracle.models import simsources
+    from numoracle.core.formats.format import format_of
+    from numoracle.models.engine import sources as simsources
 
     rng = np.random.default_rng(21)
     f = format_of(dt)
@@ -284,8 +285,8 @@ def test_keys_give_the_raw_label_and_the_carry(dt):
     """jitblock.keys_of: over every block of boundary-weighted terms (subnormals, zeros, significands just below 2,
     the top binade), the largest key product's exponent is 2 raw + c, with raw the largest label sum of the
     nonzero products and raw + c = max(floor(log2 max |t|), raw), as block_fma computes them from the labels."""
-    from numoracle.core.formats import format_of
-    from numoracle.models import simsources
+    from numoracle.core.formats.format import format_of
+    from numoracle.models.engine import sources as simsources
 
     rng = np.random.default_rng(5)
     f = format_of(dt)

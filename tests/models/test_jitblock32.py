@@ -10,10 +10,10 @@ import pytest
 
 from numoracle import orders as O
 from numoracle.core import jit
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 pytest.importorskip("numba")
-from numoracle.models import jitblockrun  # noqa: E402  (needs numba)
+from numoracle.models.kernels import blockrun as jitblockrun  # noqa: E402  (needs numba)
 
 
 @pytest.fixture(autouse=True)
@@ -175,7 +175,8 @@ def test_scales_give_the_float64_routes_shift(terms, carry):
     """jitblock32.scales against jitblock.block_scales (keyed) on every pairing of key maxima (none, tiny, ordinary,
     with and without a carry, huge) and c (+-0, subnormal, the smallest normal, ordinary, FP32's largest): the
     same shift s, and scw = 2^s (float32: clamped at 2^127)."""
-    from numoracle.models import jitblock, jitblock32
+    from numoracle.models.kernels import block as jitblock
+    from numoracle.models.kernels import block32 as jitblock32
     big = 200 if terms == np.float64 else 30                 # key products: exponent 2 raw + carry, normal
     raws = [-big, -70 if terms == np.float64 else -60, -3, 0, 5, big]
     keys = [0.0] + [m * 2.0 ** (2 * r) for r in raws for m in (1.0, 2.5)]

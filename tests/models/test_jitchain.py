@@ -1,4 +1,4 @@
-"""simulate's compiled chains (models/jitchain.py) against the numpy path: the same bits on the same data.
+"""simulate's compiled chains (models/kernels/chain.py) against the numpy path: the same bits on the same data.
 
 Every test runs simulate twice, with the kernel and under ``jit.disabled()``, and compares the float64 bit
 patterns (NaN payloads and signs of zeros included). ``jitchain.calls.count`` shows the kernel really ran.
@@ -12,10 +12,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import numoracle as no
 from numoracle import orders as O
 from numoracle.core import jit
-from numoracle.models.simulation import simulate
+from numoracle.formats import BF16, FP4_E2M1FN, FP8_E4M3FN, FP8_E4M3FNUZ, FP8_E5M2, FP16, FP32, TF32
+from numoracle.models.engine.simulation import simulate
 
 pytest.importorskip("numba")
 
@@ -25,10 +25,10 @@ def _kernels_at_every_size():
     """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
     with jit.forced():
         yield
-from numoracle.models import jitchain  # noqa: E402  (needs numba)
+from numoracle.models.kernels import chain as jitchain  # noqa: E402  (needs numba)
 
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
-ACCS = [no.FP16, no.BF16, no.FP32, no.TF32, no.FP8_E4M3FN, no.FP8_E5M2, no.FP8_E4M3FNUZ, no.FP4_E2M1FN]
+ACCS = [FP16, BF16, FP32, TF32, FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP4_E2M1FN]
 LOW = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3fn": ml_dtypes.float8_e4m3fn}
 
 
@@ -90,7 +90,7 @@ def same(op, inputs, **kw):
 
 def boundary_runs(acc, mode, combos) -> int:
     rng = np.random.default_rng([ACCS.index(acc), MODES.index(mode)])
-    low = LOW["fp16" if acc in (no.FP16, no.TF32) else "bf16" if acc == no.BF16 else "fp8_e4m3fn"]
+    low = LOW["fp16" if acc in (FP16, TF32) else "bf16" if acc == BF16 else "fp8_e4m3fn"]
     runs = 0
     for dtype in (low, np.float32):
         a = boundary(rng, (5, 37), acc, 2, dtype)
@@ -130,12 +130,12 @@ def test_random_matmul_vector_path(name, mode):
 
 
 @pytest.mark.parametrize("order", [O.Blocked(7, O.Sequential(), O.Pairwise()), O.SplitK(3), O.NumpyPairwise(),
-                                   O.Blocked(4, O.Sequential(), O.Sequential(), no.FP32)], ids=repr)
+                                   O.Blocked(4, O.Sequential(), O.Sequential(), FP32)], ids=repr)
 def test_orders_made_of_chains(order):
     rng = np.random.default_rng(7)
-    x = boundary(rng, (3, 200), no.FP16, 1, np.float16)
-    a = boundary(rng, (4, 70), no.BF16, 2, ml_dtypes.bfloat16)
-    b = boundary(rng, (70, 5), no.BF16, 2, ml_dtypes.bfloat16, along=1)
+    x = boundary(rng, (3, 200), FP16, 1, np.float16)
+    a = boundary(rng, (4, 70), BF16, 2, ml_dtypes.bfloat16)
+    b = boundary(rng, (70, 5), BF16, 2, ml_dtypes.bfloat16, along=1)
     for mode in ("rne", "rd", "rto"):
         assert same("sum", (x,), acc="fp16", order=order, rounding=mode) >= 1
         assert same("matmul", (a, b), acc="bf16", order=order, rounding=mode) >= 1
@@ -144,8 +144,8 @@ def test_orders_made_of_chains(order):
 def test_fp32_chains_of_plain_float32_additions():
     """FP32 accumulator, RNE, fp16 inputs: numpy adds in float32; so does the kernel (NaN signs included)."""
     rng = np.random.default_rng(3)
-    x = boundary(rng, (8, 500), no.FP32, 1, np.float16)
-    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float16), boundary(rng, (90, 7), no.FP32, 2, np.float16, along=1)
+    x = boundary(rng, (8, 500), FP32, 1, np.float16)
+    a, b = boundary(rng, (6, 90), FP32, 2, np.float16), boundary(rng, (90, 7), FP32, 2, np.float16, along=1)
     for fma in (True, False):
         assert same("sum", (x,), acc="fp32", fma=fma) == 1
         assert same("matmul", (a, b), acc="fp32", fma=fma) == 1
@@ -158,8 +158,8 @@ def test_fp32_chains_of_fused_multiply_adds(monkeypatch):
     taken = []
     real = jitchain._fma32
     monkeypatch.setattr(jitchain, "_fma32", lambda st, sub: taken.append(real(st, sub)) or taken[-1])
-    x = boundary(rng, (8, 500), no.FP32, 1, np.float32)
-    a, b = boundary(rng, (6, 90), no.FP32, 2, np.float32), boundary(rng, (90, 7), no.FP32, 2, np.float32, along=1)
+    x = boundary(rng, (8, 500), FP32, 1, np.float32)
+    a, b = boundary(rng, (6, 90), FP32, 2, np.float32), boundary(rng, (90, 7), FP32, 2, np.float32, along=1)
     c = (rng.standard_normal((5, 300)) * 2.0**-63).astype(np.float32)      # products in FP32's subnormal range
     d = (rng.standard_normal((300, 4)) * 2.0**-63).astype(np.float32)
     assert same("sum", (x,), acc="fp32") == 1                      # (terms are FP32 numbers: float32 additions)
@@ -192,9 +192,9 @@ def test_fp16_chains_of_fused_multiply_adds(monkeypatch):
     monkeypatch.setattr(jitchain, "chain_schedule16", spy)
     clean = [0, 1, 2, 4, 5, 6]                                      # rows / columns without inf and NaN (theme 3)
     for dt in (np.float16, ml_dtypes.float8_e4m3fn):
-        x = boundary(rng, (8, 300), no.FP16, 1, dt)[clean]
-        a = boundary(rng, (8, 90), no.FP16, 2, dt)[clean]
-        b = boundary(rng, (90, 8), no.FP16, 2, dt, along=1)[:, clean]
+        x = boundary(rng, (8, 300), FP16, 1, dt)[clean]
+        a = boundary(rng, (8, 90), FP16, 2, dt)[clean]
+        b = boundary(rng, (90, 8), FP16, 2, dt, along=1)[:, clean]
         for order in (O.Sequential(), O.SplitK(3), O.Blocked(16)):
             assert same("sum", (x[:2],), acc="fp16", order=order) >= 1          # themes 0-1: no overflow
             assert same("matmul", (a[:2], b[:, :2]), acc="fp16", order=order) >= 1
@@ -203,7 +203,7 @@ def test_fp16_chains_of_fused_multiply_adds(monkeypatch):
             same("dot", (a[0], b[:, 0]), acc="fp16", order=order)
     assert outcomes["kept"] > 0 and outcomes["sent back"] > 0       # run on FP16 bits, and sent back on overflow
     outcomes.update({"kept": 0, "sent back": 0})
-    full = boundary(rng, (8, 60), no.FP16, 1, np.float16)           # with inf and NaN inputs
+    full = boundary(rng, (8, 60), FP16, 1, np.float16)           # with inf and NaN inputs
     same("sum", (full,), acc="fp16")
     for kw in (dict(rounding="rtz"), dict(ftz=True), dict(fma=False)):
         same("sum", (x,), acc="fp16", **kw)
@@ -236,8 +236,8 @@ def test_bf16_chains_through_a_float32_fma(monkeypatch):
     assert ((frac % 2 == 1) & (first < second * 2.0**-24)).any()           # the case step 6 must redo
     for order in (O.Sequential(), O.SplitK(2)):
         assert same("matmul", (a, b), acc="bf16", order=order) >= 1
-    x = boundary(rng, (8, 300), no.BF16, 1, ml_dtypes.bfloat16)
-    c, d = boundary(rng, (6, 90), no.BF16, 2, ml_dtypes.bfloat16), boundary(rng, (90, 7), no.BF16, 2,
+    x = boundary(rng, (8, 300), BF16, 1, ml_dtypes.bfloat16)
+    c, d = boundary(rng, (6, 90), BF16, 2, ml_dtypes.bfloat16), boundary(rng, (90, 7), BF16, 2,
                                                                          ml_dtypes.bfloat16, along=1)
     wide = (rng.standard_normal((9, 200)) * np.exp2(rng.integers(-20, 20, (9, 200)))).astype(ml_dtypes.bfloat16)
     same("sum", (x,), acc="bf16")

@@ -1,17 +1,17 @@
-"""models/jitsources.py: simulate's input scan in one compiled pass, the same words as simsources._scan."""
+"""models/kernels/sources.py: simulate's input scan in one compiled pass, the same words as simsources._scan."""
 
 import numpy as np
 import pytest
 
-from numoracle.models import simsources as ss
+from numoracle.models.engine import sources as ss
 from simref import cut_fields
 
 pytest.importorskip("numba", reason="the compiled scan needs numba")
-from numoracle.models import jitsources  # noqa: E402  (needs numba)
+from numoracle.models.kernels import sources as jitsources  # noqa: E402  (needs numba)
 
 
 def test_scan_kernel_is_the_numpy_scan():
-    """models/jitsources.py's one-pass scan against simsources._scan: the same words on values of every kind
+    """models/kernels/sources.py's one-pass scan against simsources._scan: the same words on values of every kind
     (zeros, subnormals, infinities, NaNs with payloads, none finite, empty), float32 and float64."""
     rng = np.random.default_rng(12)
     for dt in (np.float32, np.float64):

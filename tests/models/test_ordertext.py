@@ -12,19 +12,20 @@ import pytest
 import numoracle as no
 from numoracle import orders as O
 from numoracle.cli.app import main
+from numoracle.formats import FP16, FP32, FP64
 
 EVERY_ORDER = [
-    O.Sequential(), O.Pairwise(), O.Blocked(64), O.Blocked(16, O.Pairwise(), O.Sequential(), no.FP32),
-    O.SplitK(4), O.SplitK(3, O.Pairwise(), O.Sequential(), (2, 0, 1), combine_acc=no.FP16),
+    O.Sequential(), O.Pairwise(), O.Blocked(64), O.Blocked(16, O.Pairwise(), O.Sequential(), FP32),
+    O.SplitK(4), O.SplitK(3, O.Pairwise(), O.Sequential(), (2, 0, 1), combine_acc=FP16),
     O.BlockFMA(8, 24), O.BlockFMA(32, 13, truncate=False, out_rounding="rne", out_frac_bits=13, carry_bit=False,
-                                  acc=no.FP16),
-    O.Promoted(), O.Promoted(64, O.preset("h100", "bf16"), no.FP32),
-    O.NumpyPairwise(), O.NumpyPairwise(8192, no.FP32, no.FP16),
-    O.TiledSplitK(3, 64), O.TiledSplitK(2, 8, O.preset("h100", "fp16"), O.Pairwise(), no.FP32),
-    O.GpuReduce(), O.GpuReduce(4, 32, 2, 2, "vector"), O.ChunkedScan(64), O.ChunkedScan(32, no.FP64),
+                                  acc=FP16),
+    O.Promoted(), O.Promoted(64, O.preset("h100", "bf16"), FP32),
+    O.NumpyPairwise(), O.NumpyPairwise(8192, FP32, FP16),
+    O.TiledSplitK(3, 64), O.TiledSplitK(2, 8, O.preset("h100", "fp16"), O.Pairwise(), FP32),
+    O.GpuReduce(), O.GpuReduce(4, 32, 2, 2, "vector"), O.ChunkedScan(64), O.ChunkedScan(32, FP64),
     O.TreeOrder.from_text("((0+1)+(2+3))"),
     O.TreeOrder(9, ((0, 1, 2, 3), (9, 4, 5, 6, 7), (10, 8)), (1, 1, 0),
-                ((no.FP32, "rtz"), O.preset("h100", "fp16")), leaf=no.FP32, out=no.FP16),
+                ((FP32, "rtz"), O.preset("h100", "fp16")), leaf=FP32, out=FP16),
     O.PerPosition((O.TreeOrder.from_text("((0+1)+2)"), O.TreeOrder.from_text("(0+(1+2))")), ((0, 1), (1, 1))),
     O.VectorCascade(), O.VectorCascade(1, 4, 3, 2, 2), O.ThreadSplit(4, 1024, O.VectorCascade(load=2), O.Sequential()),
     O.Interleaved(16, "pairwise"), O.Interleaved(4, "halving", "after", False), O.XlaChunks(), O.XlaChunks(64, False),
@@ -39,7 +40,7 @@ PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
 
 
 def test_every_order_class_is_covered():
-    from numoracle.models.ordertext import ORDER_CLASSES
+    from numoracle.models.orders.text import ORDER_CLASSES
 
     covered = {type(o) for o in EVERY_ORDER}
     assert covered == set(ORDER_CLASSES.values()), "add the new order class to EVERY_ORDER"
@@ -53,7 +54,7 @@ def test_parse_inverts_str_and_order_text(o):
 
 def test_presets_are_named_by_their_call():
     assert O.order_text(O.preset("h200", "fp8")) == 'preset("h100", "fp8")'
-    assert O.order_text(O.Promoted(64, O.preset("h100", "fp8"), no.FP32)) == \
+    assert O.order_text(O.Promoted(64, O.preset("h100", "fp8"), FP32)) == \
         'Promoted(every=64, inner=preset("h100", "fp8"), outer_acc=Format(fp32))'
     assert O.parse("preset:h200/bf16") == O.parse('preset("h100", "bf16")') == O.preset("h100", "bf16")
 

@@ -1,12 +1,12 @@
-"""simulate's input reading (models/simsources.py): float32 values where exact, the same statistics and labels."""
+"""simulate's input reading (models/engine/sources.py): float32 values where exact, the same statistics and labels."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from numoracle import orders
-from numoracle.core.formats import format_of
-from numoracle.models import simsources as ss
+from numoracle.core.formats.format import format_of
+from numoracle.models.engine import sources as ss
 from simref import cut_fields
 
 _DTYPES = (np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.float32)
@@ -96,7 +96,7 @@ def test_simulate_on_tf32_values_is_the_same_with_the_formats_precision(name, ba
     same call told only the format's precision (float64 terms), with and without the compiled kernels, on data
     that reaches FP32's subnormal and huge ranges; on FP32 values (24 bits) both are the float64 terms' route."""
     from numoracle.core import jit
-    from numoracle.models.simulation import simulate
+    from numoracle.models.engine.simulation import simulate
     if backend == "numba":
         pytest.importorskip("numba", reason="the compiled kernels need numba")
     rng = np.random.default_rng(11)
@@ -120,7 +120,7 @@ def test_stats_labels_are_the_keys_labels():
     """_Stats.labels: the least and greatest label of the nonzero values (floor(log2 |x|) clamped at the format's
     emin), as jitblock's own pass over A reads them."""
     pytest.importorskip("numba", reason="jitblock's pass needs numba")
-    from numoracle.models import jitblock
+    from numoracle.models.kernels import block as jitblock
     rng = np.random.default_rng(13)
     for dt in _DTYPES:
         f = format_of(dt)
@@ -135,7 +135,7 @@ def test_stats_precision_of_a_narrower_format_held_in_float32():
     """A format of 13 bits' precision held in float32 (every float32 field ends in at least 11 zeros): p is at most
     the format's 13 and at least the values' own bits (24 - the float32 field's trailing zeros), never that less
     the format's own zeros."""
-    from numoracle.core.formats import Format
+    from numoracle.core.formats.format import Format
     f = Format("e3m12_test", 3, 12, 3)
     rng = np.random.default_rng(14)
     x = cut_fields(rng.uniform(1, 2, 4000), 11)          # 13 significant bits, the last one set somewhere

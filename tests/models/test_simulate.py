@@ -1,6 +1,6 @@
 """simulate() and the accumulation orders: bit-exact against a slow step-by-step Fraction emulation.
 
-The reference (tests/simref.py) is independent of numoracle.models.simulation / accumulate / orders' schedules:
+The reference (tests/simref.py) is independent of numoracle.models.engine.simulation / accumulate / orders' schedules:
 exact values, one ``exact.round_value`` per step, each order's association written out as recursion.
 """
 
@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.core.formats import Format
-from numoracle.core.policy import Rounding
-from numoracle.core.twins import exact
-from numoracle.models.accumulate import Arith
-from numoracle.models.simulation import simulate
+from numoracle.core import scalar as exact
+from numoracle.core.formats.format import Format
+from numoracle.core.formats.policy import Rounding
+from numoracle.formats import BF16, FP8_E4M3FN, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32
+from numoracle.models.engine.accumulate import Arith
+from numoracle.models.engine.simulation import simulate
 from simref import assert_same, exact_add, frac, neg, reference, result_fmt, rnd, val
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True)
@@ -31,7 +32,7 @@ MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 
 IN_FMTS = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
            "e5m2": ml_dtypes.float8_e5m2, "fp32": np.float32}
-ACCS = [no.FP32, no.FP16, no.BF16, no.TF32]
+ACCS = [FP32, FP16, BF16, TF32]
 
 
 @st.composite
@@ -59,7 +60,7 @@ def leaf_orders(draw):
     inner = draw(st.sampled_from([O.Sequential(), O.Pairwise()]))
     outer = draw(st.sampled_from([O.Sequential(), O.Pairwise()]))
     if kind == "blocked":
-        return O.Blocked(draw(st.integers(1, 9)), inner, outer, draw(st.sampled_from([None, no.FP32])))
+        return O.Blocked(draw(st.integers(1, 9)), inner, outer, draw(st.sampled_from([None, FP32])))
     s = draw(st.integers(1, 6))
     perm = draw(st.permutations(list(range(s))))
     return O.SplitK(s, inner, outer, perm)
@@ -104,7 +105,7 @@ def test_orders_matmul(data):
 @SETTINGS
 @given(st.data())
 def test_dot_ftz_and_out(data):
-    acc = data.draw(st.sampled_from([no.FP16, no.BF16]))
+    acc = data.draw(st.sampled_from([FP16, BF16]))
     mode = data.draw(st.sampled_from(MODES))
     K = data.draw(st.integers(1, 30))
     a = data.draw(arrays((K,), np.float16, spread=14))
@@ -114,9 +115,9 @@ def test_dot_ftz_and_out(data):
     assert got.shape == ()
     ref = reference("dot", [a, b], order, acc, mode, True, ftz=True)
     assert_same(got, ref, result_fmt(order, acc))
-    out = simulate("dot", a, b, acc=acc, order=order, rounding=mode, ftz=True, out=no.FP8_E4M3FN,
+    out = simulate("dot", a, b, acc=acc, order=order, rounding=mode, ftz=True, out=FP8_E4M3FN,
                    out_rounding="rtz", codes=True)
-    assert int(out) == exact.round_value(ref[0], no.FP8_E4M3FN, rounding="rtz", ftz=True)
+    assert int(out) == exact.round_value(ref[0], FP8_E4M3FN, rounding="rtz", ftz=True)
 
 
 @st.composite
@@ -132,7 +133,7 @@ def block_fmas(draw):
 @given(st.data())
 def test_block_fma_matmul(data):
     o = data.draw(block_fmas())
-    acc = data.draw(st.sampled_from([no.FP32, no.FP16]))
+    acc = data.draw(st.sampled_from([FP32, FP16]))
     fa = data.draw(st.sampled_from(["fp16", "bf16", "e4m3", "e5m2"]))
     m, n, K = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 20))
     a = data.draw(arrays((m, K), IN_FMTS[fa]))
@@ -149,13 +150,13 @@ def test_block_fma_subnormal_inputs_and_sum(data):
     K = data.draw(st.integers(1, 16))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     codes = rng.integers(0, 0x7F, (2, K)) | (rng.integers(0, 2, (2, K)) << 7)   # all finite E4M3 codes
-    a = no.as_native(codes[0].astype(np.uint8), no.FP8_E4M3FN)
-    b = no.as_native(codes[1].astype(np.uint8), no.FP8_E4M3FN)
-    got = simulate("dot", a, b, acc=no.FP32, order=o, codes=True)
-    assert_same(got, reference("dot", [a, b], o, no.FP32), no.FP32)
+    a = no.formats.as_native(codes[0].astype(np.uint8), FP8_E4M3FN)
+    b = no.formats.as_native(codes[1].astype(np.uint8), FP8_E4M3FN)
+    got = simulate("dot", a, b, acc=FP32, order=o, codes=True)
+    assert_same(got, reference("dot", [a, b], o, FP32), FP32)
     x = data.draw(arrays((2, K), np.float16, spread=12))
-    got = simulate("sum", x, acc=no.FP32, order=o, codes=True)
-    assert_same(got, reference("sum", [x], o, no.FP32), no.FP32)
+    got = simulate("sum", x, acc=FP32, order=o, codes=True)
+    assert_same(got, reference("sum", [x], o, FP32), FP32)
 
 
 @SETTINGS
@@ -164,12 +165,12 @@ def test_promoted(data):
     every = data.draw(st.integers(1, 12))
     inner = data.draw(block_fmas())
     order = O.Promoted(every, O.BlockFMA(inner.n, inner.frac_bits, inner.truncate, "rtz", 13, inner.carry_bit,
-                                         acc=no.FP32), no.FP32)
+                                         acc=FP32), FP32)
     K = data.draw(st.integers(1, 40))
     a = data.draw(arrays((2, K), ml_dtypes.float8_e4m3fn))
     b = data.draw(arrays((K, 2), ml_dtypes.float8_e5m2))
     got = simulate("matmul", a, b, order=order, codes=True)
-    assert_same(got, reference("matmul", [a, b], order, no.FP32), no.FP32)
+    assert_same(got, reference("matmul", [a, b], order, FP32), FP32)
 
 
 # ======================================================================================================
@@ -209,7 +210,7 @@ def test_block_fma_accumulator_dominates():
     y = x[::-1].copy()
     assert float(simulate("sum", y, acc="fp32")) == 1024 + 2**-11
     # ... but in one block E is set by the largest term, wherever it stands, and they truncate away
-    assert float(simulate("sum", y, order=O.BlockFMA(8, 23, acc=no.FP32))) == 1024.0
+    assert float(simulate("sum", y, order=O.BlockFMA(8, 23, acc=FP32))) == 1024.0
     # two blocks of four: the first sums 4 * 2^-14 = 2^-12 exactly; in the second, that c survives the
     # 2^-13 window and the three 2^-14 do not
     assert float(simulate("sum", y, order=v100())) == 1024 + 2**-12
@@ -221,10 +222,10 @@ def test_block_fma_carry_bit():
     a = np.array([1.5, 2**-12, 2**-12, 2**-12], np.float16)
     b = np.array([1.5, 2**-11, 2**-11, 2**-11], np.float16)
     assert float(simulate("dot", a, b, order=v100())) == 2.25 + 2**-22
-    assert float(simulate("dot", a, b, order=O.BlockFMA(4, 23, carry_bit=False, acc=no.FP32))) == 2.25
+    assert float(simulate("dot", a, b, order=O.BlockFMA(4, 23, carry_bit=False, acc=FP32))) == 2.25
     # a sticky bit (truncate=False) rounds up the truncated tail under out_rounding="ru"
     # (three sticky units of 2^-23 add up to 1.5 FP32 ulps, which round up to 2)
-    o = O.BlockFMA(4, 23, truncate=False, out_rounding="ru", carry_bit=False, acc=no.FP32)
+    o = O.BlockFMA(4, 23, truncate=False, out_rounding="ru", carry_bit=False, acc=FP32)
     assert float(simulate("dot", a, b, order=o)) == 2.25 + 2**-21
 
 
@@ -232,9 +233,9 @@ def test_block_fma_c_label_is_its_fp32_register_exponent():
     # c = 2^-140 is an FP32 subnormal: its label is clamped to -126 (K&M), so the next block's window
     # is 2^(-126-25) and eight products 2^-152 truncate away; with c's own exponent they would add 2^-149.
     a = np.array([2.0**-70] + [0.0] * 7 + [2.0**-76] * 8, ml_dtypes.bfloat16)
-    o = O.BlockFMA(8, 25, acc=no.FP32)
+    o = O.BlockFMA(8, 25, acc=FP32)
     assert float(simulate("dot", a, a, order=o)) == 2.0**-140
-    assert float(simulate("dot", a, a, order=O.BlockFMA(16, 25, acc=no.FP32))) == 2.0**-140 + 2.0**-149
+    assert float(simulate("dot", a, a, order=O.BlockFMA(16, 25, acc=FP32))) == 2.0**-140 + 2.0**-149
 
 
 def test_h100_fp8_precision():
@@ -252,16 +253,16 @@ def test_h100_fp8_precision():
 
 
 def test_presets_table():
-    assert O.preset("v100", "fp16") == O.BlockFMA(4, 23, acc=no.FP32)
-    assert O.preset("a100", "bf16") == O.BlockFMA(8, 24, acc=no.FP32)
+    assert O.preset("v100", "fp16") == O.BlockFMA(4, 23, acc=FP32)
+    assert O.preset("a100", "bf16") == O.BlockFMA(8, 24, acc=FP32)
     assert O.preset("a100", "tf32").n == 4 and O.preset("h100", "tf32").n == 8
-    assert O.preset("h100", "fp16") == O.preset("h200", "fp16") == O.BlockFMA(16, 25, acc=no.FP32)
-    assert O.preset("h100", "fp8") == O.BlockFMA(32, 13, out_frac_bits=13, acc=no.FP32)
-    assert O.preset("b200", "fp8") == O.BlockFMA(32, 25, acc=no.FP32)
-    assert O.preset("v100", "fp16", out="fp16") == O.BlockFMA(4, 23, out_rounding="rne", acc=no.FP16)
-    assert O.preset("deepseek", "fp8") == O.Promoted(128, O.preset("h100", "fp8"), no.FP32)
+    assert O.preset("h100", "fp16") == O.preset("h200", "fp16") == O.BlockFMA(16, 25, acc=FP32)
+    assert O.preset("h100", "fp8") == O.BlockFMA(32, 13, out_frac_bits=13, acc=FP32)
+    assert O.preset("b200", "fp8") == O.BlockFMA(32, 25, acc=FP32)
+    assert O.preset("v100", "fp16", out="fp16") == O.BlockFMA(4, 23, out_rounding="rne", acc=FP16)
+    assert O.preset("deepseek", "fp8") == O.Promoted(128, O.preset("h100", "fp8"), FP32)
     assert O.preset("h100", "e4m3", promote=64).every == 64
-    assert O.preset("numpy", "fp16") == O.NumpyPairwise(acc=no.FP32, carry=no.FP16)
+    assert O.preset("numpy", "fp16") == O.NumpyPairwise(acc=FP32, carry=FP16)
     for bad in [("v100", "bf16"), ("x100", "fp16"), ("numpy", "bf16"), ("h100", "fp8", "fp16")]:
         with pytest.raises(ValueError):
             O.preset(*bad[:2], **({"out": bad[2]} if len(bad) > 2 else {}))
@@ -350,7 +351,7 @@ def _edge_values(fmt, rng):
     return v
 
 
-@pytest.mark.parametrize("fmt", [no.FP32, no.FP16, no.BF16, no.TF32, no.FP8_E4M3FN, no.FP8_E5M2FNUZ])
+@pytest.mark.parametrize("fmt", [FP32, FP16, BF16, TF32, FP8_E4M3FN, FP8_E5M2FNUZ])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("ftz", [False, True])
 def test_arith_round_matches_engine(fmt, mode, ftz):
@@ -364,7 +365,7 @@ def test_arith_round_matches_engine(fmt, mode, ftz):
     assert np.array_equal(got[ok].view(np.uint64), want[ok].view(np.uint64))
 
 
-@pytest.mark.parametrize("fmt", [no.FP32, no.FP16, no.BF16])
+@pytest.mark.parametrize("fmt", [FP32, FP16, BF16])
 @pytest.mark.parametrize("mode", MODES)
 def test_arith_add_odd_path(fmt, mode):
     """x + y with y a hair above / below a tie or grid point: only the exact route gets these right."""
@@ -382,7 +383,7 @@ def test_arith_add_odd_path(fmt, mode):
     assert np.array_equal(np.signbit(got), [neg(r) for r in ref])
 
 
-@pytest.mark.parametrize("fmt", [no.FP16, no.BF16, no.TF32])
+@pytest.mark.parametrize("fmt", [FP16, BF16, TF32])
 @pytest.mark.parametrize("mode", MODES)
 def test_arith_add32(fmt, mode):
     """The float32 twin: operands are FP32 numbers a hair from ties and grid points, zeros, cancellations."""
@@ -409,7 +410,7 @@ def test_fp64_accumulator(mode):
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((4, 50)) * np.exp2(rng.integers(-30, 30, (4, 50)))).astype(np.float32)
     got = simulate("sum", x, acc="fp64", rounding=mode, codes=True)
-    assert_same(got, reference("sum", [x], O.Sequential(), no.FP64, mode), no.FP64)
+    assert_same(got, reference("sum", [x], O.Sequential(), FP64, mode), FP64)
     big = np.array([1.7e308, 1.7e308], np.float64)
     r = simulate("sum", big, acc="fp64", rounding=mode)
     assert r == (np.inf if mode in ("rne", "ru") else np.finfo(np.float64).max)
@@ -419,7 +420,7 @@ def test_chunks_and_pieces_do_not_change_results(monkeypatch):
     """Cutting the batch into chunks and wide waves into row pieces (to stay in cache) is invisible."""
     import importlib
 
-    S = importlib.import_module("numoracle.models.simulation")   # the module, even if the package exports the function
+    S = importlib.import_module("numoracle.models.engine.simulation")   # the module, not the function
 
     rng = np.random.default_rng(4)
     a = rng.standard_normal((7, 70)).astype(ml_dtypes.float8_e4m3fn)
@@ -427,18 +428,18 @@ def test_chunks_and_pieces_do_not_change_results(monkeypatch):
     x = (rng.standard_normal((6, 300)) * 4).astype(np.float16)
     cases = [("matmul", (a, b), dict(order=O.Pairwise(), acc="bf16")),
              ("matmul", (a, b), dict(order=O.Blocked(8, O.Pairwise(), O.Pairwise()), acc="fp16", fma=False)),
-             ("matmul", (a, b), dict(order=O.Promoted(16, O.BlockFMA(4, 13, out_frac_bits=13, acc=no.FP32)))),
+             ("matmul", (a, b), dict(order=O.Promoted(16, O.BlockFMA(4, 13, out_frac_bits=13, acc=FP32)))),
              ("matmul", (a, b), dict(order=O.SplitK(5, O.BlockFMA(8, 23), O.Pairwise(), (4, 2, 0, 1, 3)))),
              ("sum", (x,), dict(order=O.NumpyPairwise(), acc="fp32")),
              ("sum", (x,), dict(order=O.Blocked(16, O.Sequential(), O.Pairwise()), acc="bf16", rounding="rtz"))]
     want = [simulate(op, *ins, codes=True, **kw) for op, ins, kw in cases]
-    monkeypatch.setattr(importlib.import_module("numoracle.models.numpysteps"), "PASS", 16)
+    monkeypatch.setattr(importlib.import_module("numoracle.models.engine.numpysteps"), "PASS", 16)
     monkeypatch.setattr(S, "_BUDGET", 4096)
     for (op, ins, kw), w in zip(cases, want):
         assert np.array_equal(simulate(op, *ins, codes=True, **kw), w), (op, kw)
     # the inputs are never written to (block_fma works on its own copy of the terms)
     x0 = x.copy()
-    simulate("sum", x, order=O.BlockFMA(4, 10, acc=no.FP32))
+    simulate("sum", x, order=O.BlockFMA(4, 10, acc=FP32))
     assert np.array_equal(x.view(np.uint16), x0.view(np.uint16))
 
 
@@ -518,7 +519,7 @@ def test_errors():
 def test_block_fma_float32_terms_match_float64_terms(monkeypatch):
     """The float32 block path (FP8 products) gives the float64 path's bits: zeros, subnormal inputs,
     all-zero blocks after a tiny or huge accumulator, cancellation, inf and NaN."""
-    import numoracle.models.program as sim  # prepare decides each block's float32 terms (_block32)
+    import numoracle.models.engine.program as sim  # prepare decides each block's float32 terms (_block32)
 
     rng = np.random.default_rng(77)
     m, K, n = 9, 256, 7

@@ -1,11 +1,11 @@
-"""Codebook formats (quant/codebook.py): published tables, nearest-entry rule, blockwise absmax, bad input."""
+"""Codebook formats (quant/schemes/codebook.py): published tables, nearest-entry rule, blockwise absmax, bad input."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from numoracle.quant.codebook import (
+from numoracle.quant.schemes.codebook import (
     BNB_DYNAMIC8,
     BNB_FP4,
     NF4,

@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from numoracle import Int4Weights
+from numoracle.quant import Int4Weights
 from optional import needs
 
 

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch")
 bnbf = pytest.importorskip("bitsandbytes.functional", reason="needs bitsandbytes: pip install bitsandbytes")
 
-from numoracle.quant.codebook import (  # noqa: E402
+from numoracle.quant.schemes.codebook import (  # noqa: E402
     BNB_DYNAMIC8,
     BNB_FP4,
     NF4,
@@ -21,7 +21,7 @@ from numoracle.quant.codebook import (  # noqa: E402
     double_quantize,
     quantize_codebook,
 )
-from numoracle.quant.packing import pack, unpack  # noqa: E402
+from numoracle.quant.schemes.packing import pack, unpack  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 KINDS = {"nf4": NF4, "fp4": BNB_FP4}

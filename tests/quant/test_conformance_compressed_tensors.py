@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch")
 
-from numoracle.quant.packing import pack, pack_zeros, unpack, unpack_zeros  # noqa: E402
+from numoracle.quant.schemes.packing import pack, pack_zeros, unpack, unpack_zeros  # noqa: E402
 
 
 def _helpers():

@@ -1,4 +1,4 @@
-"""Conformance: numoracle's P3109 binary8pP formats (core/p3109.py) against gfloat 0.5.2.
+"""Conformance: numoracle's P3109 binary8pP formats (core/formats/p3109.py) against gfloat 0.5.2.
 
 Every code decoded; random FP64 values (2^12 per format in the default tier, 2^20 with -m slow) plus each
 format's boundary values (midpoints of neighbours, max finite and beyond), each rounded in all 10 pairs of
@@ -19,7 +19,7 @@ from gfloat.formats import format_info_p3109  # noqa: E402
 from gfloat.types import Domain, Signedness  # noqa: E402
 
 from numoracle import cast, decode  # noqa: E402
-from numoracle.core.p3109 import P3109_FORMATS, p3109_cast, p3109_format  # noqa: E402
+from numoracle.core.formats.p3109 import P3109_FORMATS, p3109_cast, p3109_format  # noqa: E402
 
 MODES = {"rne": gfloat.RoundMode.TiesToEven, "rtz": gfloat.RoundMode.TowardZero,
          "ru": gfloat.RoundMode.TowardPositive, "rd": gfloat.RoundMode.TowardNegative,

@@ -16,8 +16,8 @@ import os
 import numpy as np
 import pytest
 
-from numoracle.quant.gguf import GGUF_TYPES, gguf_quantize
-from numoracle.quant.ggufkq import K_QUANTISERS
+from numoracle.quant.schemes.gguf import GGUF_TYPES, gguf_quantize
+from numoracle.quant.schemes.gguf_kquants import K_QUANTISERS
 
 # ggml.h enum ggml_type
 GGML_TYPE = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8,

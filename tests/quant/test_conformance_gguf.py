@@ -12,7 +12,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf", reason="needs gguf: pip install gguf")
 
-from numoracle.quant.gguf import GGUF_TYPES, gguf_dequantize, gguf_quantize  # noqa: E402
+from numoracle.quant.schemes.gguf import GGUF_TYPES, gguf_dequantize, gguf_quantize  # noqa: E402
 
 QUANTISED = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"]
 T = gguf.GGMLQuantizationType

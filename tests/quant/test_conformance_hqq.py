@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch")
 hqq_quantize = pytest.importorskip("hqq.core.quantize", reason="needs hqq: pip install hqq")
 
-from numoracle.quant.int4 import dequantize_int4  # noqa: E402
-from numoracle.quant.packing import pack, unpack  # noqa: E402
+from numoracle.quant.schemes.int4 import dequantize_int4  # noqa: E402
+from numoracle.quant.schemes.packing import pack, unpack  # noqa: E402
 
 
 def _case(n: int, seed: int) -> int:

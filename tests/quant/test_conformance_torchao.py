@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle import cast, decode, format_of, quantize
+from numoracle import cast, decode, quantize
+from numoracle.formats import format_of
 from optional import needs
 
 f32 = np.float32

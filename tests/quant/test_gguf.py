@@ -1,12 +1,13 @@
-"""GGUF block layouts (quant/gguf.py, quant/ggufk.py): hand-checked blocks, round trips, refusals."""
+"""GGUF block layouts (quant/schemes/gguf.py, quant/schemes/gguf_kblocks.py): hand-checked blocks, round trips,
+refusals."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from numoracle.quant.gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize, gguf_quantize
-from numoracle.quant.ggufk import scale_min_k4
+from numoracle.quant.schemes.gguf import GGUF_TYPES, gguf_blocks, gguf_dequantize, gguf_quantize
+from numoracle.quant.schemes.gguf_kblocks import scale_min_k4
 
 
 def test_q8_0_hand_block():

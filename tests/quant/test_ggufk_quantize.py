@@ -1,4 +1,4 @@
-"""The K-quant quantisers (quant/ggufkq.py): hand-derived blocks, ggml's nearest_int, and the final pass
+"""The K-quant quantisers (quant/schemes/gguf_kquants.py): hand-derived blocks, ggml's nearest_int, and the final pass
 re-derived from the stored fields (every code is the clamped nearest integer of ``(x + dm) / d`` in FP32).
 Byte-for-byte conformance with ggml itself: test_conformance_ggml.py."""
 
@@ -8,9 +8,16 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.quant.gguf import GGUF_TYPES, gguf_codes, gguf_dequantize, gguf_quantize, gguf_reference, gguf_values
-from numoracle.quant.ggufk import scale_min_k4
-from numoracle.quant.ggufkq import K_QUANTISERS, nearest_int, quantize_k
+from numoracle.quant.schemes.gguf import (
+    GGUF_TYPES,
+    gguf_codes,
+    gguf_dequantize,
+    gguf_quantize,
+    gguf_reference,
+    gguf_values,
+)
+from numoracle.quant.schemes.gguf_kblocks import scale_min_k4
+from numoracle.quant.schemes.gguf_kquants import K_QUANTISERS, nearest_int, quantize_k
 
 f32 = np.float32
 

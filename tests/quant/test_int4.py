@@ -1,4 +1,5 @@
-"""Group-wise int4 weights (quant/int4.py) and the dequantise-then-accumulate GEMV bound (quant/dequantgemm.py)."""
+"""Group-wise int4 weights (quant/schemes/int4.py) and the dequantise-then-accumulate GEMV bound
+(quant/bounds/dequantgemm.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from numoracle.orders import Blocked
-from numoracle.quant.dequantgemm import dequant_matmul, dequant_matmul_check
-from numoracle.quant.int4 import INT4_CONVENTIONS, Int4Weights, dequantize_int4, quantize_int4
+from numoracle.quant.bounds.dequantgemm import dequant_matmul, dequant_matmul_check
+from numoracle.quant.schemes.int4 import INT4_CONVENTIONS, Int4Weights, dequantize_int4, quantize_int4
 
 
 def _w(K=256, N=64, seed=0):
@@ -97,7 +98,7 @@ def test_dequantisation_rounds_once_for_any_float64_scale():
 
 
 def test_from_packed_names_what_is_wrong():
-    from numoracle.quant.int4 import Int4Weights, quantize_int4
+    from numoracle.quant.schemes.int4 import Int4Weights, quantize_int4
 
     W = np.random.default_rng(3).standard_normal((256, 8)).astype(np.float32)
     packed = quantize_int4(W, group=128, convention="gptq").pack()

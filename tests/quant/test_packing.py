@@ -1,11 +1,12 @@
-"""Packed int4 layouts (quant/packing.py): hand-checked words, round trips, and refusals naming the convention."""
+"""Packed int4 layouts (quant/schemes/packing.py): hand-checked words, round trips, and refusals naming the
+convention."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from numoracle.quant.packing import PACKINGS, pack, pack_zeros, unpack, unpack_zeros
+from numoracle.quant.schemes.packing import PACKINGS, pack, pack_zeros, unpack, unpack_zeros
 
 
 def test_hand_checked_words():

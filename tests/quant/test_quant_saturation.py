@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.formats import INT32, INT64, UINT32, UINT64
+from numoracle.core.formats.format import INT32, INT64, UINT32, UINT64
 from numoracle.quant.quantizer import _saturate_integral, quantize
 
 _ROUND = {"rne": round, "rtz": math.trunc, "ru": math.ceil, "rd": math.floor}

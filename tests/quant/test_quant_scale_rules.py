@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.core.twins.exact import round_value
+from numoracle.core.scalar import round_value
+from numoracle.formats import E8M0FNU
 from numoracle.quant.arith import div_round, div_values
 from numoracle.quant.quantizer import quantize
 
@@ -49,10 +50,10 @@ def test_absmax_e8m0_never_clips(elem, seed):
     q = quantize(x, elem, granularity=("block", 32), axis=1, scale_fmt="e8m0fnu")
     assert not q.clipped.any() and not _beyond_range(q).any()
     # the E8M0 scale nearest amax / M (what absmax gave before) does clip on this data: the test bites
-    M = float(no.format_of(elem).max_finite) if not elem.startswith("int") else 127.0
+    M = float(no.formats.format_of(elem).max_finite) if not elem.startswith("int") else 127.0
     amax = _amax_rows(x, 32)
     s_near = no.decode(div_round(amax, M, "e8m0fnu"), "e8m0fnu")
-    assert np.any(amax / s_near > M * (1 + 2.0 ** -no.format_of(elem).precision if not elem.startswith("int")
+    assert np.any(amax / s_near > M * (1 + 2.0 ** -no.formats.format_of(elem).precision if not elem.startswith("int")
                                        else 1 + 0.5 / 127))
     # every scale is the nearest one, or the one above it (one E8M0 step: twice as large)
     s = q.scales.reshape(amax.shape)
@@ -78,7 +79,7 @@ def test_absmax_fp8_scales_never_clip(elem, kw):
     x = _data(3, lo=0, hi=8)  # E4M3 scales hold amax / M for these magnitudes
     q = quantize(x, elem, granularity=("block", 16), axis=1, scale_fmt="fp8_e4m3fn", **kw)
     assert not q.clipped.any() and not _beyond_range(q).any()
-    M = float(no.format_of(elem).max_finite) if elem != "int8" else 127.0
+    M = float(no.formats.format_of(elem).max_finite) if elem != "int8" else 127.0
     near = no.decode(div_round(_amax_rows(x, 16), M, "fp8_e4m3fn"), "fp8_e4m3fn")
     assert np.all(q.scales.reshape(near.shape) >= near)
 
@@ -104,7 +105,7 @@ def test_absmax_fp32_scales_unchanged():
 def test_rceil_is_the_power_of_two_above():
     x = _data(8)
     q = quantize(x, "fp8_e4m3fn", scale_rule="rceil")
-    assert q.params.scale_fmt == no.E8M0FNU and q.params.granularity == ("block", 32)
+    assert q.params.scale_fmt == E8M0FNU and q.params.granularity == ("block", 32)
     amax = _amax_rows(x, 32)
     want = np.exp2(np.ceil(np.log2(amax.astype(np.float64) / 448)))
     exact = [Fraction(float(a)) / 448 <= Fraction(float(w)) < Fraction(float(a)) / 224
@@ -184,8 +185,8 @@ def test_absmax_never_clips_with_a_coarse_compute(elem, kw):
     hundreds to billions of one-value steps; the search still lands on the smallest non-clipping scale."""
     rng = np.random.default_rng(11)
     amaxes = [1.0, 3.0, float(np.float32(rng.uniform(0.5, 2.0))), float(np.float32(rng.uniform(1e-3, 1e3)))]
-    sfmt = no.format_of(kw.get("scale_fmt", "fp32"))
-    M = 2 ** (no.format_of(elem).bits - 1) - 1
+    sfmt = no.formats.format_of(kw.get("scale_fmt", "fp32"))
+    M = 2 ** (no.formats.format_of(elem).bits - 1) - 1
     moved = 0
     for a in amaxes:
         x = np.float32([a, -a, a / 3])

@@ -8,10 +8,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from numoracle.core.codekeys import from_key, to_key
-from numoracle.core.convert import cast
-from numoracle.core.formats import format_of
-from numoracle.quant.check import QuantizedMismatch, assert_quantized_close, check_quantized_close
+from numoracle.core.engine.codekeys import from_key, to_key
+from numoracle.core.engine.convert import cast
+from numoracle.core.formats.format import format_of
+from numoracle.quant.checks.check import QuantizedMismatch, assert_quantized_close, check_quantized_close
 from numoracle.quant.quantizer import quantize
 
 CONFIGS = [

@@ -1,4 +1,5 @@
-"""Quantization error bounds, the quantized-matmul bound, and the SQNR / cosine metrics (numoracle.quant.error)."""
+"""Quantization error bounds, the quantized-matmul bound, and the SQNR / cosine metrics
+(numoracle.quant.bounds.error)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from numoracle import expected_error_bound
-from numoracle.quant.error import cosine, cosine_bound, sqnr, sqnr_bound
+from numoracle.quant.bounds.error import cosine, cosine_bound, sqnr, sqnr_bound
 
 U32 = Fraction(1, 2**24)
 
@@ -137,7 +138,7 @@ def test_quantized_matmul_bad_arguments():
 
 
 # ---- elementwise quantisation bounds --------------------------------------------------------------------
-from numoracle.quant.error import quantization_error_bound  # noqa: E402
+from numoracle.quant.bounds.error import quantization_error_bound  # noqa: E402
 from numoracle.quant.quantizer import quantize  # noqa: E402
 
 
@@ -302,10 +303,10 @@ def test_quantization_error_bound_inputs():
 
 # ---- the quantized-matmul bound against an exact reference and a simulated kernel ------------------------
 from numoracle import exact_matmul, simulate  # noqa: E402
-from numoracle.core.convert import cast as _cast  # noqa: E402
-from numoracle.core.convert import decode as _decode  # noqa: E402
-from numoracle.models.orders import Sequential  # noqa: E402
-from numoracle.quant.matmul import quantized_matmul_bound  # noqa: E402
+from numoracle.core.engine.convert import cast as _cast  # noqa: E402
+from numoracle.core.engine.convert import decode as _decode  # noqa: E402
+from numoracle.models.orders.basic import Sequential  # noqa: E402
+from numoracle.quant.bounds.matmul import quantized_matmul_bound  # noqa: E402
 
 _NATIVE = {"fp8_e4m3fn": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,
            "fp4_e2m1fn": ml_dtypes.float4_e2m1fn, "fp6_e3m2fn": ml_dtypes.float6_e3m2fn}

@@ -3,7 +3,7 @@
 References: ONNX QuantizeLinear / DynamicQuantizeLinear backend test cases (onnx/backend/test/case/
 node/quantizelinear.py, dynamicquantizelinear.py), TFLite's quantization spec (symmetric weights in
 [-127, 127]), OCP MX v1.0 (via gfloat's block.py), TransformerEngine's NVFP4 reference recipe; every
-other expected value is computed here with Fractions (numoracle.core.twins.exact), independently of the engine.
+other expected value is computed here with Fractions (numoracle.core.scalar), independently of the engine.
 """
 
 from __future__ import annotations
@@ -18,14 +18,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numoracle as no
-from numoracle.core.twins.exact import round_value, value_of
+from numoracle.core.scalar import round_value, value_of
+from numoracle.formats import (
+    BF16,
+    FP4_E2M1FN,
+    FP6_E2M3FN,
+    FP6_E3M2FN,
+    FP8_E4M3FN,
+    FP8_E5M2,
+    FP16,
+    FP32,
+    FP64,
+    INT4,
+    INT8,
+    INT16,
+    UINT8,
+    UINT16,
+)
 from numoracle.quant.arith import div_round, div_values, mul_round, mul_values
 from numoracle.quant.layout import Layout
 from numoracle.quant.quantizer import dequantize, quantize
 from optional import needs
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
-INT8, UINT8, E4M3 = no.INT8, no.UINT8, no.FP8_E4M3FN
+INT8, UINT8, E4M3 = INT8, UINT8, FP8_E4M3FN
 
 
 def ints(q) -> np.ndarray:
@@ -37,7 +53,7 @@ def fvals(q) -> np.ndarray:
 
 
 # ---- the Fraction reference ---------------------------------------------------------------
-def ref_t(x: float, s: float, compute=no.FP32, mode="rne", reciprocal=False) -> Fraction | str | None:
+def ref_t(x: float, s: float, compute=FP32, mode="rne", reciprocal=False) -> Fraction | str | None:
     """t = x / s (or x * fl(1/s)) rounded once (twice) into compute, exactly; None for an infinity, "nan" for
     0 * inf (IEEE 754 §7.2: invalid)."""
     if not math.isfinite(x):
@@ -64,7 +80,7 @@ FLOATS64 = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True
 
 @SETTINGS
 @given(st.lists(st.tuples(FLOATS64, FLOATS64), min_size=1, max_size=20),
-       st.sampled_from([no.FP32, no.FP64, no.BF16, no.FP16, no.FP8_E4M3FN]),
+       st.sampled_from([FP32, FP64, BF16, FP16, FP8_E4M3FN]),
        st.sampled_from(["rne", "rna", "rtz", "ru", "rd", "rto"]))
 def test_div_and_mul_round_once_against_fractions(pairs, fmt, mode):
     a = np.array([p[0] for p in pairs])
@@ -86,7 +102,7 @@ def test_div_round_adversarial_quotients():
     pa = 1 + np.ldexp(rng.integers(0, 1 << 20, 400).astype(float), -52)
     pb = np.full(400, 1.5 + 2.0 ** -52)
     tiny = np.array([1e-300, 3e-310, 5e-324, 2.0 ** -1074 * 3])
-    for fmt in (no.FP64, no.FP32):
+    for fmt in (FP64, FP32):
         for mode in ("rne", "rtz", "ru", "rd", "rto"):
             d, m = div_round(a, b, fmt, mode), mul_round(pa, pb, fmt, mode)
             td = div_round(tiny, np.array([7.0, 3.0, 3.0, 2.0]), fmt, mode)
@@ -101,7 +117,7 @@ def test_div_round_adversarial_quotients():
 def test_div_round_specials_follow_ieee():
     a = np.array([np.nan, np.inf, 1.0, 0.0, -0.0, np.inf, 0.0])
     b = np.array([1.0, 2.0, 0.0, 5.0, 5.0, np.inf, 0.0])
-    v = no.decode(div_round(a, b, no.FP32), no.FP32)
+    v = no.decode(div_round(a, b, FP32), FP32)
     assert np.isnan(v[0]) and v[1] == np.inf and v[2] == np.inf and v[3] == 0 and np.signbit(v[4])
     assert np.isnan(v[5]) and np.isnan(v[6])
 
@@ -113,7 +129,7 @@ S32 = st.floats(width=32, min_value=2.0 ** -149, max_value=2.0 ** 127, allow_sub
 
 @SETTINGS
 @given(st.lists(F32, min_size=1, max_size=30), S32, st.booleans(),
-       st.sampled_from([(no.FP32, "rne"), (no.FP32, "rtz"), (no.FP64, "rne"), (no.BF16, "ru"), (no.FP16, "rne")]))
+       st.sampled_from([(FP32, "rne"), (FP32, "rtz"), (FP64, "rne"), (BF16, "ru"), (FP16, "rne")]))
 def test_scaled_is_one_correct_rounding(xs, s, reciprocal, compute_mode):
     compute, mode = compute_mode
     x = np.array(xs, np.float32)
@@ -160,9 +176,9 @@ def test_fp32_fast_path_equals_the_exact_division_on_random_bits():
     s = s.reshape(x.shape).astype(np.float64)
     q = quantize(x, E4M3, granularity=("group", 1), scale=s)
     r = quantize(x, E4M3, granularity=("group", 1), scale=s, reciprocal=True)
-    assert np.array_equal(q.scaled, div_values(x, s, no.FP32), equal_nan=True)
-    recip = div_values(1.0, s, no.FP32)
-    assert np.array_equal(r.scaled, mul_values(x, recip, no.FP32), equal_nan=True)
+    assert np.array_equal(q.scaled, div_values(x, s, FP32), equal_nan=True)
+    recip = div_values(1.0, s, FP32)
+    assert np.array_equal(r.scaled, mul_values(x, recip, FP32), equal_nan=True)
     assert np.count_nonzero(np.abs(q.scaled) < 2.0 ** -126) > 100 and np.isinf(q.scaled).sum() > 100
 
 
@@ -187,12 +203,12 @@ def test_onnx_quantizelinear_uint8():
 
 def test_onnx_quantizelinear_uint16_and_int16_half_even():
     x = np.array([0.0, -128.0, 3.0, -3.0, 2.9, -2.9, 3.1, -3.1, 65536.0, -65534.0, 70000.0, -70000.0], np.float32)
-    q = quantize(x, no.UINT16, symmetric=False, scale=2.0, zero_point=32767)
+    q = quantize(x, UINT16, symmetric=False, scale=2.0, zero_point=32767)
     assert q.codes.tolist() == [32767, 32703, 32769, 32765, 32768, 32766, 32769, 32765, 65535, 0, 65535, 0]
     assert q.ties.tolist()[2:4] == [True, True]  # 1.5 -> 2 and -1.5 -> -2: rounded BEFORE adding 32767
     x = np.array([0.0, -514.0, 3.0, -3.0, 2.9, -2.9, 3.1, -3.1, 65022.0, -66046.0, 65023.0, -66047.0, 65024.0,
                   -66048.0, 70000.0, -70000.0], np.float32)
-    q = quantize(x, no.INT16, symmetric=False, scale=2.0, zero_point=256)
+    q = quantize(x, INT16, symmetric=False, scale=2.0, zero_point=256)
     assert ints(q).tolist() == [256, -1, 258, 254, 257, 255, 258, 254, 32767, -32767, 32767, -32768, 32767,
                                 -32768, 32767, -32768]  # 32511.5 -> 32512 and -33023.5 -> -33024 (even)
 
@@ -205,18 +221,18 @@ def test_onnx_quantizelinear_axis_int4_and_fp8():
     assert q.codes.reshape(3, 6).tolist() == [[3, 89, 34, 200, 74, 59], [5, 24, 24, 87, 32, 13],
                                               [245, 99, 4, 142, 121, 102]]
     x = np.array([[0.0, 2.5, 4.8, 8.6], [-30, -20, 6, 9], [12, 15, 16, 40]], np.float32)
-    q = quantize(x, no.INT4, granularity="channel", axis=0, symmetric=False, scale=[2.0, 3.0, 4.0],
+    q = quantize(x, INT4, granularity="channel", axis=0, symmetric=False, scale=[2.0, 3.0, 4.0],
                  zero_point=[1, 1, 1])
     assert ints(q).ravel().tolist() == [1, 2, 3, 5, -8, -6, 3, 4, 4, 5, 5, 7]
     x = np.array([0.0, 1.0, 2.0, 100000.0, 200.0], np.float32)  # 100 -> 96: the tie between 96 and 104
     assert fvals(quantize(x, E4M3, scale=2.0)).tolist() == [0, 0.5, 1, 448, 96]
-    assert fvals(quantize(x, no.FP8_E5M2, scale=2.0)).tolist() == [0, 0.5, 1, 49152, 96]
+    assert fvals(quantize(x, FP8_E5M2, scale=2.0)).tolist() == [0, 0.5, 1, 49152, 96]
 
 
 def test_onnx_quantizelinear_blocked():
     x = np.array([[6.0, -8, -10, 5.0], [1.0, 8.0, 4.0, 5.0], [0.0, 20.0, 10.0, 4.0]], np.float32)
     s = np.array([[1.5, 2.5], [3.0, 4.9], [5.1, 6.9]], np.float32)
-    q = quantize(x, no.INT16, granularity=("block", 2), axis=1, scale=s.astype(np.float64), clip="full")
+    q = quantize(x, INT16, granularity=("block", 2), axis=1, scale=s.astype(np.float64), clip="full")
     assert ints(q).tolist() == np.clip(np.rint(x / np.repeat(s, 2, axis=1)), -32768, 32767).tolist()
 
 
@@ -250,7 +266,7 @@ def test_tflite_symmetric_weights_narrow_range():
     assert q.params.clip == "narrow" and v.min() == -127 and v.max() <= 127 and v[3, 7] == -127
     assert np.all(np.abs(v).max(axis=1) == 127) and q.zero_points is None
     for c in range(16):  # s = fl32(amax / 127), one rounding
-        assert q.scale_codes[c, 0] == round_value(Fraction(float(np.abs(w[c]).max())) / 127, no.FP32)
+        assert q.scale_codes[c, 0] == round_value(Fraction(float(np.abs(w[c]).max())) / 127, FP32)
     # exact ties with a power-of-two scale: amax = 127 * 2^-7 gives s = 2^-7 and t = x * 2^7
     x = np.ldexp(np.array([127, 2.5, 3.5, -2.5, -0.5, 0.5, 1.5], np.float32), -7)
     q = quantize(x, INT8)
@@ -264,7 +280,7 @@ def test_tflite_asymmetric_activations_full_range_and_exact_zero():
     q = quantize(a, INT8, symmetric=False)
     zp, s = int(q.zero_points.item()), q.scales.item()
     assert q.params.clip == "full" and ints(q).min() == -128 and ints(q).max() == 127
-    assert s == value_of(round_value((Fraction(float(a.max())) - Fraction(float(a.min()))) / 255, no.FP32), no.FP32)
+    assert s == value_of(round_value((Fraction(float(a.max())) - Fraction(float(a.min()))) / 255, FP32), FP32)
     t_min = ref_t(float(a.min()), s)
     assert zp == min(max(round(-128 - t_min), -128), 127)
     z = quantize(np.float32([0.0]), INT8, symmetric=False, scale=s, zero_point=zp)
@@ -277,7 +293,7 @@ def test_fp8_absmax_per_row_and_pow2_scales():
     x = (rng.standard_normal((8, 256)) * np.logspace(-3, 3, 8)[:, None]).astype(np.float32)
     q = quantize(x, E4M3, granularity="channel", axis=0)
     amax = np.abs(x).max(axis=1)
-    assert [int(c) for c in q.scale_codes.ravel()] == [round_value(Fraction(float(a)) / 448, no.FP32) for a in amax]
+    assert [int(c) for c in q.scale_codes.ravel()] == [round_value(Fraction(float(a)) / 448, FP32) for a in amax]
     assert not q.clipped.any()  # amax / fl32(amax/448) rounds to 448 at most
     p = quantize(x, E4M3, granularity="channel", axis=0, scale_rule="pow2")
     s = p.scales.ravel()
@@ -299,7 +315,7 @@ def test_granularities_match_blockwise_loops():
         for i in range(q.scales.shape[0]):
             for j in range(q.scales.shape[1]):
                 amax = float(np.abs(x[i * blk[0]:(i + 1) * blk[0], j * blk[1]:(j + 1) * blk[1]]).max())
-                assert q.scale_codes[i, j] == round_value(Fraction(amax) / 127, no.FP32)
+                assert q.scale_codes[i, j] == round_value(Fraction(amax) / 127, FP32)
         assert np.array_equal(q.scale_per_element(), np.kron(q.scales, np.ones(blk)))
 
 
@@ -326,8 +342,8 @@ def test_mx_e4m3_block_amax_rounds_or_clips_to_448():
         assert q.scale_codes.item() == 127 + k - 8 and q.scales.item() == 2.0 ** (k - 8)
         assert q.scaled[0] == top * 256  # 496, 464, 448, 256: the division by 2^(k-8) is exact
         assert fvals(q)[:3].tolist() == [t_top, 256, -0.5] and q.clipped[0] == clipped and q.ties[0] == tie
-    for fmt, emax, big, sat in [(no.FP8_E5M2, 15, 1.9375, 57344), (no.FP4_E2M1FN, 2, 1.75, 6),
-                                (no.FP6_E3M2FN, 4, 1.9375, 28), (no.FP6_E2M3FN, 2, 1.96875, 7.5)]:
+    for fmt, emax, big, sat in [(FP8_E5M2, 15, 1.9375, 57344), (FP4_E2M1FN, 2, 1.75, 6),
+                                (FP6_E3M2FN, 4, 1.9375, 28), (FP6_E2M3FN, 2, 1.96875, 7.5)]:
         q = quantize(np.float32([big * 4, 1.0] + [0.0] * 30), fmt, scale_rule="mx")
         assert q.scales.item() == 2.0 ** (2 - emax) and fvals(q)[0] == sat and q.clipped[0]
 
@@ -374,7 +390,7 @@ def test_mxint8_folds_the_implicit_factor():
 # ---- NVFP4 -------------------------------------------------------------------------------------
 def test_nvfp4_recipe_step_by_step():
     x = np.float32([[6.0, -3.0, 1.0, 0.2] + [0.0] * 12, [1e-6] + [0.0] * 15, [0.0] * 16])
-    q = quantize(x, no.FP4_E2M1FN, scale_rule="nvfp4", reciprocal=True)
+    q = quantize(x, FP4_E2M1FN, scale_rule="nvfp4", reciprocal=True)
     f32 = np.float32
     s_enc = f32(2688) / f32(6.0)  # 448: the global amax is 6
     assert q.global_scale == float(f32(1) / s_enc)
@@ -406,8 +422,8 @@ def test_per_channel_beats_per_tensor_with_an_outlier_channel():
 
 # ---- dequantize exactness -------------------------------------------------------------------
 @pytest.mark.parametrize(("fmt", "kw"), [
-    (INT8, {"granularity": "channel", "symmetric": False}), (no.INT4, {"granularity": ("group", 8)}),
-    (E4M3, {"scale_rule": "mx"}), (no.FP4_E2M1FN, {"scale_rule": "nvfp4"}), (no.FP8_E5M2, {"scale_fmt": "bf16"}),
+    (INT8, {"granularity": "channel", "symmetric": False}), (INT4, {"granularity": ("group", 8)}),
+    (E4M3, {"scale_rule": "mx"}), (FP4_E2M1FN, {"scale_rule": "nvfp4"}), (FP8_E5M2, {"scale_fmt": "bf16"}),
 ])
 def test_dequantize_is_exact(fmt, kw):
     rng = np.random.default_rng(10)
@@ -424,7 +440,7 @@ def test_dequantize_is_exact(fmt, kw):
     b = dequantize(q, out="bf16")
     for i in np.ndindex(x.shape):
         exact = (Fraction(float(v[i])) - int(zp[i])) * Fraction(float(sc[i])) * Fraction(q.global_scale or 1)
-        want = round_value(exact, no.BF16) if exact else 0x8000 * bool(np.signbit(v[i]))  # -0 keeps its sign
+        want = round_value(exact, BF16) if exact else 0x8000 * bool(np.signbit(v[i]))  # -0 keeps its sign
         assert int(b[i]) == want
 
 
@@ -491,7 +507,7 @@ def test_bad_input_raises_with_the_fix():
     with pytest.raises(ValueError, match="global_scale"):
         quantize(x, INT8, global_scale=1.0)
     with pytest.raises(ValueError, match="NaN scale"):
-        quantize(np.float32([np.nan, 1]), INT8, scale_fmt=no.FP6_E3M2FN)
+        quantize(np.float32([np.nan, 1]), INT8, scale_fmt=FP6_E3M2FN)
 
 
 def test_nan_policies_for_integers():

@@ -18,13 +18,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import numoracle as no
 from numoracle.conformance.deviations import deviations_for
+from numoracle.formats import FP4_E2M1FN, FP8_E4M3FN, FP8_E5M2, INT8
 from numoracle.quant.quantizer import quantize
 
 torch = pytest.importorskip("torch")
 
-E4M3, E5M2 = no.FP8_E4M3FN, no.FP8_E5M2
+E4M3, E5M2 = FP8_E4M3FN, FP8_E5M2
 
 
 def data(seed: int, shape=(64, 256)) -> np.ndarray:
@@ -73,7 +73,7 @@ def test_int8_per_channel_matches_plain_numpy():
     w = data(2, (256, 128)).T.copy()  # per output channel (axis 0), channels of very different scales
     s = np.abs(w).max(axis=1, keepdims=True) / np.float32(127)  # FP32 division: one correct rounding
     ref = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
-    q = quantize(w, no.INT8, granularity="channel", axis=0)
+    q = quantize(w, INT8, granularity="channel", axis=0)
     assert np.array_equal(q.scales, s.astype(np.float64))
     assert np.array_equal(q.codes.view(np.int8), ref)
 
@@ -85,8 +85,8 @@ def test_int8_float64_division_is_the_fp64_model():
     s = rng.uniform(0.5, 2, (16, 1)).astype(np.float32)
     w = ((rng.integers(-126, 126, (16, 512)) + 0.5) * s).astype(np.float32)
     w[:, 0] = 127 * s[:, 0]  # the amax: fl32(amax / 127) is s or next to it, so x / s lies next to ties
-    q = quantize(w, no.INT8, granularity="channel", axis=0)
-    q64 = quantize(w, no.INT8, granularity="channel", axis=0, compute="fp64")
+    q = quantize(w, INT8, granularity="channel", axis=0)
+    q64 = quantize(w, INT8, granularity="channel", axis=0, compute="fp64")
     s = q.scales.astype(np.float32)
     ref = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
     ref64 = np.clip(np.rint(w.astype(np.float64) / s), -127, 127).astype(np.int8)
@@ -100,8 +100,8 @@ def test_compute_precision_witness():
     (ONNX's own reference, and every FP32 kernel) gives 26 where float64 division gives 25."""
     x, s = np.float32([0.5]), float(np.float32(5 / 255))
     assert np.rint(x / np.float32(s))[0] == 26 and np.rint(x.astype(np.float64) / s)[0] == 25
-    assert quantize(x, no.INT8, scale=s).codes[0] == 26
-    assert quantize(x, no.INT8, scale=s, compute="fp64").codes[0] == 25
+    assert quantize(x, INT8, scale=s).codes[0] == 26
+    assert quantize(x, INT8, scale=s, compute="fp64").codes[0] == 25
 
 
 @pytest.mark.filterwarnings("ignore:.*quantize_per_tensor.*:UserWarning")
@@ -110,17 +110,17 @@ def test_torch_quantize_per_tensor_and_channel_are_the_reciprocal_model():
     for s in (7.0, 0.1, 0.0123, float(np.float32(5 / 255))):
         s = float(np.float32(s))
         tq = torch.quantize_per_tensor(torch.from_numpy(x), s, 3, torch.qint8).int_repr().numpy()
-        q = quantize(x, no.INT8, symmetric=False, scale=s, zero_point=3, reciprocal=True)
+        q = quantize(x, INT8, symmetric=False, scale=s, zero_point=3, reciprocal=True)
         assert np.array_equal(q.codes.view(np.int8), tq)
     sc = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float64)
     tq = torch.quantize_per_channel(torch.from_numpy(x), torch.from_numpy(sc), torch.zeros(32, dtype=torch.int64),
                                     0, torch.qint8).int_repr().numpy()
-    q = quantize(x, no.INT8, granularity="channel", axis=0, scale=sc, clip="full", reciprocal=True)
+    q = quantize(x, INT8, granularity="channel", axis=0, scale=sc, clip="full", reciprocal=True)
     assert np.array_equal(q.codes.view(np.int8), tq)
     # witness: 885.5 / 7 = 126.5 (a tie -> 126 by division); torch multiplies by fl32(1/7) and gets 127
     w = torch.quantize_per_tensor(torch.tensor([885.5]), 7.0, 0, torch.qint8).int_repr().item()
-    assert w == 127 == quantize(np.float32([885.5]), no.INT8, scale=7.0, reciprocal=True).codes[0]
-    assert quantize(np.float32([885.5]), no.INT8, scale=7.0).codes[0] == 126
+    assert w == 127 == quantize(np.float32([885.5]), INT8, scale=7.0, reciprocal=True).codes[0]
+    assert quantize(np.float32([885.5]), INT8, scale=7.0).codes[0] == 126
 
 
 def _te_nvfp4_reference(x: torch.Tensor) -> tuple[np.ndarray, np.ndarray, float]:
@@ -144,7 +144,7 @@ def test_nvfp4_matches_transformer_engine_recipe():
     x[5, 16:32] = 0.0  # an all-zero block: d = 0
     x[6, 32:48] *= 1e-7  # a block whose d rounds to 0 though it is not zero
     codes, d, glob = _te_nvfp4_reference(torch.from_numpy(x))
-    q = quantize(x, no.FP4_E2M1FN, scale_rule="nvfp4", reciprocal=True)
+    q = quantize(x, FP4_E2M1FN, scale_rule="nvfp4", reciprocal=True)
     assert q.global_scale == glob
     assert np.array_equal(q.scale_codes, d)
     assert np.array_equal(q.codes, codes)

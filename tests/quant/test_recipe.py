@@ -26,7 +26,7 @@ def test_the_recipe_is_the_keywords(W, recipe):
     q, k = no.quantize(W, recipe), no.quantize(W, **recipe.keywords())
     np.testing.assert_array_equal(q.codes, k.codes)
     np.testing.assert_array_equal(np.asarray(q.scales), np.asarray(k.scales))
-    eb_r, eb_k = no.quantization_error_bound(recipe, W), no.quantization_error_bound(recipe.fmt, W, **{
+    eb_r, eb_k = no.quant.quantization_error_bound(recipe, W), no.quant.quantization_error_bound(recipe.fmt, W, **{
         n: v for n, v in recipe.keywords().items() if n != "fmt"})
     np.testing.assert_array_equal(eb_r.bound, eb_k.bound)
     assert no.check_quantized_close(q.codes, W, recipe).passed

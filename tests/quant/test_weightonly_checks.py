@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import numoracle as no
-from numoracle.quant.codebook import NF4, quantize_codebook
-from numoracle.quant.gguf import gguf_quantize
-from numoracle.quant.packing import pack
-from numoracle.quant.weightonly import DequantMatmulBound, GgufWeights
+from numoracle.quant.bounds.weightonly import DequantMatmulBound, GgufWeights
+from numoracle.quant.schemes.codebook import NF4, quantize_codebook
+from numoracle.quant.schemes.gguf import gguf_quantize
+from numoracle.quant.schemes.packing import pack
 
 RNG = np.random.default_rng(25)
 X = RNG.standard_normal((8, 64)).astype(np.float32)
@@ -69,7 +69,7 @@ def test_bitsandbytes_nf4_passes_the_check():
 def test_gguf_bytes_and_values_pass_and_a_flipped_bit_fails(qtype):
     b = gguf_quantize(X, qtype)
     no.assert_quantized_close(b, X, fmt=qtype)
-    no.assert_quantized_close(no.gguf_dequantize(b, qtype, X.shape), X, fmt=f"gguf:{qtype}")
+    no.assert_quantized_close(no.quant.gguf_dequantize(b, qtype, X.shape), X, fmt=f"gguf:{qtype}")
     bad = b.copy()
     size = bad.size // (X.size // 32)
     bad[3 * size + size - 1] ^= 0x10  # block 3's last byte: an element's code
@@ -93,8 +93,8 @@ def test_gguf_library_output_passes():
 # ---- packed int4 --------------------------------------------------------------------------------
 def test_int4_weights_pass_and_a_corrupted_code_fails():
     W = RNG.standard_normal((256, 32)).astype(np.float16).astype(np.float32)
-    w = no.quantize_int4(W, group=128, convention="awq")
-    back = no.Int4Weights.from_packed(w.pack(), convention="awq", shape=W.shape, group=128)
+    w = no.quant.quantize_int4(W, group=128, convention="awq")
+    back = no.quant.Int4Weights.from_packed(w.pack(), convention="awq", shape=W.shape, group=128)
     no.assert_quantized_close(back, W)
     c = w.codes.copy()
     c[7, 3] = (c[7, 3] + 3) % 16
@@ -113,7 +113,7 @@ def _weights(kind: str, W: np.ndarray):
     """(weights object, B (K, N), w~ as the kernel multiplies it (K, N) float32)."""
     if kind == "int4":
         Wk = W.T.astype(np.float16).astype(np.float32)
-        w = no.quantize_int4(Wk, group=64)
+        w = no.quant.quantize_int4(Wk, group=64)
         return w, Wk, w.dequantize("fp16").astype(np.float32)
     if kind == "nf4":
         q = quantize_codebook(W, "nf4", block=64)
@@ -129,7 +129,7 @@ def test_dequant_bound_holds_and_catches_a_corruption(kind, acc):
     W = RNG.standard_normal((48, 256)).astype(np.float32)  # the layer's (N, K) tensor
     A = RNG.standard_normal((5, 256)).astype(np.float16)
     qb, B, wt = _weights(kind, W)
-    b = no.quantized_matmul_bound(A, B, qb=qb, acc=acc, out="fp16")
+    b = no.quant.quantized_matmul_bound(A, B, qb=qb, acc=acc, out="fp16")
     assert isinstance(b, DequantMatmulBound) and b.model == "dequantize-then-accumulate"
     C = (A.astype(np.float32) @ wt).astype(np.float16)  # FP32 accumulation, FP16 output
     if acc == "fp32":
@@ -151,7 +151,7 @@ def test_expected_error_bound_takes_weight_only_formats():
     A = RNG.standard_normal((2, 128)).astype(np.float16)
     g = GgufWeights(gguf_quantize(W, "Q8_0"), "Q8_0", W.shape)
     b = no.expected_error_bound("quantized_matmul", "fp16", 128, dtype_b="gguf:Q8_0", acc="fp32")
-    assert isinstance(b, DequantMatmulBound) and b.weights_fmt == no.format_of("fp16")
+    assert isinstance(b, DequantMatmulBound) and b.weights_fmt == no.formats.format_of("fp16")
     C = A.astype(np.float32) @ g.dequantize().astype(np.float16).astype(np.float32).T
     b.check(C, A, W.T, qb=g)
     assert no.expected_error_bound("quantized_matmul", "fp16", 128, dtype_b="nf4").inner.K == 128
@@ -167,11 +167,11 @@ def test_expected_error_bound_takes_weight_only_formats():
 def test_generic_paths_refuse_weight_only_objects_by_name():
     W = RNG.standard_normal((128, 16)).astype(np.float16).astype(np.float32)
     A = RNG.standard_normal((2, 128)).astype(np.float16)
-    w = no.quantize_int4(W, group=64)
+    w = no.quant.quantize_int4(W, group=64)
     with pytest.raises(ValueError, match="qb=weights"):
-        no.quantized_matmul_bound(A, W, qa=w)
-    b = no.quantized_matmul_bound(A, W, qb=no.quantize(W, "int8", granularity="channel", axis=1))
+        no.quant.quantized_matmul_bound(A, W, qa=w)
+    b = no.quant.quantized_matmul_bound(A, W, qb=no.quantize(W, "int8", granularity="channel", axis=1))
     with pytest.raises(TypeError, match=r"quantized_matmul_bound\(A, B, qb=weights\)"):
         b.tolerance(A, W, qb=w)
     with pytest.raises(ValueError, match=r"the weights have shape \(128, 16\) as B \(K, N\)"):
-        no.quantized_matmul_bound(A, W, qb=w).tolerance(A, W[:, :8])
+        no.quant.quantized_matmul_bound(A, W, qb=w).tolerance(A, W[:, :8])

@@ -10,8 +10,9 @@ import pytest
 
 import numoracle as no
 from numoracle import orders as O
-from numoracle.core.interop import native_dtype
-from numoracle.reveal import BudgetExhausted, RevealError, reveal_order
+from numoracle import reveal_order
+from numoracle.core.formats.interop import native_dtype
+from numoracle.reveal import BudgetExhausted, RevealError
 
 ORDERS = [
     ("sum", O.Sequential(), "fp32", 64), ("sum", O.Pairwise(), "fp32", 100),
@@ -41,7 +42,7 @@ def test_every_order_and_preset_is_revealed(op, order, dtype, n):
     rep = reveal_order(_kernel(op, order), op, n=n, dtype=dtype, draws=3)
     assert rep.verdict == "reproduced", str(rep)
     rng = np.random.default_rng(99)           # fresh data the search never saw
-    dt = native_dtype(no.format_of(dtype))
+    dt = native_dtype(no.formats.format_of(dtype))
     for _ in range(3):
         xs = [np.asarray(rng.standard_normal(n) * 4).astype(dt) for _ in range(1 if op == "sum" else 2)]
         want = no.simulate(op, *xs, order=order)
@@ -145,7 +146,7 @@ def test_bad_arguments(kw, msg):
 
 def test_sampled_node_formats_are_labelled():
     # more than 512 probeable nodes: a sample is probed; agreeing answers must still say they are a sample
-    from numoracle.core.formats import FP32
+    from numoracle.core.formats.format import FP32
     from numoracle.reveal.nodes import node_steps
 
     class Stub:

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle import reveal_order
+from numoracle.core.formats.interop import native_dtype
 from numoracle.core.inputs import exact_float64
-from numoracle.core.interop import native_dtype
-from numoracle.reveal import reveal_order
 
 KINDS = ("normal", "mixed", "cancelling")        # the fresh data of the acceptance check (besides reveal's own)
 
 
 def _fresh(op, dims, dtype, kind, rng):
-    dt = native_dtype(no.format_of(dtype))
+    dt = native_dtype(no.formats.format_of(dtype))
     shapes = {"sum": [(dims,)], "dot": [(dims,), (dims,)]}.get(op) or [dims[:2], dims[1:]]
     out = []
     for s in shapes:

@@ -8,6 +8,7 @@ from reveal_trees import numpy_tree, pairwise_tree, sequential_from_zero, sequen
 
 import numoracle as no
 from numoracle import orders as O
+from numoracle.formats import FP16, FP32
 
 RNG = np.random.default_rng(5)
 
@@ -33,7 +34,7 @@ def test_written_out_trees_give_the_orders_bits(tree, order, n):
 def test_leaf_rounding_is_multiply_then_add():
     n = 50
     a, b = _data((3, n)), _data((n, 4))
-    t = sequential_tree(n, leaf=no.FP32)
+    t = sequential_tree(n, leaf=FP32)
     assert np.array_equal(no.simulate("matmul", a, b, order=t), no.simulate("matmul", a, b, fma=False), equal_nan=True)
     assert not np.array_equal(no.simulate("matmul", a, b, order=t), no.simulate("matmul", a, b), equal_nan=True)
 
@@ -41,8 +42,8 @@ def test_leaf_rounding_is_multiply_then_add():
 def test_node_formats_and_output_rounding():
     n = 300
     x = _data((20, n), np.float16)
-    t = numpy_tree(n, steps=((no.FP32, "rne"),), out=no.FP16)
-    ref = no.simulate("sum", x, order=O.NumpyPairwise(8192, no.FP32, no.FP16))
+    t = numpy_tree(n, steps=((FP32, "rne"),), out=FP16)
+    ref = no.simulate("sum", x, order=O.NumpyPairwise(8192, FP32, FP16))
     assert np.array_equal(no.simulate("sum", x, order=t), ref, equal_nan=True)
     assert np.array_equal(no.simulate("sum", x.astype(np.float32), order=t), ref, equal_nan=True)
 
@@ -93,7 +94,7 @@ def test_bounds_read_the_tree_depth(n):
 
 
 def test_bound_counts_each_node_format():
-    t = numpy_tree(300, steps=((no.FP32, "rne"),), out=no.FP16)
+    t = numpy_tree(300, steps=((FP32, "rne"),), out=FP16)
     b = no.expected_error_bound("sum", "fp16", 300, order=t, acc="fp32")
     names = [c.name for c in b.components]
     assert "output rounding" in names and b.depth == t.depth + 1

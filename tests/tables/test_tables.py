@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from numoracle import FP16, INT8, registry
+from numoracle.formats import FP16, INT8, registry
 from numoracle.tables.build import TABLES, formats_table, render_csv, write_tables
 
 ROOT = Path(__file__).resolve().parents[2]

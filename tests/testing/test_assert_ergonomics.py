@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import numoracle as no
+from numoracle.formats import BF16, FP32, FP64
 from numoracle.testing.checks import (
     assert_dot_close,
     assert_matmul_close,
@@ -107,7 +108,7 @@ def test_ulps_count_in_the_accumulator_format_for_simulate_output(mm):
     bad = out.copy()
     bad[0, 0] = np.nextafter(np.nextafter(np.float32(bad[0, 0]), np.float32(np.inf)), np.float32(np.inf))
     r = check_matmul_close(bad, A, B, acc="fp32", show=48)
-    assert r.ulp_format == no.FP32 and "ULPs (fp32)" in str(r)
+    assert r.ulp_format == FP32 and "ULPs (fp32)" in str(r)
     by_index = {e.index: e.ulps for e in r.worst}
     exact32 = no.exact_matmul(A, B, out="fp32")
 
@@ -120,13 +121,13 @@ def test_ulps_count_in_the_accumulator_format_for_simulate_output(mm):
     assert abs(by_index[(0, 0)]) < 2**12  # FP32 steps, not float64's (2^29 times as many)
     # a float64 value that FP32 cannot hold: ULPs stay float64's (the claim would be false otherwise)
     bad[0, 0] = out[0, 0] + 2.0**-40
-    assert check_matmul_close(bad, A, B, acc="fp32").ulp_format == no.FP64
+    assert check_matmul_close(bad, A, B, acc="fp32").ulp_format == FP64
     # an explicit out= decides the units
-    assert check_matmul_close(out, A, B, acc="fp32", out="bf16").ulp_format == no.BF16
+    assert check_matmul_close(out, A, B, acc="fp32", out="bf16").ulp_format == BF16
 
 
 def test_the_quantized_checks_pass_on_every_quantize_parameter():
-    from numoracle.quant.check import _QUANTIZE_KEYS
+    from numoracle.quant.checks.check import _QUANTIZE_KEYS
 
     q = set(inspect.signature(no.quantize).parameters) - {"x"}
     assert set(_QUANTIZE_KEYS) == q

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from numoracle.core.formats import FP16, FP64, INT8, Format, IntFormat, registry
+from numoracle.core.formats.format import FP16, FP64, INT8, Format, IntFormat, registry
 from numoracle.testing.checks import NumoracleAssertionError
 from numoracle.testing.golden import (
     GOLDEN_SUFFIX,
@@ -297,7 +297,7 @@ def test_meta_must_be_json(tmp_path):
     p = tmp_path / "m.golden"
     for meta, err, match in [
         (FP16, TypeError, "meta must be a dict"), ([1], TypeError, "meta must be a dict"),
-        ({"fmt": FP16}, TypeError, r"meta\['fmt'\] is a numoracle.core.formats.Format .* fmt.name"),
+        ({"fmt": FP16}, TypeError, r"meta\['fmt'\] is a numoracle.core.formats.format.Format .* fmt.name"),
         ({"x": np.float32(1)}, TypeError, r"meta\['x'\] is a numpy.float32"),
         ({"s": {1, 2}}, TypeError, r"meta\['s'\] is a builtins.set"),
         ({1: "a"}, TypeError, "has the key 1 .int.; JSON keys are strings"),

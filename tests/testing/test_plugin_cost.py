@@ -47,10 +47,10 @@ def test_importing_the_plugin_loads_no_numpy():
 def test_facade_and_testing_load_on_first_use():
     code = ("import sys, numoracle, numoracle.testing as t; a = 'numpy' in sys.modules; "
             "f = numoracle.cast; c = t.assert_matmul_close; "
-            "print(a, 'numpy' in sys.modules, f.__module__, c.__module__, numoracle.FP16.name, "
+            "print(a, 'numpy' in sys.modules, f.__module__, c.__module__, numoracle.formats.FP16.name, "
             "sorted(set(numoracle.__all__) - set(dir(numoracle))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
-    assert out.split() == ["False", "True", "numoracle.core.convert", "numoracle.testing.checks", "fp16", "[]"]
+    assert out.split() == ["False", "True", "numoracle.core.engine.convert", "numoracle.testing.checks", "fp16", "[]"]
 
 
 def _pytest_start(tmp: Path, *args: str) -> float:

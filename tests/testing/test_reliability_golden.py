@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import numoracle
-from numoracle import GoldenError, read_golden, write_golden
+from numoracle.testing import GoldenError, read_golden, write_golden
 from numoracle.testing.goldenfiles import MAX_DEPTH, temp_prefix
 
 SRC = str(Path(numoracle.__file__).resolve().parents[1])

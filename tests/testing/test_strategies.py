@@ -15,8 +15,9 @@ from hypothesis.errors import NoSuchExample
 
 import numoracle as no
 from numoracle.conformance.boundary import boundary_values, overflow_threshold
-from numoracle.core.interop import to_codes
-from numoracle.core.twins import exact as X
+from numoracle.core import scalar as X
+from numoracle.core.formats.interop import to_codes
+from numoracle.formats import BF16, FP16, FP32, FP64
 from numoracle.testing import strategies as nst
 
 SET = settings(max_examples=30, derandomize=True, database=None, deadline=None,
@@ -39,7 +40,7 @@ def _exact(x, fmt=None):
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2fnuz", "e8m0fnu", "fp4_e2m1fn", "int8",
                                  "uint4", "fp64", "uint64"])
 def test_codes_respect_their_flags(fmt):
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
 
     @SET
     @given(nst.codes(f), nst.codes(f, finite=True), nst.codes(f, finite=True, allow_subnormal=False,
@@ -58,7 +59,7 @@ def test_codes_respect_their_flags(fmt):
 
 @pytest.mark.parametrize("fmt", ["fp32", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp16"])
 def test_non_finite_codes(fmt):
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
 
     @SET
     @given(nst.codes(f, finite=False), nst.codes(f, finite=False, allow_nan=False) if f.has_inf else nst.codes(f))
@@ -76,7 +77,7 @@ def test_non_finite_codes(fmt):
                                        ("e8m0fnu", ml_dtypes.float8_e8m0fnu), ("fp4_e2m1fn", ml_dtypes.float4_e2m1fn),
                                        ("int4", np.int64), ("tf32", np.float32)])
 def test_values_have_the_native_dtype(fmt, dtype):
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
 
     @SET
     @given(nst.values(f), nst.value_arrays(f, (2, 3)), nst.code_arrays(f, 4))
@@ -94,7 +95,7 @@ def test_values_round_trip_to_the_same_code():
     @SET
     @given(nst.codes("bf16", allow_nan=False))
     def check(c):
-        v = nst._scalar(c, no.BF16)
+        v = nst._scalar(c, BF16)
         assert int(to_codes(np.asarray(v))[0]) == c
 
     check()
@@ -107,9 +108,9 @@ def test_arrays_of_other_strategies():
     def check(t, sub):
         assert t.dtype == np.float32 and t.shape == (2, 2)
         for x in t.ravel():
-            nb = X.neighbours(F(float(x)), no.FP16) if abs(float(x)) <= 65504 else None
+            nb = X.neighbours(F(float(x)), FP16) if abs(float(x)) <= 65504 else None
             assert nb is None or F(float(x)) == (nb.lower.value + nb.upper.value) / 2 != nb.lower.value
-        assert all(X.is_subnormal_code(int(c), no.FP16) for c in sub)
+        assert all(X.is_subnormal_code(int(c), FP16) for c in sub)
 
     check()
     with pytest.raises(TypeError, match="either elements"):
@@ -132,14 +133,14 @@ def _max_and_ulp(d):
 @pytest.mark.parametrize("mode", ["rne", "rna"])
 @pytest.mark.parametrize("src,dst", TIE_PAIRS, ids=str)
 def test_ties_are_exact_midpoints(src, dst, mode):
-    d = no.format_of(dst)
+    d = no.formats.format_of(dst)
     mx, mn, top = _max_and_ulp(d)
 
     @SET
     @given(nst.ties(src, dst, rounding=mode))
     def check(x):
         v, code, s = _exact(x)
-        assert s == no.format_of(src) and isinstance(v, F)
+        assert s == no.formats.format_of(src) and isinstance(v, F)
         if v > mx:  # the top tie: max finite and the next value with an unbounded exponent
             assert v == mx + top / 2
         elif v < mn:
@@ -155,21 +156,21 @@ def test_ties_are_exact_midpoints(src, dst, mode):
 @pytest.mark.parametrize("src,dst", [("fp32", "fp16"), ("fp16", "fp32"), ("fp32", "int8"), ("int16", "fp8_e4m3fn")],
                          ids=str)
 def test_directed_ties_are_destination_values(src, dst, mode):
-    d = no.format_of(dst)
+    d = no.formats.format_of(dst)
 
     @SET
     @given(nst.ties(src, dst, rounding=mode, as_codes=True))
     def check(code):
-        v, _, _ = _exact(code, no.format_of(src))
+        v, _, _ = _exact(code, no.formats.format_of(src))
         _, fl = X.round_value(v, d, rounding=mode, flags=True)
-        assert not fl & no.Flags.INEXACT and v != 0
+        assert not fl & no.formats.Flags.INEXACT and v != 0
 
     check()
 
 
 def test_ties_reach_every_kind_of_tie():
     """find() reaches the subnormal, overflow and negative ties through the segments and the boundary pool."""
-    d = no.FP16
+    d = FP16
     assert find(nst.ties("fp32", d), lambda x: 0 < x < 2.0**-14, settings=FIND) > 0
     assert float(find(nst.ties("fp32", d), lambda x: x == 65520.0, settings=FIND)) == 65520.0
     assert float(find(nst.ties("fp32", d), lambda x: x < -60000, settings=FIND)) < -60000
@@ -183,14 +184,14 @@ def test_ties_reach_every_kind_of_tie():
                                           ("int8", None, "rne"), ("e8m0fnu", None, "rne"), ("fp32", None, "rtz"),
                                           ("fp8_e5m2", "fp16", "ru"), ("uint8", "fp32", "rne")], ids=str)
 def test_near_overflow_within_a_few_ulps(dst, src, mode):
-    d = no.format_of(dst)
+    d = no.formats.format_of(dst)
     unit = _max_and_ulp(d)[2]
 
     @SET
     @given(nst.near_overflow(dst, src=src, rounding=mode, ulps=3))
     def check(x):
         v, _, s = _exact(x)
-        assert s == (no.format_of(src) if src else (no.FP32 if d.bits < 32 else no.FP64))
+        assert s == (no.formats.format_of(src) if src else (FP32 if d.bits < 32 else FP64))
         ts = [s * overflow_threshold(d, mode, s)[0] for s in ((1, -1) if d.signed or d.is_integer else (1,))]
         assert min(abs(v - t) for t in ts) <= 3 * unit, (v, ts)
 
@@ -204,7 +205,7 @@ def test_near_overflow_draws_the_threshold_and_its_neighbours():
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2fnuz", "fp4_e2m1fn", "fp32"])
 def test_subnormals_are_subnormal(fmt):
-    f = no.format_of(fmt)
+    f = no.formats.format_of(fmt)
 
     @SET
     @given(nst.subnormals(f), nst.subnormals(f, allow_negative=False, as_codes=True))
@@ -307,7 +308,7 @@ def test_tie_segments_are_complete(src, dst, mode):
     in the strategy's segments, and nothing else is."""
     from numoracle.testing.strategies import _segments
 
-    s, d = no.format_of(src), no.format_of(dst)
+    s, d = no.formats.format_of(src), no.formats.format_of(dst)
     nearest = mode in ("rne", "rna")
     got = sorted(g.sign * (g.start + i * g.step) for g in _segments(s, d, nearest) for i in range(g.n))
     mx, mn, top = _max_and_ulp(d)

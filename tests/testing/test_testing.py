@@ -1,6 +1,6 @@
 """numoracle.testing.checks: assert_*_close reports, poison fills and compare_runs verdicts.
 
-Kernels are modelled with ``numoracle.models.simulation`` (bit-exact accumulation orders); bugs are
+Kernels are modelled with ``numoracle.models.engine.simulation`` (bit-exact accumulation orders); bugs are
 injected by hand. All randomness is seeded.
 """
 
@@ -10,8 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import numoracle as no
 from numoracle import orders, simulate
+from numoracle.formats import FP64
 from numoracle.testing.checks import (
     assert_dot_close,
     assert_matmul_close,
@@ -291,16 +291,16 @@ def test_borderline_elements_are_settled_exactly():
 
     x = np.array([[1.0, 2.0**-60]])  # exact sum 1 + 2^-60; its float64 rounding is 1
     pb = Problem("sum", (x,), -1)
-    st = Setup(pb, no.FP64, acc=no.FP64, order=None, kind="worst", out=None, fma=True, rounding="rne",
+    st = Setup(pb, FP64, acc=FP64, order=None, kind="worst", out=None, fma=True, rounding="rne",
                 confidence=0.999)
     up = np.array([1.0 + 2.0**-52]).view(np.uint64)    # true error 2^-52 - 2^-60, float64 says 2^-52
     st.tol = np.array([2.0**-52 - 2.0**-60])
-    assert st.judge(up, no.FP64).ok[0]
+    assert st.judge(up, FP64).ok[0]
     st.tol = np.array([2.0**-52 - 2.0**-59])
-    assert not st.judge(up, no.FP64).ok[0]
+    assert not st.judge(up, FP64).ok[0]
     down = np.array([1.0 - 2.0**-53]).view(np.uint64)  # true error 2^-53 + 2^-60, float64 says 2^-53
     st.tol = np.array([2.0**-53])
-    assert not st.judge(down, no.FP64).ok[0]
+    assert not st.judge(down, FP64).ok[0]
 
 
 def test_exact_at_matches_fractions_for_every_op():

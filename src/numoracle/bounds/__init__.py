@@ -3,3 +3,9 @@ arithmetic, and tolerances (a bound evaluated on data).
 
 Reads orders only through their OrderSpec (models). Imports core and models.
 """
+
+from ..core.lazy import namespace
+
+API = {"ErrorBound": ".errorbound", "Tolerance": ".errorbound", "register_bound_op": ".expected"}
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast
-from ..core.formats import AnyFormat
+from ..core.engine.convert import cast
+from ..core.formats.format import AnyFormat
+from ..core.formats.policy import Flags, Rounding
 from ..core.inputs import exact_float64
-from ..core.policy import Flags, Rounding
 
 __all__ = ["TINY", "add_up", "cdiv", "ceil_log2", "check_member", "underflow_eta", "f64_products_exact",
            "finite_values", "fup", "hm2019", "margin", "mpf_frac", "mul_up", "nested", "pow2_text", "prod_pow",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..core.formats import AnyFormat
-from ..core.policy import Rounding
-from ..models.cpuorders import schedule_depth
-from ..models.orderspec import OrderSpec
+from ..core.formats.format import AnyFormat
+from ..core.formats.policy import Rounding
+from ..models.orders.cpu import schedule_depth
+from ..models.orders.spec import OrderSpec
 from .boundmath import (
     Component,
     Site,

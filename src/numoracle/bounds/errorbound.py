@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
-from ..core.formats import AnyFormat, format_of
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import AnyFormat, format_of
 from ..core.parse import read_exact
 from .boundmath import (
     TINY,

@@ -50,11 +50,11 @@ from fractions import Fraction
 from typing import Any
 
 from ..core.errors import ArgumentTypeError
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Rounding
+from ..core.formats.format import AnyFormat, format_of
+from ..core.formats.policy import Rounding
 from ..models.arithmetic import Arithmetic, takes_arithmetic
-from ..models.orderspec import OrderSpec
-from ..models.ordertext import parse_order
+from ..models.orders.spec import OrderSpec
+from ..models.orders.text import parse_order
 from .boundmath import (
     Component,
     hm2019,
@@ -131,7 +131,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     op, K, kind, conf = _check(op, K, kind, confidence)
     if ftz and op == "quantized_matmul":
         raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
-    if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
+    if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.bounds.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,
                              out_rounding=out_rounding, tight_rn=tight_rn, **quant)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..core.formats import AnyFormat
-from ..models.orderspec import OrderSpec
+from ..core.formats.format import AnyFormat
+from ..models.orders.spec import OrderSpec
 
 __all__ = ["ftz_sites", "FTZ_LABEL"]
 

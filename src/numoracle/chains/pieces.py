@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.codekeys import (
+from ..core.engine.codekeys import (
     NEG_FINITE,
     NEG_INF,
     NEG_ZERO,
@@ -49,9 +49,9 @@ from ..core.codekeys import (
     key_place,
     to_key,
 )
-from ..core.convert import cast_codes
-from ..core.formats import AnyFormat
-from ..core.policy import Flags, Policy
+from ..core.engine.convert import cast_codes
+from ..core.formats.format import AnyFormat
+from ..core.formats.policy import Flags, Policy
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import ChainSpec

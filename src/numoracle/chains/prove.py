@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import (
+from ..core.engine.codekeys import (
     NEG_FINITE,
     POS_FINITE,
     from_key,
@@ -44,8 +44,8 @@ from ..core.codekeys import (
     result_key,
     to_key,
 )
-from ..core.formats import AnyFormat, Format
-from ..core.policy import Overflow
+from ..core.formats.format import AnyFormat, Format
+from ..core.formats.policy import Overflow
 from ..core.progress import progress
 from .pieces import chain_pieces, first_true, half_binades
 from .spec import ChainSpec, chain_spec
@@ -265,7 +265,7 @@ def _magnitude_order(fmt: AnyFormat, codes: np.ndarray) -> list[int]:
     finite value, NaNs last. Exact for every format."""
     from fractions import Fraction
 
-    from ..core.twins.exact import Special, value_of
+    from ..core.scalar import Special, value_of
 
     def mag(c: int):
         v = value_of(int(c), fmt)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Rounding
+from ..core.formats.format import AnyFormat, format_of
+from ..core.formats.policy import Rounding
 from .prove import classify_cast_chain
 from .verdict import ChainVerdict
 

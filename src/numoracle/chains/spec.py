@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast_codes
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Policy, Rounding, resolve_policy
+from ..core.engine.convert import cast_codes
+from ..core.formats.format import AnyFormat, format_of
+from ..core.formats.policy import Policy, Rounding, resolve_policy
 
 __all__ = ["ChainSpec", "chain_spec"]
 

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.formats import AnyFormat, Format
+from ..core.formats.format import AnyFormat, Format
+from ..core.scalar import Special, value_of
 from ..core.text import hex_width
-from ..core.twins.exact import Special, value_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.policy import Policy
+    from ..core.formats.policy import Policy
     from .spec import ChainSpec
 
 __all__ = ["ChainVerdict", "Witness", "Region", "Proof", "REASONS", "values_subset"]
@@ -299,7 +299,7 @@ def _one_behaviour(a: Any, b: Any, f: AnyFormat, mode: str = "rne") -> str:
 def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fraction, bool, tuple | None]]:
     """One half's source range cut where a hop's behaviour may change: (lo_key, hi_key, low bound,
     low closed, next cut) per piece, before merging pieces that behave alike."""
-    from ..core.codekeys import binades, from_key
+    from ..core.engine.codekeys import binades, from_key
 
     bins = binades(spec.src, negative)
     if not bins:
@@ -338,8 +338,8 @@ def _region_cuts(spec: ChainSpec, negative: bool) -> list[tuple[int, int, Fracti
 @functools.lru_cache(maxsize=8192)
 def _first_key_at(src: AnyFormat, b: Fraction, at: bool, negative: bool) -> int:
     """The source key of the first value of magnitude >= b (at) or > b (not at) on one side."""
-    from ..core.codekeys import to_key
-    from ..core.twins.exact import round_value
+    from ..core.engine.codekeys import to_key
+    from ..core.scalar import round_value
 
     sgn = -1 if negative else 1
     c = round_value(sgn * b, src, rounding="rd" if negative else "ru",
@@ -358,7 +358,7 @@ def region_key_ranges(spec: ChainSpec) -> np.ndarray:
 
 
 def _side_regions(spec: ChainSpec, negative: bool, segments: tuple[np.ndarray, np.ndarray]) -> list[Region]:
-    from ..core.codekeys import from_key
+    from ..core.engine.codekeys import from_key
 
     regions: list[Region] = []
     for lo_r, hi_r, b, at, nxt in _region_cuts(spec, negative):

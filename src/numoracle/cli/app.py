@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast
+from ..core.engine.convert import cast
 from ..core.errors import ParseError
-from ..core.formats import FP64, INT64, UINT64, AnyFormat, Format, format_of
+from ..core.formats.format import FP64, INT64, UINT64, AnyFormat, Format, format_of
+from ..core.formats.policy import Flags, Policy, Rounding, resolve_policy
 from ..core.parse import RANGE_EXP, STAND_IN_EXP, Number, parse_number
-from ..core.policy import Flags, Policy, Rounding, resolve_policy
-from ..core.twins.exact import NEG_ZERO, is_subnormal_code, round_value
+from ..core.scalar import NEG_ZERO, is_subnormal_code, round_value
 from ..tables.build import write_tables
 from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
@@ -282,7 +282,7 @@ def _cmd_boundary(args: argparse.Namespace) -> str:
 
     if Rounding.of(args.rounding) is Rounding.STOCHASTIC:
         raise CliError(f"boundary --rounding takes one of {', '.join(_MODES)}; for 'sr' (which needs sr_bits) use "
-                       "numoracle.boundary_values(src, dst, rounding='sr') from Python")
+                       "numoracle.conformance.boundary_values(src, dst, rounding='sr') from Python")
     via = tuple(v for v in (args.via or "").split(",") if v)
     bv = boundary_values(args.src, args.dst, via=via, rounding=args.rounding, overflow=args.overflow)
     if args.json:

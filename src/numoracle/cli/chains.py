@@ -7,7 +7,7 @@ import json
 
 from ..chains.prove import classify_cast_chain
 from ..chains.search import candidate_chains
-from ..core.formats import format_of
+from ..core.formats.format import format_of
 from ..core.progress import progress
 from .argtypes import positive
 

@@ -5,7 +5,7 @@
 
 OUTPUT and INPUT are ``PATH.npy`` or ``PATH.npz:KEY`` (the layout ``numoracle.testing.record`` writes:
 ``rec.npz:fp16_128x4096x128_randn__A``). Integer arrays hold codes: of ``--format`` for inputs, of
-``--out`` for outputs. Prints :class:`numoracle.IdentifyReport`; the exit status is 0 when an
+``--out`` for outputs. Prints :class:`numoracle.identify.IdentifyReport`; the exit status is 0 when an
 order reproduces every element, 1 when none does, 2 on a usage error (through ``numoracle.cli``).
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.formats import format_of
-from ..core.interop import as_native
+from ..core.formats.format import format_of
+from ..core.formats.interop import as_native
 from ..identify.search import identify_order
 from .argtypes import positive
 

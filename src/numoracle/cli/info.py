@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast
-from ..core.formats import AnyFormat, Format, format_of, registry
-from ..core.policy import Rounding, resolve_policy
+from ..core.engine.convert import cast
+from ..core.formats.format import AnyFormat, Format, format_of, registry
+from ..core.formats.policy import Rounding, resolve_policy
 from .text import code_of, hex_code, jsonable, short, show_exact, table
 
 __all__ = ["add_info_parsers", "format_summary", "format_info"]
@@ -39,7 +39,7 @@ def format_summary(f: AnyFormat) -> dict[str, Any]:
 
 
 def _cmd_formats(args: argparse.Namespace) -> str:
-    from ..core.p3109 import P3109_FORMATS
+    from ..core.formats.p3109 import P3109_FORMATS
 
     kinds = [args.kind] if args.kind else _KINDS  # every section by default (--all: the same, kept for scripts)
     if args.json:
@@ -62,8 +62,8 @@ _KINDS = ["registry", "codebooks", "gguf", "int4", "p3109"]
 _HEADS = {"codebooks": "codebooks (a value table per code; quantize_codebook, fmt=NAME in the checks and bounds):",
           "gguf": "GGUF block types (gguf_quantize / gguf_dequantize; fmt='Q4_0' in the checks, GgufWeights in the "
                   "bounds):",
-          "int4": "packed int4 conventions (Int4Weights.pack / from_packed, quant/packing.py):",
-          "p3109": "IEEE P3109 8-bit formats (not registered: numoracle.core.p3109.register_p3109() adds them; "
+          "int4": "packed int4 conventions (Int4Weights.pack / from_packed, quant/schemes/packing.py):",
+          "p3109": "IEEE P3109 8-bit formats (not registered: numoracle.core.formats.p3109.register_p3109() adds them; "
                    "numoracle info finds them):"}
 _HELD_HEADER = {"codebooks": ["name", "codes", "bits", "max |v|", "min |v| > 0", "source"],
                 "gguf": ["name", "values/block", "bytes/block", "bits/value", "quantise", "dequantise"],
@@ -97,9 +97,9 @@ _INT4_LAYOUT = {
 
 def _held_info(name: str) -> dict[str, Any] | None:
     """What ``numoracle info`` shows for a codebook, a GGUF type or a packed int4 convention (None: none)."""
-    from ..quant.blockcheck import block_format
-    from ..quant.gguf import GGUF_QUANTISERS, GGUF_TYPES
-    from ..quant.packing import PACKINGS
+    from ..quant.checks.blockcheck import block_format
+    from ..quant.schemes.gguf import GGUF_QUANTISERS, GGUF_TYPES
+    from ..quant.schemes.packing import PACKINGS
 
     key = str(name).strip()
     kind = block_format(key)
@@ -123,15 +123,15 @@ def _held_info(name: str) -> dict[str, Any] | None:
         return {"name": c, "kind": "packed int4 convention", "layout": _INT4_LAYOUT[c], "source": PACKINGS[c],
                 "use": "Int4Weights.from_packed(tensors, convention=..., shape=(K, N), group=...); "
                        "assert_quantized_close(weights, W); quantized_matmul_bound(A, B, qb=weights)"
-                if c != "bnb" else "quant/packing.py pack / unpack (NF4 / FP4 codes)"}
+                if c != "bnb" else "quant/schemes/packing.py pack / unpack (NF4 / FP4 codes)"}
     return None
 
 
 def _held_rows(kind: str, json_: bool = False) -> list[Any]:
     """Rows of the codebooks, GGUF types or int4 conventions (dicts for JSON)."""
-    from ..quant.codebook import codebooks
-    from ..quant.gguf import GGUF_QUANTISERS, GGUF_TYPES
-    from ..quant.packing import PACKINGS
+    from ..quant.schemes.codebook import codebooks
+    from ..quant.schemes.gguf import GGUF_QUANTISERS, GGUF_TYPES
+    from ..quant.schemes.packing import PACKINGS
 
     if kind == "codebooks":
         rows = [[cb.name, len(cb.values), cb.bits, cb.max_abs, float(np.min(np.abs(cb.table)[cb.table != 0])),
@@ -140,7 +140,7 @@ def _held_rows(kind: str, json_: bool = False) -> list[Any]:
         rows = [[n, e, b, f"{8 * b / e:g}", "yes" if n in GGUF_QUANTISERS else "no", "yes"]
                 for n, (e, b) in GGUF_TYPES.items()]
     elif kind == "p3109":
-        from ..core.p3109 import P3109_FORMATS
+        from ..core.formats.p3109 import P3109_FORMATS
 
         return [format_summary(f) for f in P3109_FORMATS.values()] if json_ else []
     else:
@@ -274,7 +274,7 @@ def _info_rows(f: AnyFormat, d: dict[str, Any]) -> list[list[str]]:
 
 
 def _cmd_info(args: argparse.Namespace) -> str:
-    from ..core.p3109 import P1_TIE_NOTE, P3109_FORMATS, is_p3109_p1  # built, not registered: found by name
+    from ..core.formats.p3109 import P1_TIE_NOTE, P3109_FORMATS, is_p3109_p1  # built, not registered: found by name
 
     f = P3109_FORMATS.get(str(args.format).strip().lower())
     if f is None:

@@ -4,7 +4,7 @@
                      [--no-verify] [--order-out PATH] [--draw PATH] [--json]
 
 MODULE is an importable module (``numpy``, ``mypkg.kernels``) or a ``.py`` file; FUNCTION a name in it (dots
-for attributes: ``numpy:sum``, ``kernels.py:my_sum``). Prints :class:`numoracle.RevealReport`; the exit status is
+for attributes: ``numpy:sum``, ``kernels.py:my_sum``). Prints :class:`numoracle.reveal.RevealReport`; the exit status is
 0 when the revealed order reproduces the kernel bit for bit on fresh random data, 1 when it does not (or the
 kernel is not deterministic or not a tree), 2 on a usage error or a kernel that cannot be probed.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..models.ordertext import order_text
+from ..models.orders.text import order_text
 from ..reveal.report import reveal_order
 from .argtypes import positive
 

@@ -4,7 +4,7 @@
                     [--rounding R] [--overflow O] [--nan-to P] [--ftz] [--daz] [--workers N] [--chunk C]
                     [--seed S] [--witnesses K] [--timeout S] [--json | --markdown] [--progress | --no-progress]
 
-Prints the report (:class:`numoracle.SweepReport`); its second line is the verdict (CLEAN,
+Prints the report (:class:`numoracle.conformance.SweepReport`); its second line is the verdict (CLEAN,
 EXPLAINED, UNEXPLAINED or ERROR). The exit status is 0 for CLEAN and EXPLAINED, 1 for
 UNEXPLAINED and ERROR (so a CI step fails on what no known deviation explains); user errors (an
 unknown format or library, a cast the library lacks, exhaustive inputs for a 64-bit source) exit
@@ -23,7 +23,7 @@ from typing import Any
 
 from ..conformance.deviations import LIBRARIES
 from ..conformance.sweeper import sweep
-from ..core.formats import format_of
+from ..core.formats.format import format_of
 from .argtypes import count, positive
 
 __all__ = ["add_sweep_parsers"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
-from ..core.formats import AnyFormat
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import AnyFormat
 from ..core.text import hex_code
 
 __all__ = ["exact_decimal", "show_exact", "short", "hex_code", "value_of", "show_value", "code_of", "table",

@@ -16,10 +16,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..core.codekeys import is_nan
-from ..core.convert import cast as _engine_cast
-from ..core.convert import decode
-from ..core.formats import FP32, UINT64, AnyFormat, format_of
+from ..core.engine.codekeys import is_nan
+from ..core.engine.convert import cast as _engine_cast
+from ..core.engine.convert import decode
+from ..core.formats.format import FP32, UINT64, AnyFormat, format_of
 from .deviations import deviations_for
 
 __all__ = ["classify", "classify_ids"]

@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import FP32, AnyFormat, Format, IntFormat, format_of
-from ..core.policy import Overflow, Rounding, resolve_policy
+from ..core.formats.format import FP32, AnyFormat, Format, IntFormat, format_of
+from ..core.formats.policy import Overflow, Rounding, resolve_policy
+from ..core.scalar import pow2
 from ..core.text import format_value, hex_width
-from ..core.twins.exact import pow2
 from .grid import (
     _neg_zero,
     _representable,
@@ -360,7 +360,7 @@ class BoundaryValues:
 
     def native(self) -> np.ndarray:
         """The codes as values of the source's numpy / ml_dtypes dtype (raises where it has none)."""
-        from ..core.interop import as_native
+        from ..core.formats.interop import as_native
 
         return as_native(self.codes, self.src)
 

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from ..chains.verdict import values_subset
-from ..core.codekeys import is_nan, to_key
-from ..core.convert import cast_codes, decode
-from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format
-from ..core.policy import Flags, Overflow, Policy, Rounding, default_overflow, resolve_policy
+from ..core.engine.codekeys import is_nan, to_key
+from ..core.engine.convert import cast_codes, decode
+from ..core.formats.format import BF16, FP16, FP32, TF32, AnyFormat, Format
+from ..core.formats.policy import Flags, Overflow, Policy, Rounding, default_overflow, resolve_policy
 from .attribution import classify_ids
 from .deviations import deviations_for
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NumoracleError
-from ..core.formats import format_of
-from ..core.interop import as_native
+from ..core.formats.format import format_of
+from ..core.formats.interop import as_native
 from .deviations import LIBRARIES
 from .native import native_cast
 from .versions import installed_version

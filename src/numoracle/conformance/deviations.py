@@ -49,8 +49,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Rounding
+from ..core.formats.format import AnyFormat, format_of
+from ..core.formats.policy import Rounding
 from .native import LIBRARIES
 from .versions import cpu_matches, installed_version, version_at_least, version_clauses, version_matches
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..core.formats import AnyFormat, Format, IntFormat
-from ..core.twins.exact import floor_log2, pow2
+from ..core.formats.format import AnyFormat, Format, IntFormat
+from ..core.scalar import floor_log2, pow2
 
 
 # ---- exact grids: ordered keys of finite values (the codekeys order), without the engine ------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.formats import TORCH_NAMES, AnyFormat, format_of
-from ..core.interop import as_native, is_torch, native_dtype, to_codes
+from ..core.formats.format import TORCH_NAMES, AnyFormat, format_of
+from ..core.formats.interop import as_native, is_torch, native_dtype, to_codes
 
 __all__ = ["LIBRARIES", "native_cast"]
 

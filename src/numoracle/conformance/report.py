@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 
 from ..chains.verdict import fmt_value
-from ..core.codekeys import is_nan
-from ..core.formats import AnyFormat
-from ..core.policy import Policy
+from ..core.engine.codekeys import is_nan
+from ..core.formats.format import AnyFormat
+from ..core.formats.policy import Policy
+from ..core.scalar import value_of
 from ..core.text import hex_width
-from ..core.twins.exact import value_of
 from .classify import (
     CLASSES,
     classify_mismatches,
@@ -241,7 +241,7 @@ class SweepError:
 
 @dataclass
 class SweepReport:
-    """Result of :func:`numoracle.sweep`. Equal inputs give equal reports (timings are not compared).
+    """Result of :func:`numoracle.conformance.sweep`. Equal inputs give equal reports (timings are not compared).
 
     ``verdict``: ``"clean"`` (every input gives the engine's code), ``"explained"`` (every mismatch
     is covered by a known deviation of the library), ``"unexplained"`` (some mismatch is not, or

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import is_nan
-from ..core.convert import cast_codes, decode
-from ..core.formats import AnyFormat
-from ..core.interop import as_native, native_dtype, to_codes
-from ..core.policy import Policy, resolve_policy
+from ..core.engine.codekeys import is_nan
+from ..core.engine.convert import cast_codes, decode
+from ..core.formats.format import AnyFormat
+from ..core.formats.interop import as_native, native_dtype, to_codes
+from ..core.formats.policy import Policy, resolve_policy
 from .report import Witness, smallest, summarise
 from .sweepinputs import random_codes
 

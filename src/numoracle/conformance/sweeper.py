@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import check_codes
-from ..core.formats import TF32, AnyFormat, format_of
-from ..core.interop import as_array, as_native, native_dtype
-from ..core.policy import Policy, Rounding, resolve_policy
+from ..core.engine.convert import check_codes
+from ..core.formats.format import TF32, AnyFormat, format_of
+from ..core.formats.interop import as_array, as_native, native_dtype
+from ..core.formats.policy import Policy, Rounding, resolve_policy
 from ..core.progress import progress as progress_bar
 from ..core.text import hex_width
 from .converters import Converter, _fn_name, _library_version
@@ -197,7 +197,7 @@ def sweep(
     ``"torch"`` / ``"jax"`` (that library's own cast, as :class:`Converter`); a callable with a ``library``
     attribute naming one of them (a GPU wrapper, say) is checked against that library's known
     deviations. inputs: ``"exhaustive"`` (every code; sources of 32 bits or fewer), ``"boundary"``
-    (``numoracle.boundary_values(src, dst).codes``), ``"full"`` (exhaustive up to 32-bit sources,
+    (``numoracle.conformance.boundary_values(src, dst).codes``), ``"full"`` (exhaustive up to 32-bit sources,
     boundary above: the pytest plugin's ``sweep_inputs`` at ``--numoracle-level=full``), an int N
     (N seeded random codes, see :func:`random_codes`) or a 1-d array of source codes.
     rounding/overflow/nan_to/ftz/daz: the engine's policy (the destination's defaults when omitted). executor: any

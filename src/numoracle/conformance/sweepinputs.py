@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import from_key, is_nan, key_bounds, to_key
-from ..core.convert import cast_codes, decode
-from ..core.formats import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
-from ..core.policy import resolve_policy
+from ..core.engine.codekeys import from_key, is_nan, key_bounds, to_key
+from ..core.engine.convert import cast_codes, decode
+from ..core.formats.format import BF16, FP16, FP32, FP64, TF32, AnyFormat, Format, format_of
+from ..core.formats.policy import resolve_policy
 
 BLOCK = 1 << 16  # random inputs are drawn in blocks of this many codes, each seeded by (seed, block index)
 

@@ -7,16 +7,18 @@ what they are.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from .errors import ArgumentTypeError, NumoracleError
 
-__all__ = ["check_bool", "check_int", "check_choice", "check_number", "check_array", "refuse_both"]
+__all__ = ["check_bool", "check_int", "check_choice", "check_number", "check_array", "refuse_both", "takes_value"]
 
 
 def check_bool(x: Any, name: str) -> bool:
@@ -92,3 +94,32 @@ def refuse_both(fn_name: str, value_label: str, var: str, given: Sequence[str]) 
         change = ", ".join(f"{n}=..." for n in given)
         raise TypeError(f"{fn_name}: give either {value_label} or the keywords {', '.join(given)}, not both "
                         f"(to change the {var}, pass {var}.replace({change}))")
+
+
+def takes_value(param: str, cls: type, unfold: Callable[[str, inspect.BoundArguments, Any], None], *,
+                strict: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Let a function take a frozen value (an Arithmetic, a QuantRecipe) in parameter ``param`` for some of its
+    keywords: the one place a value object is unfolded for every function that takes one.
+
+    When the call gives ``param`` an instance of ``cls``, ``unfold(function name, bound arguments, value)`` rewrites
+    the bound arguments (refusing, with :func:`refuse_both`, a keyword given twice) and the function is called with
+    them; otherwise it is called as it was. ``strict``: the TypeError message for a ``param`` that is neither None
+    nor a ``cls``."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind_partial(*args, **kwargs)
+            value = bound.arguments.get(param)
+            if not isinstance(value, cls):
+                if strict and value is not None:
+                    raise TypeError(f"{strict}, got {type(value).__name__}")
+                return fn(*args, **kwargs)
+            unfold(fn.__name__, bound, value)
+            return fn(*bound.args, **bound.kwargs)
+
+        return wrapper
+
+    return deco

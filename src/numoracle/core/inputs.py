@@ -1,7 +1,8 @@
 """The one reader of array inputs: exact float64 values of whatever a user passes.
 
 numpy, ml_dtypes, torch, JAX (through ``__array__``) arrays, Python scalars and lists are read through their
-codes (:func:`numoracle.core.interop.to_codes`) and decoded exactly; float64/float32/float16 arrays take the exact
+codes (:func:`numoracle.core.formats.interop.to_codes`) and decoded exactly; float64/float32/float16 arrays take the
+exact
 widening shortcut. Integers beyond 2^53 are refused: float64 cannot hold them exactly. Bounds, checks,
 quantization metrics and ``simulate`` all read their inputs here; ``values_in`` also checks that the values are
 ones a given format holds (what a kernel that reads that format was given). ``exact_float32`` reads the same
@@ -17,14 +18,19 @@ from typing import Any
 import numpy as np
 
 from . import jit
-from .convert import cast, decode
-from .formats import BF16, FP16, AnyFormat, format_of
-from .interop import to_codes
+from .engine.convert import cast, decode
+from .formats.format import BF16, FP16, AnyFormat, format_of
+from .formats.interop import to_codes
 
 __all__ = ["exact_float64", "exact_float32", "values_in", "value_table", "fits_fp32"]
 
 
 @lru_cache(maxsize=64)
+def _lookup_kernels():
+    from .kernels import lookup
+    return lookup
+
+
 def value_table(fmt: AnyFormat) -> np.ndarray:
     """Every value of a format of <= 16 bits, by code, as float64 (exact: decode's own values, read-only)."""
     if fmt.bits > 16:
@@ -73,7 +79,7 @@ def _widen16(x: np.ndarray, fmt: AnyFormat) -> np.ndarray:
     """FP16 / BF16 array x as float32 (exact): the compiled widening of its codes where jit.kernel_for picks it
     (core/jitlookup.widen16: the value table's entries, computed), else the dtype's own widening cast (numpy's,
     ml_dtypes')."""
-    kern = jit.kernel_for((np.dtype(np.float32), np.dtype(np.uint16)), "numoracle.core.jitlookup")
+    kern = jit.kernel_for((np.dtype(np.float32), np.dtype(np.uint16)), _lookup_kernels)
     return x.astype(np.float32) if kern is None else kern.widen16(x.view(np.uint16), fmt == BF16)
 
 
@@ -81,10 +87,10 @@ _CHUNK = 1 << 16     # codes per lookup: numpy makes an intp copy of the indices
 
 
 def _lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """table[codes]: the compiled lookup (core/jitlookup.py) where jit.kernel_for picks it, else np.take in
+    """table[codes]: the compiled lookup (core/kernels/lookup.py) where jit.kernel_for picks it, else np.take in
     chunks (of all the codes at once it makes an intp copy of them: 8 bytes a code of fresh memory, whose page
     faults cost more than the lookup)."""
-    kern = jit.kernel_for((table.dtype, codes.dtype), "numoracle.core.jitlookup")
+    kern = jit.kernel_for((table.dtype, codes.dtype), _lookup_kernels)
     if kern is not None:
         return kern.run(table, codes)
     out = np.empty(codes.shape, table.dtype)

@@ -15,7 +15,7 @@ used when all of these hold:
    ``exact_matmul``) decides once for the whole call with ``for_work``; the steps inside ask
    ``enabled()`` and follow that decision, so a step outside such a block stays on numpy.
 
-One decision point: ``kernel_for(step, module)`` returns the kernel module that runs a step, or None
+One decision point: ``kernel_for(step, load)`` returns the kernel module that runs a step, or None
 for the numpy reference. It asks ``enabled()`` (the rules above), then imports the module (lazily:
 numba is loaded only here) and asks its ``covers(step)``. Every kernel module keeps one contract:
 
@@ -26,7 +26,7 @@ numba is loaded only here) and asks its ``covers(step)``. Every kernel module ke
   ``calls.count`` to prove a kernel ran).
 
 The kernels decorate their functions with ``njit`` below; compiled code is cached on disk (numba's
-``cache=True``, invalidated by an edit of any of the package's files: core/jitcache.py), so only the first run
+``cache=True``, invalidated by an edit of any of the package's files: core/kernels/cache.py), so only the first run
 on a machine (or after an edit) pays the compilation. ``backend("numpy")`` and
 ``backend("numba")`` force either path in code (``disabled()`` and ``forced()``), as ``NUMORACLE_JIT=0``
 and ``=1`` do from the environment; the entry points log at DEBUG (loggers ``numoracle.models`` and
@@ -35,7 +35,6 @@ and ``=1`` do from the environment; the entry points log at DEBUG (loggers ``num
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -43,7 +42,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache, wraps
 from typing import Any
 
-from .policy import Rounding
+from .formats.policy import Rounding
 
 __all__ = ["enabled", "disabled", "forced", "backend", "for_work", "kernel_for", "Calls", "njit", "MIN_WORK",
            "MODE_CODES", "RNE", "RNA", "RTZ", "UP", "DOWN", "ODD"]
@@ -62,12 +61,12 @@ _state = threading.local()
 @lru_cache(maxsize=1)
 def _numba() -> Any:
     """The numba module, or None when it is not installed (or fails to import); its disk cache set up for the
-    package's kernels (core/jitcache.py) before the first kernel is decorated."""
+    package's kernels (core/kernels/cache.py) before the first kernel is decorated."""
     try:
         import numba
     except Exception:  # pragma: no cover - depends on the environment
         return None
-    from . import jitcache
+    from .kernels import cache as jitcache
 
     jitcache.install()
     return numba
@@ -131,14 +130,14 @@ def for_work(work: int):
     return _inside("large") if _repays(work) else disabled()
 
 
-def kernel_for(step: Any, module: str) -> Any:
-    """The one decision: the kernel module (its dotted name; imported on first use) when it runs ``step``
-    here, else None (the numpy reference). It does when kernels are enabled in this thread (``enabled()``:
-    numba installed, NUMORACLE_JIT, disabled() / forced(), the entry point's for_work) and the module's
-    ``covers(step)`` says so."""
+def kernel_for(step: Any, load: Callable[[], Any]) -> Any:
+    """The one decision: the kernel module (``load()`` imports it, on first use: a function of the caller that
+    imports it, so the import graph shows which module runs which kernels) when it runs ``step`` here, else None
+    (the numpy reference). It does when kernels are enabled in this thread (``enabled()``: numba installed,
+    NUMORACLE_JIT, disabled() / forced(), the entry point's for_work) and the module's ``covers(step)`` says so."""
     if not enabled():
         return None
-    kern = importlib.import_module(module)
+    kern = load()
     return kern if kern.covers(step) else None
 
 

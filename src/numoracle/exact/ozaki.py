@@ -21,13 +21,16 @@ MAX_SPAN = 1000  # widest per-row bit span that float64 scaling of the Ozaki spl
 _LIMBS = 1 << 24  # int64 limbs held at once by exact_matmul (128 MiB): B's columns go in blocks
 _CHUNK_BYTES = 1 << 23  # digit planes of one K-chunk of both operands (see _chunk): they stay in cache
 _MIN_CHUNK = 512  # shorter chunks cost more (GEMM efficiency, accumulator adds) than the cache saves
-_KERNELS = "numoracle.exact.jitozaki"
+def _kernels():
+    from .kernels import ozaki
+    return ozaki
+
 logger = logging.getLogger("numoracle.exact")
 
 
 @dataclass(frozen=True)
 class Pass:
-    """A pass of the exact reductions that the compiled kernels (exact/jitozaki.py) may run: "all_finite",
+    """A pass of the exact reductions that the compiled kernels (exact/kernels/ozaki.py) may run: "all_finite",
     "bit_range", "bit_range_finite", or "split" (the Ozaki split's digits, slice products, limb additions
     and rounding, which exact_matmul runs as one); on an array of ``dtype``, C-contiguous or not."""
 
@@ -40,7 +43,7 @@ def compiled(name: str, X: np.ndarray) -> Any:
     """The one decision for the pass ``name`` on X (``jit.kernel_for``): the kernel module (for "split") or
     its runner of the pass (``run(X, ...)``) when it runs here, else None (the numpy path). Logged at DEBUG."""
     step = Pass(name, X.dtype, bool(X.flags.c_contiguous))
-    kern = jit.kernel_for(step, _KERNELS)
+    kern = jit.kernel_for(step, _kernels)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("exact: %s %s", name, "numba" if kern is not None else "numpy")
     if kern is None or name == "split":

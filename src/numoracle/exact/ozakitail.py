@@ -104,7 +104,7 @@ def affordable(undecided: int, K: int, tail: int, M: int, N: int, compiled: bool
 
 def entries(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray, kern=None) -> tuple[np.ndarray, np.ndarray]:
     """(RNE, RO) of the exact dot products A[i] . B[:, j] (finite float64 or float32), in blocks of products;
-    float32 operands with the compiled kernels (``kern``: exact/jitozaki.py) in long accumulators instead."""
+    float32 operands with the compiled kernels (``kern``: exact/kernels/ozaki.py) in long accumulators instead."""
     if compiled_entries(A, B, kern):
         return kern.exact_dots32(A, B, ii, jj)
     K = A.shape[1]

@@ -63,10 +63,10 @@ from typing import Any
 import numpy as np
 
 from ..core import jit
-from ..core.convert import cast, check_codes, decode
-from ..core.formats import FP32, FP64, AnyFormat, format_of
+from ..core.engine.convert import cast, check_codes, decode
+from ..core.formats.format import FP32, FP64, AnyFormat, format_of
+from ..core.formats.interop import to_codes
 from ..core.inputs import value_table
-from ..core.interop import to_codes
 from ..core.npcompat import normalize_axis_tuple
 from . import ozaki
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
@@ -168,7 +168,7 @@ def _check_out(out: Any, exact: bool) -> AnyFormat | tuple[AnyFormat, ...]:
             raise ValueError(
                 f"out={dst.name!r}: a single correct rounding via round-to-odd float64 needs a destination "
                 "with precision <= 51 bits inside float64's range (or an integer format of <= 32 bits); use "
-                "exact=True and round the Fractions with numoracle.core.twins.exact.round_value")
+                "exact=True and round the Fractions with numoracle.core.scalar.round_value")
     return dst
 
 

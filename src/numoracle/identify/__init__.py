@@ -2,3 +2,9 @@
 
 Searches over the orders of models and confirms every claim through simulate. Imports core and models.
 """
+
+from ..core.lazy import namespace
+
+API = {"IdentifyReport": ".report", "separating_inputs": ".separate", "SeparatingInputs": ".separate"}
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)

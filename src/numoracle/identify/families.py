@@ -13,13 +13,13 @@ own accumulator (else identify's ``acc``), operands None means the inputs as giv
 
 from __future__ import annotations
 
-from ..core.formats import BF16, FP16, FP32, FP64, Format
-from ..models.cpuorders import GotoBlocks, Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaScan, XlaVector
-from ..models.dotorders import MklDot, OpenBlasDot
-from ..models.gpuorders import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
-from ..models.orders import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
-from ..models.presets import GPU_PRESETS, preset
-from ..models.ynnorders import YnnSum, ynn_split
+from ..core.formats.format import BF16, FP16, FP32, FP64, Format
+from ..models.orders.basic import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
+from ..models.orders.blasdot import MklDot, OpenBlasDot
+from ..models.orders.cpu import GotoBlocks, Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaScan, XlaVector
+from ..models.orders.gpu import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
+from ..models.orders.presets import GPU_PRESETS, preset
+from ..models.orders.ynnpack import YnnSum, ynn_split
 
 __all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K",
            "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS", "preset_inputs", "tensor_core_units"]

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import FP64, Format
-from ..core.policy import Rounding
-from ..models.accumulate import Arith
-from ..models.orders import Order, SplitK
-from ..models.ordertext import order_text
-from ..models.simulation import simulate
+from ..core.formats.format import FP64, Format
+from ..core.formats.policy import Rounding
+from ..models.engine.accumulate import Arith
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import Order, SplitK
+from ..models.orders.text import order_text
 
 __all__ = ["PermutationResult", "permutation_search", "permutation_stage", "split_of", "EXHAUSTIVE"]
 
@@ -53,7 +53,7 @@ class PermutationResult:
         """A PerPosition of SplitK orders (one per permutation used) when every element is explained, else None."""
         if not self.explained.all():
             return None
-        from ..models.treeorder import PerPosition
+        from ..models.orders.tree import PerPosition
         used = sorted(set(self.found.tolist()))
         if used == [0]:
             return with_permutation(self.split, self.perms[0])
@@ -151,7 +151,7 @@ def permutation_stage(search: Any, units: list, top: int = 3) -> Any:
     p = search.p
     if p.op == "sum":
         return None
-    from ..core.convert import decode
+    from ..core.engine.convert import decode
     target = decode(p.codes, p.out)
     for c in units[:top]:
         inputs = p.read(c.operands)

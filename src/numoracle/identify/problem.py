@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.codekeys import is_nan, to_key
-from ..core.convert import cast, decode
-from ..core.formats import Format, format_of
-from ..core.interop import to_codes
+from ..core.engine.codekeys import is_nan, to_key
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import Format, format_of
+from ..core.formats.interop import to_codes
 from ..models.arithmetic import Arithmetic
-from ..models.orders import Order
-from ..models.simulation import simulate
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import Order
 from .report import Candidate, ulp_histogram
 
 __all__ = ["Problem", "native", "ulps", "operand_text"]
@@ -31,7 +31,7 @@ def operand_text(operands: tuple | None) -> str:
 def native(x: Any, what: str) -> np.ndarray:
     if isinstance(x, np.ndarray) and x.dtype.kind not in "OUSVb":
         return x
-    from ..core.interop import as_native
+    from ..core.formats.interop import as_native
     codes, fmt = to_codes(x, what)
     return as_native(codes, fmt)
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import AnyFormat
+from ..core.formats.format import AnyFormat
 from ..models.arithmetic import Arithmetic
-from ..models.ordertext import order_text
-from ..models.presets import preset_name, preset_systems
+from ..models.orders.presets import preset_name, preset_systems
+from ..models.orders.text import order_text
 
 __all__ = ["Candidate", "IdentifyReport", "ulp_histogram", "BUCKETS"]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import decode
-from ..core.formats import Format, format_of
-from ..models.orders import Order, Sequential, SplitK
+from ..core.engine.convert import decode
+from ..core.formats.format import Format, format_of
+from ..models.orders.basic import Order, Sequential, SplitK
 from .families import tensor_core_units
 from .permute import EXHAUSTIVE, partials, permutation_search, split_of
 from .problem import native
@@ -59,7 +59,7 @@ class ExactExplanation:
     def text(self) -> str:
         if self.split is None:
             return f"exact: no split-K order found whose partials reproduce the runs ({self.how})"
-        from ..models.ordertext import order_text
+        from ..models.orders.text import order_text
         s = getattr(self.split, "s", "?")
         if self.complete:
             return (f"exact: every one of the {self.n_differ} differing elements equals the other run's {s} split "

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast
-from ..core.formats import FP32
+from ..core.engine.convert import cast
+from ..core.formats.format import FP32
 from ..core.progress import progress
-from ..models.orders import Order, Promoted
-from ..models.ordertext import as_order
-from ..models.simulation import simulate
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import Order, Promoted
+from ..models.orders.text import as_order
 from . import families as F
 from .problem import Problem, native
 from .report import Candidate, IdentifyReport

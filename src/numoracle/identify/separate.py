@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..core.args import check_choice, check_int
-from ..core.convert import cast, decode
-from ..core.formats import FP32, Format, format_of
-from ..core.interop import as_native
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import FP32, Format, format_of
+from ..core.formats.interop import as_native
 from ..models.arithmetic import Arithmetic
-from ..models.orders import Order
-from ..models.ordertext import order_text
-from ..models.simulation import simulate
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import Order
+from ..models.orders.text import order_text
 
 __all__ = ["separating_inputs", "SeparatingInputs", "KINDS"]
 
@@ -118,7 +118,7 @@ class SeparatingInputs:
 
     def which(self, actual: Any) -> list[str]:
         """The candidates whose outputs on these inputs equal ``actual`` (the kernel rerun on them) bit for bit."""
-        from ..core.interop import to_codes
+        from ..core.formats.interop import to_codes
         codes, fmt = to_codes(actual, "actual")
         found = []
         for name, a, got in zip(self.names, self.arithmetics, self.outputs):
@@ -150,7 +150,7 @@ class SeparatingInputs:
                f"sep.which(outputs), or call sep.rerun(kernel)" if len(self.calls) > 1 else
                f"rerun the kernel on sep.inputs ({shapes}, {self.inputs[0].dtype}); sep.which(new_output) or "
                "sep.rerun(kernel)")
-        lines = [f"{how} names the one of the {len(self.names)} candidates (from numoracle.separating_inputs("
+        lines = [f"{how} names the one of the {len(self.names)} candidates (from numoracle.identify.separating_inputs("
                  f"rep.classes, {self.op!r}, shape, dtype)) that reproduces it"]
         for i, j in self.not_separated:
             lines.append(f"no input tried separates {self.names[i]} from {self.names[j]}: the same arithmetic on "

@@ -18,19 +18,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..core.args import refuse_both
-from ..core.convert import cast, decode
-from ..core.formats import FP32, Format, format_of
-from ..core.interop import to_codes
-from ..core.policy import Rounding
-from .orders import Sequential, float_format
-from .ordertext import as_order, order_text
+from ..core.args import refuse_both, takes_value
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import FP32, Format, format_of
+from ..core.formats.interop import to_codes
+from ..core.formats.policy import Rounding
+from .orders.basic import Sequential, float_format
+from .orders.text import as_order, order_text
 
 __all__ = ["Arithmetic", "takes_arithmetic", "FIELDS"]
 
@@ -139,48 +138,37 @@ def _refuse_unmodelled(name: str, arith: Arithmetic, names: tuple[str, ...]) -> 
                          f"drop it with arith.replace({', '.join(f'{f}=...' for f in lost)})")
 
 
-def takes_arithmetic(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Let ``fn`` take ``arith=`` (an :class:`Arithmetic`) for its arithmetic keywords.
-
-    ``fn`` declares ``arith`` (positional or keyword) and the keywords it models; the wrapper refuses a call that
-    gives both, then calls ``fn`` with the keywords unfolded (and, for functions with ``*inputs``, the inputs as
-    the kernel reads them). Functions with ``dtype`` (the bounds) get ``dtype=operands`` and
+def _unfold_into(fn_name: str, bound: inspect.BoundArguments, arith: Arithmetic) -> None:
+    """takes_arithmetic's unfolding: the keywords ``fn`` models, and for functions with ``*inputs`` the inputs as
+    the kernel reads them; functions with ``dtype`` (the bounds) get ``dtype=operands`` and
     ``inputs_rounded_from=dtype`` when the arithmetic rounds its operands."""
-    sig = inspect.signature(fn)
-    params = sig.parameters
+    params = bound.signature.parameters
     names = tuple(n for n in params if n in FIELDS or n in ("orders", "inputs_rounded_from"))
-    has_inputs = "inputs" in params and params["inputs"].kind is inspect.Parameter.VAR_POSITIONAL
+    refuse_both(fn_name, "arith=", "arith", [n for n in names if n in bound.arguments])
+    _refuse_unmodelled(fn_name, arith, names)
+    bound.arguments["arith"] = None
+    bound.arguments.update(_unfold(arith, names))
+    if arith.operands is None:
+        return
+    if "inputs" in params and params["inputs"].kind is inspect.Parameter.VAR_POSITIONAL:
+        bound.arguments["inputs"] = arith.read_operands(bound.arguments.get("inputs", ()))
+    elif "dtype" in params and "inputs_rounded_from" in params:
+        if arith.operands_rounding not in ("rne", "rna"):
+            raise ValueError(f"{fn_name} bounds operands rounded to nearest (inputs_rounded_from); "
+                             f"operands_rounding={arith.operands_rounding!r} errs up to twice as much: bound "
+                             f"the rounded operands instead (dtype={arith.operands.name}, "
+                             "arith.replace(operands=None))")
+        src = bound.arguments.get("dtype")
+        bound.arguments["dtype"] = arith.operands
+        bound.arguments["inputs_rounded_from"] = None if src is None or format_of(src) == arith.operands else src
+    for name in _ARRAYS:   # the checks: compared against the exact result of what the kernel read
+        if name in bound.arguments:
+            bound.arguments[name] = arith.read_operands((bound.arguments[name],))[0]
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = sig.bind_partial(*args, **kwargs)
-        arith = bound.arguments.get("arith")
-        if arith is None:
-            return fn(*args, **kwargs)
-        if not isinstance(arith, Arithmetic):
-            raise TypeError(f"arith must be a numoracle.Arithmetic (e.g. an identify_order report's .arithmetic), "
-                            f"got {type(arith).__name__}")
-        refuse_both(fn.__name__, "arith=", "arith", [n for n in names if n in bound.arguments])
-        _refuse_unmodelled(fn.__name__, arith, names)
-        bound.arguments["arith"] = None
-        bound.arguments.update(_unfold(arith, names))
-        if arith.operands is not None:
-            if has_inputs:
-                bound.arguments["inputs"] = arith.read_operands(bound.arguments.get("inputs", ()))
-            elif "dtype" in params and "inputs_rounded_from" in params:
-                if arith.operands_rounding not in ("rne", "rna"):
-                    raise ValueError(f"{fn.__name__} bounds operands rounded to nearest (inputs_rounded_from); "
-                                     f"operands_rounding={arith.operands_rounding!r} errs up to twice as much: bound "
-                                     f"the rounded operands instead (dtype={arith.operands.name}, "
-                                     "arith.replace(operands=None))")
-                src = bound.arguments.get("dtype")
-                bound.arguments["dtype"] = arith.operands
-                bound.arguments["inputs_rounded_from"] = None if src is None or format_of(src) == arith.operands \
-                    else src
-            for name in _ARRAYS:   # the checks: compared against the exact result of what the kernel read
-                if name in bound.arguments:
-                    bound.arguments[name] = arith.read_operands((bound.arguments[name],))[0]
-        return fn(*bound.args, **bound.kwargs)
 
-    return wrapper
+takes_arithmetic = takes_value("arith", Arithmetic, _unfold_into, strict=(
+    "arith must be a numoracle.Arithmetic (e.g. an identify_order report's .arithmetic)"))
+takes_arithmetic.__doc__ = """Let a function take ``arith=`` (an :class:`Arithmetic`) for its arithmetic keywords.
+
+The function declares ``arith`` and the keywords it models; a call that gives both is refused."""
 

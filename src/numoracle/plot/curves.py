@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 
 from ..bounds.expected import KINDS
-from ..core.convert import cast
-from ..core.formats import AnyFormat, Format, format_of
-from ..core.interop import as_native
+from ..core.engine.convert import cast
+from ..core.formats.format import AnyFormat, Format, format_of
+from ..core.formats.interop import as_native
 from ..core.progress import progress
-from ..models.ordertext import as_order, parse_order
+from ..models.orders.text import as_order, parse_order
 
 __all__ = ["bound_curve_data", "plot_bound", "BoundCurve", "BoundCurves", "BoundViolation", "DATASETS",
            "order_object", "require_matplotlib", "PLOT_OPS"]
@@ -215,7 +215,7 @@ def _native(v: np.ndarray, fmt: AnyFormat) -> np.ndarray:
 
 
 def _emulate(op: str, ins: list[np.ndarray], acc: AnyFormat | None, order: Any) -> np.ndarray:
-    from ..models.simulation import simulate
+    from ..models.engine.simulation import simulate
 
     if op == "sum":
         return simulate("sum", ins[0], acc=acc, order=order)

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import decode
 from ..core.eft import two_prod
-from ..core.formats import AnyFormat, format_of
-from ..core.policy import Policy, Rounding, resolve_policy
-from ..core.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
+from ..core.engine.convert import decode
+from ..core.engine.softfloat import FINITE, INF, NAN, ZERO, Unpacked, bit_length, round_pack
+from ..core.formats.format import AnyFormat, format_of
+from ..core.formats.policy import Policy, Rounding, resolve_policy
 
 
 # ---- exact arithmetic ---------------------------------------------------------------------

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import Format
-from ..core.policy import Rounding
+from ..core.formats.format import Format
+from ..core.formats.policy import Rounding
 
 __all__ = ["Layout", "QuantParams", "parse_granularity", "CHUNK"]
 

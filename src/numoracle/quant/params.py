@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.formats import E8M0FNU, FP8_E4M3FN, FP32, AnyFormat, IntFormat, format_of
-from ..core.policy import Rounding, resolve_policy
+from ..core.formats.format import E8M0FNU, FP8_E4M3FN, FP32, AnyFormat, IntFormat, format_of
+from ..core.formats.policy import Rounding, resolve_policy
 from .layout import QuantParams, parse_granularity
 
 __all__ = ["resolve_params", "RULES", "RULE_ALIASES", "NAN_POLICIES", "GLOBAL_SCALE_CONVENTIONS"]

@@ -74,11 +74,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode
-from ..core.formats import FP32, FP64, INT64, AnyFormat, IntFormat, format_of
-from ..core.interop import as_native, native_dtype, to_codes
-from ..core.p3109 import refuse_p1_ties
-from ..core.policy import Flags, Rounding
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import FP32, FP64, INT64, AnyFormat, IntFormat, format_of
+from ..core.formats.interop import as_native, native_dtype, to_codes
+from ..core.formats.p3109 import refuse_p1_ties
+from ..core.formats.policy import Flags, Rounding
 from .layout import Layout, QuantParams
 from .params import GLOBAL_SCALE_CONVENTIONS, NAN_POLICIES, RULES, resolve_params
 from .recipe import takes_recipe
@@ -343,7 +343,7 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     the default) or ``"encode"`` (its reciprocal ``448 * 6 / amax``, compressed-tensors' ``global_scale``).
     """
     fmt = format_of(fmt)
-    refuse_p1_ties(fmt, rounding, "quantize")  # the engine breaks P = 1 ties unlike P3109 (core/p3109.py)
+    refuse_p1_ties(fmt, rounding, "quantize")  # the engine breaks P = 1 ties unlike P3109 (core/formats/p3109.py)
     xv, exact32 = _input_values(x)
     if global_scale is not None and scale_rule != "nvfp4":
         raise ValueError("global_scale is the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")
@@ -417,7 +417,7 @@ def dequantize(q: Quantized, out: Any = None) -> np.ndarray:
             return y if out is None else cast(y, dst)
     if q.global_scale is not None:  # quantize refuses such NVFP4 precisions; never round v * s * g twice
         raise ValueError("dequantize: element, scale and global-scale precisions exceed 53 bits; the exact "
-                         "product needs Fractions: use numoracle.core.twins.exact on q.values(), q.scales and "
+                         "product needs Fractions: use numoracle.core.scalar on q.values(), q.scales and "
                          "q.global_scale")
     y = mul_round(v, s, dst)
     return y.view(np.float64) if out is None else y

@@ -5,7 +5,7 @@ describes the kernel, not the data), accepted by quantize, the quantization boun
 
     recipe = numoracle.QuantRecipe("int4", granularity=("group", 128), symmetric=False, scale_fmt="fp16")
     q = numoracle.quantize(W, recipe)                        # the recipe in the format's place
-    numoracle.quantization_error_bound(recipe, W)            # as for a format
+    numoracle.quant.quantization_error_bound(recipe, W)            # as for a format
     numoracle.assert_quantized_close(codes, W, recipe)       # positionally after the data
     numoracle.expected_error_bound("quantized_matmul", recipe, K, ...)   # A's recipe (a_params=, b_params= too)
 
@@ -16,13 +16,12 @@ Per-call data (``scale``, ``zero_point``, ``global_amax``, ``random_bits``) are 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.args import refuse_both
+from ..core.args import refuse_both, takes_value
 
 __all__ = ["QuantRecipe", "takes_recipe", "RECIPE_FIELDS"]
 
@@ -51,7 +50,7 @@ class QuantRecipe:
     global_scale_convention: str = "decode"
 
     def __post_init__(self) -> None:
-        from ..core.formats import format_of
+        from ..core.formats.format import format_of
 
         object.__setattr__(self, "fmt", format_of(self.fmt))   # a typo fails here, not at first use
 
@@ -74,30 +73,17 @@ RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(QuantRecipe))
 
 
 def takes_recipe(param: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Let a function take a :class:`QuantRecipe` in parameter ``param`` for the recipe's keywords.
+    """Let a function take a :class:`QuantRecipe` in parameter ``param`` for the recipe's keywords (``param``
+    becomes the recipe's ``fmt`` when it is the format's own parameter); a call that gives both is refused."""
 
-    The wrapper refuses a call that gives both the recipe and one of its keywords, then calls the function
-    with the recipe unfolded (``param`` becomes the recipe's ``fmt`` when it is the format's own parameter)."""
+    def unfold(fn_name: str, bound: inspect.BoundArguments, recipe: QuantRecipe) -> None:
+        names = tuple(n for n in RECIPE_FIELDS if n in bound.signature.parameters and n != param)
+        both = [n for n in names if n in bound.arguments and n != "fmt"]
+        if not both and param != "fmt" and bound.arguments.get("fmt") is not None:
+            both = ["fmt"]
+        refuse_both(fn_name, "a QuantRecipe", "recipe", both)
+        kw = recipe.keywords()
+        bound.arguments[param] = kw["fmt"] if param == "fmt" else None
+        bound.arguments.update({n: kw[n] for n in names})
 
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn)
-        names = tuple(n for n in RECIPE_FIELDS if n in sig.parameters and n != param)
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            bound = sig.bind_partial(*args, **kwargs)
-            recipe = bound.arguments.get(param)
-            if not isinstance(recipe, QuantRecipe):
-                return fn(*args, **kwargs)
-            both = [n for n in names if n in bound.arguments and n != "fmt"]
-            if not both and param != "fmt" and bound.arguments.get("fmt") is not None:
-                both = ["fmt"]
-            refuse_both(fn.__name__, "a QuantRecipe", "recipe", both)
-            kw = recipe.keywords()
-            bound.arguments[param] = kw["fmt"] if param == "fmt" else None
-            bound.arguments.update({n: kw[n] for n in names})
-            return fn(*bound.args, **bound.kwargs)
-
-        return wrapper
-
-    return deco
+    return takes_value(param, QuantRecipe, unfold)

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.convert import cast, decode, encode
 from ..core.eft import two_sum
-from ..core.formats import AnyFormat, Format
-from ..core.policy import Flags
-from ..core.twins.exact import round_value
+from ..core.engine.convert import cast, decode, encode
+from ..core.formats.format import AnyFormat, Format
+from ..core.formats.policy import Flags
+from ..core.scalar import round_value
 from .arith import (
     div_round,
     div_values,

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.convert import cast, decode
-from ..core.formats import INT64, AnyFormat
-from ..core.policy import Flags, Rounding
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import INT64, AnyFormat
+from ..core.formats.policy import Flags, Rounding
 from .arith import div_values, mul_values
 
 if TYPE_CHECKING:

@@ -1,6 +1,10 @@
-"""Revealing a black-box kernel's accumulation order by probing it (numoracle.reveal_order; docs/reveal.md)."""
+"""Revealing a black-box kernel's accumulation order by probing it (numoracle.reveal_order; docs/reveal.md).
 
-from .probe import BudgetExhausted, RevealError
-from .report import KINDS, RevealReport, reveal_order
+The public namespace ``numoracle.reveal``: the report and the errors of ``reveal_order``.
+"""
 
-__all__ = ["reveal_order", "RevealReport", "RevealError", "BudgetExhausted", "KINDS"]
+from ..core.lazy import namespace
+
+API = {"RevealReport": ".report", "RevealError": ".probe", "BudgetExhausted": ".probe", "KINDS": ".report"}
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import BF16, FP16, FP32, FP64, Format
-from ..models.orders import BlockFMA
-from ..models.treeorder import TreeOrder
+from ..core.formats.format import BF16, FP16, FP32, FP64, Format
+from ..models.orders.basic import BlockFMA
+from ..models.orders.tree import TreeOrder
 from .probe import Prober, RevealError
 
 __all__ = ["NodeProbe", "FORMATS_BY_PRECISION"]

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NumoracleError
-from ..core.formats import AnyFormat, Format, format_of
+from ..core.formats.format import AnyFormat, Format, format_of
+from ..core.formats.interop import native_dtype
 from ..core.inputs import exact_float64
-from ..core.interop import native_dtype
 
 __all__ = ["Prober", "RevealError", "BudgetExhausted"]
 

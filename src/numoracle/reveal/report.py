@@ -17,10 +17,10 @@ import numpy as np
 
 from ..core.args import check_bool, check_choice, check_int, check_number
 from ..core.errors import ArgumentTypeError
-from ..core.formats import FP32, Format
-from ..models.orders import BlockFMA, Order
-from ..models.simulation import simulate
-from ..models.treeorder import PerPosition, TreeOrder
+from ..core.formats.format import FP32, Format
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import BlockFMA, Order
+from ..models.orders.tree import PerPosition, TreeOrder
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes

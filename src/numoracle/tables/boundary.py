@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..conformance.boundary import boundary_values
-from ..core.convert import cast
+from ..core.engine.convert import cast
 from ..core.text import hex_width
 
 __all__ = ["PAIRS", "boundary_rows", "boundary_table"]

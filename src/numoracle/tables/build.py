@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..core.formats import AnyFormat, registry
+from ..core.formats.format import AnyFormat, registry
 from ..core.progress import progress
 
 __all__ = ["TABLES", "formats_table", "render_csv", "write_tables"]

@@ -9,7 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
 from ..chains.prove import classify_cast_chain
-from ..core.formats import AnyFormat, registry
+from ..core.formats.format import AnyFormat, registry
 from ..core.progress import progress
 from ..core.text import hex_width
 

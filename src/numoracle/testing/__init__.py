@@ -1,42 +1,19 @@
-"""numoracle in a test suite: closeness checks, goldens, hypothesis strategies and the pytest plugin.
+"""numoracle in a test suite (``numoracle.testing``): the checks' reports, run comparisons, poison fills, goldens.
 
-The checks are imported on first use (``numoracle.testing.assert_matmul_close``), so that importing
-the pytest plugin (``numoracle.testing.pytest_plugin``) loads neither numpy nor the checks.
+The checks themselves (``assert_*_close`` / ``check_*_close``, ``compare_runs``) are at the top level. Every name
+is imported on first use, so that importing the pytest plugin (``numoracle.testing.pytest_plugin``) loads neither
+numpy nor the checks.
 """
 
-from __future__ import annotations
+from ..core.lazy import names_from as _from
+from ..core.lazy import namespace
 
-import importlib
-from typing import TYPE_CHECKING, Any
+API = {
+    **_from(".closereport", "CloseReport"),
+    **_from(".runs", "RunComparison"),
+    **_from(".poison", "poison_like"),
+    **_from(".golden", "Golden", "GoldenDiff", "GoldenError", "write_golden", "read_golden", "compare_golden",
+            "assert_golden"),
+}
 
-if TYPE_CHECKING:  # the same names, for type checkers, editors and the API reference
-    from .checks import (
-        CloseReport,
-        NumoracleAssertionError,
-        RunComparison,
-        assert_dot_close,
-        assert_matmul_close,
-        assert_sum_close,
-        check_dot_close,
-        check_matmul_close,
-        check_sum_close,
-        compare_runs,
-        poison_like,
-    )
-
-__all__ = [
-    "CloseReport", "NumoracleAssertionError", "RunComparison", "assert_dot_close", "assert_matmul_close",
-    "assert_sum_close", "check_dot_close", "check_matmul_close", "check_sum_close", "compare_runs", "poison_like",
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        value = getattr(importlib.import_module(".checks", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'numoracle.testing' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__, __getattr__, __dir__ = namespace(__name__, API)

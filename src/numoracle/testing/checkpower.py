@@ -21,8 +21,8 @@ import numpy as np
 
 from ..bounds.boundmath import sci
 from ..bounds.expected import expected_error_bound
-from ..core.convert import cast, decode
-from ..core.formats import BF16, FP16, FP32, TF32, AnyFormat, Format, format_of
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import BF16, FP16, FP32, TF32, AnyFormat, Format, format_of
 
 __all__ = ["DetectionPower", "AccuracyRow", "detection_power", "NARROWER"]
 
@@ -89,8 +89,8 @@ class DetectionPower:
 def _orders(order: Any, dtype: Any = None) -> dict[str, Any]:
     """The orders to simulate: an Order or the text of one as it names it; "any" and the bound-only forms
     ("pairwise:<base>") -> sequential and pairwise as stand-ins."""
-    from ..models.orders import Pairwise, Sequential
-    from ..models.ordertext import as_order, order_label
+    from ..models.orders.basic import Pairwise, Sequential
+    from ..models.orders.text import as_order, order_label
 
     if order is None or order == "any":
         return {"sequential": Sequential(), "pairwise": Pairwise()}
@@ -118,7 +118,7 @@ def _sampled_vectors(op: str, inputs: tuple, work_shape: tuple, K: int, flat: np
 
 
 def _simulate(op: str, vecs: tuple, acc: AnyFormat, order: Any, fma: bool, rounding: Any) -> np.ndarray:
-    from ..models.simulation import simulate
+    from ..models.engine.simulation import simulate
 
     if op == "sum":
         return np.asarray(simulate("sum", vecs[0], acc=acc, order=order, rounding=rounding), np.float64)

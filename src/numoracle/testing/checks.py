@@ -13,14 +13,14 @@ always when the bound is vacuous (coefficient >= 1). ``assert_*_close`` raise
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..core.args import check_int
+from ..core.asserting import asserting
 from ..core.errors import NumoracleAssertionError
-from ..core.formats import FP32
+from ..core.formats.format import FP32
 from ..models.arithmetic import Arithmetic, takes_arithmetic
 from .checkpower import detection_power
 from .closeproblem import Problem as _Problem
@@ -108,54 +108,6 @@ def check_matmul_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = N
                   confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
 
 
-def _raise(r: CloseReport, msg: str | Callable[[str], str] | None, verbose: bool) -> CloseReport:
-    __tracebackhide__ = True  # pytest shows the caller's line and the report, not numoracle's frames
-    if not r.passed:
-        raise NumoracleAssertionError(r.message(msg, verbose), r)
-    return r
-
-
-@takes_arithmetic
-def assert_sum_close(actual: Any, x: Any, arith: Arithmetic | None = None,
-                     *, axis: int = -1, acc: Any = FP32, order: Any = "any",
-                     kind: str = "worst", out: Any = None, allow_outliers: int = 0, confidence: float = 0.999,
-                     fma: bool = True, rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
-                     msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
-    """:func:`check_sum_close`; raises NumoracleAssertionError unless it passed; returns the report.
-
-    msg: a string shown above the report, or a callable that gets the report's text and returns the
-    message (as ``torch.testing.assert_close`` takes it). verbose: show the full report
-    (``report.explain()``: the bound's derivation and what the check can detect) instead of the
-    compact one. The other arguments are :func:`check_sum_close`'s (likewise for the dot and
-    matmul assertions below).
-    """
-    __tracebackhide__ = True
-    r = check_sum_close(actual, x, axis=axis, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                        confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
-    return _raise(r, msg, verbose)
-
-
-@takes_arithmetic
-def assert_dot_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
-                     *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
-                     out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                     rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
-                     msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
-    """:func:`check_dot_close`, raising NumoracleAssertionError unless it passed (see :func:`assert_sum_close`)."""
-    __tracebackhide__ = True
-    r = check_dot_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                        confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
-    return _raise(r, msg, verbose)
-
-
-@takes_arithmetic
-def assert_matmul_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
-                        *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
-                        out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                        rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False,
-                        msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> CloseReport:
-    """:func:`check_matmul_close`, raising NumoracleAssertionError unless it passed (see :func:`assert_sum_close`)."""
-    __tracebackhide__ = True
-    r = check_matmul_close(actual, a, b, acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                           confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
-    return _raise(r, msg, verbose)
+assert_sum_close = asserting(check_sum_close)
+assert_dot_close = asserting(check_dot_close)
+assert_matmul_close = asserting(check_matmul_close)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..bounds.boundmath import nested
-from ..core.formats import AnyFormat
-from ..core.interop import as_native, to_codes
+from ..core.formats.format import AnyFormat
+from ..core.formats.interop import as_native, to_codes
 from ..exact.reference import exact_dot, exact_matmul, exact_sum
 
 __all__ = ["Problem", "exact_value"]

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from ..bounds.boundmath import sci
 from ..bounds.expected import ErrorBound
-from ..core.errors import failure_message
-from ..core.formats import AnyFormat
+from ..core.errors import NumoracleAssertionError, failure_message
+from ..core.formats.format import AnyFormat
 
 __all__ = ["Element", "CloseReport", "element_table", "vacuous_text", "bound_line", "failure_message"]
 
@@ -139,6 +139,10 @@ class CloseReport:
         if self.power is not None:
             lines += str(self.power).splitlines()
         return "\n".join(lines)
+
+    def failure(self, msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> Exception:
+        """The exception a failing assertion raises (``numoracle.core.asserting``)."""
+        return NumoracleAssertionError(self.message(msg, verbose), self)
 
     def message(self, msg: str | Callable[[str], str] | None = None, verbose: bool = False) -> str:
         """The text a failing assertion shows (``numoracle.core.errors.failure_message``)."""

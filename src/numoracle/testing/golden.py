@@ -39,11 +39,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..core.args import check_int
-from ..core.codekeys import is_nan, to_key
-from ..core.convert import decode
+from ..core.engine.codekeys import is_nan, to_key
+from ..core.engine.convert import decode
 from ..core.errors import NumoracleAssertionError
-from ..core.formats import AnyFormat, Format, IntFormat, format_of
-from ..core.interop import as_native, is_torch, native_dtype, to_codes
+from ..core.formats.format import AnyFormat, Format, IntFormat, format_of
+from ..core.formats.interop import as_native, is_torch, native_dtype, to_codes
 from ..core.text import hex_width
 from .goldenfiles import atomic_write, check_header, file_path, load_header, normalize_meta, write_target
 
@@ -459,7 +459,7 @@ def assert_golden(path: str | os.PathLike[str], array: Any, meta: dict[str, Any]
     __tracebackhide__ = True
     p = Path(path)
     label = name if name is not None else str(p)
-    hint = update_hint or ("if the new result is right, (re)write the golden with numoracle.golden.write_golden, or "
+    hint = update_hint or ("if the new result is right, (re)write the golden with numoracle.testing.write_golden, or "
                            "assert_golden(..., update=True)")
     if update:
         codes, f = golden_codes(array, fmt)

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..bounds.expected import ErrorBound, expected_error_bound
-from ..core.codekeys import is_nan, to_key
-from ..core.convert import cast, decode
-from ..core.formats import FP64, AnyFormat, Format, format_of
+from ..core.engine.codekeys import is_nan, to_key
+from ..core.engine.convert import cast, decode
+from ..core.formats.format import FP64, AnyFormat, Format, format_of
 from .closeproblem import Problem
 from .closeproblem import exact_value as _exact_value
 from .closereport import Element

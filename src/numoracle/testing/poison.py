@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..core.args import check_int
-from ..core.formats import AnyFormat, Format, format_of
-from ..core.interop import is_torch, to_codes, torch_dtype_format
+from ..core.formats.format import AnyFormat, Format, format_of
+from ..core.formats.interop import is_torch, to_codes, torch_dtype_format
 
 __all__ = ["poison_code", "poison_like", "poison_mask", "ranges_text"]
 

@@ -12,7 +12,7 @@ Levels
     ``--numoracle-level=fast|full`` (ini option ``numoracle_level``; default fast) sets how deep checks
     go. Fixtures: ``numoracle_level`` ("fast"/"full") and ``sweep_inputs`` ("boundary" at fast,
     "full" at full, i.e. every code of sources up to 32 bits and the boundary values of wider ones:
-    pass it to ``numoracle.sweep(..., inputs=sweep_inputs)``). Tests marked
+    pass it to ``numoracle.conformance.sweep(..., inputs=sweep_inputs)``). Tests marked
     ``@pytest.mark.numoracle_full`` are skipped unless the level is full.
 
 Goldens
@@ -21,7 +21,7 @@ Goldens
     (another directory with ``--numoracle-goldens DIR``). ``--numoracle-update-goldens`` writes missing
     goldens and rewrites changed ones (the test then passes, and the terminal summary lists what was
     written). A missing golden fails with the command that creates it; a mismatch fails with the
-    bit-level report of :func:`numoracle.golden.compare_golden`; a damaged file fails with a GoldenError.
+    bit-level report of :func:`numoracle.testing.compare_golden`; a damaged file fails with a GoldenError.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def numoracle_level(pytestconfig: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def sweep_inputs(numoracle_level: str) -> str:
-    """The ``inputs=`` of ``numoracle.sweep`` for this level: "boundary" (fast) or "full" (full)."""
+    """The ``inputs=`` of ``numoracle.conformance.sweep`` for this level: "boundary" (fast) or "full" (full)."""
     return SWEEP_INPUTS[numoracle_level]
 
 
@@ -281,7 +281,7 @@ class GoldenFixture:
             return str(p)
 
     def read(self, name: str) -> Any:
-        """The :class:`numoracle.golden.Golden` stored under ``name``."""
+        """The :class:`numoracle.testing.Golden` stored under ``name``."""
         from .golden import read_golden
 
         return read_golden(self.path(name))

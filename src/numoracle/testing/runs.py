@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..bounds.expected import ErrorBound
-from ..core.codekeys import is_nan, to_key
-from ..core.convert import cast
-from ..core.formats import FP32, AnyFormat, Format, format_of
+from ..core.engine.codekeys import is_nan, to_key
+from ..core.engine.convert import cast
+from ..core.formats.format import FP32, AnyFormat, Format, format_of
 from ..models.arithmetic import Arithmetic, takes_arithmetic
 from .closeproblem import Problem
 from .closereport import Element, element_table, vacuous_text

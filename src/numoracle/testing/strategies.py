@@ -10,7 +10,7 @@ This module imports ``hypothesis`` (``import numoracle`` does not); use it in te
 
 Every strategy is boundary-weighted by default: with probability ``boundary_weight`` (0.5, as
 Hypothesis itself mixes edge cases into its numbers) a draw is one of the codes that
-:func:`numoracle.boundary_values` lists (max finite, thresholds, ties, subnormal edges,
+:func:`numoracle.conformance.boundary_values` lists (max finite, thresholds, ties, subnormal edges,
 specials ...), otherwise it is uniform over the codes the strategy allows. Draws shrink toward
 simple values: +0 and small magnitudes first, positives before negatives, NaN last.
 
@@ -41,12 +41,12 @@ from ..conformance.boundary import (
     key_value,
     overflow_threshold,
 )
-from ..core.codekeys import binades
-from ..core.formats import FP32, FP64, AnyFormat, Format, IntFormat, format_of
-from ..core.interop import native_dtype
-from ..core.policy import Rounding
-from ..core.twins import exact
-from ..core.twins.exact import floor_log2, pow2
+from ..core import scalar as exact
+from ..core.engine.codekeys import binades
+from ..core.formats.format import FP32, FP64, AnyFormat, Format, IntFormat, format_of
+from ..core.formats.interop import native_dtype
+from ..core.formats.policy import Rounding
+from ..core.scalar import floor_log2, pow2
 from .printers import register_printers
 
 __all__ = ["codes", "values", "code_arrays", "value_arrays", "ties", "near_overflow", "subnormals"]
@@ -104,8 +104,8 @@ def _scalar(code: int, fmt: AnyFormat) -> Any:
 
 def _as_values(c: np.ndarray, fmt: AnyFormat) -> np.ndarray:
     """Codes -> values in the format's native dtype, or exact int64 / float64 where it has none."""
-    from ..core.convert import decode
-    from ..core.interop import as_native
+    from ..core.engine.convert import decode
+    from ..core.formats.interop import as_native
 
     c = np.asarray(c, dtype=np.dtype(fmt.code_dtype))
     if fmt.name == "tf32" or native_dtype(fmt) is not None:
@@ -289,9 +289,9 @@ def _value_code(v: Any, f: AnyFormat) -> int:
     """The code of ``v`` rounded into ``f`` (RNE); InvalidArgument when it overflows or has no value there."""
     from hypothesis.errors import InvalidArgument
 
-    from ..core.convert import cast
-    from ..core.interop import to_codes
-    from ..core.policy import Flags
+    from ..core.engine.convert import cast
+    from ..core.formats.interop import to_codes
+    from ..core.formats.policy import Flags
 
     a = np.asarray(v)
     if a.ndim or a.dtype.kind not in "iufV" or isinstance(v, (bool, np.bool_)):

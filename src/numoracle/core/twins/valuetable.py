@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import AnyFormat, Format, IntFormat, format_of
-from ..policy import NanTo, Overflow, Policy, Rounding, resolve_policy
+from ..formats.format import AnyFormat, Format, IntFormat, format_of
+from ..formats.policy import NanTo, Overflow, Policy, Rounding, resolve_policy
 
 __all__ = [
     "source_values", "decode_fields", "ValueTable", "value_table", "table_cast", "table_convert", "MAX_TABLE_BITS",
