@@ -118,10 +118,12 @@ def test_no_private_name_crosses_a_subpackage():
     assert not bad, "a private name is used outside its subpackage (make it public there):\n" + "\n".join(bad)
 
 
-def test_modules_stay_small():
+def test_modules_hold_one_concept():
+    """A module is one concept, however long; one of more than 800 lines has almost always grown a second."""
     big = [f"{p.relative_to(SRC)}: {n} lines" for p in sorted(SRC.rglob("*.py"))
-           if (n := len(p.read_text().splitlines())) > 500]
-    assert not big, "modules over 500 lines (split by concept):\n" + "\n".join(big)
+           if (n := len(p.read_text().splitlines())) > 800]
+    assert not big, "modules over 800 lines (do they hold two concepts? split by concept, not by size):\n" + \
+        "\n".join(big)
 
 
 # round_pack's numbered steps are one unit on purpose (docs/architecture.md); nothing else may grow this long.

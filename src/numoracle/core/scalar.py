@@ -1,11 +1,12 @@
-"""The slow, exact twin of the rounding engine: one value at a time, on ``fractions.Fraction``.
+"""The exact scalar layer: one value at a time, on ``fractions.Fraction`` (decode, round, encode, neighbours).
 
-This module restates docs/semantics.md in the plainest Python it can: a code is decoded to
+It is what every layer uses for a single exact value (explanations, chain witnesses, scale rules, grids), and it is
+written apart from the vectorised engine, which the tests hold to it bit for bit. This module restates docs/semantics.md in the plainest Python it can: a code is decoded to
 its exact rational value, the value is rounded to a multiple of the destination's quantum
 with Fractions, and the result is encoded again. It shares no code with ``softfloat.py``
 (no bit fields are shifted to round, nothing is vectorised); it uses only the format
 descriptors (``core/formats/format.py``) and the policy enums and validation (``core/formats/policy.py``). It is
-the reference for tests (~20-50 us a conversion) and for explanations.
+the reference for tests (~20-50 us a conversion), for explanations and for single values elsewhere.
 
 Flags (``flags=True``), this module's reading of the contract: INEXACT when the result's
 value differs from x for a finite x (overflows of floats included; an integer out of range

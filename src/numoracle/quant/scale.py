@@ -36,12 +36,7 @@ from ..core.engine.convert import cast, decode, encode
 from ..core.formats.format import AnyFormat, Format
 from ..core.formats.policy import Flags
 from ..core.scalar import round_value
-from .arith import (
-    div_round,
-    div_values,
-    mul_round,
-    mul_values,
-)
+from .arith import div_round, div_values, mul_round, mul_values
 from .layout import Layout, QuantParams
 from .scalefit import fit_absmax_scales
 

@@ -13,6 +13,7 @@ always when the bound is vacuous (coefficient >= 1). ``assert_*_close`` raise
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,26 +89,24 @@ def check_sum_close(actual: Any, x: Any, arith: Arithmetic | None = None,
                   ftz=ftz, daz=daz)
 
 
-@takes_arithmetic
-def check_dot_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
-                    *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
-                    out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                    rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
-    """Check ``actual`` = the dot products of ``a`` and ``b`` over their last axis (see :func:`check_sum_close`)."""
-    return _check("dot", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                  confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
+def _two_operand_check(op: str, what: str) -> Callable[..., CloseReport]:
+    """check_dot_close and check_matmul_close: one signature, the operation and its docstring apart."""
+
+    @takes_arithmetic
+    def check(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
+              *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
+              out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
+              rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
+        return _check(op, actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
+                      confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
+
+    check.__name__ = check.__qualname__ = f"check_{op}_close"
+    check.__doc__ = f"Check ``actual`` = {what} (see :func:`check_sum_close`)."
+    return check
 
 
-@takes_arithmetic
-def check_matmul_close(actual: Any, a: Any, b: Any, arith: Arithmetic | None = None,
-                       *, acc: Any = FP32, order: Any = "any", kind: str = "worst",
-                       out: Any = None, allow_outliers: int = 0, confidence: float = 0.999, fma: bool = True,
-                       rounding: Any = "rne", show: int = 10, ftz: bool = False, daz: bool = False) -> CloseReport:
-    """Check ``actual`` = ``a @ b`` (numpy matmul shapes) (see :func:`check_sum_close`)."""
-    return _check("matmul", actual, (a, b), acc=acc, order=order, kind=kind, out=out, allow_outliers=allow_outliers,
-                  confidence=confidence, fma=fma, rounding=rounding, show=show, ftz=ftz, daz=daz)
-
-
+check_dot_close = _two_operand_check("dot", "the dot products of ``a`` and ``b`` over their last axis")
+check_matmul_close = _two_operand_check("matmul", "``a @ b`` (numpy matmul shapes)")
 assert_sum_close = asserting(check_sum_close)
 assert_dot_close = asserting(check_dot_close)
 assert_matmul_close = asserting(check_matmul_close)
