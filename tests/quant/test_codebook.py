@@ -49,9 +49,21 @@ def test_blockwise_hand_example():
     assert list(q.codes) == [15, 2, 8, 7] and q.absmax.tolist() == [2.0]
     assert q.dequantize().tolist() == [2.0, float(np.float32(NF4.values[2]) * np.float32(2)),
                                        float(np.float32(NF4.values[8]) * np.float32(2)), 0.0]
-    # the last block may be short; an all-zero block has absmax 0 and decodes to 0
+    # the last block may be short; an all-zero full block has absmax 0, an all-zero partial block stores the
+    # clamped absmax fl32(1e-38) (bitsandbytes 0.50.2); both decode to 0
     q = quantize_codebook(np.zeros(6, np.float32), "nf4", block=4)
-    assert q.absmax.tolist() == [0.0, 0.0] and np.all(q.dequantize("fp16") == 0)
+    assert q.absmax.tolist() == [0.0, float(np.float32(1e-38))] and np.all(q.dequantize("fp16") == 0)
+
+
+def test_partial_block_divides_by_its_absmax():
+    # regression (issue 40, defect 4): bitsandbytes 0.50.2 quantises a last partial block (and a tensor shorter
+    # than one block) as fl32(x / absmax), not fl32(x * fl32(1 / absmax)): FP4 of [-1.25, 3.0] is code 12
+    # (-0.5), as bitsandbytes gives; fl32(-1.25 * fl32(1/3)) lies just past the midpoint -0.41666... (code 13)
+    x = np.array([-1.25, 3.0], np.float32)
+    assert list(quantize_codebook(x, BNB_FP4, block=64).codes) == [12, 3]
+    assert list(quantize_codebook(x, BNB_FP4, block=2).codes) == [13, 3]  # a full block multiplies
+    padded = np.concatenate([np.ones(64, np.float32), x])
+    assert list(quantize_codebook(padded, BNB_FP4, block=64).codes[64:]) == [12, 3]
 
 
 def test_exact_round_trip_of_table_values():

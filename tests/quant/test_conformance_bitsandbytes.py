@@ -74,6 +74,26 @@ def test_4bit_million_elements(kind, dt):
     assert _compare(_data(1 << 20, 2), kind, dt) == 0
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_partial_blocks_and_short_tensors_match(kind):
+    """Regression (issue 40, defect 4): a last partial block and a tensor shorter than one block (bitsandbytes
+    0.50.2 stores their clamped absmax and divides by it), for sizes around the block and zero tails."""
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 31, 63, 65, 64 * 5 + 1, 64 * 5 + 33, 64 * 7 - 1):
+        x = (rng.standard_normal(n) * np.exp(rng.uniform(-4, 4, n))).astype(np.float32)
+        for data in (x, np.concatenate([x[: 64 * (n // 64)], np.zeros(n % 64, np.float32)])):
+            if data.size == 0:
+                continue
+            packed, st = bnbf.quantize_4bit(torch.from_numpy(data), blocksize=64, quant_type=kind)
+            q = quantize_codebook(data, KINDS[kind], block=64)
+            assert np.array_equal(st.absmax.numpy(), q.absmax)
+            assert np.array_equal(unpack(packed.numpy(), "bnb", q.codes.shape), q.codes)
+            d = bnbf.dequantize_4bit(packed, st).float().numpy().astype(np.float64)
+            assert np.array_equal(d.ravel(), q.dequantize("fp32"))
+    packed, _ = bnbf.quantize_4bit(torch.tensor([-1.25, 3.0]), blocksize=64, quant_type="fp4")
+    assert list(unpack(packed.numpy(), "bnb", (2,))) == [12, 3]
+
+
 def test_published_tables_are_bitsandbytes_own():
     for kind, cb in KINDS.items():
         assert np.array_equal(bnbf.get_4bit_type(kind, device="cpu").numpy().astype(np.float64), cb.table)

@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 
 from ..core.interop import to_codes
-from .codebook import Codebook, CodebookQuantized, codebook_of, codebooks, dequantize_codebook, quantize_codebook
+from .codebook import (
+    Codebook,
+    CodebookQuantized,
+    _absmax_and_scaled,
+    codebook_of,
+    codebooks,
+    dequantize_codebook,
+    quantize_codebook,
+)
 from .gguf import GGUF_TYPES, gguf_blocks, gguf_codes, gguf_dequantize, gguf_reference, gguf_values
 
 __all__ = ["BlockCheckReport", "BlockElement", "block_format", "check_block_quantized"]
@@ -182,9 +190,7 @@ def _check_codebook(actual: Any, x: Any, cb: Codebook, block: int, actual_scales
     pos = np.empty(len(cb.values), np.int64)
     pos[cb.order] = np.arange(len(cb.values))  # each code's place in value order
     ec = exp.codes.astype(np.int64)
-    recip = np.float32(1) / np.maximum(exp.absmax, np.float32(1e-38))
-    t = np.clip(xv.astype(np.float32) * np.repeat(recip, block)[:n].reshape(xv.shape), np.float32(-1),
-                np.float32(1)).astype(np.float64)
+    t = _absmax_and_scaled(xv.astype(np.float32).ravel(), block)[1].astype(np.float64).reshape(xv.shape)
     out = "fp32" if afmt is None else afmt
     ev = dequantize_codebook(ec, exp.absmax, cb, block, out)
     if mode == "codes":

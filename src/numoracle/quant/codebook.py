@@ -12,7 +12,9 @@ A :class:`Codebook` lists the value of each code (code ``i`` means ``values[i]``
 
 Blockwise quantisation (:func:`quantize_codebook`) is bitsandbytes' absmax scheme over the flattened array:
 blocks of ``block`` consecutive elements (the last one may be shorter), ``absmax`` per block in FP32,
-``t = clamp(fl32(x * fl32(1 / max(absmax, fl32(1e-38)))), -1, 1)`` and the code of ``t``; dequantisation is
+``t = clamp(fl32(x * fl32(1 / max(absmax, fl32(1e-38)))), -1, 1)`` and the code of ``t``, except in a last partial
+block (or a tensor shorter than one block), where bitsandbytes 0.50.2 stores ``absmax = max(absmax, fl32(1e-38))``
+and divides: ``t = clamp(fl32(x / absmax), -1, 1)``; dequantisation is
 ``fl32(v[code] * absmax)`` (then cast to the output dtype). Double quantisation of the absmax values
 (``compress_statistics=True``) is :func:`double_quantize`. Packing (two codes per byte, the first in the high
 nibble) is in ``quant/packing.py``.
@@ -262,15 +264,26 @@ def quantize_codebook(x: Any, codebook: Any = "nf4", *, block: int = 64) -> Code
     if not np.all(np.isfinite(flat)):
         raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
                          "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
-    nb = -(-flat.size // block)
-    b = min(block, max(flat.size, 1))  # a block longer than x is one block of x's length
-    pad = np.zeros(nb * b, dtype=np.float32)
-    pad[: flat.size] = np.abs(flat)
-    absmax = pad.reshape(nb, b).max(axis=1) if nb else np.zeros(0, np.float32)
-    recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
-    t = np.clip(flat * recip[_block_index(flat.size, block)], np.float32(-1), np.float32(1))
+    absmax, t = _absmax_and_scaled(flat, block)
     codes = cb.encode(t).reshape(xv.shape)
-    return CodebookQuantized(codes, absmax.astype(np.float32), cb, int(block), tuple(xv.shape))
+    return CodebookQuantized(codes, absmax, cb, int(block), tuple(xv.shape))
+
+
+def _absmax_and_scaled(flat: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """bitsandbytes 0.50.2's absmax per block and ``t`` in [-1, 1] (backends/default/ops.py, quantize_4bit and
+    quantize_blockwise): full blocks and the last partial block (or a tensor shorter than a block) differ."""
+    full = flat.size - flat.size % block
+    # full blocks: absmax as is (0 for a zero block), t = fl32(x * fl32(1 / max(absmax, 1e-38)))
+    com = flat[:full].reshape(-1, block)
+    absmax = np.abs(com).max(axis=1) if full else np.zeros(0, np.float32)
+    recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
+    t = (com * recip[:, None]).ravel()
+    if full < flat.size:
+        # the partial block: absmax clamped to 1e-38 *and stored clamped*, t = fl32(x / absmax) (a division)
+        am = np.maximum(np.abs(flat[full:]).max(), np.float32(1e-38))
+        absmax = np.append(absmax, am)
+        t = np.concatenate([t, flat[full:] / am])
+    return absmax.astype(np.float32), np.clip(t, np.float32(-1), np.float32(1))
 
 
 @dataclass(frozen=True, eq=False)
