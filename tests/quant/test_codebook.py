@@ -105,3 +105,23 @@ def test_double_quantisation_default_offset_is_the_rounded_mean():
     assert np.all(np.abs(dq.absmax() - a) <= 4.25 * 2.0**-6)
     with pytest.raises(ValueError, match="not an FP32 value"):
         double_quantize(a, offset=0.1)
+
+
+def test_double_quantisation_paths_name_both_bitsandbytes_kernels():
+    # regression (issue 40, defect 5): bitsandbytes 0.50.2's native CPU kernel maps t to one of 65,536 bins,
+    # (uint16)((t + 1) * 0.5 * 65535 + 0.5), and the bin to the entry nearest its left edge: t = 0 is bin 32768,
+    # v = -1 + 65536 / 65535 = 1.5259e-05, nearest entry code 131 (2.125e-05); the torch kernel gives 127 (0.0)
+    from numoracle.quant.bnbcpu import lut_of, quantize_blockwise_cpu
+
+    a = np.zeros(256, np.float32)
+    a[0] = 2.0
+    assert lut_of()[32768] == 131 and BNB_DYNAMIC8.table[127] == 0
+    cpu, torch_k = double_quantize(a, offset=0.0, path="cpu"), double_quantize(a, offset=0.0, path="default")
+    assert cpu.inner.codes[1] == 131 and torch_k.inner.codes[1] == 127 and cpu.inner.codes[0] == 255
+    # the native kernel does not clamp absmax: a zero block stores 0 and codes 0, a partial block is a block
+    z = quantize_blockwise_cpu(np.zeros(300, np.float32), block=256)
+    assert z.absmax.tolist() == [0.0, 0.0] and not z.codes.any()
+    with pytest.raises(ValueError, match="path must be 'default'"):
+        double_quantize(a, path="native")
+    with pytest.raises(ValueError, match="256-entry table sorted"):
+        quantize_blockwise_cpu(a, NF4)

@@ -2,7 +2,7 @@
 
 A :class:`Codebook` lists the value of each code (code ``i`` means ``values[i]``); quantising a scaled value
 ``t`` picks the nearest entry, with bitsandbytes' reading of "nearest" (``bitsandbytes/backends/default/ops.py``,
-0.50.2, the CPU path of ``quantize_4bit`` and of ``quantize_blockwise``):
+0.50.2, the torch kernel of ``quantize_4bit`` and ``quantize_blockwise``):
 
 * the entries sorted by value (stable, so of two equal entries, the lower code comes first: FP4's +0 (code 0)
   before its -0 (code 8));
@@ -15,9 +15,12 @@ blocks of ``block`` consecutive elements (the last one may be shorter), ``absmax
 ``t = clamp(fl32(x * fl32(1 / max(absmax, fl32(1e-38)))), -1, 1)`` and the code of ``t``, except in a last partial
 block (or a tensor shorter than one block), where bitsandbytes 0.50.2 stores ``absmax = max(absmax, fl32(1e-38))``
 and divides: ``t = clamp(fl32(x / absmax), -1, 1)``; dequantisation is
-``fl32(v[code] * absmax)`` (then cast to the output dtype). Double quantisation of the absmax values
-(``compress_statistics=True``) is :func:`double_quantize`. Packing (two codes per byte, the first in the high
-nibble) is in ``quant/packing.py``.
+``fl32(v[code] * absmax)`` (then cast to the output dtype). This is bitsandbytes' torch kernel
+(``backends/default/ops.py``): the one of ``quantize_4bit`` on CPU, and of the 8-bit ``quantize_blockwise`` only
+where bitsandbytes' native library did not load; its native CPU kernel of ``quantize_blockwise`` picks codes
+through a lookup table and is ``quant/bnbcpu.py``. Double quantisation of the absmax values
+(``compress_statistics=True``, either kernel: ``path=``) is :func:`double_quantize`. Packing (two codes per
+byte, the first in the high nibble) is in ``quant/packing.py``.
 """
 
 from __future__ import annotations
@@ -299,14 +302,27 @@ class DoubleQuantized:
         return (d + self.offset).astype(np.float32)
 
 
-def double_quantize(absmax: Any, *, block: int = 256, offset: Any = None) -> DoubleQuantized:
+def double_quantize(absmax: Any, *, block: int = 256, offset: Any = None, path: str = "default") -> DoubleQuantized:
     """bitsandbytes' ``compress_statistics=True``: ``absmax - offset`` quantised blockwise (256) into BNB_DYNAMIC8.
 
-    ``offset``: bitsandbytes uses ``absmax.mean()`` as torch computes it in FP32 (its summation order is
-    torch's); pass that value to reproduce its codes bit for bit. Default: the exact mean rounded once to FP32.
+    ``path``: which of bitsandbytes 0.50.2's two ``quantize_blockwise`` kernels quantises them (their codes
+    differ; ``quant/bnbcpu.py`` says which runs when): ``"default"``, ``bitsandbytes/backends/default/ops.py``
+    (the torch kernel: nearest entry, :func:`quantize_codebook`), or ``"cpu"``, the native CPU kernel
+    ``cquantize_blockwise_cpu_fp32`` of ``libbitsandbytes_cpu`` (``csrc/cpu_ops.cpp``, a 65,536-bin lookup
+    table; what a CPU install with its native library runs). ``offset``: bitsandbytes uses ``absmax.mean()`` as
+    torch computes it in FP32 (its summation order is torch's); pass that value to reproduce its codes bit for
+    bit. Default: the exact mean rounded once to FP32.
     """
+    if path not in ("default", "cpu"):
+        raise ValueError(f"path must be 'default' (bitsandbytes' torch kernel) or 'cpu' (its native CPU kernel), "
+                         f"got {path!r}")
     a = _fp32_values(absmax, "absmax").ravel()
     off = np.float32(np.mean(a.astype(np.float64))) if offset is None else np.float32(offset)
     if offset is not None and float(off) != float(offset):
         raise ValueError(f"offset {offset!r} is not an FP32 value; bitsandbytes keeps it in FP32")
-    return DoubleQuantized(quantize_codebook((a - off).astype(np.float32), BNB_DYNAMIC8, block=block), off)
+    shifted = (a - off).astype(np.float32)
+    if path == "cpu":
+        from .bnbcpu import quantize_blockwise_cpu
+
+        return DoubleQuantized(quantize_blockwise_cpu(shifted, BNB_DYNAMIC8, block=block), off)
+    return DoubleQuantized(quantize_codebook(shifted, BNB_DYNAMIC8, block=block), off)
