@@ -10,9 +10,15 @@ binary8pP, P = 1..7: one zero (no -0), one NaN, subnormals; K - P exponent bits 
 * unsigned, extended domain: +inf at 0xFE and NaN at 0xFF: refused by :func:`p3109_format` (the engine's
   unsigned formats have no infinity; approximating it would misread 0xFE).
 
-P3109's conversion saturation choices map onto numoracle's ``overflow=``: SatFinite -> ``"saturate"``,
-OvfInf (extended domain) -> ``"ieee"`` (inf), SatPropagate -> ``"saturate"`` for finite inputs with an
-infinity kept (numoracle's saturate keeps inf -> inf where the format has one).
+P3109's saturation modes map onto ``overflow=`` of :func:`p3109_cast` (the table, with the directed modes'
+exceptions, is in docs/formats.md, "P3109"): SatFinite -> ``"saturate"`` (finite overflow *and* +-inf to
++-max: numoracle's saturate, which does not keep infinities), SatPropagate -> ``"sat_propagate"`` (finite
+overflow to +-max, +-inf kept; NaN in a finite-domain format; p3109_cast only, not the engine's ``Overflow``),
+OvfInf / SatNone -> ``"ieee"`` (+-inf; NaN in a finite-domain format, where ``"nan"`` is the same).
+P3109's ToOdd (``rto``) rounds with an unbounded exponent and then checks overflow, as gfloat's
+``RoundMode.ToOdd`` does (gfloat main, commit de30dee, after the 0.5.2 release, which has no ToOdd): past
++-max it overflows unless max's code is odd and the value lies below the next step; the engine's ``rto``
+keeps +-max there, so p3109_cast implements ToOdd itself.
 
 **Round-to-nearest-even at P = 1 (and round-to-odd).** P3109 defines the tie-break on the encoding: in its
 RoundToPrecision, ``CodeIsEven`` is ``I`` even for P > 1, and for P = 1 (no trailing significand bits)
@@ -41,7 +47,7 @@ from .args import check_bool, check_choice
 from .formats import Format, format_of, register
 
 __all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1",
-           "refuse_p1_ties"]
+           "refuse_p1_ties", "P3109_SATURATION"]
 
 P1_TIE_NOTE = ("P = 1: numoracle.cast breaks rne / rto ties on the significand (the larger magnitude, IEEE "
                "754-2019's precision-1 rule); P3109 breaks them on the encoding (the even code): use "
@@ -98,33 +104,117 @@ def refuse_p1_ties(fmt: Any, rounding: Any, where: str) -> None:
                          "pick rounding='rna' / 'rtz' / 'ru' / 'rd', which agree with P3109")
 
 
-def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None) -> np.ndarray:
-    """Codes of ``x`` in a P3109 format rounded as P3109 defines it: ``numoracle.cast`` for P > 1 and every mode but
-    ``rne`` / ``rto`` at P = 1, where a tie (``rne``) or an inexact value (``rto``) goes to the even (``rne``)
-    or odd (``rto``) code of its two neighbours (P3109's CodeIsEven), not the engine's significand parity."""
-    from .convert import cast, decode
-    from .inputs import exact_float64
-    from .policy import Rounding
+# P3109's saturation modes (interim report, "Projection"; gfloat's ``sat`` flag) as p3109_cast's ``overflow=``
+P3109_SATURATION = {"satfinite": "saturate", "satpropagate": "sat_propagate", "ovfinf": "ieee", "satnone": "ieee"}
 
+
+def _p3109_of(fmt: Any) -> Format:
     f = P3109_FORMATS.get(str(fmt).strip().lower()) if isinstance(fmt, str) else fmt
     if not isinstance(f, Format) or not any(f == g for g in P3109_FORMATS.values()):
         raise ValueError(f"{fmt!r} is not one of the P3109 formats ({', '.join(P3109_FORMATS)})")
-    mode = Rounding.of(rounding).value
-    codes = np.asarray(cast(x, f, rounding=mode, overflow=overflow))
-    if f.precision > 1 or mode not in ("rne", "rto"):
-        return codes
-    v, _ = exact_float64(x, "x")
+    return f
+
+
+def _overflow_of(overflow: Any, f: Format) -> str:
+    """numoracle's name of the policy: ``saturate``, ``sat_propagate``, ``ieee`` or ``nan`` (P3109's names mapped
+    by P3109_SATURATION; ``ieee`` in a format without infinities is ``nan``, P3109's overflow to NaN there)."""
+    from .policy import Overflow, default_overflow
+
+    if overflow is None:
+        return default_overflow(f).value
+    key = str(overflow).strip().lower().replace("_", "").replace("-", "") if isinstance(overflow, str) else None
+    if key in P3109_SATURATION:
+        name = P3109_SATURATION[key]
+    else:
+        name = Overflow.of(overflow).value
+        if name == "wrap":
+            raise ValueError("overflow='wrap' applies to integer destinations only; P3109 formats take "
+                             "'saturate' (SatFinite), 'sat_propagate' (SatPropagate) or 'ieee' (OvfInf)")
+    return "nan" if name == "ieee" and not f.has_inf else name
+
+
+def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None) -> np.ndarray:
+    """Codes of ``x`` in a P3109 format rounded and saturated as P3109 defines them (gfloat's reading).
+
+    ``rounding``: numoracle's modes; ``rne`` at P = 1 breaks a tie on the encoding (the even code, P3109's
+    CodeIsEven), not on the engine's significand parity; ``rto`` is P3109's ToOdd at every P: an inexact value goes
+    to the odd code of its two neighbours, rounded with an unbounded exponent and only then checked for overflow
+    (gfloat's ``RoundMode.ToOdd``), so a finite value past the largest one overflows unless that largest code is
+    odd and the value lies below the next step. ``overflow``: ``"saturate"`` (P3109 SatFinite: overflow and
+    infinities to +-max), ``"sat_propagate"`` (SatPropagate: finite overflow to +-max, infinities kept; NaN in a
+    finite-domain format), ``"ieee"`` (OvfInf / SatNone: to +-inf, or NaN in a finite-domain format; directed modes
+    keep +-max on the side they round toward), ``"nan"``; P3109's names are accepted (``"SatFinite"``, ...).
+    Other modes: ``numoracle.cast``.
+    """
+    from .convert import cast
+
+    f = _p3109_of(fmt)
+    mode = _rounding_of(rounding)
+    policy = _overflow_of(overflow, f)
+    engine = "saturate" if policy == "sat_propagate" else policy
+    if mode == "rto" or (mode == "rne" and f.precision == 1) or policy == "sat_propagate":
+        from .inputs import exact_float64
+
+        v = exact_float64(x, "x")[0]
+    if mode == "rto":
+        codes = _to_odd(v, f, engine)
+    else:
+        codes = np.asarray(cast(x, f, rounding=mode, overflow=engine))
+        if mode == "rne" and f.precision == 1:
+            codes = _p1_ties_to_even(v, f, codes)
+    if policy == "sat_propagate":  # infinities stay infinite (NaN where the format has none)
+        kept = np.asarray(cast(v, f, rounding="rne", overflow="ieee" if f.has_inf else "nan"))
+        codes = np.where(np.isinf(v), kept, codes).astype(codes.dtype)
+    return codes
+
+
+def _rounding_of(rounding: Any) -> str:
+    from .policy import Rounding
+
+    return Rounding.of(rounding).value
+
+
+def _p1_ties_to_even(v: np.ndarray, f: Format, codes: np.ndarray) -> np.ndarray:
+    """P = 1, rne: the engine takes the larger magnitude at a tie 1.5 * 2^e; P3109 takes the even code."""
+    from .convert import cast, decode
+
     lo = np.asarray(cast(v, f, rounding="rtz", overflow="saturate"))
     with np.errstate(invalid="ignore"):
         lo_v = np.abs(np.asarray(decode(lo, f), dtype=np.float64))
         a = np.abs(v)
-        finite = np.isfinite(a) & (lo_v > 0)
-        even_lo = (lo.astype(np.int64) % 2) == 0
-        if mode == "rne":  # a tie 1.5 * 2^e: the engine took the larger magnitude; P3109 the even code
-            fix = finite & (a == 1.5 * lo_v) & even_lo
-            return np.where(fix, lo, codes).astype(codes.dtype)
-        # rto: the engine truncates normal values (its kept bit is 1); P3109 rounds away from an even code
-        away = np.asarray(cast(v, f, rounding="ru", overflow=overflow)), np.asarray(cast(v, f, rounding="rd",
-                                                                                         overflow=overflow))
-        fix = finite & (a != lo_v) & even_lo
-        return np.where(fix, np.where(v > 0, away[0], away[1]), codes).astype(codes.dtype)
+        fix = np.isfinite(a) & (lo_v > 0) & (a == 1.5 * lo_v) & (lo.astype(np.int64) % 2 == 0)
+    return np.where(fix, lo, codes).astype(codes.dtype)
+
+
+def _to_odd(v: np.ndarray, f: Format, policy: str) -> np.ndarray:
+    """P3109 ToOdd (gfloat's ``RoundMode.ToOdd``): the value truncated to the format's precision with an unbounded
+    exponent; if inexact and its code is even, the next code away from zero; past +-max, overflow (``policy``)."""
+    import math
+
+    from .convert import cast, decode
+
+    # step 1: truncation (rtz, clamped to +-max) and its exactness; parity of the code is P3109's CodeIsEven
+    lo = np.asarray(cast(v, f, rounding="rtz", overflow="saturate"))
+    with np.errstate(invalid="ignore"):
+        lo_v = np.asarray(decode(lo, f), dtype=np.float64)
+        a = np.abs(v)
+    top = float(f.max_finite)
+    own = np.isfinite(v) & (f.signed | ~(v < 0))  # negative values of an unsigned format: the engine's rule
+    exact = own & (lo_v == v)
+    odd = lo.astype(np.int64) % 2 == 1
+    # step 2: in range, an inexact value on an even code goes one code away from zero
+    away = np.where(v > 0, np.asarray(cast(v, f, rounding="ru", overflow="saturate")),
+                    np.asarray(cast(v, f, rounding="rd", overflow="saturate")))
+    inside = own & (a <= top)
+    out = np.where(inside & ~exact & ~odd, away, lo)
+    # step 3: past max, the unbounded result is max only when max's code is odd and |v| < max + ulp(max)
+    max_odd = int(np.asarray(cast(np.array([top]), f, rounding="rtz"))[0]) % 2 == 1
+    step = math.ldexp(1.0, math.frexp(top)[1] - f.precision)
+    with np.errstate(invalid="ignore"):
+        over = own & (a > top) & ~(max_odd & (a < top + step))
+    if policy != "saturate":
+        big = np.asarray(cast(np.where(v < 0, -np.inf, np.inf), f, rounding="rne", overflow=policy))
+        out = np.where(over, big, out)
+    # not ours (NaN, +-inf, negative values of an unsigned format): the engine's round-to-odd and overflow
+    rest = np.asarray(cast(v, f, rounding="rto", overflow=policy))
+    return np.where(own, out, rest).astype(lo.dtype)

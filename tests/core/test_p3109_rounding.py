@@ -1,0 +1,59 @@
+"""P3109's ToOdd and saturation modes in p3109_cast (core/p3109.py), by hand (no gfloat needed).
+
+The gfloat comparison of every format, mode and saturation is tests/quant/test_conformance_gfloat.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numoracle.core.p3109 import P3109_FORMATS, p3109_cast
+
+INF_SE, MAX_SE, NAN_S = 0x7F, 0x7E, 0x80
+
+
+@pytest.mark.parametrize("p", range(1, 8))
+def test_to_odd_overflows_past_an_even_max_in_every_precision(p):
+    # regression (issue 40, defect 1): P3109 ToOdd rounds with an unbounded exponent, then checks overflow. In
+    # binary8p{P}se the largest finite code 0x7E is even, so any finite value past it rounds (inexact, even code)
+    # to the next step, which overflows: +inf without saturation (numoracle gave max for P > 1), max with it
+    f = P3109_FORMATS[f"binary8p{p}se"]
+    top = float(f.max_finite)
+    v = np.array([top * (1 + 2.0**-40), top * 1.5, 1e300, -top * (1 + 2.0**-40)])
+    assert p3109_cast(v, f, rounding="rto", overflow="ieee").tolist() == [INF_SE] * 3 + [0xFF]
+    assert p3109_cast(v, f, rounding="rto", overflow="saturate").tolist() == [MAX_SE] * 3 + [0xFE]
+    assert p3109_cast(np.array([top]), f, rounding="rto", overflow="ieee").tolist() == [MAX_SE]  # exact
+
+
+def test_to_odd_witness_and_an_odd_max():
+    se = P3109_FORMATS["binary8p4se"]
+    assert p3109_cast(np.array([224.1]), se, rounding="rto", overflow="ieee").tolist() == [INF_SE]
+    # binary8p4sf: max 240 at code 0x7F (odd); the next step is 256: (240, 256) rounds to max, 256 and up
+    # overflow (NaN: the finite domain has no infinity)
+    sf = P3109_FORMATS["binary8p4sf"]
+    v = np.array([240.5, 255.9, 256.0, 1e10])
+    assert p3109_cast(v, sf, rounding="rto", overflow="nan").tolist() == [0x7F, 0x7F, NAN_S, NAN_S]
+    assert p3109_cast(v, sf, rounding="rto", overflow="saturate").tolist() == [0x7F] * 4
+    # in range (1.0 is code 0x40, 1.125 0x41): inexact on an even code goes one code away from zero, on an odd
+    # code stays
+    assert p3109_cast(np.array([1.01, 1.13, -1.01]), se, rounding="rto").tolist() == [0x41, 0x41, 0xC1]
+
+
+def test_sat_propagate_keeps_infinities_and_saturates_finite_overflow():
+    # regression (issue 40, defect 2): P3109 SatPropagate had no setting (numoracle's saturate maps +-inf to
+    # +-max, which is SatFinite)
+    se, sf = P3109_FORMATS["binary8p3se"], P3109_FORMATS["binary8p3sf"]
+    v = np.array([np.inf, -np.inf, 1e300, -1e300, np.nan, 1.0])
+    for mode in ("rne", "rto", "rtz", "ru", "rd", "rna"):
+        got = p3109_cast(v, se, rounding=mode, overflow="SatPropagate").tolist()
+        assert got[:2] == [INF_SE, 0xFF] and got[2:5] == [MAX_SE, 0xFE, NAN_S], mode
+        assert p3109_cast(v, se, rounding=mode, overflow="SatFinite").tolist()[:2] == [MAX_SE, 0xFE]
+        assert p3109_cast(v, sf, rounding=mode, overflow="sat_propagate").tolist()[:4] == [NAN_S, NAN_S, 0x7F, 0xFF]
+    assert p3109_cast(v, se, overflow="OvfInf").tolist()[:4] == [INF_SE, 0xFF, INF_SE, 0xFF]
+    assert p3109_cast(v, sf, overflow="OvfInf").tolist()[:4] == [NAN_S] * 4
+    from numoracle.core.p3109 import P3109_SATURATION
+
+    assert P3109_SATURATION["satpropagate"] == "sat_propagate"
+    with pytest.raises(ValueError, match="integer destinations only"):
+        p3109_cast(v, se, overflow="wrap")
