@@ -57,3 +57,32 @@ def test_sat_propagate_keeps_infinities_and_saturates_finite_overflow():
     assert P3109_SATURATION["satpropagate"] == "sat_propagate"
     with pytest.raises(ValueError, match="integer destinations only"):
         p3109_cast(v, se, overflow="wrap")
+
+
+def test_p8_and_unsigned_extended_variants():
+    # issue 40: the four P = 8 variants and the eight unsigned extended ones (gfloat 0.5.2 defines them)
+    from numoracle.core.p3109 import p3109_format
+    from numoracle.core.p3109ue import P3109_UNSIGNED_EXTENDED, p3109_decode, p3109_unsigned_extended
+
+    se, sf, uf = (P3109_FORMATS[f"binary8p8{t}"] for t in ("se", "sf", "uf"))
+    codes = np.arange(256)
+    assert np.array_equal(p3109_decode(codes[:127], se), codes[:127] / 64)  # signed P = 8: c / 64
+    assert p3109_decode([0x7F, 0x80, 0xFF], se).tolist()[::2] == [np.inf, -np.inf]
+    assert float(sf.max_finite) == 127 / 64 and float(uf.max_finite) == 127 / 64 and float(uf.min_subnormal) == 2**-7
+    ue = p3109_unsigned_extended(4)
+    assert P3109_UNSIGNED_EXTENDED["binary8p4ue"] == ue and float(ue.max_finite) == 53248.0
+    assert p3109_decode([0xFD, 0xFE, 0xFF], ue)[:2].tolist() == [53248.0, np.inf]
+    assert np.isnan(p3109_decode([0xFF], ue)[0])
+    assert np.array_equal(p3109_decode(codes[:0xFE], ue), p3109_decode(codes[:0xFE], "binary8p4uf"))
+    # 0xFE's value in binary8p4uf, 57344, is the first step past binary8p4ue's max: it overflows
+    v = np.array([53248.0, 55000.0, 57344.0, 1e300, np.inf, np.nan, -1.0])
+    assert p3109_cast(v, ue).tolist() == [0xFD, 0xFD, 0xFE, 0xFE, 0xFE, 0xFF, 0xFF]
+    assert p3109_cast(v, ue, rounding="rtz").tolist()[:5] == [0xFD, 0xFD, 0xFD, 0xFD, 0xFE]
+    assert p3109_cast(v, ue, overflow="SatFinite").tolist()[:5] == [0xFD] * 5
+    assert p3109_cast(v, ue, overflow="SatPropagate").tolist()[:5] == [0xFD] * 4 + [0xFE]
+    # ToOdd: max 0xFD is odd, so (max, 57344) stays at max; 57344 and up overflow
+    assert p3109_cast(v, ue, rounding="rto").tolist()[:4] == [0xFD, 0xFD, 0xFE, 0xFE]
+    with pytest.raises(ValueError, match="p3109_unsigned_extended"):
+        p3109_format(4, signed=False, domain="extended")
+    with pytest.raises(ValueError, match="precision 1..8"):
+        p3109_format(9)

@@ -20,8 +20,11 @@ gfloat = pytest.importorskip("gfloat", reason="needs gfloat: pip install gfloat"
 from gfloat.formats import format_info_p3109  # noqa: E402
 from gfloat.types import Domain, Signedness  # noqa: E402
 
-from numoracle import cast, decode  # noqa: E402
+from numoracle import cast  # noqa: E402
 from numoracle.core.p3109 import P3109_FORMATS, p3109_cast, p3109_format  # noqa: E402
+from numoracle.core.p3109ue import P3109_UNSIGNED_EXTENDED, p3109_decode  # noqa: E402
+
+ALL = {**P3109_FORMATS, **P3109_UNSIGNED_EXTENDED}  # the 32 variants gfloat defines: P = 1..8, se / sf / uf / ue
 
 MODES = {"rne": gfloat.RoundMode.TiesToEven, "rtz": gfloat.RoundMode.TowardZero,
          "ru": gfloat.RoundMode.TowardPositive, "rd": gfloat.RoundMode.TowardNegative,
@@ -75,7 +78,7 @@ def _gfloat_codes(fi, v: np.ndarray, mode: str, saturation: str) -> np.ndarray:
 
 
 def _values(fmt, n: int, seed: int) -> np.ndarray:
-    table = decode(np.arange(256, dtype=np.uint8), fmt).astype(np.float64)
+    table = p3109_decode(np.arange(256), fmt)
     fin = np.sort(table[np.isfinite(table)])
     mids = (fin[1:] + fin[:-1]) / 2
     top = float(fmt.max_finite)
@@ -90,10 +93,9 @@ def _values(fmt, n: int, seed: int) -> np.ndarray:
 
 def _mismatches(name: str, n: int) -> dict[tuple[str, str], int]:
     """Mismatching codes per (mode, saturation); key ("decode", "") for the 256 codes' values."""
-    fmt, fi = P3109_FORMATS[name], _fi(name)
+    fmt, fi = ALL[name], _fi(name)
     codes = np.arange(256)
-    bad = {("decode", ""): int(np.count_nonzero(~np.isclose(gfloat.decode_ndarray(fi, codes),
-                                                             decode(codes.astype(np.uint8), fmt),
+    bad = {("decode", ""): int(np.count_nonzero(~np.isclose(gfloat.decode_ndarray(fi, codes), p3109_decode(codes, fmt),
                                                              rtol=0, atol=0, equal_nan=True)))}
     v = _values(fmt, n, 0)
     for mode in MODES:
@@ -111,13 +113,13 @@ def _p1_ties(fmt) -> np.ndarray:
     return np.concatenate([t, -t]) if fmt.signed else t
 
 
-@pytest.mark.parametrize("name", sorted(P3109_FORMATS))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_p3109_codes_and_rounding_bit_for_bit(name):
     assert not any(_mismatches(name, 1 << 12).values())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(P3109_FORMATS))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_p3109_hundred_thousand_values_per_mode(name):
     bad = _mismatches(name, 100_000)
     assert not any(bad.values()), {k: c for k, c in bad.items() if c}
@@ -128,7 +130,7 @@ def test_the_to_odd_reference_is_gfloat_own_where_it_has_one():
     to_odd = getattr(gfloat.RoundMode, "ToOdd", None)
     if to_odd is None:
         pytest.skip(f"gfloat {getattr(gfloat, '__version__', '0.5.2')} has no RoundMode.ToOdd (gfloat main has)")
-    for name, fmt in P3109_FORMATS.items():
+    for name, fmt in ALL.items():
         fi, v = _fi(name), _values(fmt, 1 << 10, 1)
         for sat in (True, False):
             assert np.array_equal(gfloat.round_ndarray(fi, v, to_odd, sat), _to_odd(fi, v, sat), equal_nan=True)
@@ -170,6 +172,7 @@ def test_witness_and_round_to_odd_at_p1():
     assert np.array_equal(p3109_cast(v, "binary8p3se"), cast(v, P3109_FORMATS["binary8p3se"]))
 
 
-def test_unsigned_extended_refused_by_name():
-    with pytest.raises(ValueError, match="binary8p3ue .* cannot be represented exactly"):
+def test_unsigned_extended_named_by_p3109_format_and_built_by_p3109ue():
+    with pytest.raises(ValueError, match=r"binary8p3ue .*p3109_unsigned_extended\(3\)"):
         p3109_format(3, signed=False, domain="extended")
+    assert len(ALL) == 32 and sorted(n[-2:] for n in ALL).count("ue") == 8

@@ -1,14 +1,14 @@
 """IEEE P3109's 8-bit binary{K}p{P} formats as numoracle Formats (interim report v3; gfloat 0.5.2 format_info_p3109).
 
-binary8pP, P = 1..7: one zero (no -0), one NaN, subnormals; K - P exponent bits when signed.
+binary8pP, P = 1..8: one zero (no -0), one NaN, subnormals; K - P exponent bits when signed.
 
 * signed, extended domain (``binary8p{P}se``): NaN 0x80, +-inf at 0x7F / 0xFF, bias ``2^(K-P-1)``
   (``Format(nan='fnuz', has_inf=True)``, as ``Format.p3109``);
 * signed, finite domain (``binary8p{P}sf``): NaN 0x80, no infinities, max finite at 0x7F;
 * unsigned, finite domain (``binary8p{P}uf``): K - P + 1 exponent bits, bias ``2^(K-P)``, NaN 0xFF, max at 0xFE
   (``Format(signed=False, nan='fn')``);
-* unsigned, extended domain: +inf at 0xFE and NaN at 0xFF: refused by :func:`p3109_format` (the engine's
-  unsigned formats have no infinity; approximating it would misread 0xFE).
+* unsigned, extended domain (``binary8p{P}ue``): +inf at 0xFE and NaN at 0xFF: not a ``Format`` (the engine's
+  unsigned formats have no infinity); ``core/p3109ue.py`` builds it on its finite sibling for p3109_cast.
 
 P3109's saturation modes map onto ``overflow=`` of :func:`p3109_cast` (the table, with the directed modes'
 exceptions, is in docs/formats.md, "P3109"): SatFinite -> ``"saturate"`` (finite overflow *and* +-inf to
@@ -32,9 +32,10 @@ them: where the lower neighbour's code is even); gfloat 0.5.2 follows P3109. :fu
 P3109's result for every P and mode (the engine's, corrected at P = 1 ties), and ``numoracle.quantize``
 refuses a P = 1 P3109 element format in ``rne`` / ``rto``, naming it.
 
-The 21 formats are built here (``P3109_FORMATS``, by name: ``binary8p3se`` ...) but enter the registry only
-when asked, with :func:`register_p3109`: the registry drives the tables (``tables/*.csv``) and every
-registry-wide test, which 21 more formats would change. ``numoracle info binary8p3sf`` finds them either way.
+The 24 formats (P = 1..8, se / sf / uf) are built here (``P3109_FORMATS``, by name: ``binary8p3se`` ...) but
+enter the registry only when asked, with :func:`register_p3109`: the registry drives the tables
+(``tables/*.csv``) and every registry-wide test, which 24 more formats would change. The eight unsigned
+extended formats (``binary8p{1..8}ue``) are ``core/p3109ue.py``'s. ``numoracle info binary8p3sf`` finds them either way.
 """
 
 from __future__ import annotations
@@ -55,31 +56,38 @@ P1_TIE_NOTE = ("P = 1: numoracle.cast breaks rne / rto ties on the significand (
 
 
 def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended") -> Format:
-    """The P3109 binary8p{precision} format of that signedness and domain ("extended" or "finite")."""
-    if isinstance(precision, bool) or not isinstance(precision, int) or not 1 <= precision <= 7:
-        raise ValueError(f"P3109 8-bit formats have precision 1..7 here, got {precision!r} (P = 8 has no exponent "
-                         "bits, which numoracle's Format cannot carry)")
+    """The P3109 binary8p{precision} format of that signedness and domain ("extended" or "finite"), P = 1..8.
+
+    Signed P = 8 has no exponent bits: its 127 magnitudes are ``c / 64``, exactly the values (and the rounding
+    grid) of a format with one exponent bit, six trailing bits and bias 1, which carries it (so its ``Format``
+    says precision 7). The unsigned extended formats are :func:`numoracle.core.p3109ue.p3109_unsigned_extended`.
+    """
+    if isinstance(precision, bool) or not isinstance(precision, int) or not 1 <= precision <= 8:
+        raise ValueError(f"P3109 8-bit formats have precision 1..8, got {precision!r}")
     domain = check_choice(domain, "domain", ("extended", "finite"))
     signed = check_bool(signed, "signed")
     k, p = 8, precision
     tag = f"binary8p{p}{'s' if signed else 'u'}{domain[0]}"
+    if signed and p == 8:  # no exponent bits: c / 64, as e1m6 with bias 1 (subnormals m / 64, normals 1 + m / 64)
+        return Format(tag, 1, 6, 1, nan="fnuz", has_inf=domain == "extended")
     if signed:
         return Format(tag, k - p, p - 1, 1 << (k - p - 1), nan="fnuz", has_inf=domain == "extended")
     if domain == "extended":
-        raise ValueError(f"{tag} (unsigned, extended domain: +inf at 0xFE, NaN at 0xFF) cannot be represented "
-                         "exactly: numoracle's unsigned formats carry no infinity. Use the finite domain "
-                         f"(binary8p{p}uf) or a signed format")
+        raise ValueError(f"{tag} (unsigned, extended domain: +inf at 0xFE, NaN at 0xFF) is not a numoracle Format "
+                         "(the engine's unsigned formats carry no infinity): "
+                         f"numoracle.core.p3109ue.p3109_unsigned_extended({p}) gives it, for p3109_cast and "
+                         "p3109_decode")
     return Format(tag, k - p + 1, p - 1, 1 << (k - p), signed=False, nan="fn", has_inf=False)
 
 
 P3109_FORMATS: dict[str, Format] = {
-    f.name: f for p in range(1, 8)
+    f.name: f for p in range(1, 9)
     for f in (p3109_format(p), p3109_format(p, domain="finite"), p3109_format(p, signed=False, domain="finite"))
 }
 
 
 def register_p3109() -> list[Format]:
-    """Register the 21 formats under their names (an equal format already registered is kept)."""
+    """Register the 24 formats under their names (an equal format already registered is kept)."""
     out = []
     for name, f in P3109_FORMATS.items():
         try:
@@ -148,6 +156,10 @@ def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None)
     """
     from .convert import cast
 
+    if _is_unsigned_extended(fmt):
+        from .p3109ue import cast_unsigned_extended
+
+        return cast_unsigned_extended(x, fmt, rounding=rounding, overflow=overflow)
     f = _p3109_of(fmt)
     mode = _rounding_of(rounding)
     policy = _overflow_of(overflow, f)
@@ -166,6 +178,11 @@ def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None)
         kept = np.asarray(cast(v, f, rounding="rne", overflow="ieee" if f.has_inf else "nan"))
         codes = np.where(np.isinf(v), kept, codes).astype(codes.dtype)
     return codes
+
+
+def _is_unsigned_extended(fmt: Any) -> bool:
+    name = fmt.strip().lower() if isinstance(fmt, str) else getattr(fmt, "name", None)
+    return isinstance(name, str) and name.startswith("binary8p") and name.endswith("ue")
 
 
 def _rounding_of(rounding: Any) -> str:

@@ -1,0 +1,114 @@
+"""IEEE P3109's unsigned extended-domain 8-bit formats binary8p{P}ue (P = 1..8): decoding and p3109_cast.
+
+binary8p{P}ue has the layout of the unsigned finite format binary8p{P}uf (K - P + 1 exponent bits, bias
+``2^(K-P)``, subnormals, one zero) except at its top: 0xFD is the largest finite value, 0xFE is +inf and 0xFF
+is NaN (gfloat 0.5.2 ``format_info_p3109(8, P, Unsigned, Extended)``). numoracle's engine has no unsigned format
+with an infinity, so these are not ``Format``s (``numoracle.cast`` does not take them); :class:`P3109UnsignedExtended`
+carries one on its finite sibling, and p3109_cast rounds into it:
+
+1. round as into the finite sibling (P3109's rounding, saturating at the sibling's max 0xFE); the grid of the
+   two formats is the same up to 0xFE, whose value is the first step past binary8p{P}ue's max;
+2. a finite value whose rounding lands on 0xFE (or beyond) overflows binary8p{P}ue, in every mode (for ToOdd too:
+   the max, 0xFD, is odd, so a value below 0xFE's value stays at it); TowardZero / TowardNegative give the max
+   (0xFD), the others follow the saturation mode: SatFinite / SatPropagate the max, OvfInf +inf (0xFE)
+   (``"nan"`` is refused, as for the signed extended formats);
+3. +inf: +inf under OvfInf and SatPropagate, the max under SatFinite; NaN and negative values (no
+   representation): NaN, as in the finite sibling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .formats import Format
+
+__all__ = ["P3109UnsignedExtended", "p3109_unsigned_extended", "P3109_UNSIGNED_EXTENDED", "p3109_decode"]
+
+_MAX, _INF, _NAN = 0xFD, 0xFE, 0xFF
+
+
+@dataclass(frozen=True)
+class P3109UnsignedExtended:
+    """binary8p{precision}ue: the finite sibling's codes and values, 0xFE = +inf, 0xFF = NaN."""
+
+    name: str
+    precision: int
+    finite: Format  # binary8p{precision}uf: the same values below 0xFE
+
+    signed = False
+    has_inf = True
+    bits = 8
+
+    @property
+    def max_finite(self) -> Fraction:
+        from .convert import decode
+
+        return Fraction(float(np.asarray(decode(np.array([_MAX], np.uint8), self.finite))[0]))
+
+    @property
+    def min_subnormal(self) -> Fraction:
+        return self.finite.min_subnormal
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def p3109_unsigned_extended(precision: int) -> P3109UnsignedExtended:
+    """binary8p{precision}ue, P = 1..8."""
+    from .p3109 import p3109_format
+
+    finite = p3109_format(precision, signed=False, domain="finite")
+    return P3109UnsignedExtended(f"binary8p{precision}ue", precision, finite)
+
+
+P3109_UNSIGNED_EXTENDED: dict[str, P3109UnsignedExtended] = {
+    f.name: f for f in (p3109_unsigned_extended(p) for p in range(1, 9))}
+
+
+def _ue_of(fmt: Any) -> P3109UnsignedExtended:
+    f = P3109_UNSIGNED_EXTENDED.get(fmt.strip().lower()) if isinstance(fmt, str) else fmt
+    if not isinstance(f, P3109UnsignedExtended):
+        raise ValueError(f"{fmt!r} is not one of the P3109 unsigned extended formats "
+                         f"({', '.join(P3109_UNSIGNED_EXTENDED)})")
+    return f
+
+
+def p3109_decode(codes: Any, fmt: Any) -> np.ndarray:
+    """Values (float64) of codes of any P3109 format: a ``Format`` of ``P3109_FORMATS`` or binary8p{P}ue."""
+    from .convert import decode
+    from .p3109 import _is_unsigned_extended, _p3109_of
+
+    c = np.asarray(codes)
+    if not _is_unsigned_extended(fmt):
+        return np.asarray(decode(c.astype(np.uint8), _p3109_of(fmt)), dtype=np.float64)
+    f = _ue_of(fmt)
+    v = np.asarray(decode(c.astype(np.uint8), f.finite), dtype=np.float64)
+    return np.where(c == _INF, np.inf, v)
+
+
+def cast_unsigned_extended(x: Any, fmt: Any, *, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
+    """p3109_cast into binary8p{P}ue (steps in the module docstring); codes as uint8."""
+    from .inputs import exact_float64
+    from .p3109 import _overflow_of, _rounding_of, p3109_cast
+
+    f = _ue_of(fmt)
+    mode = _rounding_of(rounding)
+    policy = "ieee" if overflow is None else _overflow_of(overflow, f)  # reads f.has_inf alone
+    if policy == "nan":
+        raise ValueError(f"overflow='nan' is for formats without infinities; {f.name} has +inf: use 'ieee' "
+                         "(OvfInf), 'saturate' (SatFinite) or 'sat_propagate' (SatPropagate)")
+    v = exact_float64(x, "x")[0]
+    # step 1: the finite sibling, saturating at its max 0xFE (the first step past ours)
+    codes = np.asarray(p3109_cast(v, f.finite, rounding=mode, overflow="saturate")).astype(np.int64)
+    # step 2: finite overflow
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(v) & (v > 0) & (codes == _INF)
+    top = _MAX if mode in ("rtz", "rd") or policy != "ieee" else _INF
+    codes = np.where(over, top, codes)
+    # step 3: +inf (the sibling saturated it to 0xFE): kept, but under SatFinite
+    codes = np.where(np.isposinf(v), _MAX if policy == "saturate" else _INF, codes)
+    return codes.astype(np.uint8)
