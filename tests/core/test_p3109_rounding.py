@@ -61,8 +61,7 @@ def test_sat_propagate_keeps_infinities_and_saturates_finite_overflow():
 
 def test_p8_and_unsigned_extended_variants():
     # issue 40: the four P = 8 variants and the eight unsigned extended ones (gfloat 0.5.2 defines them)
-    from numoracle.core.p3109 import p3109_format
-    from numoracle.core.p3109ue import P3109_UNSIGNED_EXTENDED, p3109_decode, p3109_unsigned_extended
+    from numoracle.core.p3109 import P3109_UNSIGNED_EXTENDED, p3109_decode, p3109_format, p3109_unsigned_extended
 
     se, sf, uf = (P3109_FORMATS[f"binary8p8{t}"] for t in ("se", "sf", "uf"))
     codes = np.arange(256)

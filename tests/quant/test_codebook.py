@@ -111,11 +111,12 @@ def test_double_quantisation_paths_name_both_bitsandbytes_kernels():
     # regression (issue 40, defect 5): bitsandbytes 0.50.2's native CPU kernel maps t to one of 65,536 bins,
     # (uint16)((t + 1) * 0.5 * 65535 + 0.5), and the bin to the entry nearest its left edge: t = 0 is bin 32768,
     # v = -1 + 65536 / 65535 = 1.5259e-05, nearest entry code 131 (2.125e-05); the torch kernel gives 127 (0.0)
-    from numoracle.quant.bnbcpu import lut_of, quantize_blockwise_cpu
+    from numoracle.quant.bnbcpu import lut_of
+    from numoracle.quant.codebook import quantize_blockwise_cpu
 
     a = np.zeros(256, np.float32)
     a[0] = 2.0
-    assert lut_of()[32768] == 131 and BNB_DYNAMIC8.table[127] == 0
+    assert lut_of(BNB_DYNAMIC8.values)[32768] == 131 and BNB_DYNAMIC8.table[127] == 0
     cpu, torch_k = double_quantize(a, offset=0.0, path="cpu"), double_quantize(a, offset=0.0, path="default")
     assert cpu.inner.codes[1] == 131 and torch_k.inner.codes[1] == 127 and cpu.inner.codes[0] == 255
     # the native kernel does not clamp absmax: a zero block stores 0 and codes 0, a partial block is a block

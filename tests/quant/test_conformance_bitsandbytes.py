@@ -135,10 +135,11 @@ def _blockwise_data(seed: int) -> list[np.ndarray]:
 
 def test_blockwise_native_cpu_kernel_matches():
     """bitsandbytes 0.50.2's native CPU quantize_blockwise (libbitsandbytes_cpu, cquantize_blockwise_cpu_*):
-    numoracle.quant.bnbcpu, codes and absmax, for FP32 / FP16 / BF16 inputs (issue 40, defect 5)."""
+    numoracle.quant.codebook.quantize_blockwise_cpu (quant/bnbcpu.py), codes and absmax, for FP32 / FP16 / BF16
+    inputs (issue 40, defect 5)."""
     if not _native_loaded():
         pytest.skip("bitsandbytes' native CPU library did not load here; its kernel cannot be compared")
-    from numoracle.quant.bnbcpu import quantize_blockwise_cpu
+    from numoracle.quant.codebook import quantize_blockwise_cpu
 
     for x in _blockwise_data(3):
         for dt in DTYPES.values():
@@ -160,7 +161,7 @@ def test_blockwise_default_kernel_matches():
 
 
 def test_the_two_blockwise_kernels_differ_as_documented():
-    """The witness of bnbcpu's docstring: a zero is code 131 (2.125e-05) in the native kernel, 127 (0.0) in the
+    """The witness of quant/bnbcpu.py's docstring: a zero is code 131 (2.125e-05) in the native kernel, 127 (0.0) in the
     torch kernel; the other differences lie at most 4 entries away."""
     zero = np.zeros(256, np.float32)
     zero[0] = 1.0

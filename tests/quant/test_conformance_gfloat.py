@@ -21,8 +21,13 @@ from gfloat.formats import format_info_p3109  # noqa: E402
 from gfloat.types import Domain, Signedness  # noqa: E402
 
 from numoracle import cast  # noqa: E402
-from numoracle.core.p3109 import P3109_FORMATS, p3109_cast, p3109_format  # noqa: E402
-from numoracle.core.p3109ue import P3109_UNSIGNED_EXTENDED, p3109_decode  # noqa: E402
+from numoracle.core.p3109 import (  # noqa: E402
+    P3109_FORMATS,
+    P3109_UNSIGNED_EXTENDED,
+    p3109_cast,
+    p3109_decode,
+    p3109_format,
+)
 
 ALL = {**P3109_FORMATS, **P3109_UNSIGNED_EXTENDED}  # the 32 variants gfloat defines: P = 1..8, se / sf / uf / ue
 
@@ -172,7 +177,7 @@ def test_witness_and_round_to_odd_at_p1():
     assert np.array_equal(p3109_cast(v, "binary8p3se"), cast(v, P3109_FORMATS["binary8p3se"]))
 
 
-def test_unsigned_extended_named_by_p3109_format_and_built_by_p3109ue():
+def test_unsigned_extended_named_by_p3109_format():
     with pytest.raises(ValueError, match=r"binary8p3ue .*p3109_unsigned_extended\(3\)"):
         p3109_format(3, signed=False, domain="extended")
     assert len(ALL) == 32 and sorted(n[-2:] for n in ALL).count("ue") == 8

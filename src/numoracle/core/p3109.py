@@ -8,7 +8,8 @@ binary8pP, P = 1..8: one zero (no -0), one NaN, subnormals; K - P exponent bits 
 * unsigned, finite domain (``binary8p{P}uf``): K - P + 1 exponent bits, bias ``2^(K-P)``, NaN 0xFF, max at 0xFE
   (``Format(signed=False, nan='fn')``);
 * unsigned, extended domain (``binary8p{P}ue``): +inf at 0xFE and NaN at 0xFF: not a ``Format`` (the engine's
-  unsigned formats have no infinity); ``core/p3109ue.py`` builds it on its finite sibling for p3109_cast.
+  unsigned formats have no infinity); :class:`P3109UnsignedExtended` (``core/p3109ue.py``) carries it on its
+  finite sibling, for p3109_cast and p3109_decode.
 
 P3109's saturation modes map onto ``overflow=`` of :func:`p3109_cast` (the table, with the directed modes'
 exceptions, is in docs/formats.md, "P3109"): SatFinite -> ``"saturate"`` (finite overflow *and* +-inf to
@@ -35,7 +36,8 @@ refuses a P = 1 P3109 element format in ``rne`` / ``rto``, naming it.
 The 24 formats (P = 1..8, se / sf / uf) are built here (``P3109_FORMATS``, by name: ``binary8p3se`` ...) but
 enter the registry only when asked, with :func:`register_p3109`: the registry drives the tables
 (``tables/*.csv``) and every registry-wide test, which 24 more formats would change. The eight unsigned
-extended formats (``binary8p{1..8}ue``) are ``core/p3109ue.py``'s. ``numoracle info binary8p3sf`` finds them either way.
+extended formats (``binary8p{1..8}ue``, ``P3109_UNSIGNED_EXTENDED``) are :class:`P3109UnsignedExtended`
+(``core/p3109ue.py``), for p3109_cast and p3109_decode. ``numoracle info binary8p3sf`` finds them either way.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ import numpy as np
 
 from .args import check_bool, check_choice
 from .formats import Format, format_of, register
+from .p3109ue import P3109UnsignedExtended, decode_unsigned_extended, overflow_unsigned_extended
 
 __all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1",
-           "refuse_p1_ties", "P3109_SATURATION"]
+           "refuse_p1_ties", "P3109_SATURATION", "p3109_unsigned_extended", "P3109_UNSIGNED_EXTENDED",
+           "p3109_decode"]
 
 P1_TIE_NOTE = ("P = 1: numoracle.cast breaks rne / rto ties on the significand (the larger magnitude, IEEE "
                "754-2019's precision-1 rule); P3109 breaks them on the encoding (the even code): use "
@@ -60,7 +64,7 @@ def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended
 
     Signed P = 8 has no exponent bits: its 127 magnitudes are ``c / 64``, exactly the values (and the rounding
     grid) of a format with one exponent bit, six trailing bits and bias 1, which carries it (so its ``Format``
-    says precision 7). The unsigned extended formats are :func:`numoracle.core.p3109ue.p3109_unsigned_extended`.
+    says precision 7). The unsigned extended formats are :func:`p3109_unsigned_extended`.
     """
     if isinstance(precision, bool) or not isinstance(precision, int) or not 1 <= precision <= 8:
         raise ValueError(f"P3109 8-bit formats have precision 1..8, got {precision!r}")
@@ -75,7 +79,7 @@ def p3109_format(precision: int, *, signed: bool = True, domain: str = "extended
     if domain == "extended":
         raise ValueError(f"{tag} (unsigned, extended domain: +inf at 0xFE, NaN at 0xFF) is not a numoracle Format "
                          "(the engine's unsigned formats carry no infinity): "
-                         f"numoracle.core.p3109ue.p3109_unsigned_extended({p}) gives it, for p3109_cast and "
+                         f"numoracle.core.p3109.p3109_unsigned_extended({p}) gives it, for p3109_cast and "
                          "p3109_decode")
     return Format(tag, k - p + 1, p - 1, 1 << (k - p), signed=False, nan="fn", has_inf=False)
 
@@ -123,7 +127,7 @@ def _p3109_of(fmt: Any) -> Format:
     return f
 
 
-def _overflow_of(overflow: Any, f: Format) -> str:
+def _overflow_of(overflow: Any, f: Format | P3109UnsignedExtended) -> str:
     """numoracle's name of the policy: ``saturate``, ``sat_propagate``, ``ieee`` or ``nan`` (P3109's names mapped
     by P3109_SATURATION; ``ieee`` in a format without infinities is ``nan``, P3109's overflow to NaN there)."""
     from .policy import Overflow, default_overflow
@@ -157,9 +161,7 @@ def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None)
     from .convert import cast
 
     if _is_unsigned_extended(fmt):
-        from .p3109ue import cast_unsigned_extended
-
-        return cast_unsigned_extended(x, fmt, rounding=rounding, overflow=overflow)
+        return _cast_unsigned_extended(x, fmt, rounding, overflow)
     f = _p3109_of(fmt)
     mode = _rounding_of(rounding)
     policy = _overflow_of(overflow, f)
@@ -178,6 +180,48 @@ def p3109_cast(x: Any, fmt: Any, *, rounding: str = "rne", overflow: Any = None)
         kept = np.asarray(cast(v, f, rounding="rne", overflow="ieee" if f.has_inf else "nan"))
         codes = np.where(np.isinf(v), kept, codes).astype(codes.dtype)
     return codes
+
+
+def p3109_unsigned_extended(precision: int) -> P3109UnsignedExtended:
+    """binary8p{precision}ue, P = 1..8 (``core/p3109ue.py``): for p3109_cast and p3109_decode."""
+    return P3109UnsignedExtended(f"binary8p{precision}ue", precision,
+                                 p3109_format(precision, signed=False, domain="finite"))
+
+
+P3109_UNSIGNED_EXTENDED: dict[str, P3109UnsignedExtended] = {
+    f.name: f for f in (p3109_unsigned_extended(p) for p in range(1, 9))}
+
+
+def _ue_of(fmt: Any) -> P3109UnsignedExtended:
+    f = P3109_UNSIGNED_EXTENDED.get(fmt.strip().lower()) if isinstance(fmt, str) else fmt
+    if not isinstance(f, P3109UnsignedExtended):
+        raise ValueError(f"{fmt!r} is not one of the P3109 unsigned extended formats "
+                         f"({', '.join(P3109_UNSIGNED_EXTENDED)})")
+    return f
+
+
+def p3109_decode(codes: Any, fmt: Any) -> np.ndarray:
+    """Values (float64) of codes of any P3109 format: one of ``P3109_FORMATS`` or binary8p{P}ue."""
+    from .convert import decode
+
+    if _is_unsigned_extended(fmt):
+        return decode_unsigned_extended(codes, _ue_of(fmt))
+    return np.asarray(decode(np.asarray(codes).astype(np.uint8), _p3109_of(fmt)), dtype=np.float64)
+
+
+def _cast_unsigned_extended(x: Any, fmt: Any, rounding: Any, overflow: Any) -> np.ndarray:
+    """p3109_cast into binary8p{P}ue: the finite sibling's rounding, saturated at its 0xFE, then ue's overflow."""
+    from .inputs import exact_float64
+
+    f = _ue_of(fmt)
+    mode = _rounding_of(rounding)
+    policy = "ieee" if overflow is None else _overflow_of(overflow, f)  # f has +inf: ieee stays ieee
+    if policy == "nan":
+        raise ValueError(f"overflow='nan' is for formats without infinities; {f.name} has +inf: use 'ieee' "
+                         "(OvfInf), 'saturate' (SatFinite) or 'sat_propagate' (SatPropagate)")
+    v = exact_float64(x, "x")[0]
+    sibling = np.asarray(p3109_cast(v, f.finite, rounding=mode, overflow="saturate"))
+    return overflow_unsigned_extended(v, sibling, mode, policy)
 
 
 def _is_unsigned_extended(fmt: Any) -> bool:

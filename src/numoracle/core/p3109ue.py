@@ -4,7 +4,8 @@ binary8p{P}ue has the layout of the unsigned finite format binary8p{P}uf (K - P 
 ``2^(K-P)``, subnormals, one zero) except at its top: 0xFD is the largest finite value, 0xFE is +inf and 0xFF
 is NaN (gfloat 0.5.2 ``format_info_p3109(8, P, Unsigned, Extended)``). numoracle's engine has no unsigned format
 with an infinity, so these are not ``Format``s (``numoracle.cast`` does not take them); :class:`P3109UnsignedExtended`
-carries one on its finite sibling, and p3109_cast rounds into it:
+carries one on its finite sibling (``core/p3109.py`` builds them: ``p3109_unsigned_extended``), and p3109_cast
+rounds into it:
 
 1. round as into the finite sibling (P3109's rounding, saturating at the sibling's max 0xFE); the grid of the
    two formats is the same up to 0xFE, whose value is the first step past binary8p{P}ue's max;
@@ -26,7 +27,7 @@ import numpy as np
 
 from .formats import Format
 
-__all__ = ["P3109UnsignedExtended", "p3109_unsigned_extended", "P3109_UNSIGNED_EXTENDED", "p3109_decode"]
+__all__ = ["P3109UnsignedExtended", "decode_unsigned_extended", "overflow_unsigned_extended"]
 
 _MAX, _INF, _NAN = 0xFD, 0xFE, 0xFF
 
@@ -57,54 +58,20 @@ class P3109UnsignedExtended:
         return self.name
 
 
-def p3109_unsigned_extended(precision: int) -> P3109UnsignedExtended:
-    """binary8p{precision}ue, P = 1..8."""
-    from .p3109 import p3109_format
-
-    finite = p3109_format(precision, signed=False, domain="finite")
-    return P3109UnsignedExtended(f"binary8p{precision}ue", precision, finite)
-
-
-P3109_UNSIGNED_EXTENDED: dict[str, P3109UnsignedExtended] = {
-    f.name: f for f in (p3109_unsigned_extended(p) for p in range(1, 9))}
-
-
-def _ue_of(fmt: Any) -> P3109UnsignedExtended:
-    f = P3109_UNSIGNED_EXTENDED.get(fmt.strip().lower()) if isinstance(fmt, str) else fmt
-    if not isinstance(f, P3109UnsignedExtended):
-        raise ValueError(f"{fmt!r} is not one of the P3109 unsigned extended formats "
-                         f"({', '.join(P3109_UNSIGNED_EXTENDED)})")
-    return f
-
-
-def p3109_decode(codes: Any, fmt: Any) -> np.ndarray:
-    """Values (float64) of codes of any P3109 format: a ``Format`` of ``P3109_FORMATS`` or binary8p{P}ue."""
+def decode_unsigned_extended(codes: Any, f: P3109UnsignedExtended) -> np.ndarray:
+    """Values (float64) of binary8p{P}ue codes: the finite sibling's, with 0xFE = +inf."""
     from .convert import decode
-    from .p3109 import _is_unsigned_extended, _p3109_of
 
     c = np.asarray(codes)
-    if not _is_unsigned_extended(fmt):
-        return np.asarray(decode(c.astype(np.uint8), _p3109_of(fmt)), dtype=np.float64)
-    f = _ue_of(fmt)
     v = np.asarray(decode(c.astype(np.uint8), f.finite), dtype=np.float64)
     return np.where(c == _INF, np.inf, v)
 
 
-def cast_unsigned_extended(x: Any, fmt: Any, *, rounding: Any = "rne", overflow: Any = None) -> np.ndarray:
-    """p3109_cast into binary8p{P}ue (steps in the module docstring); codes as uint8."""
-    from .inputs import exact_float64
-    from .p3109 import _overflow_of, _rounding_of, p3109_cast
-
-    f = _ue_of(fmt)
-    mode = _rounding_of(rounding)
-    policy = "ieee" if overflow is None else _overflow_of(overflow, f)  # reads f.has_inf alone
-    if policy == "nan":
-        raise ValueError(f"overflow='nan' is for formats without infinities; {f.name} has +inf: use 'ieee' "
-                         "(OvfInf), 'saturate' (SatFinite) or 'sat_propagate' (SatPropagate)")
-    v = exact_float64(x, "x")[0]
-    # step 1: the finite sibling, saturating at its max 0xFE (the first step past ours)
-    codes = np.asarray(p3109_cast(v, f.finite, rounding=mode, overflow="saturate")).astype(np.int64)
-    # step 2: finite overflow
+def overflow_unsigned_extended(v: np.ndarray, sibling: np.ndarray, mode: str, policy: str) -> np.ndarray:
+    """Steps 2 and 3 of the module docstring: the finite sibling's codes ``sibling`` (saturated at 0xFE) of the
+    values ``v``, rounded in ``mode``, -> binary8p{P}ue codes under ``policy`` (numoracle's name)."""
+    codes = sibling.astype(np.int64)
+    # step 2: a finite value whose rounding reached 0xFE's value overflows
     with np.errstate(invalid="ignore"):
         over = np.isfinite(v) & (v > 0) & (codes == _INF)
     top = _MAX if mode in ("rtz", "rd") or policy != "ieee" else _INF

@@ -9,7 +9,8 @@ the second level of double quantisation, ``compress_statistics=True``):
   :func:`~numoracle.quant.codebook.quantize_codebook`.
 * ``path="cpu"``: ``bitsandbytes/backends/cpu/ops.py`` -> ``libbitsandbytes_cpu`` ``cquantize_blockwise_cpu_fp32``
   (``_fp16``, ``_bf16``), i.e. ``quantize_cpu_impl`` in ``csrc/cpu_ops.cpp`` (x86-64 build). It runs whenever
-  the native library loaded, the usual CPU install. This module.
+  the native library loaded, the usual CPU install. This module (on arrays; :func:`~numoracle.quant.codebook.
+  quantize_blockwise_cpu` is the user-facing function, with the codebook checks).
 
 The native kernel (x86-64 path; each step one FP32 operation, as numpy float32 arithmetic is):
 
@@ -30,14 +31,10 @@ An aarch64 build computes step 3 with NEON (``neon_norm_to_lut_index_x4``) and i
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-from ..core.args import check_int
-from .codebook import BNB_DYNAMIC8, Codebook, CodebookQuantized, _fp32_values, codebook_of
-
-__all__ = ["BNB_PATHS", "lut_of", "quantize_blockwise_cpu"]
+__all__ = ["BNB_PATHS", "lut_of", "blockwise_cpu_codes"]
 
 BNB_PATHS = ("default", "cpu")  # bitsandbytes/backends/default/ops.py; backends/cpu/ops.py (the native kernel)
 _F = np.float32
@@ -57,32 +54,18 @@ def _lut(values: tuple[float, ...]) -> np.ndarray:
     return lut
 
 
-def lut_of(codebook: Any = BNB_DYNAMIC8) -> np.ndarray:
-    """The native kernel's lookup table for a sorted 256-entry codebook (uint8 codes, 65,536 bins)."""
-    return _lut(_native_codebook(codebook).values)
+def lut_of(values: tuple[float, ...]) -> np.ndarray:
+    """The native kernel's lookup table (uint8 codes of 65,536 bins) for a sorted 256-entry table of values."""
+    v = tuple(float(a) for a in values)
+    if len(v) != 256 or any(b < a for a, b in zip(v, v[1:])):
+        raise ValueError(f"bitsandbytes' native CPU kernel takes a 256-entry table sorted by value, got {len(v)} "
+                         "entries" + ("" if len(v) != 256 else ", not sorted"))
+    return _lut(v)
 
 
-def _native_codebook(codebook: Any) -> Codebook:
-    cb = codebook_of(codebook)
-    v = cb.table
-    if v.size != 256 or np.any(np.diff(v) < 0) or cb.max_abs != 1.0:
-        raise ValueError(f"codebook {cb.name}: bitsandbytes' native CPU kernel takes a 256-entry table sorted by "
-                         "value with largest magnitude 1 (as create_dynamic_map gives); use path='default' "
-                         "(quantize_codebook) for other tables")
-    return cb
-
-
-def quantize_blockwise_cpu(x: Any, codebook: Any = BNB_DYNAMIC8, *, block: int = 4096) -> CodebookQuantized:
-    """bitsandbytes 0.50.2's native CPU ``quantize_blockwise`` (``quantize_cpu_impl``, x86-64) of ``x``
-    (FP32 / FP16 / BF16 values, flattened, C order): codes, and absmax per block (unclamped)."""
-    cb = _native_codebook(codebook)
-    lut = _lut(cb.values)
-    block = check_int(block, "block", 1)
-    xv = _fp32_values(x, "x")
-    flat = xv.ravel()
-    if not np.all(np.isfinite(flat)):
-        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
-                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+def blockwise_cpu_codes(flat: np.ndarray, values: tuple[float, ...], block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes uint8, absmax FP32 per block) of finite FP32 values ``flat`` (1-D), steps 1-4 above."""
+    lut = lut_of(values)
     nb = -(-flat.size // block)
     pad = np.zeros(nb * block, _F)
     pad[: flat.size] = flat
@@ -93,9 +76,11 @@ def quantize_blockwise_cpu(x: Any, codebook: Any = BNB_DYNAMIC8, *, block: int =
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = (_F(1) / absmax).astype(_F)
         t = np.clip((rows * inv[:, None]).astype(_F), _F(-1), _F(1))
-    t = np.where((absmax == 0)[:, None], _F(-1), t)
+    zero = (absmax == 0)[:, None]
+    t = np.where(zero, _F(-1), t)
     # step 3: the bin, (t + 1) * 0.5 * 65535 + 0.5 in FP32, truncated
     h = (((t + _F(1)).astype(_F) * _F(0.5)).astype(_F) * _F(_LUT_SIZE - 1)).astype(_F)
     idx = (h + _F(0.5)).astype(_F).astype(np.int64)
-    codes = np.where((absmax == 0)[:, None], 0, lut[idx]).astype(np.uint8).ravel()[: flat.size]
-    return CodebookQuantized(codes.reshape(xv.shape), absmax.astype(_F), cb, int(block), tuple(xv.shape))
+    # step 4: the table
+    codes = np.where(zero, 0, lut[idx]).astype(np.uint8).ravel()[: flat.size]
+    return codes, absmax.astype(_F)

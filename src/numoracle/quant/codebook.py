@@ -18,9 +18,9 @@ and divides: ``t = clamp(fl32(x / absmax), -1, 1)``; dequantisation is
 ``fl32(v[code] * absmax)`` (then cast to the output dtype). This is bitsandbytes' torch kernel
 (``backends/default/ops.py``): the one of ``quantize_4bit`` on CPU, and of the 8-bit ``quantize_blockwise`` only
 where bitsandbytes' native library did not load; its native CPU kernel of ``quantize_blockwise`` picks codes
-through a lookup table and is ``quant/bnbcpu.py``. Double quantisation of the absmax values
-(``compress_statistics=True``, either kernel: ``path=``) is :func:`double_quantize`. Packing (two codes per
-byte, the first in the high nibble) is in ``quant/packing.py``.
+through a lookup table and is :func:`quantize_blockwise_cpu` (``quant/bnbcpu.py``). Double quantisation of the
+absmax values (``compress_statistics=True``, either kernel: ``path=``) is :func:`double_quantize`. Packing (two
+codes per byte, the first in the high nibble) is in ``quant/packing.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from ..core.formats import FP32, format_of
 from ..core.inputs import values_in
 
 __all__ = ["Codebook", "NF4", "BNB_FP4", "BNB_DYNAMIC8", "codebook_of", "register_codebook", "codebooks",
-           "CodebookQuantized", "quantize_codebook", "dequantize_codebook", "DoubleQuantized", "double_quantize"]
+           "CodebookQuantized", "quantize_codebook", "dequantize_codebook", "DoubleQuantized", "double_quantize",
+           "quantize_blockwise_cpu"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -322,7 +323,26 @@ def double_quantize(absmax: Any, *, block: int = 256, offset: Any = None, path: 
         raise ValueError(f"offset {offset!r} is not an FP32 value; bitsandbytes keeps it in FP32")
     shifted = (a - off).astype(np.float32)
     if path == "cpu":
-        from .bnbcpu import quantize_blockwise_cpu
-
         return DoubleQuantized(quantize_blockwise_cpu(shifted, BNB_DYNAMIC8, block=block), off)
     return DoubleQuantized(quantize_codebook(shifted, BNB_DYNAMIC8, block=block), off)
+
+
+def quantize_blockwise_cpu(x: Any, codebook: Any = BNB_DYNAMIC8, *, block: int = 4096) -> CodebookQuantized:
+    """bitsandbytes 0.50.2's native CPU ``quantize_blockwise`` (``libbitsandbytes_cpu`` ``quantize_cpu_impl``,
+    x86-64; ``quant/bnbcpu.py`` states its steps) of ``x`` (FP32 / FP16 / BF16 values, flattened, C order):
+    codes through its 65,536-bin table, and absmax per block (not clamped: a zero block stores 0, codes 0)."""
+    from .bnbcpu import blockwise_cpu_codes
+
+    cb = codebook_of(codebook)
+    if len(cb.values) != 256 or np.any(np.diff(cb.table) < 0) or cb.max_abs != 1.0:
+        raise ValueError(f"codebook {cb.name}: bitsandbytes' native CPU kernel takes a 256-entry table sorted by "
+                         "value with largest magnitude 1 (as create_dynamic_map gives); use quantize_codebook "
+                         "(its torch kernel) for other tables")
+    block = check_int(block, "block", 1)
+    xv = _fp32_values(x, "x")
+    flat = xv.ravel()
+    if not np.all(np.isfinite(flat)):
+        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
+                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+    codes, absmax = blockwise_cpu_codes(flat, cb.values, block)
+    return CodebookQuantized(codes.reshape(xv.shape), absmax, cb, int(block), tuple(xv.shape))
