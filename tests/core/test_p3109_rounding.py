@@ -85,3 +85,18 @@ def test_p8_and_unsigned_extended_variants():
         p3109_format(4, signed=False, domain="extended")
     with pytest.raises(ValueError, match="precision 1..8"):
         p3109_format(9)
+
+
+def test_quantize_refuses_engine_round_to_odd_overflow_but_not_saturation():
+    # the engine's rto keeps +-max past it (numoracle.cast's deviation, docs/conformance.md): quantize into a P3109
+    # format in rto without saturation would be wrong, so it is refused, naming p3109_cast; saturating, they agree
+    import numoracle as no
+
+    x = np.linspace(-1, 1, 64).astype(np.float32)
+    f = P3109_FORMATS["binary8p4se"]
+    with pytest.raises(ValueError, match="p3109_cast"):
+        no.quantize(x, f, rounding="rto", overflow="ieee")
+    no.quantize(x, f, rounding="rto")  # saturate, the default
+    v = np.array([1e300, -1e300, np.inf, 1.01, 3e-3])
+    assert np.array_equal(no.cast(v, f, rounding="rto", overflow="saturate"),
+                          p3109_cast(v, f, rounding="rto", overflow="SatFinite"))

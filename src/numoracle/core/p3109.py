@@ -51,8 +51,8 @@ from .formats import Format, format_of, register
 from .p3109ue import P3109UnsignedExtended, decode_unsigned_extended, overflow_unsigned_extended
 
 __all__ = ["p3109_format", "P3109_FORMATS", "register_p3109", "p3109_cast", "P1_TIE_NOTE", "is_p3109_p1",
-           "refuse_p1_ties", "P3109_SATURATION", "p3109_unsigned_extended", "P3109_UNSIGNED_EXTENDED",
-           "p3109_decode"]
+           "refuse_p1_ties", "refuse_to_odd_overflow", "P3109_SATURATION", "p3109_unsigned_extended",
+           "P3109_UNSIGNED_EXTENDED", "p3109_decode"]
 
 P1_TIE_NOTE = ("P = 1: numoracle.cast breaks rne / rto ties on the significand (the larger magnitude, IEEE "
                "754-2019's precision-1 rule); P3109 breaks them on the encoding (the even code): use "
@@ -114,6 +114,19 @@ def refuse_p1_ties(fmt: Any, rounding: Any, where: str) -> None:
     if is_p3109_p1(fmt) and Rounding.of(rounding).value in ("rne", "rto"):
         raise ValueError(f"{where}: {fmt.name} with rounding={Rounding.of(rounding).value!r}: {P1_TIE_NOTE}; or "
                          "pick rounding='rna' / 'rtz' / 'ru' / 'rd', which agree with P3109")
+
+
+def refuse_to_odd_overflow(fmt: Any, rounding: Any, overflow: Any, where: str) -> None:
+    """Raise ValueError where ``where`` would round into a P3109 format in rto through the engine without
+    saturation: the engine keeps +-max past it, P3109's ToOdd overflows (p3109_cast implements it)."""
+    from .policy import Overflow, Rounding
+
+    if (isinstance(fmt, Format) and any(fmt == f for f in P3109_FORMATS.values())
+            and Rounding.of(rounding).value == "rto" and overflow is not None
+            and Overflow.of(overflow).value != "saturate"):
+        raise ValueError(f"{where}: {fmt.name} with rounding='rto' and overflow={Overflow.of(overflow).value!r}: the "
+                         "engine's round-to-odd keeps +-max past the largest finite value, where P3109's ToOdd "
+                         "overflows: use numoracle.core.p3109.p3109_cast, or overflow='saturate' (they agree)")
 
 
 # P3109's saturation modes (interim report, "Projection"; gfloat's ``sat`` flag) as p3109_cast's ``overflow=``
