@@ -91,3 +91,11 @@ def test_info_p3109_p1_says_how_its_ties_differ(capsys):
 def test_info_unknown_name_still_says_unknown_format(capsys):
     rc, _, err = run(capsys, "info", "q9_9")
     assert rc == 2 and "unknown format" in err
+
+
+def test_info_finds_p3109_unsigned_extended_and_p8(capsys):
+    rc, out, _ = run(capsys, "info", "binary8p4ue", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["max_finite"] == 53248.0 and d["inf_code"] == "0xfe" and "p3109_cast" in d["use"]
+    rc, out, _ = run(capsys, "info", "binary8p8se")
+    assert rc == 0 and "1.96875" in out

@@ -49,9 +49,21 @@ def test_blockwise_hand_example():
     assert list(q.codes) == [15, 2, 8, 7] and q.absmax.tolist() == [2.0]
     assert q.dequantize().tolist() == [2.0, float(np.float32(NF4.values[2]) * np.float32(2)),
                                        float(np.float32(NF4.values[8]) * np.float32(2)), 0.0]
-    # the last block may be short; an all-zero block has absmax 0 and decodes to 0
+    # the last block may be short; an all-zero full block has absmax 0, an all-zero partial block stores the
+    # clamped absmax fl32(1e-38) (bitsandbytes 0.50.2); both decode to 0
     q = quantize_codebook(np.zeros(6, np.float32), "nf4", block=4)
-    assert q.absmax.tolist() == [0.0, 0.0] and np.all(q.dequantize("fp16") == 0)
+    assert q.absmax.tolist() == [0.0, float(np.float32(1e-38))] and np.all(q.dequantize("fp16") == 0)
+
+
+def test_partial_block_divides_by_its_absmax():
+    # regression (issue 40, defect 4): bitsandbytes 0.50.2 quantises a last partial block (and a tensor shorter
+    # than one block) as fl32(x / absmax), not fl32(x * fl32(1 / absmax)): FP4 of [-1.25, 3.0] is code 12
+    # (-0.5), as bitsandbytes gives; fl32(-1.25 * fl32(1/3)) lies just past the midpoint -0.41666... (code 13)
+    x = np.array([-1.25, 3.0], np.float32)
+    assert list(quantize_codebook(x, BNB_FP4, block=64).codes) == [12, 3]
+    assert list(quantize_codebook(x, BNB_FP4, block=2).codes) == [13, 3]  # a full block multiplies
+    padded = np.concatenate([np.ones(64, np.float32), x])
+    assert list(quantize_codebook(padded, BNB_FP4, block=64).codes[64:]) == [12, 3]
 
 
 def test_exact_round_trip_of_table_values():
@@ -93,3 +105,24 @@ def test_double_quantisation_default_offset_is_the_rounded_mean():
     assert np.all(np.abs(dq.absmax() - a) <= 4.25 * 2.0**-6)
     with pytest.raises(ValueError, match="not an FP32 value"):
         double_quantize(a, offset=0.1)
+
+
+def test_double_quantisation_paths_name_both_bitsandbytes_kernels():
+    # regression (issue 40, defect 5): bitsandbytes 0.50.2's native CPU kernel maps t to one of 65,536 bins,
+    # (uint16)((t + 1) * 0.5 * 65535 + 0.5), and the bin to the entry nearest its left edge: t = 0 is bin 32768,
+    # v = -1 + 65536 / 65535 = 1.5259e-05, nearest entry code 131 (2.125e-05); the torch kernel gives 127 (0.0)
+    from numoracle.quant.schemes.bnbcpu import lut_of
+    from numoracle.quant.schemes.codebook import quantize_blockwise_cpu
+
+    a = np.zeros(256, np.float32)
+    a[0] = 2.0
+    assert lut_of(BNB_DYNAMIC8.values)[32768] == 131 and BNB_DYNAMIC8.table[127] == 0
+    cpu, torch_k = double_quantize(a, offset=0.0, path="cpu"), double_quantize(a, offset=0.0, path="default")
+    assert cpu.inner.codes[1] == 131 and torch_k.inner.codes[1] == 127 and cpu.inner.codes[0] == 255
+    # the native kernel does not clamp absmax: a zero block stores 0 and codes 0, a partial block is a block
+    z = quantize_blockwise_cpu(np.zeros(300, np.float32), block=256)
+    assert z.absmax.tolist() == [0.0, 0.0] and not z.codes.any()
+    with pytest.raises(ValueError, match="path must be 'default'"):
+        double_quantize(a, path="native")
+    with pytest.raises(ValueError, match="256-entry table sorted"):
+        quantize_blockwise_cpu(a, NF4)

@@ -63,6 +63,32 @@ def test_block_whose_reciprocal_scale_overflows_gets_code_bytes_zero(name):
     assert not b[head:].any() and not gguf_dequantize(b, name).any()
 
 
+@pytest.mark.parametrize("name", ["Q4_0", "Q5_0", "Q4_1", "Q5_1"])
+@pytest.mark.parametrize("first", [-0.0, 0.0])
+def test_all_zero_block_scale_signs_are_ggml_own(name, first):
+    # regression (issue 40, defect 6): ggml-quants.c quantize_row_q4_0_ref starts from max = 0.0f and replaces it
+    # only on amax < fabsf(v), so an all-zero block has d = +0 / -8 = -0.0 whatever its zeros' signs (numoracle
+    # stored +0 when the first zero was -0.0); Q4_1 / Q5_1 keep the first minimum (v < min): m = x[0], -0.0 here.
+    # gguf-py 0.19.0 (numpy argmax / min) differs from ggml's C here, so these bytes are stated from the C code.
+    import numoracle as no
+
+    x = np.zeros(32, np.float32)
+    x[0] = first
+    x[5] = -0.0
+    b = gguf_quantize(x, name)
+    if name in ("Q4_0", "Q5_0"):
+        assert b[:2].tobytes() == b"\x00\x80"  # FP16 -0.0
+    else:
+        assert b[:2].tobytes() == b"\x00\x00"  # d = x[0] - x[0] = +0
+        assert b[2:4].tobytes() == (b"\x00\x80" if np.signbit(first) else b"\x00\x00")
+    ggml = b.copy()  # the bytes ggml writes, and a flipped sign of the zero scale: a different field
+    no.assert_quantized_close(ggml, x, fmt=name)
+    flipped = ggml.copy()
+    flipped[3 if name in ("Q4_1", "Q5_1") else 1] ^= 0x80
+    with pytest.raises(AssertionError):
+        no.assert_quantized_close(flipped, x, fmt=name)
+
+
 def test_refusals():
     with pytest.raises(ValueError, match="144 bytes per block of 256 values; got 100 bytes"):
         gguf_blocks(np.zeros(100, np.uint8), "Q4_K")

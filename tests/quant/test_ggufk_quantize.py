@@ -35,6 +35,28 @@ def test_all_zero_super_block_is_all_zero_bytes(name):
     assert not gguf_quantize(np.zeros(512, f32), name).any()
 
 
+@pytest.mark.parametrize("name", ["Q6_K", "Q3_K"])
+def test_huge_values_give_a_zero_scale_not_nan(name):
+    # regression (issue 40, defect 7): near 1e20, x * x overflows FP32, every sub-block scale of make_qx_quants /
+    # make_q3_quants is NaN, and ggml's ``if (fabsf(scale) > amax)`` (from amax = 0) never takes one: max_scale
+    # stays 0, so Q6_K memsets the block (all-zero bytes) and Q3_K stores d = 0 with zero scales (its codes are
+    # make_q3_quants'); numoracle's argmax took the NaN and stored a NaN d (every value dequantised to NaN)
+    rng = np.random.default_rng(5)
+    x = (1e20 * (1 + rng.random(512)) * np.sign(rng.standard_normal(512))).astype(f32)
+    b = gguf_quantize(x, name).reshape(2, -1)
+    assert not b[:, -2:].any() and not np.isnan(gguf_dequantize(b, name)).any()
+    if name == "Q6_K":
+        assert not b.any()
+    else:
+        assert not b[:, 96:108].any() and not gguf_dequantize(b, name).any()
+    # a NaN sub-block among finite ones: the super-block scale is the finite ones' (the ones decode exactly),
+    # the NaN sub-block's 8-bit / 6-bit scale is nearest_int(NaN) = 0, so it decodes to zeros
+    m = np.ones(256, f32)
+    m[:16] = x[:16]
+    y = gguf_dequantize(gguf_quantize(m, name), name)
+    assert not y[:16].any() and (y[16:] == 1).all()
+
+
 def test_q6_k_constant_block_by_hand():
     # make_qx_quants on 16 ones: max 1, iscale -32, every l = -32; every trial scale gives the same
     # sumlx^2 / suml2, so the first stands: scale = sumlx / suml2 = -1/32. Sixteen equal scales: max_scale -1/32,

@@ -124,7 +124,22 @@ def _held_info(name: str) -> dict[str, Any] | None:
                 "use": "Int4Weights.from_packed(tensors, convention=..., shape=(K, N), group=...); "
                        "assert_quantized_close(weights, W); quantized_matmul_bound(A, B, qb=weights)"
                 if c != "bnb" else "quant/schemes/packing.py pack / unpack (NF4 / FP4 codes)"}
-    return None
+    return _unsigned_extended_info(key.lower())
+
+
+def _unsigned_extended_info(key: str) -> dict[str, Any] | None:
+    """P3109's binary8p{P}ue (core/p3109ue.py): not an engine Format, found by name."""
+    from ..core.formats.p3109 import P3109_UNSIGNED_EXTENDED
+
+    f = P3109_UNSIGNED_EXTENDED.get(key)
+    if f is None:
+        return None
+    return {"name": f.name, "kind": "P3109 unsigned extended (not an engine Format)", "bits": 8,
+            "precision": f.precision, "max_finite": float(f.max_finite), "max_finite_code": "0xfd",
+            "inf_code": "0xfe", "nan_code": "0xff", "min_subnormal": float(f.min_subnormal),
+            "values": f"those of {f.finite.name} below 0xfe", "source": "gfloat 0.5.2 format_info_p3109",
+            "use": f"numoracle.core.formats.p3109.p3109_cast(x, '{f.name}', rounding=..., overflow=...); "
+                   f"p3109_decode(codes, '{f.name}')"}
 
 
 def _held_rows(kind: str, json_: bool = False) -> list[Any]:

@@ -18,7 +18,7 @@ API = {
     **_from(".bounds.dequantgemm", "dequant_matmul", "dequant_matmul_check", "DequantMatmul"),
     **_from(".checks.report", "QuantCheckReport", "QuantizedMismatch"),
     **_from(".schemes.codebook", "Codebook", "codebook_of", "register_codebook", "quantize_codebook",
-            "dequantize_codebook"),
+            "dequantize_codebook", "quantize_blockwise_cpu", "double_quantize"),
     **_from(".schemes.int4", "Int4Weights", "quantize_int4", "dequantize_int4"),
     **_from(".schemes.gguf", "gguf_quantize", "gguf_dequantize"),
 }

@@ -77,7 +77,7 @@ import numpy as np
 from ..core.engine.convert import cast, decode
 from ..core.formats.format import FP32, FP64, INT64, AnyFormat, IntFormat, format_of
 from ..core.formats.interop import as_native, native_dtype, to_codes
-from ..core.formats.p3109 import refuse_p1_ties
+from ..core.formats.p3109 import refuse_p1_ties, refuse_to_odd_overflow
 from ..core.formats.policy import Flags, Rounding
 from .layout import Layout, QuantParams
 from .params import GLOBAL_SCALE_CONVENTIONS, NAN_POLICIES, RULES, resolve_params
@@ -344,6 +344,7 @@ def quantize(x: Any, fmt: Any, *, granularity: Any = None, axis: Any = -1, symme
     """
     fmt = format_of(fmt)
     refuse_p1_ties(fmt, rounding, "quantize")  # the engine breaks P = 1 ties unlike P3109 (core/formats/p3109.py)
+    refuse_to_odd_overflow(fmt, rounding, overflow, "quantize")  # and keeps +-max in rto without saturation
     xv, exact32 = _input_values(x)
     if global_scale is not None and scale_rule != "nvfp4":
         raise ValueError("global_scale is the NVFP4 per-tensor scale; it needs scale_rule='nvfp4'")

@@ -27,6 +27,7 @@ from ...core.formats.interop import to_codes
 from ..schemes.codebook import (
     Codebook,
     CodebookQuantized,
+    _absmax_and_scaled,
     codebook_of,
     codebooks,
     dequantize_codebook,
@@ -65,6 +66,12 @@ class BlockCheckReport:
     @property
     def n_mismatch(self) -> int:
         return self.counts["mismatch"]
+
+    def failure(self, msg: Any = None, verbose: bool = False) -> Exception:
+        """The exception a failing assertion raises: :class:`QuantizedMismatch`, as for element formats."""
+        from .report import QuantizedMismatch
+
+        return QuantizedMismatch(self, msg)
 
     def summary(self) -> str:
         c = self.counts
@@ -189,9 +196,7 @@ def _check_codebook(actual: Any, x: Any, cb: Codebook, block: int, actual_scales
     pos = np.empty(len(cb.values), np.int64)
     pos[cb.order] = np.arange(len(cb.values))  # each code's place in value order
     ec = exp.codes.astype(np.int64)
-    recip = np.float32(1) / np.maximum(exp.absmax, np.float32(1e-38))
-    t = np.clip(xv.astype(np.float32) * np.repeat(recip, block)[:n].reshape(xv.shape), np.float32(-1),
-                np.float32(1)).astype(np.float64)
+    t = _absmax_and_scaled(xv.astype(np.float32).ravel(), block)[1].astype(np.float64).reshape(xv.shape)
     out = "fp32" if afmt is None else afmt
     ev = dequantize_codebook(ec, exp.absmax, cb, block, out)
     if mode == "codes":

@@ -2,7 +2,7 @@
 
 A :class:`Codebook` lists the value of each code (code ``i`` means ``values[i]``); quantising a scaled value
 ``t`` picks the nearest entry, with bitsandbytes' reading of "nearest" (``bitsandbytes/backends/default/ops.py``,
-0.50.2, the CPU path of ``quantize_4bit`` and of ``quantize_blockwise``):
+0.50.2, the torch kernel of ``quantize_4bit`` and ``quantize_blockwise``):
 
 * the entries sorted by value (stable, so of two equal entries, the lower code comes first: FP4's +0 (code 0)
   before its -0 (code 8));
@@ -12,10 +12,15 @@ A :class:`Codebook` lists the value of each code (code ``i`` means ``values[i]``
 
 Blockwise quantisation (:func:`quantize_codebook`) is bitsandbytes' absmax scheme over the flattened array:
 blocks of ``block`` consecutive elements (the last one may be shorter), ``absmax`` per block in FP32,
-``t = clamp(fl32(x * fl32(1 / max(absmax, fl32(1e-38)))), -1, 1)`` and the code of ``t``; dequantisation is
-``fl32(v[code] * absmax)`` (then cast to the output dtype). Double quantisation of the absmax values
-(``compress_statistics=True``) is :func:`double_quantize`. Packing (two codes per byte, the first in the high
-nibble) is in ``quant/schemes/packing.py``.
+``t = clamp(fl32(x * fl32(1 / max(absmax, fl32(1e-38)))), -1, 1)`` and the code of ``t``, except in a last partial
+block (or a tensor shorter than one block), where bitsandbytes 0.50.2 stores ``absmax = max(absmax, fl32(1e-38))``
+and divides: ``t = clamp(fl32(x / absmax), -1, 1)``; dequantisation is
+``fl32(v[code] * absmax)`` (then cast to the output dtype). This is bitsandbytes' torch kernel
+(``backends/default/ops.py``): the one of ``quantize_4bit`` on CPU, and of the 8-bit ``quantize_blockwise`` only
+where bitsandbytes' native library did not load; its native CPU kernel of ``quantize_blockwise`` picks codes
+through a lookup table and is :func:`quantize_blockwise_cpu` (``quant/bnbcpu.py``). Double quantisation of the
+absmax values (``compress_statistics=True``, either kernel: ``path=``) is :func:`double_quantize`. Packing (two
+codes per byte, the first in the high nibble) is in ``quant/schemes/packing.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from ...core.formats.format import FP32, format_of
 from ...core.inputs import values_in
 
 __all__ = ["Codebook", "NF4", "BNB_FP4", "BNB_DYNAMIC8", "codebook_of", "register_codebook", "codebooks",
-           "CodebookQuantized", "quantize_codebook", "dequantize_codebook", "DoubleQuantized", "double_quantize"]
+           "CodebookQuantized", "quantize_codebook", "dequantize_codebook", "DoubleQuantized", "double_quantize",
+           "quantize_blockwise_cpu"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,15 +268,26 @@ def quantize_codebook(x: Any, codebook: Any = "nf4", *, block: int = 64) -> Code
     if not np.all(np.isfinite(flat)):
         raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
                          "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
-    nb = -(-flat.size // block)
-    b = min(block, max(flat.size, 1))  # a block longer than x is one block of x's length
-    pad = np.zeros(nb * b, dtype=np.float32)
-    pad[: flat.size] = np.abs(flat)
-    absmax = pad.reshape(nb, b).max(axis=1) if nb else np.zeros(0, np.float32)
-    recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
-    t = np.clip(flat * recip[_block_index(flat.size, block)], np.float32(-1), np.float32(1))
+    absmax, t = _absmax_and_scaled(flat, block)
     codes = cb.encode(t).reshape(xv.shape)
-    return CodebookQuantized(codes, absmax.astype(np.float32), cb, int(block), tuple(xv.shape))
+    return CodebookQuantized(codes, absmax, cb, int(block), tuple(xv.shape))
+
+
+def _absmax_and_scaled(flat: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """bitsandbytes 0.50.2's absmax per block and ``t`` in [-1, 1] (backends/default/ops.py, quantize_4bit and
+    quantize_blockwise): full blocks and the last partial block (or a tensor shorter than a block) differ."""
+    full = flat.size - flat.size % block
+    # full blocks: absmax as is (0 for a zero block), t = fl32(x * fl32(1 / max(absmax, 1e-38)))
+    com = flat[:full].reshape(-1, block)
+    absmax = np.abs(com).max(axis=1) if full else np.zeros(0, np.float32)
+    recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
+    t = (com * recip[:, None]).ravel()
+    if full < flat.size:
+        # the partial block: absmax clamped to 1e-38 *and stored clamped*, t = fl32(x / absmax) (a division)
+        am = np.maximum(np.abs(flat[full:]).max(), np.float32(1e-38))
+        absmax = np.append(absmax, am)
+        t = np.concatenate([t, flat[full:] / am])
+    return absmax.astype(np.float32), np.clip(t, np.float32(-1), np.float32(1))
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,14 +303,46 @@ class DoubleQuantized:
         return (d + self.offset).astype(np.float32)
 
 
-def double_quantize(absmax: Any, *, block: int = 256, offset: Any = None) -> DoubleQuantized:
+def double_quantize(absmax: Any, *, block: int = 256, offset: Any = None, path: str = "default") -> DoubleQuantized:
     """bitsandbytes' ``compress_statistics=True``: ``absmax - offset`` quantised blockwise (256) into BNB_DYNAMIC8.
 
-    ``offset``: bitsandbytes uses ``absmax.mean()`` as torch computes it in FP32 (its summation order is
-    torch's); pass that value to reproduce its codes bit for bit. Default: the exact mean rounded once to FP32.
+    ``path``: which of bitsandbytes 0.50.2's two ``quantize_blockwise`` kernels quantises them (their codes
+    differ; ``quant/bnbcpu.py`` says which runs when): ``"default"``, ``bitsandbytes/backends/default/ops.py``
+    (the torch kernel: nearest entry, :func:`quantize_codebook`), or ``"cpu"``, the native CPU kernel
+    ``cquantize_blockwise_cpu_fp32`` of ``libbitsandbytes_cpu`` (``csrc/cpu_ops.cpp``, a 65,536-bin lookup
+    table; what a CPU install with its native library runs). ``offset``: bitsandbytes uses ``absmax.mean()`` as
+    torch computes it in FP32 (its summation order is torch's); pass that value to reproduce its codes bit for
+    bit. Default: the exact mean rounded once to FP32.
     """
+    if path not in ("default", "cpu"):
+        raise ValueError(f"path must be 'default' (bitsandbytes' torch kernel) or 'cpu' (its native CPU kernel), "
+                         f"got {path!r}")
     a = _fp32_values(absmax, "absmax").ravel()
     off = np.float32(np.mean(a.astype(np.float64))) if offset is None else np.float32(offset)
     if offset is not None and float(off) != float(offset):
         raise ValueError(f"offset {offset!r} is not an FP32 value; bitsandbytes keeps it in FP32")
-    return DoubleQuantized(quantize_codebook((a - off).astype(np.float32), BNB_DYNAMIC8, block=block), off)
+    shifted = (a - off).astype(np.float32)
+    if path == "cpu":
+        return DoubleQuantized(quantize_blockwise_cpu(shifted, BNB_DYNAMIC8, block=block), off)
+    return DoubleQuantized(quantize_codebook(shifted, BNB_DYNAMIC8, block=block), off)
+
+
+def quantize_blockwise_cpu(x: Any, codebook: Any = BNB_DYNAMIC8, *, block: int = 4096) -> CodebookQuantized:
+    """bitsandbytes 0.50.2's native CPU ``quantize_blockwise`` (``libbitsandbytes_cpu`` ``quantize_cpu_impl``,
+    x86-64; ``quant/bnbcpu.py`` states its steps) of ``x`` (FP32 / FP16 / BF16 values, flattened, C order):
+    codes through its 65,536-bin table, and absmax per block (not clamped: a zero block stores 0, codes 0)."""
+    from .bnbcpu import blockwise_cpu_codes
+
+    cb = codebook_of(codebook)
+    if len(cb.values) != 256 or np.any(np.diff(cb.table) < 0) or cb.max_abs != 1.0:
+        raise ValueError(f"codebook {cb.name}: bitsandbytes' native CPU kernel takes a 256-entry table sorted by "
+                         "value with largest magnitude 1 (as create_dynamic_map gives); use quantize_codebook "
+                         "(its torch kernel) for other tables")
+    block = check_int(block, "block", 1)
+    xv = _fp32_values(x, "x")
+    flat = xv.ravel()
+    if not np.all(np.isfinite(flat)):
+        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
+                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+    codes, absmax = blockwise_cpu_codes(flat, cb.values, block)
+    return CodebookQuantized(codes.reshape(xv.shape), absmax, cb, int(block), tuple(xv.shape))

@@ -7,9 +7,11 @@ FP32 operation (numpy float32 arithmetic is IEEE single precision, rounded to ne
 
 * Q8_0 (32 values, 34 bytes: d FP16, 32 int8): ``d = amax / 127``, ``id = d ? 1 / d : 0``,
   ``q = roundf(x * id)`` (half away from zero); ``y = q * d``.
-* Q4_0 (32, 18: d, 16 bytes): ``max`` = the element of largest magnitude (the first one on ties), ``d = max / -8``,
+* Q4_0 (32, 18: d, 16 bytes): ``max`` = the element of largest magnitude (the first one on ties; +0 in an all-zero
+  block, so its d is -0.0), ``d = max / -8``,
   ``q = min(15, (int)(x * id + 8.5))``; byte j holds q[j] (low nibble) and q[j + 16] (high); ``y = (q - 8) d``.
-* Q4_1 (32, 20: d, m FP16, 16 bytes): ``d = (max - min) / 15``, ``q = min(15, (int)((x - min) * id + 0.5))``,
+* Q4_1 (32, 20: d, m FP16, 16 bytes): ``min``, ``max`` the first minimum and maximum (a zero keeps its sign),
+  ``d = (max - min) / 15``, ``q = min(15, (int)((x - min) * id + 0.5))``,
   ``m = min``; ``y = q d + m``.
 * Q5_0 (32, 22: d, qh 4 bytes, 16 bytes): ``d = max / -16``, ``q = min(31, (int)(x * id + 16.5))``; the low
   nibbles as Q4_0, bit j of the little-endian uint32 qh is bit 4 of q[j]; ``y = (q - 16) d``.
@@ -120,13 +122,19 @@ def _reference(x: np.ndarray, name: str) -> tuple[list[np.ndarray], np.ndarray, 
         return [_f16(d), q.astype(np.int8).view(np.uint8)], q, t.astype(np.float64)
     if name in ("Q4_0", "Q5_0"):
         steps = _F(8) if name == "Q4_0" else _F(16)
+        # ggml: the first element of largest magnitude, or max = +0.0 (its initial value) in an all-zero block,
+        # so that block's d is +0 / -steps = -0.0 whatever the sign of its zeros
         i = np.abs(x).argmax(axis=1)[:, None]
-        d = (np.take_along_axis(x, i, axis=1) / -steps).astype(_F)
+        big = np.take_along_axis(x, i, axis=1)
+        d = (np.where(big == 0, _F(0), big) / -steps).astype(_F)
         t = (x * _recip(d)).astype(_F)
         q = _codes(np.minimum(np.trunc((t + (steps + _F(0.5))).astype(_F)), 2 * steps - 1), t)
         return [_f16(d)] + ([_qh(q)] if name == "Q5_0" else []) + [_nibbles(q)], q, t.astype(np.float64)
     top = _F(15) if name == "Q4_1" else _F(31)
-    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    # ggml: the first minimum and maximum (strict < / >), so zeros keep the sign of the first one (m = -0.0 for a
+    # block of zeros that starts with -0.0); numpy's min / max may return either zero
+    lo = np.take_along_axis(x, x.argmin(axis=1)[:, None], axis=1)
+    hi = np.take_along_axis(x, x.argmax(axis=1)[:, None], axis=1)
     d = ((hi - lo).astype(_F) / top).astype(_F)
     t = (((x - lo).astype(_F)) * _recip(d)).astype(_F)
     q = _codes(np.minimum(np.trunc((t + _F(0.5)).astype(_F)), top), t)

@@ -83,6 +83,17 @@ def _first_absmax(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.abs(mx), mx
 
 
+def _max_scale(sc: np.ndarray) -> np.ndarray:
+    """Q3_K / Q6_K's super-block scale: the first sub-block scale of largest magnitude, from ``amax = 0``
+    (``if (fabsf(scale) > amax)``), so a NaN scale (a sub-block whose ``x * x`` overflowed FP32, |x| above
+    about 1.8e19) never wins and a super-block of NaN and zero scales keeps max_scale = 0 (numpy's argmax
+    would pick the NaN)."""
+    a = np.abs(sc)
+    i = np.where(np.isnan(a), _F(-1), a).argmax(axis=1)[:, None]
+    best = np.take_along_axis(sc, i, axis=1)[:, 0]
+    return np.where(np.take_along_axis(a, i, axis=1)[:, 0] > 0, best, _F(0)).astype(_F)
+
+
 def _clip(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.minimum(np.maximum(v, lo), hi)
 
@@ -237,8 +248,7 @@ def _q3_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     sub = x.reshape(-1, 16)
     sc, lev = _q3(sub, 4)
     sc = sc.reshape(nb, 16)
-    i = np.abs(sc).argmax(axis=1)[:, None]  # the first of largest magnitude (``if (scale > amax)``, from 0)
-    max_scale = np.take_along_axis(sc, i, axis=1)[:, 0]
+    max_scale = _max_scale(sc)
     on = max_scale != 0
     with np.errstate(all="ignore"):
         iscale = (_F(-32) / max_scale).astype(_F)
@@ -294,8 +304,7 @@ def _q6_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     sub = x.reshape(-1, 16)
     sc, lev = _qx(sub, 32)
     sc = sc.reshape(nb, 16)
-    i = np.abs(sc).argmax(axis=1)[:, None]
-    max_scale = np.take_along_axis(sc, i, axis=1)[:, 0]
+    max_scale = _max_scale(sc)
     zero = np.abs(max_scale) < _EPS
     with np.errstate(all="ignore"):
         iscale = (_F(-128) / max_scale).astype(_F)
