@@ -93,6 +93,7 @@ def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidat
             shape = (max(rows, p.n_rows), p.K)
         separating = separating_inputs(reps, p.op, shape, p.in_fmt, acc=p.acc, out=p.out,
                                        calls=rows if p.op == "dot" else 1)
+        separating.row_calls = p.vector     # the kernel sums one vector: one call per row of the inputs
         search.notes.append(f"AMBIGUOUS among {len(classes)} arithmetics: rerun the kernel on rep.separating.inputs "
                             "(rep.separating.calls: the calls to make) and call rep.separating.which(new_output), "
                             "or call rep.separating.rerun(kernel)")
