@@ -117,7 +117,7 @@ class TreeOrder(Order):
                 raise ValueError(f"TreeOrder over n = {n} terms needs nodes (only n = 1 has none)")
             return
         n_refs = sum(len(ch) for ch in nodes)
-        if n_refs != n + len(nodes) - 1:   # checked before any array of n entries is made (n may be huge)
+        if n_refs != n + len(nodes) - 1 and n > 2 * n_refs + 1024:   # before any array of n entries (n may be huge)
             raise ValueError(f"TreeOrder: {len(nodes)} nodes with {n_refs} children cannot be a tree over n = {n} "
                              f"terms (every term and every node except the root is a child exactly once: "
                              f"{n + len(nodes) - 1} children)")
@@ -170,6 +170,10 @@ class TreeOrder(Order):
         for s, c in zip(self.steps, counts.tolist()):
             if c:
                 parts.append(("bfma", s.spec(), c) if isinstance(s, BlockFMA) else ("add", s[0], s[1], c))
+        totals = np.bincount(np.asarray(self.kinds or [0] * len(self.nodes), np.int64), minlength=len(self.steps))
+        for s, t in zip(self.steps, totals.tolist()):   # every rounding node of a step (the underflow sites)
+            if t and not isinstance(s, BlockFMA):
+                parts.append(("nodes", s[0], s[1], t))
         for what in ("leaf", "out"):
             if getattr(self, what) is not None:
                 parts.append((what, getattr(self, what), None, 1))
