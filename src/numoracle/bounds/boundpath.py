@@ -117,15 +117,15 @@ def _path_tree(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> t
     return comps, sites
 
 
-def tree_underflow_sites(o: OrderSpec, quantum: Fraction, acc: AnyFormat, mode: str) -> list[Site]:
+def tree_underflow_sites(o: OrderSpec, op: str, dtype: AnyFormat, acc: AnyFormat, mode: str) -> list[Site]:
     """The absolute error sites of a tree (numoracle.orders.TreeOrder) whose nodes round to a format with a coarser
     subnormal grid than the values entering them (FP16 nodes over FP32 terms: a sum that lands in FP16's subnormal
-    range rounds, by up to half its smallest subnormal, however small the terms). quantum: the terms' grid (a sum's
-    dtype: its smallest subnormal; a product: that squared). A node format whose grid divides every entering value
-    (the terms', the leaf format's and every node format's grid) adds nothing: its underflowing sums are exact."""
-    if o.kind != "tree":
+    range rounds, by up to half its smallest subnormal, however small the terms). The terms' grid: the smallest
+    subnormal of ``dtype`` (a sum's terms), squared for products. A node format whose grid divides every entering
+    value (the terms', the leaf format's and every node format's grid) adds nothing: its underflowing sums are exact."""
+    if o.kind != "tree" or dtype.is_integer:
         return []
-    grids = [quantum]
+    grids = [dtype.min_subnormal ** (1 if op == "sum" else 2)]
     for part in o.params:
         if part[0] == "bfma":
             grids.append((part[1].acc or o.acc or acc).min_subnormal)

@@ -142,9 +142,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     # 2. the roundings on the deepest leaf's path: inputs, products, the order's accumulation
     comps, sites, h_prod = _leaf_components(st, fma)
     path, psites = leaf_path(st.order, K, st.acc, st.mode)
-    comps, sites = comps + path, sites + psites
-    quantum = st.dtype.min_subnormal ** (1 if op == "sum" else 2) if not st.dtype.is_integer else Fraction(1)
-    sites += tree_underflow_sites(st.order, quantum, st.acc, st.mode)
+    comps, sites = comps + path, sites + psites + tree_underflow_sites(st.order, op, st.dtype, st.acc, st.mode)
     if ftz:
         from .ftzbound import ftz_sites
 
