@@ -27,7 +27,13 @@ def test_tf32_runs_named_from_their_fp32_inputs(tag):
     assert tri.verdict == "REPRODUCED" and tri.order == O.preset("h200", "tf32"), str(tri)
     assert tri.winner.operands == ("tf32", "rtz") and "[operands tf32 (rtz)]" in tri.headline()
     cub = identify_order(d[f"{tag}__torch_mm_tf32"], "matmul", a, b)
-    assert cub.verdict == "REPRODUCED" and cub.winner.operands == ("tf32", "rne"), str(cub)
+    assert cub.winner.operands == ("tf32", "rne"), str(cub)
+    if any("rna are the same values as by rne" in n for n in cub.notes):
+        # rne and rna read the same values here: the outputs cannot tell them apart (issue 40, defect 3)
+        assert cub.verdict == "AMBIGUOUS" and cub.separating is not None, str(cub)
+        assert {("tf32", "rne"), ("tf32", "rna")} <= {c.operands for cls in cub.classes for c in cls}
+    else:
+        assert cub.verdict == "REPRODUCED", str(cub)
     arith = cub.arithmetic
     assert arith.operands == no.formats.format_of("tf32") and arith.operands_rounding == "rne"
     # the arithmetic value reproduces the kernel from the FP32 inputs through simulate

@@ -99,6 +99,8 @@ def _path_tree(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> t
     sites: list[Site] = []
     src = "numoracle.orders.TreeOrder (per-step path counts); Higham 2002 §4.2"
     for part in o.params:
+        if part[0] == "nodes":      # node totals: read by tree_underflow_sites
+            continue
         if part[0] == "bfma":
             c, s = _path_blockfma(part[1], part[1].n * part[2], o.acc or acc, mode, where)
             comps += c
@@ -113,6 +115,31 @@ def _path_tree(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> t
         if what != "add":
             sites.append(Site(f"{label}s in {fmt.name}", n if what == "leaf" else 1, underflow_eta(fmt, m)))
     return comps, sites
+
+
+def tree_underflow_sites(o: OrderSpec, op: str, dtype: AnyFormat, acc: AnyFormat, mode: str) -> list[Site]:
+    """The absolute error sites of a tree (numoracle.orders.TreeOrder) whose nodes round to a format with a coarser
+    subnormal grid than the values entering them (FP16 nodes over FP32 terms: a sum that lands in FP16's subnormal
+    range rounds, by up to half its smallest subnormal, however small the terms). The terms' grid: the smallest
+    subnormal of ``dtype`` (a sum's terms), squared for products. A node format whose grid divides every entering
+    value (the terms', the leaf format's and every node format's grid) adds nothing: its underflowing sums are exact."""
+    if o.kind != "tree" or dtype.is_integer:
+        return []
+    grids = [dtype.min_subnormal ** (1 if op == "sum" else 2)]
+    for part in o.params:
+        if part[0] == "bfma":
+            grids.append((part[1].acc or o.acc or acc).min_subnormal)
+        elif part[0] != "out":          # the root's output rounding enters no node
+            grids.append((part[1] or o.acc or acc).min_subnormal)
+    finest = min(grids)
+    sites = []
+    for part in o.params:
+        if part[0] == "nodes":
+            fmt, m = part[1] or o.acc or acc, part[2] or mode
+            if not fmt.is_integer and fmt.min_subnormal > finest:
+                sites.append(Site(f"tree nodes rounded into {fmt.name}'s subnormal range (finer values enter them)",
+                                  part[3], underflow_eta(fmt, m)))
+    return sites
 
 
 def _path_numpy(o: OrderSpec, n: int, acc: AnyFormat, mode: str, where: str) -> tuple[list[Component], list[Site]]:

@@ -64,7 +64,7 @@ from .boundmath import (
     products_on_grid,
     underflow_eta,
 )
-from .boundpath import Site, final_acc, innermost, leaf_path, unit_roundoff
+from .boundpath import Site, final_acc, innermost, leaf_path, tree_underflow_sites, unit_roundoff
 from .errorbound import ErrorBound, Tolerance
 
 __all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component",
@@ -142,7 +142,7 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     # 2. the roundings on the deepest leaf's path: inputs, products, the order's accumulation
     comps, sites, h_prod = _leaf_components(st, fma)
     path, psites = leaf_path(st.order, K, st.acc, st.mode)
-    comps, sites = comps + path, sites + psites
+    comps, sites = comps + path, sites + psites + tree_underflow_sites(st.order, op, st.dtype, st.acc, st.mode)
     if ftz:
         from .ftzbound import ftz_sites
 
@@ -240,8 +240,8 @@ def _setting(op: str, K: int, dtype: Any, acc: Any, order: Any, out: Any, inputs
     if bf is not None and (acc.is_integer or dtype.is_integer):
         raise ValueError("block-FMA orders need floating-point inputs and accumulator")
     inner = innermost(o)
-    if inner.kind in ("numpy", "gpureduce") and inner.acc is not None:
-        acc = inner.acc  # the order fixes its accumulator
+    if inner.kind in ("numpy", "gpureduce", "tree") and inner.acc is not None:
+        acc = inner.acc  # the order fixes its accumulator (a TreeOrder's own: its nodes' default format)
     notes = ["no overflow anywhere (an overflow gives inf/NaN, which no finite tolerance accepts)",
              "FTZ: results below min normal are flushed to zero (each operation may err by min normal, counted in "
              "a); inputs are read as given (no DAZ)" if ftz else
@@ -270,6 +270,11 @@ def _leaf_components(st: _Setting, fma: bool) -> tuple[list[Component], list[Sit
         return comps, sites, 0
     h_prod = 0
     inner = innermost(st.order)
+    if inner.kind == "tree":      # TreeOrder: terms enter its nodes exact; its leaf format (on the path) rounds them
+        comps.append(Component("products", Fraction(0), 0, "exact: a tree's terms enter its nodes exact (a leaf "
+                               "format, where the tree has one, rounds them: counted on the path)",
+                               "numoracle.orders.TreeOrder"))
+        return comps, sites, h_prod
     if inner.kind == "blockfma":
         comps.append(Component("products", Fraction(0), 0, "exact inside the block FMA", "docs/theory.md §4.1"))
     elif products_exact(dtype, acc):

@@ -1,7 +1,8 @@
 """The exact scalar layer: one value at a time, on ``fractions.Fraction`` (decode, round, encode, neighbours).
 
 It is what every layer uses for a single exact value (explanations, chain witnesses, scale rules, grids), and it is
-written apart from the vectorised engine, which the tests hold to it bit for bit. This module restates docs/semantics.md in the plainest Python it can: a code is decoded to
+written apart from the vectorised engine, which the tests hold to it bit for bit. This module restates
+docs/semantics.md in the plainest Python it can: a code is decoded to
 its exact rational value, the value is rounded to a multiple of the destination's quantum
 with Fractions, and the result is encoded again. It shares no code with ``softfloat.py``
 (no bit fields are shifted to round, nothing is vectorised); it uses only the format

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.engine.codekeys import is_nan, to_key
 from ..core.engine.convert import cast, decode
+from ..core.errors import ArgumentTypeError, NumoracleError
 from ..core.formats.format import Format, format_of
 from ..core.formats.interop import to_codes
 from ..models.arithmetic import Arithmetic
@@ -16,7 +17,7 @@ from ..models.engine.simulation import simulate
 from ..models.orders.basic import Order
 from .report import Candidate, ulp_histogram
 
-__all__ = ["Problem", "native", "ulps", "operand_text"]
+__all__ = ["Problem", "native", "ulps", "operand_text", "row_index"]
 
 # operand roundings a kernel may apply on the way in, per input format: (format, rounding)
 OPERAND_ROUNDINGS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -42,6 +43,36 @@ def ulps(ka: np.ndarray, kb: np.ndarray, fmt: Format) -> np.ndarray:
     if fmt.has_negative_zero:
         d = np.where((ka < 0) & (kb >= 0), d + 1, np.where((ka >= 0) & (kb < 0), d - 1, d))
     return d
+
+
+def row_index(rows: Any, n: int) -> np.ndarray:
+    """identify_order's ``rows=`` as distinct row indices in [0, n): a non-empty list of ints, or a boolean
+    mask of n entries with at least one True. Refused (naming the fix): floats, negative or out-of-range indices
+    (-1 is not "the last row" here), repeated rows, a mask of another length, an empty selection."""
+    try:
+        idx = np.asarray(rows)
+    except (ValueError, TypeError) as e:
+        raise ArgumentTypeError(f"rows must be a list of row indices or a boolean mask, got {type(rows).__name__} "
+                                f"({e})") from None
+    fix = f"give row indices in 0..{n - 1} or a boolean mask of {n} entries"
+    if idx.dtype == bool:
+        if idx.ndim != 1 or idx.size != n:
+            raise NumoracleError(f"rows: a boolean mask must have one entry per output row ({n}), got shape "
+                                 f"{idx.shape}; {fix}")
+        idx = np.flatnonzero(idx)
+    elif idx.dtype.kind in "iu" and idx.ndim <= 1:
+        idx = idx.ravel().astype(np.int64)
+        bad = idx[(idx < 0) | (idx >= n)]
+        if bad.size:
+            raise NumoracleError(f"rows: row {int(bad[0])} is not an output row; {fix}")
+        if np.unique(idx).size != idx.size:
+            raise NumoracleError(f"rows: row {int(idx[np.argmax(np.bincount(idx))])} is given more than once; {fix}")
+    elif idx.size or idx.dtype.kind not in "f":
+        raise ArgumentTypeError(f"rows must be integer row indices or a boolean mask, got {idx.dtype} values "
+                                f"{rows!r:.40}; {fix}")
+    if idx.size == 0:
+        raise NumoracleError(f"rows selects no output row; {fix} (rows=None: every row)")
+    return idx
 
 
 class Problem:
@@ -73,11 +104,13 @@ class Problem:
             raise ValueError(f"actual has shape {codes.shape}, but {self.op} of inputs of shapes "
                              f"{[x.shape for x in self.inputs]} gives {shape}")
         self.n_outputs = int(np.prod(shape)) if shape else 1   # before any row subset: the kernel's launch
+        self.vector = self.op == "sum" and not shape   # a 1-D sum (one output): scored as one row of one sum
+        if self.vector:
+            self.inputs, codes, shape = (self.inputs[0][None, :],), np.asarray(codes).reshape(1), (1,)
         if rows is not None:
             if self.op == "dot":
                 raise ValueError("rows= selects output rows; a dot product has a single output")
-            idx = np.asarray(rows).ravel()
-            idx = np.arange(shape[0])[idx] if idx.dtype != bool else np.flatnonzero(idx)
+            idx = row_index(rows, shape[0])
             self.inputs = (self.inputs[0][idx],) + self.inputs[1:]
             codes = codes[idx]
         self.codes = np.asarray(codes)

@@ -4,8 +4,9 @@ another order (atomics land in the order the thread blocks finish).
 :func:`explain_runs` takes the split under either run's identified order (or, when neither was identified, tries
 ``SplitK(s, unit)`` for s = 2..8 over the sequential unit and the presets that take the input format, on the first
 elements of run_a), computes every element's partials once, and searches, for each differing element of each run,
-an order of those partials whose sequential combine gives its bits (:mod:`numoracle.identify.permute`: every
-order up to 8 partials). An element no order reproduces stays unexplained: with an exhaustive search it is not a
+a way to combine those partials that gives its bits: a chain in any order (:mod:`numoracle.identify.permute`), or
+any binary tree of them (:mod:`numoracle.identify.trees`: ``((p0 + p1) + (p2 + p3))`` is a reordering too), every
+one up to 8 partials. An element no combine reproduces stays unexplained: with an exhaustive search it is not a
 reordering of these partials (a corrupted or unwritten element, a bug).
 """
 
@@ -22,6 +23,7 @@ from ..models.orders.basic import Order, Sequential, SplitK
 from .families import tensor_core_units
 from .permute import EXHAUSTIVE, partials, permutation_search, split_of
 from .problem import native
+from .trees import EXHAUSTIVE_TREES, tree_search
 
 __all__ = ["ExactExplanation", "explain_runs"]
 
@@ -65,7 +67,7 @@ class ExactExplanation:
             return (f"exact: every one of the {self.n_differ} differing elements equals the other run's {s} split "
                     f"partials ({order_text(self.split)}, {self.how}) combined in another order")
         bad = {r: int(v.size) for r, v in self.unexplained.items() if v.size}
-        tried = "every order" if self.exhaustive else "a sample of the orders"
+        tried = "every order and tree" if self.exhaustive else "a sample of the orders"
         n = self.n_differ if not self.sampled else self.n_searched
         of = (f" of a sample of {n} of the {self.n_differ} differing elements (most of the sample is no reordering, "
               "so the rest were not searched)") if self.sampled else ""
@@ -89,6 +91,17 @@ def _find_split(op: str, ins: tuple, target: np.ndarray, out: Format, acc: Forma
             if res.explained[elems].all():
                 return split
     return None
+
+
+def _reordered(op: str, ins: tuple, v: np.ndarray, out: Format, split: SplitK, acc: Format, elements: np.ndarray,
+               P: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Which of ``elements`` some combine of their partials gives (a chain from +0 in any order, or any binary tree),
+    and whether every combine was tried."""
+    res = permutation_search(op, ins, v, out, split, acc, elements=elements, P=P)
+    ok = res.explained[elements]
+    if split.s <= EXHAUSTIVE_TREES and not ok.all():      # the rest: every tree of the partials
+        ok[~ok] = tree_search(P, v, elements[~ok], split.combine_acc or acc, out)
+    return ok, res.exhaustive and split.s <= EXHAUSTIVE_TREES
 
 
 def explain_runs(codes_a: np.ndarray, codes_b: np.ndarray, fmt: Format, op: str, inputs: tuple, acc: Any, out: Any,
@@ -115,16 +128,15 @@ def explain_runs(codes_a: np.ndarray, codes_b: np.ndarray, fmt: Format, op: str,
         for v in ((va, vb) if sample.size < differ.size else ()):
             # a sample first: where most of it is no reordering, the explanation cannot hold for the bulk, and
             # searching every order for every element (the costly part) would change nothing
-            pre = permutation_search(op, ins, v, ofmt, split, accf, elements=sample, P=P)
-            if pre.explained[sample].sum() < 0.8 * sample.size:
+            pre, _ = _reordered(op, ins, v, ofmt, split, accf, sample, P)
+            if pre.sum() < 0.8 * sample.size:
                 searched = sample
                 break
         for name, v in (("run_a", va), ("run_b", vb)):
-            res = permutation_search(op, ins, v, ofmt, split, accf, elements=searched, P=P)
-            ok = res.explained[searched]
+            ok, every = _reordered(op, ins, v, ofmt, split, accf, searched, P)
             explained[name] = int(ok.sum())
             unexplained[name] = searched[~ok]
-            exhaustive &= res.exhaustive
+            exhaustive &= every
         found.append(ExactExplanation(split, int(differ.size), explained, unexplained, exhaustive, how,
                                       int(searched.size)))
     return max(found, key=lambda e: sum(e.explained.values()))

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.args import check_int, check_number
 from ..core.engine.convert import cast
 from ..core.formats.format import FP32
 from ..core.progress import progress
@@ -234,6 +235,10 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     AMBIGUOUS (False: stop at the first confirmed order, the verdict then says nothing about uniqueness).
     """
     t0 = time.perf_counter()
+    if budget_s is not None:
+        budget_s = check_number(budget_s, "budget_s (seconds; None: no time limit)")
+    if max_candidates is not None:
+        max_candidates = check_int(max_candidates, "max_candidates (None: no limit)", 1)
     p = Problem(actual, op, inputs, acc, out, rows)
     if int(prune_rows) < 1 or int(keep) < 1:
         raise ValueError(f"prune_rows and keep must be >= 1, got {prune_rows} and {keep}")
@@ -271,7 +276,7 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
     final = [search.confirmed.get(c.key, c) for c in search.scored]
     final.sort(key=lambda c: (c.key != (win.key if win else None), not (c.confirmed and c.fraction == 1.0),
                               not c.confirmed, -c.fraction, c.median_ulps))
-    return IdentifyReport(p.op, tuple(p.codes.shape), p.out, p.in_fmt, p.acc, final, win,
+    return IdentifyReport(p.op, () if p.vector else tuple(p.codes.shape), p.out, p.in_fmt, p.acc, final, win,
                           None if sub is None else len(sub), p.n_rows, p.evaluated, time.perf_counter() - t0,
                           search.notes, classes, separating, search.stopped)
 
@@ -287,7 +292,7 @@ def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, o
     ins = inputs
     if op == "sum":
         ins = (np.moveaxis(native(inputs[0], "input 0"), axis, -1),)
-    n_rows = 1 if op == "dot" else native(ins[0], "input 0").shape[0]
+    n_rows = 1 if op == "dot" or native(ins[0], "input 0").ndim < 2 else native(ins[0], "input 0").shape[0]
     rows = None if op == "dot" or n_rows <= max_rows else np.arange(max_rows)
     return {name: identify_order(run, op, *ins, candidates=cands, acc=acc, out=out, rows=rows, verdict=False).order
             for name, run in runs.items()}

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.args import check_choice, check_int
 from ..core.engine.convert import cast, decode
+from ..core.errors import NumoracleError
 from ..core.formats.format import FP32, Format, format_of
 from ..core.formats.interop import as_native
 from ..models.arithmetic import Arithmetic
@@ -94,6 +95,20 @@ def _steer(row: np.ndarray, B: np.ndarray | None, fmt: Format, out: Format, col:
     return x.astype(row.dtype) if np.all(np.isfinite(x)) else row
 
 
+def _ties(row: np.ndarray, narrow: Format, rng: np.random.Generator) -> np.ndarray:
+    """The row with half its terms moved onto a midpoint of ``narrow`` (the format the operands are rounded to on
+    the way in): there rounding ties to even, away from zero and toward zero read different values, which inputs
+    drawn at random almost never show (a tie is 1 in 2^13 FP32 values for TF32)."""
+    x = row.copy()
+    with np.errstate(all="ignore"):
+        t = np.asarray(decode(cast(x, narrow, rounding="rtz"), narrow), np.float64)
+    ok = np.isfinite(t) & (t != 0) & (rng.random(x.size) < 0.5)
+    e = np.floor(np.log2(np.abs(np.where(ok, t, 1.0))))
+    half = np.exp2(np.maximum(e, narrow.emin) - narrow.man_bits - 1)
+    x[ok] = (t + np.sign(t) * half)[ok]
+    return x
+
+
 def _in_format(x: np.ndarray, fmt: Format) -> np.ndarray:
     with np.errstate(all="ignore"):
         codes = cast(x, fmt)
@@ -111,6 +126,7 @@ class SeparatingInputs:
     arithmetics: list[Arithmetic]
     not_separated: list[tuple[int, int]] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)   # the kind of data of each row
+    row_calls: bool = False    # a sum of one vector: the kernel is called once per row of inputs[0]
 
     @property
     def separated(self) -> bool:
@@ -135,6 +151,8 @@ class SeparatingInputs:
         orders apart, several can)."""
         if self.op == "dot" and self.inputs[0].ndim == 2:
             return [(a, self.inputs[1]) for a in self.inputs[0]]
+        if self.row_calls and self.inputs[0].ndim == 2:    # a kernel that sums one vector: a call per row
+            return [(a,) for a in self.inputs[0]]
         return [self.inputs]
 
     def rerun(self, fn: Any) -> list[str]:
@@ -145,8 +163,10 @@ class SeparatingInputs:
 
     def instructions(self) -> str:
         shapes = " and ".join("x".join(map(str, x.shape)) for x in self.inputs)
-        how = (f"call the kernel once per row of sep.inputs[0] against sep.inputs[1] ({len(self.calls)} dots of "
-               f"{self.inputs[1].size}, {self.inputs[0].dtype}; sep.calls lists them) and pass the outputs stacked to "
+        what = (f"against sep.inputs[1] ({len(self.calls)} dots of {self.inputs[1].size}" if self.op == "dot" else
+                f"({len(self.calls)} sums of {self.inputs[0].shape[-1]}")
+        how = (f"call the kernel once per row of sep.inputs[0] {what}, {self.inputs[0].dtype}; sep.calls lists "
+               f"them) and pass the outputs stacked to "
                f"sep.which(outputs), or call sep.rerun(kernel)" if len(self.calls) > 1 else
                f"rerun the kernel on sep.inputs ({shapes}, {self.inputs[0].dtype}); sep.which(new_output) or "
                "sep.rerun(kernel)")
@@ -190,7 +210,10 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
         M = calls
     seed, pools = check_int(seed, "seed", 0), check_int(pools, "pools", 1, 1 << 10)
     pool_rows = check_int(pool_rows, "pool_rows", 1, 1 << 16)
+    _check_size(op, (M, K, N), pool_rows)
     ofmt = ariths[0].out or ariths[0].accumulator
+    reads = [a.operands for a in ariths if a.operands is not None and a.operands.precision < fmt.precision]
+    narrow = min(reads, key=lambda f: f.precision) if reads else None   # operands rounded on the way in
     rng = np.random.default_rng(seed)
     B = _in_format(rng.standard_normal((K, N)), fmt) if op != "sum" else None
     pairs = set(combinations(range(len(ariths)), 2))
@@ -204,6 +227,9 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
         for r in range(1, pool_rows, 2):    # every other row steered next to a midpoint of the output format
             row = _steer(pool[r].astype(np.float64), B, fmt, ofmt, r % N, rng)
             pool[r] = _in_format(row[None, :], fmt)[0]
+        if narrow is not None:              # every fourth row: ties of the operand format (rne, rtz, rna differ)
+            for r in range(2, pool_rows, 4):
+                pool[r] = _in_format(_ties(pool[r].astype(np.float64), narrow, rng)[None, :], fmt)[0]
         res = [np.asarray(_run(a, op, pool, B)).reshape(pool_rows, -1) for a in ariths]
         while pairs and len(chosen) < M:
             gain = [sum(1 for i, j in pairs if not np.array_equal(res[i][r], res[j][r])) for r in range(pool_rows)]
@@ -241,6 +267,20 @@ def _dims(op: str, shape: Any) -> tuple[int, int, int]:
     if op == "matmul":
         return d[0], d[1], d[2]
     return (d[0], d[1], 1) if len(d) == 2 else (1, d[0], 1)
+
+
+MAX_ELEMENTS = 1 << 28    # inputs, pools and outputs together (2 GiB of float64): the sizes' product is checked
+
+
+def _check_size(op: str, dims: tuple[int, int, int], pool_rows: int) -> None:
+    """Refuse a shape whose arrays (the drawn pools, the inputs, the outputs) hold more than MAX_ELEMENTS values
+    together, before any is made: each size may be small while their product is not ((2**24, 2**24))."""
+    M, K, N = dims
+    total = (M + pool_rows) * K + K * N + (M + pool_rows) * N
+    if total > MAX_ELEMENTS:
+        raise NumoracleError(f"separating_inputs for {op} of shape (M, K, N) = {dims} with pool_rows={pool_rows} "
+                             f"needs {total:.3g} values, more than {MAX_ELEMENTS} (2^28): give a smaller shape (fewer "
+                             "rows, or a shorter K; a few rows of the kernel's K separate orders as well)")
 
 
 def _run(a: Arithmetic, op: str, rows: np.ndarray, B: np.ndarray | None) -> np.ndarray:

@@ -12,6 +12,7 @@ two that agree on every drawn input are one arithmetic (REPRODUCED names the fir
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from . import families as F
@@ -70,6 +71,19 @@ def _classes(search: Any, reproducing: list[Candidate]) -> list[list[Candidate]]
     return list(groups.values())
 
 
+def _operand_twins(search: Any, win: Candidate) -> None:
+    """A reproducing candidate whose operand rounding read the same values here as another rounding (TF32 by rne
+    and by rna on inputs without a tie): the other is its twin, reproducing every output as well. The search tried
+    one of the two; the twin joins the verdict, where inputs with ties tell them apart (else one is dropped
+    unseen and REPRODUCED names a rounding the outputs cannot tell)."""
+    p = search.p
+    for c in [win] + [c for c in search.confirmed.values() if c.fraction == 1.0]:
+        for v, same in p.aliases:
+            if c.operands == same:
+                twin = replace(c, operands=v)
+                search.confirmed.setdefault(twin.key, twin)
+
+
 def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidate]], Any]:
     """(classes of reproducing candidates, separating inputs when there are several classes)."""
     p = search.p
@@ -78,6 +92,7 @@ def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidat
         search.budget_s = search.max_candidates = None
         _rivals(search, win, tried)
         search.budget_s, search.max_candidates = budget
+    _operand_twins(search, win)
     reproducing = [win] + [c for k, c in search.confirmed.items() if c.fraction == 1.0 and k != win.key]
     classes = _classes(search, reproducing)
     classes.sort(key=lambda cls: win not in cls)
@@ -93,6 +108,7 @@ def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidat
             shape = (max(rows, p.n_rows), p.K)
         separating = separating_inputs(reps, p.op, shape, p.in_fmt, acc=p.acc, out=p.out,
                                        calls=rows if p.op == "dot" else 1)
+        separating.row_calls = p.vector     # the kernel sums one vector: one call per row of the inputs
         search.notes.append(f"AMBIGUOUS among {len(classes)} arithmetics: rerun the kernel on rep.separating.inputs "
                             "(rep.separating.calls: the calls to make) and call rep.separating.which(new_output), "
                             "or call rep.separating.rerun(kernel)")

@@ -195,10 +195,10 @@ def compare_runs(run_a: Any, run_b: Any, op: str, *inputs: Any, arith: Arithmeti
     and never changes the verdict.
 
     ``exact``: when the runs differ, look for an exact explanation (:mod:`numoracle.identify.runs`): every differing
-    element is the same split-K partials combined in another order (atomics), per element, every order up to 8
-    partials. ``.exact`` says which elements are; when the search over the orders was exhaustive and some
-    differing element equals no order of those partials, the verdict is UNEXPLAINED (a corrupted element) even
-    inside the bound.
+    element is the same split-K partials combined in another order (atomics: a chain in any order; or any binary
+    tree of them, ``((p0 + p1) + (p2 + p3))``), per element, every order and tree up to 8 partials. ``.exact``
+    says which elements are; when the search was exhaustive and some differing element equals no combine of those
+    partials, the verdict is UNEXPLAINED (a corrupted element) even inside the bound.
     """
     op = str(op).lower()
     if op not in ("sum", "dot", "matmul"):

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.errors import NumoracleError
 from ...core.formats.format import FP32, Format, format_of
 from ...core.formats.policy import Rounding
 from .schedule import (
@@ -113,6 +114,12 @@ class Order:
 
     def _schedule(self, n: int, key: tuple) -> Schedule:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def slots(self) -> int:
+        """How many slices, accumulators or lanes the schedule keeps whatever the number of terms (its cost grows
+        with them, not with the data); an order with such a parameter says it, and :func:`build` refuses one whose
+        slots dwarf its reduction (:data:`MAX_SLOTS`). Default 1: an order whose schedule grows with n only."""
+        return 1
 
     @property
     def acc(self) -> Format | None:
@@ -200,6 +207,9 @@ class SplitK(Order):
 
     def spec(self) -> OrderSpec:
         return OrderSpec("splitk", self.s, self.inner.spec(), self.combine.spec(), self.combine_acc)
+
+    def slots(self) -> int:
+        return self.s
 
     def _schedule(self, n, key):
         sizes = [(j + 1) * n // self.s - j * n // self.s for j in range(self.s)]
@@ -380,8 +390,24 @@ def _numpy_pw(n: int, key: tuple) -> Schedule:
     return combine2(_numpy_pw(n2, key), _numpy_pw(n - n2, key), key)
 
 
+# slots an order may keep beyond its n terms: max(MAX_SLOTS_PER_TERM * n, MAX_SLOTS); more is refused before any
+# array is made (SplitK(10**12) over 16 terms would otherwise build 10**12 empty slices)
+MAX_SLOTS, MAX_SLOTS_PER_TERM = 1 << 16, 16
+
+
+def check_slots(order: Order, n: int) -> None:
+    """Refuse an order whose slices, accumulators or lanes (:meth:`Order.slots`) dwarf its reduction of n terms."""
+    k = order.slots()
+    if k > max(MAX_SLOTS_PER_TERM * n, MAX_SLOTS):
+        raise NumoracleError(f"{type(order).__name__} keeps {k} slices, accumulators or lanes for a reduction of "
+                             f"{n} terms; simulate takes at most max({MAX_SLOTS_PER_TERM} * n, {MAX_SLOTS}) (its cost "
+                             "grows with them, not with the data): give parameters of the size of the reduction, "
+                             "as a kernel has (e.g. SplitK(s) with s <= K)")
+
+
 @lru_cache(maxsize=4096)
 def _build(order: Order, n: int, key: tuple) -> Schedule:
+    check_slots(order, n)
     return order._schedule(n, key)
 
 

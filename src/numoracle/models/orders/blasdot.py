@@ -137,6 +137,9 @@ class MklDot(ScheduleOrder):
             if v & (v - 1):
                 raise ValueError(f"MklDot {name} must be a power of two, got {v}")
 
+    def slots(self) -> int:
+        return self.accumulators * self.vec
+
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         A, V = self.accumulators, self.vec

@@ -170,6 +170,9 @@ class VectorCascade(ScheduleOrder):
                              f"float vectors and added), got {self.load}")
         object.__setattr__(self, "min_power", check_int(self.min_power, "VectorCascade min_power", 0, 30))
 
+    def slots(self) -> int:
+        return self.lanes * self.load * self.accumulators + self.levels
+
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         t = -1 - np.arange(n, dtype=np.int64)
@@ -280,6 +283,9 @@ class Interleaved(ScheduleOrder):
                              f"terms added after the lanes), got {self.tail!r}")
         object.__setattr__(self, "fma", check_bool(self.fma, f"{type(self).__name__} fma"))
 
+    def slots(self) -> int:
+        return self.k
+
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         t = b.terms(n, self.fma)
@@ -344,6 +350,9 @@ class XlaVector(ScheduleOrder):
         if self.unroll < 2:
             raise ValueError("XlaVector unroll must be >= 2")
 
+    def slots(self) -> int:
+        return self.lanes
+
     def _schedule(self, n, key):
         b = WaveBuilder(key)
         L, U = self.lanes, self.unroll
@@ -391,6 +400,9 @@ class XlaScan(ScheduleOrder):
         object.__setattr__(self, "levels", positive_int(self.levels, "XlaScan levels"))
         if self.block < 2 or self.block & (self.block - 1):
             raise ValueError(f"XlaScan block must be a power of two >= 2, got {self.block}")
+
+    def slots(self) -> int:
+        return self.levels
 
     def _schedule(self, n, key):
         b = WaveBuilder(key)

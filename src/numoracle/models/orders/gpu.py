@@ -116,6 +116,9 @@ class GpuReduce(Order):
     def threads(self) -> int:
         return self.lanes * self.warps * self.blocks
 
+    def slots(self) -> int:
+        return self.threads * self.vec
+
     def assignment(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Steps 1-2: ``(ids, lengths)``; accumulator i of thread t adds terms ``ids[t, i, :lengths[t, i]]``
         in that order (the rest of ``ids`` is -1)."""
@@ -248,6 +251,9 @@ class ChunkedScan(Order):
 
     def spec(self) -> OrderSpec:
         return OrderSpec("gpureduce", self.width, acc=self.acc, params=(self.width,))
+
+    def slots(self) -> int:
+        return self.width
 
     def _schedule(self, n, key):
         b = WaveBuilder((self.acc or key[0], key[1]))

@@ -60,7 +60,9 @@ def _value(node: ast.AST, text: str) -> Any:
         if fn is None:
             raise _bad(text, f"{name}(...) is not an order class (known: {', '.join(ORDER_CLASSES)}, preset)")
         args = [_value(a, text) for a in node.args]
-        kwargs = {k.arg: _value(k.value, text) for k in node.keywords if k.arg is not None}
+        if any(k.arg is None for k in node.keywords):    # **{...}: refused, never dropped
+            raise _bad(text, f"{name}(...) takes its keywords written out (name=value), not as **mapping")
+        kwargs = {k.arg: _value(k.value, text) for k in node.keywords}
         try:
             return fn(*args, **kwargs)
         except TypeError as e:

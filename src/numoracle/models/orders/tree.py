@@ -28,6 +28,7 @@ level by level, each vectorised over every output.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -115,6 +116,11 @@ class TreeOrder(Order):
             if n != 1:
                 raise ValueError(f"TreeOrder over n = {n} terms needs nodes (only n = 1 has none)")
             return
+        n_refs = sum(len(ch) for ch in nodes)
+        if n_refs != n + len(nodes) - 1 and n > 2 * n_refs + 1024:   # before any array of n entries (n may be huge)
+            raise ValueError(f"TreeOrder: {len(nodes)} nodes with {n_refs} children cannot be a tree over n = {n} "
+                             f"terms (every term and every node except the root is a child exactly once: "
+                             f"{n + len(nodes) - 1} children)")
         refs = np.fromiter((c for ch in nodes for c in ch), np.int64)
         seen = np.bincount(refs, minlength=n + len(nodes))
         seen[n + len(nodes) - 1] += 1          # the root is nobody's child
@@ -164,6 +170,10 @@ class TreeOrder(Order):
         for s, c in zip(self.steps, counts.tolist()):
             if c:
                 parts.append(("bfma", s.spec(), c) if isinstance(s, BlockFMA) else ("add", s[0], s[1], c))
+        totals = np.bincount(np.asarray(self.kinds or [0] * len(self.nodes), np.int64), minlength=len(self.steps))
+        for s, t in zip(self.steps, totals.tolist()):   # every rounding node of a step (the underflow sites)
+            if t and not isinstance(s, BlockFMA):
+                parts.append(("nodes", s[0], s[1], t))
         for what in ("leaf", "out"):
             if getattr(self, what) is not None:
                 parts.append((what, getattr(self, what), None, 1))
@@ -389,10 +399,13 @@ class PerPosition(Order):
         if not orders or not all(isinstance(o, Order) and not isinstance(o, PerPosition) for o in orders):
             raise TypeError("PerPosition orders must be a non-empty tuple of Orders (not PerPosition)")
         idx = np.asarray(self.index, np.int64)
-        shape = tuple(int(s) for s in (self.shape if self.shape is not None else idx.shape))
+        given = tuple(self.shape if self.shape is not None else idx.shape)
+        shape = tuple(_index(s, "PerPosition shape: a size") for s in given)
+        if any(s < 0 or isinstance(g, (bool, np.bool_)) for s, g in zip(shape, given)):
+            raise ValueError(f"PerPosition shape: sizes are counts >= 0, got {shape}")
         idx = idx.reshape(-1)
         bad = idx.size and (idx.min() < 0 or idx.max() >= len(orders))
-        if idx.size != int(np.prod(shape, dtype=np.int64)) or bad:
+        if idx.size != math.prod(shape) or bad:      # Python ints: a product never wraps
             raise ValueError(f"PerPosition index: one entry in 0..{len(orders) - 1} per output position of shape "
                              f"{shape}")
         object.__setattr__(self, "orders", orders)

@@ -227,6 +227,9 @@ class YnnSum(ScheduleOrder):
             raise ValueError("YnnSum pack applies to the k1 layout (kn adds whole rows), so kn needs pack=1")
         object.__setattr__(self, "split", check_int(self.split, "YnnSum split", lo=0))
 
+    def slots(self) -> int:
+        return 4 * self.lanes * self.pack
+
     def _sum(self, b: WaveBuilder, t: np.ndarray, pack: int) -> np.ndarray | None:
         return _kn(b, t) if self.layout == "kn" else _k1(b, t, self.lanes, pack)
 
