@@ -64,15 +64,20 @@ def _cmd_identify(args: argparse.Namespace) -> tuple[str, int]:
 
 
 
+_DESCRIPTION = (
+    "Simulates candidate orders (GPU block FMAs, split-K slicings and their "
+    "combines, torch's CUDA reduction trees, sequential, pairwise, ...) on the inputs and ranks "
+    "them by the fraction of output elements they reproduce bit for bit. Example: numoracle "
+    "identify matmul rec.npz:fp16_128x4096x128_randn__torch_mm_out_fp32 rec.npz:fp16_128x4096x"
+    "128_randn__A rec.npz:fp16_128x4096x128_randn__B --format fp16. Exit status: 0 when an "
+    "order reproduces every element, 1 when none does, 2 on a usage error."
+)
+
+
 def add_identify_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``identify`` to a subparsers object (``cli._parser`` calls this)."""
     s = sub.add_parser("identify", help="find the accumulation order that reproduces a kernel's outputs",
-                       description="Simulates candidate orders (GPU block FMAs, split-K slicings and their "
-                       "combines, torch's CUDA reduction trees, sequential, pairwise, ...) on the inputs and ranks "
-                       "them by the fraction of output elements they reproduce bit for bit. Example: numoracle "
-                       "identify matmul rec.npz:fp16_128x4096x128_randn__torch_mm_out_fp32 rec.npz:fp16_128x4096x"
-                       "128_randn__A rec.npz:fp16_128x4096x128_randn__B --format fp16. Exit status: 0 when an "
-                       "order reproduces every element, 1 when none does, 2 on a usage error.")
+                       description=_DESCRIPTION)
     s.add_argument("op", choices=("matmul", "dot", "sum"), help="what the kernel computed (sum: over the last axis)")
     s.add_argument("output", metavar="OUTPUT", help="the kernel's outputs: PATH.npy or PATH.npz:KEY")
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="its inputs (A B for matmul/dot, X for sum)")

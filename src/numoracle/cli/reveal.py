@@ -96,14 +96,19 @@ def _cmd_reveal(args: argparse.Namespace) -> tuple[str, int]:
     return text, 0 if rep.verified or (args.no_verify and rep.order is not None) else 1
 
 
+_DESCRIPTION = (
+    "Calls the kernel on crafted inputs (+M and -M among units: the output counts the "
+    "terms outside the smallest subtree holding the two) to find its summation tree, probes "
+    "each node's format and rounding and each fused node's parameters, and checks the order "
+    "on fresh random data. Example: numoracle reveal numpy:sum sum --n 4096. Exit status: 0 "
+    "when the order reproduces the kernel bit for bit, 1 when it does not, 2 on an error."
+)
+
+
 def add_reveal_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``reveal`` to a subparsers object (``cli._parser`` calls this)."""
     s = sub.add_parser("reveal", help="find a kernel's exact accumulation order by probing it",
-                       description="Calls the kernel on crafted inputs (+M and -M among units: the output counts the "
-                       "terms outside the smallest subtree holding the two) to find its summation tree, probes "
-                       "each node's format and rounding and each fused node's parameters, and checks the order "
-                       "on fresh random data. Example: numoracle reveal numpy:sum sum --n 4096. Exit status: 0 "
-                       "when the order reproduces the kernel bit for bit, 1 when it does not, 2 on an error.")
+                       description=_DESCRIPTION)
     s.add_argument("kernel", metavar="MODULE:FUNCTION", help="the kernel: fn(x[n]), fn(a[n], b[n]) or fn(A, B)")
     s.add_argument("op", choices=("sum", "dot", "matmul"), help="what the kernel computes")
     s.add_argument("--n", type=positive, metavar="N", help="sum / dot: the number of terms")

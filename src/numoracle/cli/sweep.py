@@ -96,15 +96,20 @@ def _seconds(text: str) -> float:
 
 
 
+_DESCRIPTION = (
+    "Runs LIBRARY's own cast SRC -> DST over the inputs, compares every code with "
+    "numoracle's and classifies the mismatches (NaN payload, saturation, double rounding, ...), "
+    "marking those a known deviation of the library explains. Example: numoracle sweep fp32 "
+    "fp8_e4m3fn --against torch. Exit status: 0 when every mismatch is a known deviation (or "
+    "there is none), 1 when some mismatch is unexplained or the converter failed, 2 on a usage "
+    "error."
+)
+
+
 def add_sweep_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``sweep`` to a subparsers object (``cli._parser`` calls this)."""
     s = sub.add_parser("sweep", help="compare a library's cast with numoracle over many source codes",
-                       description="Runs LIBRARY's own cast SRC -> DST over the inputs, compares every code with "
-                       "numoracle's and classifies the mismatches (NaN payload, saturation, double rounding, ...), "
-                       "marking those a known deviation of the library explains. Example: numoracle sweep fp32 "
-                       "fp8_e4m3fn --against torch. Exit status: 0 when every mismatch is a known deviation (or "
-                       "there is none), 1 when some mismatch is unexplained or the converter failed, 2 on a usage "
-                       "error.")
+                       description=_DESCRIPTION)
     s.add_argument("src", metavar="SRC", help="source format (its codes are the inputs)")
     s.add_argument("dst", metavar="DST", help="destination format")
     s.add_argument("--against", required=True, metavar="|".join(LIBRARIES) + "|MODULE:FUNCTION",

@@ -30,12 +30,25 @@ class Destination(Protocol):
     def has_inf(self) -> bool: ...
 
 
+# Each policy enum's name in messages and the other spellings ``of`` accepts, in one table.
+_NAMES: dict[str, tuple[str, dict[str, str]]] = {
+    "Rounding": ("rounding mode", {
+        "rn": "rne", "nearest": "rne", "round_nearest_even": "rne", "trunc": "rtz", "rz": "rtz",
+        "truncate": "rtz", "ceil": "ru", "floor": "rd", "odd": "rto", "ro": "rto", "rs": "sr",
+        "rnd": "rd", "rup": "ru"}),
+    "Overflow": ("overflow policy", {
+        "sat": "saturate", "satfinite": "saturate", "inf": "ieee", "clamp": "saturate", "modular": "wrap"}),
+    "NanTo": ("nan_to policy", {}),
+    "Tininess": ("tininess", {"before_rounding": "before", "after_rounding": "after"}),
+}
+
+
 class _Choice(str, enum.Enum):
     """A str enum whose ``of`` accepts members, values and long names, and explains typos."""
 
     @classmethod
     def _aliases(cls) -> dict[str, str]:
-        return {}
+        return _NAMES.get(cls.__name__, ("", {}))[1]
 
     @classmethod
     def of(cls, x: object) -> _Choice:
@@ -57,7 +70,7 @@ class _Choice(str, enum.Enum):
 
     @classmethod
     def _label(cls) -> str:
-        return cls.__name__.lower()
+        return _NAMES.get(cls.__name__, (cls.__name__.lower(), {}))[0]
 
     def __str__(self) -> str:
         return self.value
@@ -73,18 +86,6 @@ class Rounding(_Choice):
     DOWN = "rd"
     TO_ODD = "rto"
     STOCHASTIC = "sr"
-
-    @classmethod
-    def _aliases(cls) -> dict[str, str]:
-        return {
-            "rn": "rne", "nearest": "rne", "round_nearest_even": "rne", "trunc": "rtz", "rz": "rtz",
-            "truncate": "rtz", "ceil": "ru", "floor": "rd", "odd": "rto", "ro": "rto", "rs": "sr",
-            "rnd": "rd", "rup": "ru",
-        }
-
-    @classmethod
-    def _label(cls) -> str:
-        return "rounding mode"
 
     @property
     def is_nearest(self) -> bool:
@@ -108,14 +109,6 @@ class Overflow(_Choice):
     NAN = "nan"
     WRAP = "wrap"
 
-    @classmethod
-    def _aliases(cls) -> dict[str, str]:
-        return {"sat": "saturate", "satfinite": "saturate", "inf": "ieee", "clamp": "saturate", "modular": "wrap"}
-
-    @classmethod
-    def _label(cls) -> str:
-        return "overflow policy"
-
 
 class NanTo(_Choice):
     """What NaN becomes in a format that has no NaN (integers, FP6, FP4)."""
@@ -124,10 +117,6 @@ class NanTo(_Choice):
     ZERO = "zero"
     MIN = "min"
     RAISE = "raise"
-
-    @classmethod
-    def _label(cls) -> str:
-        return "nan_to policy"
 
 
 class Tininess(_Choice):
@@ -140,14 +129,6 @@ class Tininess(_Choice):
 
     BEFORE = "before"
     AFTER = "after"
-
-    @classmethod
-    def _aliases(cls) -> dict[str, str]:
-        return {"before_rounding": "before", "after_rounding": "after"}
-
-    @classmethod
-    def _label(cls) -> str:
-        return "tininess"
 
 
 class Flags(enum.IntFlag):

@@ -140,6 +140,26 @@ def _tile_io(flat, tile, base, nj, nr, nt, load):
 
 
 @jit.njit
+def _tiles(i0, i1, j0, j1, w):
+    """The tiles of a run, in the order the kernels take them: (t0, t1, r, g0, nr, base) a row, _JT outputs j from
+    t0 to t1 by _ROWS rows i from g0 (nr of them), for each of the w rows of c; base: the tile's first output in
+    c and out (o = r * B + (i - i0) * nj + (j - j0))."""
+    nt = -(-(j1 - j0) // _JT)
+    ng = -(-(i1 - i0) // _ROWS)
+    out = np.empty((nt * w * ng, 6), np.int64)
+    nj = j1 - j0
+    k = 0
+    for t0 in range(j0, j1, _JT):
+        for r in range(w):
+            for g0 in range(i0, i1, _ROWS):
+                out[k, 0], out[k, 1], out[k, 2] = t0, min(t0 + _JT, j1), r
+                out[k, 3], out[k, 4] = g0, min(g0 + _ROWS, i1) - g0
+                out[k, 5] = r * (i1 - i0) * nj + (g0 - i0) * nj + t0 - j0
+                k += 1
+    return out
+
+
+@jit.njit
 def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, frac, sticky, carry, sub_inputs,
                finite, clamp, mode, g, lim):
     """A run of chained blocks: for every row r of the step width and output (i, j), c = c[o] and then
@@ -159,46 +179,42 @@ def run_kernel(a, la, b, lb, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, S, Si, f
     kw = np.empty(4, kb.dtype)
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
-    B = (i1 - i0) * nj
     amax_f, scw_f, lmax_f = np.empty(_TILE, b.dtype), np.empty(_TILE, b.dtype), np.empty(_TILE, np.float32)
     fsum_f, scale_f, inv_f, vbuf_f = np.empty(_TILE), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
     acc = np.empty((2, _TILE))
     fsum_f[:] = -0.0                         # (block_others reads it; the keys route, finite inputs, leaves it so)
-    for t0 in range(j0, j1, _JT):
-        t1 = min(t0 + _JT, j1)
+    tiles = _tiles(i0, i1, j0, j1, w)
+    for k in range(tiles.shape[0]):
+        t0, t1, r, g0, nr, base = tiles[k, 0], tiles[k, 1], tiles[k, 2], tiles[k, 3], tiles[k, 4], tiles[k, 5]
         nt = t1 - t0
-        for r in range(w):
-            for g0 in range(i0, i1, _ROWS):
-                nr = min(g0 + _ROWS, i1) - g0
-                m = nr * nt                   # the tile's outputs: row q's at q * nt ... (q + 1) * nt - 1
-                amax, scw, fsum, scale, inv = amax_f[:m], scw_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m]
-                vbuf, lmax, Sb, Sib = vbuf_f[:m], lmax_f[:m], S[:m], Si[:m]
-                scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
-                base = r * B + (g0 - i0) * nj + t0 - j0
-                _tile_io(c, acc[0], base, nj, nr, nt, True)
-                for s in range(steps):
-                    ks = tids[s, r, :cnt[s]]
-                    par = s & 1
-                    cur, nxt = acc[par, :m], acc[1 - par, :m]
-                    if keyed:
-                        _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
-                    else:
-                        for q in range(nr):
-                            rq = slice(q * nt, (q + 1) * nt)
-                            block_pass1(a, la, b, lb, g0 + q, ks, t0, t1, amax[rq], lmax[rq], fsum[rq], finite)
-                    block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
-                                 carry, sub_inputs, keyed)
-                    if Si.size:
-                        _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
-                        odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
-                    else:
-                        for q in range(nr):
-                            rq = slice(q * nt, (q + 1) * nt)
-                            block_pass2(a, b, g0 + q, ks, t0, t1, scw[rq], Sb[rq], sticky)
-                        odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
-                    if odd or not finite:
-                        block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
-                _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
+        m = nr * nt                   # the tile's outputs: row q's at q * nt ... (q + 1) * nt - 1
+        amax, scw, fsum, scale, inv = amax_f[:m], scw_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m]
+        vbuf, lmax, Sb, Sib = vbuf_f[:m], lmax_f[:m], S[:m], Si[:m]
+        scale_b, inv_b, vb = scale.view(np.int64), inv.view(np.int64), vbuf.view(np.uint64)
+        _tile_io(c, acc[0], base, nj, nr, nt, True)
+        for s in range(steps):
+            ks = tids[s, r, :cnt[s]]
+            par = s & 1
+            cur, nxt = acc[par, :m], acc[1 - par, :m]
+            if keyed:
+                _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
+            else:
+                for q in range(nr):
+                    rq = slice(q * nt, (q + 1) * nt)
+                    block_pass1(a, la, b, lb, g0 + q, ks, t0, t1, amax[rq], lmax[rq], fsum[rq], finite)
+            block_scales(amax, lmax, cur.view(np.int64), 0, scale_b, inv_b, scw, clamp, frac, sticky,
+                         carry, sub_inputs, keyed)
+            if Si.size:
+                _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
+                odd = _join_round(Sib, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+            else:
+                for q in range(nr):
+                    rq = slice(q * nt, (q + 1) * nt)
+                    block_pass2(a, b, g0 + q, ks, t0, t1, scw[rq], Sb[rq], sticky)
+                odd = _join_round(Sb, cur, scale, inv, vbuf, vb, nxt.view(np.uint64), sticky, mode, g)
+            if odd or not finite:
+                block_others(nxt, cur, fsum, vbuf, vb, 0, finite, mode, g, lim)
+        _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
 
 
 @jit.njit
@@ -225,7 +241,6 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
     kw = np.empty(4, kb.dtype)
     steps, w = tids.shape[0], tids.shape[1]
     nj = j1 - j0
-    B = (i1 - i0) * nj
     amax_f, scw_f = np.empty(_TILE, b.dtype), np.empty(_TILE, b.dtype)
     sh_f, Si_f = np.empty(_TILE, np.uint32), np.empty(_TILE, np.int32)
     fsum_f, scale_f, inv_f, vbuf_f = np.empty(_TILE), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
@@ -233,27 +248,24 @@ def words_kernel(a, b, kb, kf, i0, i1, j0, j1, tids, cnt, c, out, frac, carry, c
     acc = np.empty((2, _TILE), np.float32)
     fsum_f[:] = -0.0                          # (block_others reads it: finite inputs leave it so)
     frac_w, carry_w = np.uint32(frac), np.uint32(carry)
-    for t0 in range(j0, j1, _JT):
-        t1 = min(t0 + _JT, j1)
+    tiles = _tiles(i0, i1, j0, j1, w)
+    for k in range(tiles.shape[0]):
+        t0, t1, r, g0, nr, base = tiles[k, 0], tiles[k, 1], tiles[k, 2], tiles[k, 3], tiles[k, 4], tiles[k, 5]
         nt = t1 - t0
-        for r in range(w):
-            for g0 in range(i0, i1, _ROWS):
-                nr = min(g0 + _ROWS, i1) - g0
-                m = nr * nt
-                amax, scw, sh, Sib = amax_f[:m], scw_f[:m], sh_f[:m], Si_f[:m]
-                base = r * B + (g0 - i0) * nj + t0 - j0
-                _tile_io(c, acc[0], base, nj, nr, nt, True)
-                for s in range(steps):
-                    ks = tids[s, r, :cnt[s]]
-                    par = s & 1
-                    cur, nxt = acc[par, :m], acc[1 - par, :m]
-                    _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
-                    jitblock32.scales(amax, cur, sh, scw, frac_w, carry_w)
-                    _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
-                    if jitblock32.join(Sib.view(np.uint32), cur, sh, nxt):
-                        _words_fallback(amax, cur, nxt, cur_f[:m], nxt_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m],
-                                        vbuf_f[:m], scw, Sib, frac, carry, clamp, mode, g, lim)
-                _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
+        m = nr * nt
+        amax, scw, sh, Sib = amax_f[:m], scw_f[:m], sh_f[:m], Si_f[:m]
+        _tile_io(c, acc[0], base, nj, nr, nt, True)
+        for s in range(steps):
+            ks = tids[s, r, :cnt[s]]
+            par = s & 1
+            cur, nxt = acc[par, :m], acc[1 - par, :m]
+            _keys1(a, kb, g0, nr, ks, t0, t1, amax, kw, *kf)
+            jitblock32.scales(amax, cur, sh, scw, frac_w, carry_w)
+            _pass2_int(a, b, g0, nr, ks, t0, t1, scw, Sib)
+            if jitblock32.join(Sib.view(np.uint32), cur, sh, nxt):
+                _words_fallback(amax, cur, nxt, cur_f[:m], nxt_f[:m], fsum_f[:m], scale_f[:m], inv_f[:m],
+                                vbuf_f[:m], scw, Sib, frac, carry, clamp, mode, g, lim)
+        _tile_io(out, acc[steps & 1], base, nj, nr, nt, False)
 
 
 def covers(step: BlockRun) -> bool:

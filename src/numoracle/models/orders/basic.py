@@ -84,6 +84,16 @@ def float_format(x: Any, what: str) -> Format | None:
     return f
 
 
+def check_suborders(owner: str, partials: str | None = None, **orders: Any) -> None:
+    """The orders a composite order is built of (``inner=``, ``outer=``, ``combine=``) are Orders; the one named
+    ``partials`` reduces partial results, so it must be built of orders that reduce values."""
+    for what, o in orders.items():
+        if not isinstance(o, Order):
+            raise TypeError(f"{owner} {what} must be an Order, got {o!r}")
+    if partials is not None:
+        check_reduces_values(orders[partials], f"{owner} {partials}")
+
+
 def check_reduces_values(o: Order, what: str) -> None:
     """An order that reduces partials (accumulator values) cannot hold a block FMA or numpy's loop:
     those read products / array elements."""
@@ -166,10 +176,7 @@ class Blocked(Order):
     def __post_init__(self):
         object.__setattr__(self, "b", positive_int(self.b, "Blocked block size b"))
         object.__setattr__(self, "outer_acc", float_format(self.outer_acc, "outer_acc"))
-        for o, what in ((self.inner, "inner"), (self.outer, "outer")):
-            if not isinstance(o, Order):
-                raise TypeError(f"Blocked {what} must be an Order, got {o!r}")
-        check_reduces_values(self.outer, "Blocked outer")
+        check_suborders("Blocked", "outer", inner=self.inner, outer=self.outer)
 
     def spec(self) -> OrderSpec:
         return OrderSpec("blocked", self.b, self.inner.spec(), self.outer.spec(), self.outer_acc)
@@ -200,10 +207,7 @@ class SplitK(Order):
             if sorted(p) != list(range(self.s)):
                 raise ValueError(f"permutation must list each of 0..{self.s - 1} once, got {p}")
             object.__setattr__(self, "permutation", p)
-        for o, what in ((self.inner, "inner"), (self.combine, "combine")):
-            if not isinstance(o, Order):
-                raise TypeError(f"SplitK {what} must be an Order, got {o!r}")
-        check_reduces_values(self.combine, "SplitK combine")
+        check_suborders("SplitK", "combine", inner=self.inner, combine=self.combine)
 
     def spec(self) -> OrderSpec:
         return OrderSpec("splitk", self.s, self.inner.spec(), self.combine.spec(), self.combine_acc)

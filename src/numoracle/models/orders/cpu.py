@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.args import check_bool, check_int
-from .basic import Order, Sequential, build, positive_int, slices_then
+from .basic import Order, Sequential, build, check_suborders, positive_int, slices_then
 from .schedule import WaveBuilder
 from .spec import OrderSpec
 
@@ -203,9 +203,7 @@ class ThreadSplit(ScheduleOrder):
     def __post_init__(self):
         object.__setattr__(self, "threads", positive_int(self.threads, "ThreadSplit threads"))
         object.__setattr__(self, "grain", positive_int(self.grain, "ThreadSplit grain"))
-        for o, what in ((self.inner, "inner"), (self.combine, "combine")):
-            if not isinstance(o, Order):
-                raise TypeError(f"ThreadSplit {what} must be an Order, got {o!r}")
+        check_suborders("ThreadSplit", inner=self.inner, combine=self.combine)
 
     def chunks(self, n: int) -> list[int]:
         T = max(1, min(self.threads, -(-n // self.grain)))

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .basic import Order, Schedule, Sequential, check_reduces_values, float_format, positive_int, slices_then
+from .basic import Order, Schedule, Sequential, check_suborders, float_format, positive_int, slices_then
 from .schedule import WaveBuilder
 from .spec import OrderSpec
 
@@ -69,10 +69,7 @@ class TiledSplitK(Order):
         object.__setattr__(self, "s", positive_int(self.s, "TiledSplitK slice count s"))
         object.__setattr__(self, "tile", positive_int(self.tile, "TiledSplitK tile (the K-step slices are aligned to)"))
         object.__setattr__(self, "combine_acc", float_format(self.combine_acc, "combine_acc"))
-        for o, what in ((self.inner, "inner"), (self.combine, "combine")):
-            if not isinstance(o, Order):
-                raise TypeError(f"TiledSplitK {what} must be an Order, got {o!r}")
-        check_reduces_values(self.combine, "TiledSplitK combine")
+        check_suborders("TiledSplitK", "combine", inner=self.inner, combine=self.combine)
 
     @property
     def acc(self):

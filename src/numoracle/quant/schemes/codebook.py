@@ -252,6 +252,16 @@ def dequantize_codebook(codes: Any, absmax: Any, codebook: Any, block: int, out:
     return y.reshape(c.shape)
 
 
+def _finite_fp32(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """x's FP32 values and their flattened view; NaN and inf refused (absmax quantisation has no rule for them)."""
+    xv = _fp32_values(x, "x")
+    flat = xv.ravel()
+    if not np.all(np.isfinite(flat)):
+        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
+                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+    return xv, flat
+
+
 def quantize_codebook(x: Any, codebook: Any = "nf4", *, block: int = 64) -> CodebookQuantized:
     """bitsandbytes' blockwise absmax quantisation of ``x`` (flattened, C order) into ``codebook``.
 
@@ -263,11 +273,7 @@ def quantize_codebook(x: Any, codebook: Any = "nf4", *, block: int = 64) -> Code
         raise ValueError(f"codebook {cb.name}: blockwise absmax quantisation maps absmax to +-1, but the table's "
                          f"largest magnitude is {cb.max_abs!r}; use codebook.normalized()")
     block = check_int(block, "block", 1)
-    xv = _fp32_values(x, "x")
-    flat = xv.ravel()
-    if not np.all(np.isfinite(flat)):
-        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
-                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+    xv, flat = _finite_fp32(x)
     absmax, t = _absmax_and_scaled(flat, block)
     codes = cb.encode(t).reshape(xv.shape)
     return CodebookQuantized(codes, absmax, cb, int(block), tuple(xv.shape))
@@ -339,10 +345,6 @@ def quantize_blockwise_cpu(x: Any, codebook: Any = BNB_DYNAMIC8, *, block: int =
                          "value with largest magnitude 1 (as create_dynamic_map gives); use quantize_codebook "
                          "(its torch kernel) for other tables")
     block = check_int(block, "block", 1)
-    xv = _fp32_values(x, "x")
-    flat = xv.ravel()
-    if not np.all(np.isfinite(flat)):
-        raise ValueError(f"x holds {int(np.count_nonzero(~np.isfinite(flat)))} NaN/inf values; blockwise absmax "
-                         "quantisation has no rule for them (bitsandbytes returns garbage codes): remove them")
+    xv, flat = _finite_fp32(x)
     codes, absmax = blockwise_cpu_codes(flat, cb.values, block)
     return CodebookQuantized(codes.reshape(xv.shape), absmax, cb, int(block), tuple(xv.shape))

@@ -29,6 +29,7 @@ aarch64) can produce other bytes; x86-64 builds of ggml-base (no ``-mfma``) do n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -243,12 +244,17 @@ def _q2_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     return [scales.astype(np.uint8), _two_bit_planes(q), d16, m16], q, t.reshape(nb, 256)
 
 
-def _q3_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+def _signed_sub_scales(x: np.ndarray, quantiser: Any, nmax: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Q3_K / Q6_K's first step: the 16 sub-blocks of 16 of each super-block quantised by ``quantiser`` (levels up
+    to ``nmax``): (super-blocks, their (nb, 16) sub-block scales, the levels, each super-block's max_scale)."""
     nb = x.shape[0]
-    sub = x.reshape(-1, 16)
-    sc, lev = _q3(sub, 4)
+    sc, lev = quantiser(x.reshape(-1, 16), nmax)
     sc = sc.reshape(nb, 16)
-    max_scale = _max_scale(sc)
+    return nb, sc, lev, _max_scale(sc)
+
+
+def _q3_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    nb, sc, lev, max_scale = _signed_sub_scales(x, _q3, 4)
     on = max_scale != 0
     with np.errstate(all="ignore"):
         iscale = (_F(-32) / max_scale).astype(_F)
@@ -262,7 +268,7 @@ def _q3_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         packed[:, 8 + k % 4] |= (lv[:, k] >> 4) << (2 * (k // 4))
     sc_read = lv[:, j] - 32
     ds = (_col(d) * sc_read.astype(_F)).astype(_F).reshape(-1)
-    q, t = _requant(sub, lev, ds, None, -4, 3, 4)
+    q, t = _requant(x.reshape(-1, 16), lev, ds, None, -4, 3, 4)
     q = q.reshape(nb, 256)
     return [_high_bits(q, 2), _two_bit_planes(q & 3), packed.astype(np.uint8), d16], q, t.reshape(nb, 256)
 
@@ -300,11 +306,7 @@ def _q45_k(x: np.ndarray, five: bool) -> tuple[list[np.ndarray], np.ndarray, np.
 
 
 def _q6_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    nb = x.shape[0]
-    sub = x.reshape(-1, 16)
-    sc, lev = _qx(sub, 32)
-    sc = sc.reshape(nb, 16)
-    max_scale = _max_scale(sc)
+    nb, sc, lev, max_scale = _signed_sub_scales(x, _qx, 32)
     zero = np.abs(max_scale) < _EPS
     with np.errstate(all="ignore"):
         iscale = (_F(-128) / max_scale).astype(_F)
@@ -312,7 +314,7 @@ def _q6_k(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         s8 = ((np.minimum(127, nearest_int((_col(iscale) * sc).astype(_F))) + 128) & 0xFF) - 128
     s8 = np.where(_col(zero), 0, s8)
     ds = np.where(_col(zero), _F(0), (_col(d) * s8.astype(_F)).astype(_F)).reshape(-1)
-    q, t = _requant(sub, lev, ds, None, -32, 31, 32)
+    q, t = _requant(x.reshape(-1, 16), lev, ds, None, -32, 31, 32)
     q = np.where(_col(zero), 0, q.reshape(nb, 256))
     t = np.where(_col(zero), np.nan, t.reshape(nb, 256))
     c = q.reshape(nb, 2, 4, 32)
