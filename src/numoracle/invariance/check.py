@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.args import check_bool, check_choice, check_int, check_number
-from ..core.errors import ArgumentTypeError, NumoracleAssertionError, failure_message
+from ..core.errors import ArgumentTypeError, NumoracleAssertionError, NumoracleError, failure_message
 from ..core.formats import Format, format_of
 from ..core.interop import native_dtype
 from ..testing.runs import compare_runs
@@ -29,7 +29,7 @@ def _dtype(dtype: Any) -> tuple[str, np.dtype]:
     fmt = format_of(dtype)
     dt = native_dtype(fmt) if isinstance(fmt, Format) else None
     if dt is None:
-        raise ValueError(f"dtype must be a float format with a numpy / ml_dtypes type (fp32, bf16, fp16, ...), got "
+        raise NumoracleError(f"dtype must be a float format with a numpy / ml_dtypes type (fp32, bf16, fp16, ...), got "
                          f"{dtype!r}")
     return fmt.name, dt
 

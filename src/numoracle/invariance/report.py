@@ -96,8 +96,8 @@ class Gap:
 class Counterexample:
     """Inputs on which the watched output's bits differ between configurations ``a`` and ``b``: the watched row
     (``row_a`` / ``row_b``) holds the same inputs in both batches. ``ulps``: the largest distance between the
-    kernel's two outputs in ULPs of its output type (the search maximised the simulated one); ``confirmed``: the kernel itself gave different
-    bits at a and b."""
+    kernel's two outputs in ULPs of its output type (the search maximised the simulated one); ``confirmed``: the
+    kernel itself gave different bits at a and b."""
 
     a: Config
     b: Config

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import ArgumentTypeError
+from ..core.errors import ArgumentTypeError, NumoracleError
 
 __all__ = ["Config", "Space", "SHAPE_AXES", "breakpoints", "parse_range"]
 
@@ -61,7 +61,7 @@ def parse_range(text: str) -> list[int]:
             return list(range(parts[0], parts[1] + 1, step))
         return [int(p) for p in t.split(",")]
     except ValueError:
-        raise ValueError(f"a range is LO:HI (both included), LO:HI:STEP or a list 1,2,4; got {text!r}") from None
+        raise NumoracleError(f"a range is LO:HI (both included), LO:HI:STEP or a list 1,2,4; got {text!r}") from None
 
 
 def _is_pow2(v: int) -> bool:
@@ -85,11 +85,11 @@ def _values(name: str, vals: Any) -> list:
         vals = [vals]
     out = sorted(set(vals), key=lambda v: (not isinstance(v, int), v if isinstance(v, int) else str(v)))
     if not out:
-        raise ValueError(f"axis {name} has no values")
+        raise NumoracleError(f"axis {name} has no values")
     if name in BUILTIN and not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
         raise ArgumentTypeError(f"axis {name} takes integers, got {out[:4]!r}")
     if name in ("M", "K", "N") and out[0] < 1:
-        raise ValueError(f"axis {name} must be >= 1, got {out[0]}")
+        raise NumoracleError(f"axis {name} must be >= 1, got {out[0]}")
     return out
 
 
@@ -107,17 +107,18 @@ class Space:
         at = dict(at or {})
         both = set(vary) & set(at)
         if both:
-            raise ValueError(f"axis {sorted(both)} is given both in vary and in at; give each axis once")
+            raise NumoracleError(f"axis {sorted(both)} is given both in vary and in at; give each axis once")
         merged = {"M": 1, "row": 0, **at, **vary}
         if "K" not in merged:
-            raise ValueError("give K (terms per output) in at= or vary=")
+            raise NumoracleError("give K (terms per output) in at= or vary=")
         if op == "matmul" and "N" not in merged:
-            raise ValueError("matmul needs N (columns of B) in at= or vary=")
+            raise NumoracleError("matmul needs N (columns of B) in at= or vary=")
         if op != "matmul" and "N" in merged:
-            raise ValueError(f"N is matmul's; {op} has no N")
+            raise NumoracleError(f"N is matmul's; {op} has no N")
         user = [n for n in merged if n not in BUILTIN]
         if user and not factory:
-            raise ValueError(f"axis {user} is a user parameter: pass make_fn=... (a factory make_fn(**params) -> fn)")
+            raise NumoracleError(f"axis {user} is a user parameter: pass make_fn=... (a factory make_fn(**params) "
+                                 "-> fn)")
         names = [n for n in ("M", "row", "K", "N") if n in merged] + sorted(user)
         axes = {n: _values(n, merged[n]) for n in names}
         varying = tuple(n for n in names if n in vary and n not in SHAPE_AXES)
