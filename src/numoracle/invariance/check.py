@@ -17,7 +17,7 @@ from ..core.formats import Format, format_of
 from ..core.interop import native_dtype
 from ..testing.runs import compare_runs
 from .counter import find_counterexample
-from .kernel import KernelAt, KernelCallError
+from .kernel import KernelAt, KernelCallError, make_filler
 from .report import Counterexample, InvarianceReport, Threshold
 from .search import Sweep
 from .space import Config, Space
@@ -34,10 +34,12 @@ def _dtype(dtype: Any) -> tuple[str, np.dtype]:
     return fmt.name, dt
 
 
-def _kernel_factory(fn: Any, make_fn: Any, op: str, dt: np.dtype, call_seconds: float,
-                    seed: int) -> Callable[[Config], KernelAt]:
-    """config -> KernelAt; with a factory, ``make_fn(**params)`` once per distinct parameters."""
+def _kernel_factory(fn: Any, make_fn: Any, op: str, dt: np.dtype, call_seconds: float, seed: int,
+                    max_m: int) -> Callable[[Config], KernelAt]:
+    """config -> KernelAt; with a factory, ``make_fn(**params)`` once per distinct parameters; the filler rows
+    drawn once per (K, N) for the largest M."""
     made: dict[tuple, Any] = {}
+    fillers: dict[tuple, tuple] = {}
 
     def kernel_at(c: Config) -> KernelAt:
         f = fn
@@ -51,7 +53,10 @@ def _kernel_factory(fn: Any, make_fn: Any, op: str, dt: np.dtype, call_seconds: 
                 if not callable(made[key]):
                     raise KernelCallError(f"make_fn returned {type(made[key]).__name__}, not a kernel, at {c}")
             f = made[key]
-        return KernelAt(f, op, c, dt, call_seconds, seed)
+        key = (c.get("K"), c.get("N") if op == "matmul" else 1)
+        if key not in fillers:
+            fillers[key] = make_filler(op, max_m, key[0], key[1], dt, seed)
+        return KernelAt(f, op, c, dt, call_seconds, seed, fillers[key])
     return kernel_at
 
 
@@ -157,10 +162,11 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     space = Space.build(op, vary, at or {}, make_fn is not None)
     say = (lambda s: print(s, file=sys.stderr)) if progress is True else progress if callable(progress) else None
     t0 = time.perf_counter()
-    sweep = Sweep(_kernel_factory(fn, make_fn, op, dt, limits[2], seed), space, op, name, evidence=evidence,
-                  draws=draws, reveal_kw={"max_seconds": limits[1], "max_calls": check_int(reveal_calls,
-                                          "reveal_calls", 1)},
-                  deadline=t0 + limits[0], progress=say, seed=check_int(seed, "seed", 0))
+    seed = check_int(seed, "seed", 0)
+    kernel_at = _kernel_factory(fn, make_fn, op, dt, limits[2], seed, max(space.axes["M"]))
+    reveal_kw = {"max_seconds": limits[1], "max_calls": check_int(reveal_calls, "reveal_calls", 1)}
+    sweep = Sweep(kernel_at, space, op, name, evidence=evidence, draws=draws, reveal_kw=reveal_kw,
+                  deadline=t0 + limits[0], progress=say, seed=seed)
     complete = sweep.run(exhaustive)
     thresholds, gaps = sweep.thresholds_and_gaps()
     ces = [] if sweep.nondet else _counterexamples(sweep, thresholds, check_int(counterexamples, "counterexamples",

@@ -36,24 +36,30 @@ def _perturb(rng: np.random.Generator, d: RowData) -> RowData:
     x = d.x.astype(np.float64)
     pick = rng.random(x.size) < 0.125
     x[pick] *= np.exp2(rng.integers(-4, 5, int(pick.sum())))
-    return RowData(x.astype(d.x.dtype), d.y, d.kind)
+    return RowData(x.astype(d.x.dtype), d.y, d.kind, d.perm)
 
 
 def _search(ka: KernelAt, kb: KernelAt, oa: Order, ob: Order, rng: np.random.Generator,
             dt: np.dtype | None) -> tuple[RowData, int, int]:
-    """(best row, its ULP gap between the two orders' simulations, rows scored)."""
-    def score(d: RowData) -> int:
-        return ulp_gap(ka.simulate(oa, d), kb.simulate(ob, d), dt)
+    """(best row, its ULP gap between the two orders' simulations, rows scored): DRAWS rows of each kind (sharing
+    one y per kind, so each batch is simulated at once), then CLIMB perturbations of the best, in batches."""
+    def best_of(ds: list[RowData]) -> tuple[RowData, int]:
+        gaps = [ulp_gap(a, b, dt) for a, b in zip(ka.simulate_rows(oa, ds), kb.simulate_rows(ob, ds))]
+        i = int(np.argmax(gaps))
+        return ds[i], gaps[i]
     best, top, tried = None, -1, 0
-    for i in range(DRAWS * len(KINDS)):
-        d = draw_row(rng, ka.op, ka.K, ka.N, KINDS[i % len(KINDS)], ka.dt)
-        s, tried = score(d), tried + 1
+    for kind in KINDS:
+        first = draw_row(rng, ka.op, ka.K, ka.N, kind, ka.dt)
+        ds = [first] + [draw_row(rng, ka.op, ka.K, ka.N, kind, ka.dt, like=first) for _ in range(DRAWS - 1)]
+        d, s = best_of(ds)
+        tried += len(ds)
         if s > top:
             best, top = d, s
     assert best is not None
-    for _ in range(CLIMB if top > 0 else 0):
-        d = _perturb(rng, best)
-        s, tried = score(d), tried + 1
+    for _ in range(CLIMB // DRAWS if top > 0 else 0):
+        ds = [_perturb(rng, best) for _ in range(DRAWS)]
+        d, s = best_of(ds)
+        tried += len(ds)
         if s > top:
             best, top = d, s
     return best, top, tried

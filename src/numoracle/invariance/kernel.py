@@ -24,9 +24,10 @@ from ..core.formats import AnyFormat
 from ..core.inputs import exact_float64
 from ..models.orders import Order
 from ..models.simulation import simulate
+from ..models.treeorder import TreeOrder
 from .space import Config
 
-__all__ = ["KernelAt", "RowData", "KernelCallError", "draw_row", "KINDS", "same_bits"]
+__all__ = ["KernelAt", "RowData", "KernelCallError", "draw_row", "make_filler", "KINDS", "same_bits"]
 
 KINDS = ("normal", "wide", "cancelling")
 
@@ -43,6 +44,7 @@ class RowData:
     x: np.ndarray
     y: np.ndarray | None
     kind: str
+    perm: np.ndarray | None = None
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -50,28 +52,32 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
 
 
-def draw_row(rng: np.random.Generator, op: str, K: int, N: int, kind: str, dt: np.dtype) -> RowData:
+def draw_row(rng: np.random.Generator, op: str, K: int, N: int, kind: str, dt: np.dtype,
+             like: RowData | None = None) -> RowData:
     """Random inputs of the watched row: normal, wide (exponents spread over 2^-10..2^10, where orders show) or
-    cancelling (terms in pairs of nearly opposite values, so the output is small and every rounding shows)."""
+    cancelling (terms in pairs of nearly opposite values, so the output is small and every rounding shows).
+    ``like``: another row of the same kind whose y (and pairing) this one shares, so rows can be simulated at once."""
     h = K // 2
-    perm = rng.permutation(K)
+    perm = rng.permutation(K) if like is None or like.perm is None else like.perm
+    y = None
     if kind == "cancelling" and h > 0:
         u = rng.standard_normal(h) * np.exp2(rng.integers(-6, 7, h))
         x = np.concatenate([u, -u * (1 + rng.standard_normal(h) * 2.0 ** -10), rng.standard_normal(K - 2 * h)])
         x = x[perm]
-        if op == "dot":
+        if like is None and op == "dot":
             w = rng.standard_normal(h)
             y = np.concatenate([w, w, rng.standard_normal(K - 2 * h)])[perm]
-        elif op == "matmul":
+        elif like is None and op == "matmul":
             w = rng.standard_normal((h, N))
             y = np.concatenate([w, w, rng.standard_normal((K - 2 * h, N))])[perm]
-        else:
-            y = None
     else:
         scale = np.exp2(rng.integers(-10, 11, K)) if kind == "wide" else np.ones(K)
         x = rng.standard_normal(K) * scale
-        y = None if op == "sum" else rng.standard_normal(K if op == "dot" else (K, N))
-    return RowData(x.astype(dt), None if y is None else y.astype(dt), kind)
+        if like is None and op != "sum":
+            y = rng.standard_normal(K if op == "dot" else (K, N))
+    if like is not None:
+        return RowData(x.astype(dt), like.y, kind, perm)
+    return RowData(x.astype(dt), None if y is None else y.astype(dt), kind, perm)
 
 
 def _call_limited(fn: Callable, args: tuple, seconds: float, where: str) -> Any:
@@ -95,10 +101,20 @@ def _call_limited(fn: Callable, args: tuple, seconds: float, where: str) -> Any:
     return box["out"]
 
 
+def make_filler(op: str, M: int, K: int, N: int, dt: np.dtype, seed: int) -> tuple:
+    """Seeded random rows around the watched one: A[M, K] and (dot) B[M, K] or (matmul) the default B[K, N]."""
+    rng = np.random.default_rng([seed, K, N])
+    a = rng.standard_normal((M, K)).astype(dt)
+    b = (rng.standard_normal((M, K)).astype(dt) if op == "dot" else
+         rng.standard_normal((K, N)).astype(dt) if op == "matmul" else None)
+    return a, b
+
+
 class KernelAt:
     """``fn`` at configuration ``config``: the batch around the watched row, calls and the watched outputs."""
 
-    def __init__(self, fn: Callable, op: str, config: Config, dt: np.dtype, call_seconds: float, seed: int):
+    def __init__(self, fn: Callable, op: str, config: Config, dt: np.dtype, call_seconds: float, seed: int,
+                 filler: tuple | None = None):
         self.fn, self.op, self.config, self.dt, self.call_seconds = fn, op, config, dt, call_seconds
         self.M, self.K = config.get("M"), config.get("K")
         self.N = config.get("N") if op == "matmul" else 1
@@ -106,10 +122,10 @@ class KernelAt:
         self.row = r + self.M if r < 0 else r
         self.calls = 0
         self.out_fmt: AnyFormat | None = None
-        rng = np.random.default_rng([seed, self.M, self.K, self.N])
-        self._a = rng.standard_normal((self.M, self.K)).astype(dt)
-        self._b = (rng.standard_normal((self.M, self.K)).astype(dt) if op == "dot" else
-                   rng.standard_normal((self.K, self.N)).astype(dt) if op == "matmul" else None)
+        if filler is None or filler[0].shape[0] < self.M:
+            filler = make_filler(op, self.M, self.K, self.N, dt, seed)
+        self._a = filler[0][:self.M]
+        self._b = None if filler[1] is None else filler[1][:self.M] if op == "dot" else filler[1]
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -157,6 +173,14 @@ class KernelAt:
     def watched(self, d: RowData) -> np.ndarray:
         """The watched outputs (1 value, or N for matmul) when the watched row holds ``d``."""
         return self.outputs(*self.batch(d))[self.row].reshape(-1)
+
+    def simulate_rows(self, order: Order, ds: list[RowData]) -> list[np.ndarray]:
+        """simulate for several rows; at once when they share y and one tree serves every output."""
+        if isinstance(order, TreeOrder) and self.op != "dot" and all(d.y is ds[0].y for d in ds):
+            X = np.stack([d.x for d in ds])
+            v = simulate(self.op, X, *(() if self.op == "sum" else (ds[0].y,)), order=order)
+            return [np.asarray(r, np.float64).reshape(-1) for r in np.asarray(v)]
+        return [self.simulate(order, d) for d in ds]
 
     def simulate(self, order: Order, d: RowData) -> np.ndarray:
         """The watched outputs that ``order`` (revealed for the one-row view) gives on ``d``."""
