@@ -61,7 +61,9 @@ def test_split_k_from_m_threshold_exact_and_counterexample_confirmed():
     brute = kn.brute_classes(kn.split_k, range(1, 129), 64, 4)
     assert kn.brute_thresholds(brute) == [(63, 64)]
     _check_counterexamples(rep, kn.split_k)
-    assert "SplitK" not in rep.classes[0].description  # classes are named by their revealed trees
+    # classes are named by their revealed trees: split-K's last combine adds 48 + 16 terms, M >= 64 is one chain
+    assert "root adds subtrees of 48 + 16 terms" in rep.classes[0].description
+    assert "one chain" in rep.classes[1].description
     assert "threshold M: 63 -> 64" in str(rep)
 
 

@@ -28,10 +28,26 @@ def describe_order(o: Any) -> str:
     if isinstance(o, TreeOrder):
         out = f" -> {o.out.name}" if o.out is not None else ""
         acc = getattr(o.acc, "name", o.acc)
-        return f"TreeOrder over {o.n} terms, depth {o.depth}, acc {acc}{out} [{digest}]"
+        return f"TreeOrder over {o.n} terms, depth {o.depth}, {_shape(o)}, acc {acc}{out} [{digest}]"
     if isinstance(o, PerPosition):
         return f"PerPosition: {len(o.orders)} trees over the {len(o.index)} watched outputs [{digest}]"
     return f"{o!r:.80} [{digest}]"
+
+
+def _shape(o: TreeOrder) -> str:
+    """The tree's shape in words: a chain (one running sum), or the term counts of the root's subtrees."""
+    n = o.n
+    leaves = [1] * n + [0] * len(o.nodes)
+    for i, ch in enumerate(o.nodes):
+        leaves[n + i] = sum(leaves[c] for c in ch)
+    if all(sum(leaves[c] > 1 for c in ch) <= 1 for ch in o.nodes):
+        return "one chain (a running sum)"
+    root = n + len(o.nodes) - 1
+    while len(o.nodes[root - n]) == 1 and o.nodes[root - n][0] >= n:      # through rounding-only nodes
+        root = o.nodes[root - n][0]
+    sizes = [leaves[c] for c in o.nodes[root - n]]
+    text = " + ".join(str(x) for x in sizes[:8]) + (f" + ... ({len(sizes)} subtrees)" if len(sizes) > 8 else "")
+    return f"root adds subtrees of {text} terms"
 
 
 @dataclass
