@@ -85,6 +85,18 @@ def test_edge_tile_position_dependent():
     _check_counterexamples(rep, kn.edge_tile)
 
 
+def test_edge_tile_last_row_changes_and_changes_back_along_m():
+    rep = check_invariance(kn.edge_tile, "matmul", vary={"M": range(1, 41)}, at={"row": -1, "K": 64, "N": 4})
+    assert rep.verdict == "VARIANT" and len(rep.classes) == 2
+    # the last row is in a full tile exactly when 8 divides M: every crossing is a threshold, each one exact
+    assert _thresholds(rep) == [(7, 8), (8, 9), (15, 16), (16, 17), (23, 24), (24, 25), (31, 32), (32, 33),
+                                (39, 40)]
+    brute = kn.brute_classes(kn.edge_tile, range(1, 41), 64, 4, row=-1)
+    assert kn.brute_thresholds(brute) == _thresholds(rep)
+    # what lies between two tried batch sizes of one class is not claimed
+    assert any(g.lo.get("M") == 9 and g.hi.get("M") == 15 and "not claimed" in g.claim for g in rep.gaps)
+
+
 def test_power_of_two_k_only():
     rep = check_invariance(kn.pow2_k, "matmul", vary={"M": range(1, 33), "K": [31, 32, 33, 63, 64, 65]},
                            at={"N": 2})
