@@ -216,3 +216,16 @@ def test_recorded_outputs_classes():
     rc = classes_of_recorded(recs, "matmul", candidates=[O.Sequential(), O.Pairwise(), O.SplitK(4)])
     assert rc.verdict == "VARIANT" and [[m["M"] for m in c.members] for c in rc.classes] == [[1, 8, 63], [64, 100]]
     assert "class A" in str(rc)
+
+
+def test_ulp_gap_against_nextafter():
+    from numoracle.invariance.counter import ulp_gap
+
+    f32 = np.dtype(np.float32)
+    one = np.array([1.0])
+    up = np.array([float(np.nextafter(np.float32(1), np.float32(2)))])
+    assert ulp_gap(one, up, f32) == 1 and ulp_gap(up, one, f32) == 1
+    tiny = float(np.nextafter(np.float32(0), np.float32(1)))
+    assert ulp_gap(np.array([-tiny]), np.array([tiny]), f32) == 2
+    assert ulp_gap(np.array([1.0]), np.array([2.0]), f32) == 1 << 23
+    assert ulp_gap(np.array([np.nan]), np.array([1.0]), f32) == 1 << 40
