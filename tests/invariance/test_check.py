@@ -156,6 +156,17 @@ def test_wrong_shape_and_hang_are_named():
         if A.shape[0] == 8:
             time.sleep(3)
         return kn.invariant(A, B)
+    calls = {"n": 0}
+
+    def hang_later(A, B):           # hangs on its third call at M = 8, not its first
+        if A.shape[0] == 8:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                time.sleep(3)
+        return kn.invariant(A, B)
+    t0 = time.perf_counter()
+    rep = check_invariance(hang_later, "matmul", vary={"M": [1, 8]}, call_seconds=0.3, **MM)
+    assert time.perf_counter() - t0 < 2.5 and "did not return within 0.3 s at M=8" in rep.undetermined[0].detail
     t0 = time.perf_counter()
     rep = check_invariance(hang, "matmul", vary={"M": [1, 8]}, call_seconds=0.3, **MM)
     assert time.perf_counter() - t0 < 2.5
@@ -229,3 +240,15 @@ def test_ulp_gap_against_nextafter():
     assert ulp_gap(np.array([-tiny]), np.array([tiny]), f32) == 2
     assert ulp_gap(np.array([1.0]), np.array([2.0]), f32) == 1 << 23
     assert ulp_gap(np.array([np.nan]), np.array([1.0]), f32) == 1 << 40
+
+
+def test_bf16_inputs():
+    import ml_dtypes
+
+    def fn(A, B):
+        assert A.dtype == ml_dtypes.bfloat16
+        order = O.SplitK(2) if A.shape[0] >= 4 else O.Sequential()
+        return simulate("matmul", A, B, order=order, out="bf16").astype(ml_dtypes.bfloat16)
+    rep = check_invariance(fn, "matmul", vary={"M": range(1, 9)}, at={"K": 32, "N": 2}, dtype="bf16")
+    assert rep.dtype == "bf16" and rep.verdict == "VARIANT" and _thresholds(rep) == [(3, 4)]
+    assert rep.counterexamples[0].confirmed and rep.counterexamples[0].ulps > 0

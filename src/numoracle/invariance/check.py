@@ -146,7 +146,8 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     counterexample per pair of neighbouring classes, searched through simulate for the largest difference and
     confirmed by calling the kernel), UNDETERMINED (a configuration the kernel or reveal failed at, or the time
     budget), INVARIANT. Budgets: ``max_seconds`` in all, ``reveal_seconds`` / ``reveal_calls`` per reveal,
-    ``call_seconds`` for each configuration's first call (a kernel that hangs is reported, not waited for).
+    ``call_seconds`` for each of the check's own calls and reveal's first (a kernel that hangs there is reported,
+    not waited for; reveal's later probing calls are not limited).
     """
     op = check_choice(op, "op", ("sum", "dot", "matmul"))
     if (fn is None) == (make_fn is None):
