@@ -252,3 +252,25 @@ def test_bf16_inputs():
     rep = check_invariance(fn, "matmul", vary={"M": range(1, 9)}, at={"K": 32, "N": 2}, dtype="bf16")
     assert rep.dtype == "bf16" and rep.verdict == "VARIANT" and _thresholds(rep) == [(3, 4)]
     assert rep.counterexamples[0].confirmed and rep.counterexamples[0].ulps > 0
+
+
+@pytest.mark.slow
+def test_workers_spread_the_first_configurations():
+    rep = check_invariance(kn.split_k, "matmul", vary={"M": range(1, 129)}, workers=2, **MM)
+    assert rep.verdict == "VARIANT" and _thresholds(rep) == [(63, 64)] and len(rep.classes) == 2
+    assert rep.reveals >= 2 and rep.calls > 0
+    _check_counterexamples(rep, kn.split_k)
+    with pytest.raises(NumoracleError, match="pickles"):
+        check_invariance(lambda A, B: A @ B, "matmul", vary={"M": [1, 2]}, workers=2, **MM)
+
+
+@pytest.mark.slow
+def test_executor_parts_inline():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as ex:
+        rep = check_invariance(kn.tile_from_mn, "matmul", vary={"M": range(1, 65)}, at={"K": 64, "N": 4},
+                               executor=ex)
+    assert rep.verdict == "VARIANT" and _thresholds(rep) == [(25, 26)]
+    serial = check_invariance(kn.tile_from_mn, "matmul", vary={"M": range(1, 65)}, at={"K": 64, "N": 4})
+    assert {p.config: p.cls for p in rep.points} == {p.config: p.cls for p in serial.points}

@@ -2,7 +2,7 @@
 
     numoracle invariance MODULE:FUNCTION OP --vary M=1:256 [--vary row=0:7 ...] --at K=4096 [--at N=16]
                          [--factory] [--dtype FMT] [--exhaustive] [--evidence match|reveal] [--max-seconds S]
-                         [--call-seconds S] [--progress] [--json]
+                         [--call-seconds S] [--workers N] [--progress] [--json]
 
 The kernel: ``fn(X[M, K]) -> [M]`` (sum over the last axis), ``fn(A[M, K], B[M, K]) -> [M]`` (dot, one per row)
 or ``fn(A[M, K], B[K, N]) -> [M, N]`` (matmul); with ``--factory``, FUNCTION is ``make_fn(**params)`` and the
@@ -66,7 +66,7 @@ def _cmd_invariance(args: argparse.Namespace) -> tuple[str, int]:
     rep = check_invariance(None if args.factory else fn, args.op, make_fn=fn if args.factory else None, vary=vary,
                            at=at, dtype=args.dtype, exhaustive=args.exhaustive, evidence=args.evidence,
                            max_seconds=args.max_seconds, call_seconds=args.call_seconds, progress=progress,
-                           seed=args.seed)
+                           seed=args.seed, workers=args.workers)
     status = 0 if rep.verdict == "INVARIANT" else 1
     if args.json:
         return json.dumps(rep.to_dict(), indent=1), status
@@ -96,6 +96,8 @@ def add_invariance_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--call-seconds", dest="call_seconds", type=float, default=60.0, metavar="S",
                    help="limit of each configuration's first call (default 60)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    s.add_argument("--workers", type=int, default=0, metavar="N", help="spread the first configurations over N "
+                   "processes (the kernel must be a module-level function; default 0: here)")
     s.add_argument("--progress", action="store_true", help="one line per configuration on stderr")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(run=_cmd_invariance)

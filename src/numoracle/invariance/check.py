@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,11 @@ from ..core.formats import Format, format_of
 from ..core.interop import native_dtype
 from ..testing.runs import compare_runs
 from .counter import find_counterexample
-from .kernel import KernelAt, KernelCallError, make_filler
+from .kernel import kernel_factory
 from .report import Counterexample, InvarianceReport, Threshold
 from .search import Sweep
-from .space import Config, Space
+from .space import Space
+from .spread import spread
 
 __all__ = ["check_invariance", "assert_batch_invariant"]
 
@@ -32,32 +34,6 @@ def _dtype(dtype: Any) -> tuple[str, np.dtype]:
         raise NumoracleError(f"dtype must be a float format with a numpy / ml_dtypes type (fp32, bf16, fp16, ...), got "
                          f"{dtype!r}")
     return fmt.name, dt
-
-
-def _kernel_factory(fn: Any, make_fn: Any, op: str, dt: np.dtype, call_seconds: float, seed: int,
-                    max_m: int) -> Callable[[Config], KernelAt]:
-    """config -> KernelAt; with a factory, ``make_fn(**params)`` once per distinct parameters; the filler rows
-    drawn once per (K, N) for the largest M."""
-    made: dict[tuple, Any] = {}
-    fillers: dict[tuple, tuple] = {}
-
-    def kernel_at(c: Config) -> KernelAt:
-        f = fn
-        if make_fn is not None:
-            key = tuple(sorted(c.params.items()))
-            if key not in made:
-                try:
-                    made[key] = make_fn(**c.params)
-                except Exception as e:
-                    raise KernelCallError(f"make_fn raised {type(e).__name__}: {e} at {c}") from e
-                if not callable(made[key]):
-                    raise KernelCallError(f"make_fn returned {type(made[key]).__name__}, not a kernel, at {c}")
-            f = made[key]
-        key = (c.get("K"), c.get("N") if op == "matmul" else 1)
-        if key not in fillers:
-            fillers[key] = make_filler(op, max_m, key[0], key[1], dt, seed)
-        return KernelAt(f, op, c, dt, call_seconds, seed, fillers[key])
-    return kernel_at
 
 
 def _explain_nondeterminism(sweep: Sweep) -> str:
@@ -88,7 +64,7 @@ def _counterexamples(sweep: Sweep, thresholds: list[Threshold], limit: int, seed
         if pair in done or len(out) >= limit:
             continue
         done.add(pair)
-        ka, kb = sweep.kernels[t.below], sweep.kernels[t.above]
+        ka, kb = sweep.kernel(t.below), sweep.kernel(t.above)
         ce = find_counterexample(ka, kb, (t.below_class, t.above_class), orders[t.below_class],
                                  orders[t.above_class], seed)
         if ce is not None:
@@ -126,7 +102,8 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
                      make_fn: Callable | None = None, dtype: Any = "fp32", exhaustive: bool = False,
                      evidence: str = "match", draws: int | None = None, max_seconds: float = 600.0,
                      reveal_seconds: float = 120.0, reveal_calls: int = 5_000_000, call_seconds: float = 60.0,
-                     counterexamples: int = 4, progress: Any = False, seed: int = 0) -> InvarianceReport:
+                     counterexamples: int = 4, progress: Any = False, seed: int = 0, workers: int = 0,
+                     executor: Executor | None = None) -> InvarianceReport:
     """Is the order of a watched output the same at every configuration? (Batch invariance and its kin.)
 
     fn: the kernel, ``fn(X[M, K]) -> [M]`` (op "sum", over the last axis), ``fn(A[M, K], B[M, K]) -> [M]``
@@ -147,7 +124,9 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     confirmed by calling the kernel), UNDETERMINED (a configuration the kernel or reveal failed at, or the time
     budget), INVARIANT. Budgets: ``max_seconds`` in all, ``reveal_seconds`` / ``reveal_calls`` per reveal,
     ``call_seconds`` for each of the check's own calls and reveal's first (a kernel that hangs there is reported,
-    not waited for; reveal's later probing calls are not limited).
+    not waited for; reveal's later probing calls are not limited). ``workers`` (processes; the kernel must pickle)
+    or ``executor`` (a Dask client's ``get_executor()``, say): the first configurations are spread over them in
+    contiguous parts, each part's classes merged by structural order equality; bisection runs here.
     """
     op = check_choice(op, "op", ("sum", "dot", "matmul"))
     if (fn is None) == (make_fn is None):
@@ -164,18 +143,24 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     say = (lambda s: print(s, file=sys.stderr)) if progress is True else progress if callable(progress) else None
     t0 = time.perf_counter()
     seed = check_int(seed, "seed", 0)
-    kernel_at = _kernel_factory(fn, make_fn, op, dt, limits[2], seed, max(space.axes["M"]))
+    kernel_at = kernel_factory(fn, make_fn, op, dt, limits[2], seed, max(space.axes["M"]))
     reveal_kw = {"max_seconds": limits[1], "max_calls": check_int(reveal_calls, "reveal_calls", 1)}
     sweep = Sweep(kernel_at, space, op, name, evidence=evidence, draws=draws, reveal_kw=reveal_kw,
                   deadline=t0 + limits[0], progress=say, seed=seed)
-    complete = sweep.run(exhaustive)
+    if workers or executor is not None:
+        complete = spread(sweep, sweep.grid(exhaustive), fn=fn, make_fn=make_fn, dt=dt, call_seconds=limits[2],
+                          max_m=max(space.axes["M"]), workers=check_int(workers, "workers", 0, 256),
+                          executor=executor, seconds=limits[0])
+        complete = sweep.run([]) and complete
+    else:
+        complete = sweep.run(sweep.grid(exhaustive))
     thresholds, gaps = sweep.thresholds_and_gaps()
     ces = [] if sweep.nondet else _counterexamples(sweep, thresholds, check_int(counterexamples, "counterexamples",
                                                                                  0), seed)
     undetermined = [p for p in sweep.points.values() if p.evidence == "undetermined"]
     verdict = _verdict(sweep, complete, ces, undetermined)
     elapsed = time.perf_counter() - t0
-    calls = sum(k.calls for k in sweep.kernels.values())
+    calls = sum(k.calls for k in sweep.kernels.values()) + sweep.calls_elsewhere
     return InvarianceReport(verdict, op, name, space.axes, space.varying, sweep.classes, list(sweep.points.values()),
                             thresholds, gaps, ces, undetermined,
                             _explain_nondeterminism(sweep) if sweep.nondet else None,

@@ -71,6 +71,11 @@ def find_counterexample(ka: KernelAt, kb: KernelAt, names: tuple[str, str], oa: 
     them at both configurations; when the orders never differ on the inputs tried, random rows are given to the
     kernel directly. None when the kernel raises."""
     rng = np.random.default_rng([seed, 11])
+    if ka.out_fmt is None:          # tried in a worker: one call here learns the kernel's output format
+        try:
+            ka.watched(draw_row(rng, ka.op, ka.K, ka.N, KINDS[0], ka.dt))
+        except KernelCallError:
+            return None
     fmt = ka.out_fmt
     dt = native_dtype(fmt) if fmt is not None else None
     best, top, tried = _search(ka, kb, oa, ob, rng, dt)

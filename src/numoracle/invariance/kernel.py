@@ -27,7 +27,8 @@ from ..models.simulation import simulate
 from ..models.treeorder import TreeOrder
 from .space import Config
 
-__all__ = ["KernelAt", "RowData", "KernelCallError", "draw_row", "make_filler", "KINDS", "same_bits"]
+__all__ = ["KernelAt", "RowData", "KernelCallError", "draw_row", "make_filler", "kernel_factory", "KINDS",
+           "same_bits"]
 
 KINDS = ("normal", "wide", "cancelling")
 
@@ -211,3 +212,29 @@ class KernelAt:
                 return self._invoke((a, b))[i]
             return self._invoke((a,))[i]
         return g
+
+
+def kernel_factory(fn: Any, make_fn: Any, op: str, dt: np.dtype, call_seconds: float, seed: int,
+                    max_m: int) -> Callable[[Config], KernelAt]:
+    """config -> KernelAt; with a factory, ``make_fn(**params)`` once per distinct parameters; the filler rows
+    drawn once per (K, N) for the largest M."""
+    made: dict[tuple, Any] = {}
+    fillers: dict[tuple, tuple] = {}
+
+    def kernel_at(c: Config) -> KernelAt:
+        f = fn
+        if make_fn is not None:
+            key = tuple(sorted(c.params.items()))
+            if key not in made:
+                try:
+                    made[key] = make_fn(**c.params)
+                except Exception as e:
+                    raise KernelCallError(f"make_fn raised {type(e).__name__}: {e} at {c}") from e
+                if not callable(made[key]):
+                    raise KernelCallError(f"make_fn returned {type(made[key]).__name__}, not a kernel, at {c}")
+            f = made[key]
+        key = (c.get("K"), c.get("N") if op == "matmul" else 1)
+        if key not in fillers:
+            fillers[key] = make_filler(op, max_m, key[0], key[1], dt, seed)
+        return KernelAt(f, op, c, dt, call_seconds, seed, fillers[key])
+    return kernel_at

@@ -50,6 +50,7 @@ class Sweep:
         self.points: dict[Config, Point] = {}
         self.kernels: dict[Config, KernelAt] = {}
         self.reveals = self.matches = self.calls = 0
+        self.calls_elsewhere = 0                         # kernel calls made in workers (spread.py)
         self.nondet: tuple | None = None               # (KernelAt, inputs, first outputs, second outputs)
         self._rows: dict[tuple, list[RowData]] = {}
         self._sims: dict[tuple, list[np.ndarray]] = {}
@@ -142,20 +143,62 @@ class Sweep:
         self.group_of[cls.name] = (k.K, k.N)
         return Point(c, cls.name, "revealed", f"a new order ({rep.calls} calls)")
 
+    def clear_caches(self) -> None:
+        """Drop the check inputs and simulations (rebuilt on demand; not worth sending back from a worker)."""
+        self._rows, self._sims = {}, {}
+
     # ---- the sweep ---------------------------------------------------------------------------------------
-    def run(self, exhaustive: bool) -> bool:
-        """Grid of candidates, then bisection; False when the time budget ran out."""
+    def grid(self, exhaustive: bool) -> list[Config]:
+        """The configurations tried before bisection: the product of the candidates, rows inside the batch."""
         cand = self.space.candidates(exhaustive)
+        cs = (self.space.config(dict(zip(cand, vs))) for vs in product(*cand.values()))
+        return [c for c in cs if self.space.valid(c)]
+
+    def run(self, configs: list[Config], bisect: bool = True) -> bool:
+        """Try ``configs``, then bisect; False when the time budget ran out."""
         try:
-            for vs in product(*cand.values()):
-                c = self.space.config(dict(zip(cand, vs)))
-                if self.space.valid(c):
-                    self.evaluate(c)
-            while self._bisect_once():
+            for c in configs:
+                self.evaluate(c)
+            while bisect and self._bisect_once():
                 pass
         except OutOfTime:
             return False
         return True
+
+    def kernel(self, c: Config) -> KernelAt:
+        """The kernel at ``c`` (made here when c was tried in a worker)."""
+        if c not in self.kernels:
+            self.kernels[c] = self.kernel_at(c)
+        return self.kernels[c]
+
+    def adopt(self, part: Sweep) -> None:
+        """Take in a sweep run elsewhere (a worker's part): its classes merged by structural order equality."""
+        names: dict[str, str] = {}
+        for c in part.classes:
+            group = part.group_of[c.name]
+            same = [x for x in self.classes if self.group_of[x.name] == group and x.order == c.order]
+            if same:
+                names[c.name] = same[0].name
+                continue
+            new = OrderClass(_class_name(len(self.classes)), c.order, c.revealed_at, c.reveal_calls,
+                             c.reveal_seconds, [])
+            self.classes.append(new)
+            self.group_of[new.name] = group
+            names[c.name] = new.name
+        byname = {c.name: c for c in self.classes}
+        for p in part.points.values():
+            q = Point(p.config, names.get(p.cls) if p.cls else None, p.evidence, p.detail)
+            self.points[q.config] = q
+            if q.cls:
+                byname[q.cls].members.append(q.config)
+        self.reveals += part.reveals
+        self.matches += part.matches
+        self.calls_elsewhere += part.calls
+        if self.nondet is None and part.nondet is not None:
+            k, inputs, o1, o2 = part.nondet
+            here = self.kernel(k.config)
+            here.out_fmt = k.out_fmt
+            self.nondet = (here, inputs, o1, o2)
 
     def lines(self, axis: str) -> list[list[Point]]:
         """Tried points grouped by their other coordinates, each line sorted along ``axis``."""
