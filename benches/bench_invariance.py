@@ -89,7 +89,7 @@ def live(names: list[str], Ks: list[int], draws: int) -> None:
         for K in Ks:
             at = {"K": K} if op == "sum" else {"K": K, "N": 16}
             t0 = time.perf_counter()
-            rep = check_invariance(fn, op, vary={"M": MS}, at=at)
+            rep = check_invariance(fn, op, vary={"M": MS}, at=at, max_seconds=3000, reveal_seconds=1200)
             dt = time.perf_counter() - t0
             t1 = time.perf_counter()
             cls = brute(op, fn, K, 16, draws)
@@ -103,6 +103,8 @@ def live(names: list[str], Ks: list[int], draws: int) -> None:
                 print(f"  threshold {t}")
             for ce in rep.counterexamples:
                 print(f"  {ce.text()}")
+            for p in rep.undetermined:
+                print(f"  undetermined at {p.config}: {p.detail}")
             print(f"  {'MATCH' if ok else 'MISMATCH'}: {how}")
 
 

@@ -101,7 +101,7 @@ def _notes(sweep: Sweep, complete: bool, ces: list[Counterexample], elapsed: flo
 def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], at: Mapping[str, Any] | None = None,
                      make_fn: Callable | None = None, dtype: Any = "fp32", exhaustive: bool = False,
                      evidence: str = "match", draws: int | None = None, max_seconds: float = 600.0,
-                     reveal_seconds: float = 120.0, reveal_calls: int = 5_000_000, call_seconds: float = 60.0,
+                     reveal_seconds: float = 300.0, reveal_calls: int = 5_000_000, call_seconds: float = 60.0,
                      counterexamples: int = 4, progress: Any = False, seed: int = 0, workers: int = 0,
                      executor: Executor | None = None) -> InvarianceReport:
     """Is the order of a watched output the same at every configuration? (Batch invariance and its kin.)
