@@ -274,3 +274,23 @@ def test_executor_parts_inline():
     assert rep.verdict == "VARIANT" and _thresholds(rep) == [(25, 26)]
     serial = check_invariance(kn.tile_from_mn, "matmul", vary={"M": range(1, 65)}, at={"K": 64, "N": 4})
     assert {p.config: p.cls for p in rep.points} == {p.config: p.cls for p in serial.points}
+
+
+@pytest.mark.parametrize("op", ["sum", "dot"])
+def test_nondeterministic_sum_and_dot(op):
+    rng = np.random.default_rng(2)
+
+    def fn(*xs):
+        order = O.SplitK(4, permutation=tuple(rng.permutation(4)))
+        if op == "sum":
+            return simulate("sum", xs[0], order=order).astype(np.float32)
+        return np.array([simulate("dot", a, b, order=order) for a, b in zip(*xs)], np.float32)
+    rep = check_invariance(fn, op, vary={"M": [1, 2, 3]}, at={"K": 32})
+    assert rep.verdict == "NOT DETERMINISTIC" and "compare_runs:" in rep.nondeterminism
+
+
+def test_progress_lines():
+    lines = []
+    rep = check_invariance(kn.invariant, "matmul", vary={"M": [1, 2, 3]}, progress=lines.append, **MM)
+    assert len(lines) == 3 and lines[0].startswith("invariance: M=1") and "class A (revealed)" in lines[0]
+    assert "(matched)" in lines[1] and rep.verdict == "INVARIANT"

@@ -44,7 +44,7 @@ def _explain_nondeterminism(sweep: Sweep) -> str:
     try:
         if sweep.op == "dot":
             i = k.row
-            runs = (o1[i:i + 1], o2[i:i + 1])
+            runs = (o1[i:i + 1].reshape(1, 1), o2[i:i + 1].reshape(1, 1))   # the row's dot as a 1 x 1 matmul
             rc = compare_runs(*(r.astype(dt) for r in runs), "matmul", inputs[0][i:i + 1], inputs[1][i][:, None],
                               identify=False)
         else:
