@@ -25,6 +25,7 @@ LAYERS = [
     ("bounds", "identify", "reveal"),
     ("quant", "conformance", "plot"),
     ("testing", "tables"),
+    ("invariance",),
     ("cli",),
 ]
 LEVEL = {name: i for i, names in enumerate(LAYERS) for name in names}

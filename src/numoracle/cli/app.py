@@ -32,6 +32,7 @@ from .bounds import add_bound_parsers
 from .chains import add_chain_parsers
 from .identify import add_identify_parsers
 from .info import add_info_parsers
+from .invariance import add_invariance_parsers
 from .plot import add_plot_parsers
 from .reveal import add_reveal_parsers
 from .sweep import add_sweep_parsers
@@ -337,6 +338,7 @@ def _parser() -> argparse.ArgumentParser:
     add_plot_parsers(sub)
     add_identify_parsers(sub)
     add_reveal_parsers(sub)
+    add_invariance_parsers(sub)
     t = sub.add_parser("tables", help="write the reference tables (CSV)")
     t.add_argument("--out", default="tables", metavar="DIR", help="output folder (default ./tables)")
     t.add_argument("--only", metavar="NAME[,NAME]", help="write only these tables (formats, chains, bounds, boundary)")
