@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from numoracle.invariance import check_invariance
+from numoracle import check_invariance
 
 MS = range(1, 257)
 

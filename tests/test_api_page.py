@@ -20,7 +20,7 @@ TITLES = {
     "orders": "Accumulation orders", "chains": "Cast chains", "bounds": "Error bounds",
     "identify": "Identifying a kernel's order", "reveal": "Revealing a kernel's order by probing",
     "quant": "Quantization", "testing": "Checks' reports, run comparisons and goldens",
-    "conformance": "Conformance sweeps", "strategies": "Hypothesis strategies",
+    "conformance": "Conformance sweeps", "invariance": "Batch invariance", "strategies": "Hypothesis strategies",
 }
 
 

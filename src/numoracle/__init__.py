@@ -43,6 +43,8 @@ API = {
     # what a kernel did
     "identify_order": ".identify.search",
     "reveal_order": ".reveal.report",
+    "check_invariance": ".invariance.check",
+    "assert_batch_invariant": ".invariance.check",
     # quantization
     "quantize": ".quant.quantizer",
     "dequantize": ".quant.quantizer",
@@ -65,7 +67,7 @@ API = {
 
 # the namespaces: numoracle.<name>, each with its own table (its __all__)
 NAMESPACES = ("formats", "orders", "chains", "bounds", "identify", "reveal", "quant", "testing", "conformance",
-              "strategies")
+              "invariance", "strategies")
 
 # modules that register something at import (a bound op) and export nothing here
 _REGISTERS = (".quant.bounds.matmul",)

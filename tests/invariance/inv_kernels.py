@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from numoracle import orders as O
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 
 def _mm(A, B, order):

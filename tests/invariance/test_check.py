@@ -12,9 +12,10 @@ import pytest
 
 from numoracle import orders as O
 from numoracle.core.errors import NumoracleAssertionError, NumoracleError
-from numoracle.invariance import assert_batch_invariant, check_invariance, classes_of_recorded
+from numoracle import assert_batch_invariant, check_invariance
+from numoracle.invariance import classes_of_recorded
 from numoracle.invariance.space import breakpoints, parse_range
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import inv_kernels as kn  # noqa: E402

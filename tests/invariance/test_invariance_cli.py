@@ -9,7 +9,7 @@ from numoracle.cli import main
 KERNELS = '''
 import numpy as np
 from numoracle import orders as O
-from numoracle.models.simulation import simulate
+from numoracle.models.engine.simulation import simulate
 
 def split_k(A, B):
     return simulate("matmul", A, B, order=O.SplitK(4) if A.shape[0] < 64 else O.Sequential()).astype(np.float32)

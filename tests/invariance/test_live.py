@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.invariance import check_invariance
+from numoracle import check_invariance
 
 pytestmark = pytest.mark.slow
 

@@ -1,9 +1,17 @@
 """Batch invariance and determinism: whether a kernel's order for one output changes with batch size, row position,
-split or any parameter (numoracle.check_invariance; docs/invariance.md)."""
+split or any parameter (``numoracle.check_invariance``; docs/invariance.md).
 
-from .check import assert_batch_invariant, check_invariance
-from .recorded import RecordedClasses, classes_of_recorded
-from .report import Counterexample, Gap, InvarianceReport, OrderClass, Point, Threshold
+The public namespace ``numoracle.invariance``: the report's types and the recorded-outputs form; ``check_invariance``
+and ``assert_batch_invariant`` are at the top level. Imports every layer below it (reveal, identify, the models,
+testing's run comparison); only the command line imports it.
+"""
 
-__all__ = ["check_invariance", "assert_batch_invariant", "InvarianceReport", "OrderClass", "Point", "Threshold",
-           "Gap", "Counterexample", "classes_of_recorded", "RecordedClasses"]
+from ..core.lazy import names_from as _from
+from ..core.lazy import namespace
+
+API = {
+    **_from(".report", "InvarianceReport", "OrderClass", "Point", "Threshold", "Gap", "Counterexample"),
+    **_from(".recorded", "classes_of_recorded", "RecordedClasses"),
+}
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from ..core.args import check_bool, check_choice, check_int, check_number
-from ..core.errors import ArgumentTypeError, NumoracleAssertionError, NumoracleError, failure_message
-from ..core.formats import Format, format_of
-from ..core.interop import native_dtype
+from ..core.asserting import asserting
+from ..core.errors import ArgumentTypeError, NumoracleError
+from ..core.formats.format import Format, format_of
+from ..core.formats.interop import native_dtype
 from ..testing.runs import compare_runs
 from .counter import find_counterexample
 from .kernel import kernel_factory
@@ -175,10 +176,4 @@ def _all_configs(space: Space) -> Any:
         yield space.config(dict(zip(space.axes, vs)))
 
 
-def assert_batch_invariant(fn: Callable | None, op: str, *, msg: Any = None, **kw: Any) -> InvarianceReport:
-    """check_invariance(fn, op, **kw), raising NumoracleAssertionError (an AssertionError) with the report's text
-    (classes, thresholds, the counterexample) unless the verdict is INVARIANT; returns the report."""
-    rep = check_invariance(fn, op, **kw)
-    if rep.verdict != "INVARIANT":
-        raise NumoracleAssertionError(failure_message(f"not batch invariant: {rep}", msg), rep)
-    return rep
+assert_batch_invariant = asserting(check_invariance, "assert_batch_invariant")

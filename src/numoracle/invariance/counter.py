@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.interop import native_dtype
-from ..models.orders import Order
+from ..core.formats.interop import native_dtype
+from ..models.orders.basic import Order
 from .kernel import KINDS, KernelAt, KernelCallError, RowData, draw_row, same_bits
 from .report import Counterexample
 

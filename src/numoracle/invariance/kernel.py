@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NumoracleError
-from ..core.formats import AnyFormat
+from ..core.formats.format import AnyFormat
 from ..core.inputs import exact_float64
-from ..models.orders import Order
-from ..models.simulation import simulate
-from ..models.treeorder import TreeOrder
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import Order
+from ..models.orders.tree import TreeOrder
 from .space import Config
 
 __all__ = ["KernelAt", "RowData", "KernelCallError", "draw_row", "make_filler", "kernel_factory", "KINDS",

@@ -13,7 +13,7 @@ from ..core.args import check_choice
 from ..core.errors import ArgumentTypeError
 from ..core.inputs import exact_float64
 from ..identify.search import identify_order
-from ..models.simulation import simulate
+from ..models.engine.simulation import simulate
 from .kernel import same_bits
 
 __all__ = ["classes_of_recorded", "RecordedClasses", "RecordedClass"]

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ..models.orders import Order
-from ..models.ordertext import order_text
-from ..models.treeorder import PerPosition, TreeOrder
+from ..core.errors import NumoracleAssertionError, failure_message
+from ..models.orders.basic import Order
+from ..models.orders.text import order_text
+from ..models.orders.tree import PerPosition, TreeOrder
 from .space import Config
 
 __all__ = ["InvarianceReport", "OrderClass", "Point", "Threshold", "Gap", "Counterexample", "VERDICTS",
@@ -164,6 +165,15 @@ class InvarianceReport:
     calls: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """The verdict is INVARIANT."""
+        return self.verdict == "INVARIANT"
+
+    def failure(self, msg: Any = None, verbose: bool = False) -> Exception:
+        """The exception a failing assertion raises: the classes, thresholds and the counterexample."""
+        return NumoracleAssertionError(failure_message(f"not batch invariant: {self}", msg), self)
 
     @property
     def revealed(self) -> list[Config]:

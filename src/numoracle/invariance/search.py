@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..models.orders import Order
-from ..reveal import RevealError, reveal_order
+from ..models.orders.basic import Order
+from ..reveal.probe import RevealError
+from ..reveal.report import reveal_order
 from .kernel import KINDS, KernelAt, KernelCallError, RowData, draw_row, same_bits
 from .report import Gap, OrderClass, Point, Threshold
 from .space import Config, Space
