@@ -68,21 +68,25 @@ class NodeProbe:
         t[self.first[sib]] = -sign * E
         return self.out(t) / E
 
+    def _exact(self, v: int, k: int) -> bool:
+        """Does v keep 1 + 2^-k exactly? (A directed rounding may move it to 1 + ulp instead of 1: not kept.)"""
+        return self._kept(v, 2.0**-k) == 2.0**-k
+
     def precision(self, v: int, likely: tuple = ()) -> int:
         """The precision v rounds to (the largest k with 1 + 2^-k kept, plus one); ``likely`` precisions first."""
         for q in likely:
-            if self._kept(v, 2.0 ** -(q - 1)) != 0 and self._kept(v, 2.0**-q) == 0:
+            if self._exact(v, q - 1) and not self._exact(v, q):
                 return q
         lo, hi = 0, 1
         low_exp = (1 if self.p.op == "sum" else 2) * (self.p.fmt.emin - self.p.fmt.man_bits)
         kmax = min(64, self._scale() - low_exp)
-        while hi < kmax and self._kept(v, 2.0**-hi) != 0:
+        while hi < kmax and self._exact(v, hi):
             lo, hi = hi, min(2 * hi, kmax)
-        if hi == kmax and self._kept(v, 2.0**-hi) != 0:
+        if hi == kmax and self._exact(v, hi):
             return kmax + 1
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self._kept(v, 2.0**-mid) != 0:
+            if self._exact(v, mid):
                 lo = mid
             else:
                 hi = mid

@@ -9,21 +9,32 @@ leaves). A group whose leaves meet a's subtree only at the group's parent is a s
 more than two children (a fused node). Every answer is checked against the tree it implies (the path node of
 size s holds exactly s leaves), so a kernel that is not a tree of exact additions is reported, not guessed.
 
-All output positions see the same probe (rows of A and columns of B repeat); the search follows one *leader*
-position, and every position whose answers ever differ from the leader's is searched again with its own leader.
-Calls: n - 1 for a chain, about (n/2) log2 n for a balanced tree (FPRev's recursive search), times the number of
-distinct trees among the output positions.
+The search runs breadth first: every pending group's probes go in one batch, edited in place into the kernel's
+inputs (reveal/lanes.py). Where the kernel maps independent rows (a sum over the last axis, a matmul's rows of A
+or columns of B) one call carries one probe per row; otherwise all output positions see the same probe, the
+search follows one *leader* position, and every position whose answers ever differ from the leader's is searched
+again with its own leader. Calls: n - 1 for a chain, about (n/2) log2 n for a balanced tree (FPRev's recursive
+search), divided by the probes per call, times the number of distinct trees among the output positions.
+
+**Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
+(positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
+absorbs only units of M's own sign: with negative units -M absorbs them and +M loses one ulp step at every node
+on its path below the meeting node. Those outputs are no counts but grow with that path; so the answers are
+grouped by value, and each group probed once more with the terms on +M's side (a and the leaves of the smaller
+groups) set to zero: then +M has nothing to round away and the output is a count again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .lanes import Lanes, Probe, packed_modes
 from .probe import Prober, RevealError
 
-__all__ = ["Masking", "search_tree", "to_nodes"]
+__all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
 
 
 class Masking:
@@ -43,10 +54,7 @@ class Masking:
                               "reveal needs n < 2^p of the output format")
         self.eu = max(low, top - 66 - need)
         c0 = p.calls
-        while top - self.eu > need + 12:
-            p.set_masking(2.0**self.eu, 2.0**top)
-            if np.isfinite(p.pair(0, 1)).all():
-                break
+        while top - self.eu > need + 12 and not _holds(p, 2.0**self.eu, 2.0**top):
             top -= 2
             self.eu = max(low, top - 66 - need)
         self.eM = top
@@ -63,73 +71,166 @@ class Masking:
             raise RevealError(f"{f.name} inputs leave too little range to mask partial sums "
                               f"(2^{self.eM} against units 2^{self.eu})")
         self.u, self.M = 2.0**self.eu, 2.0**self.eM
+        self.sign = 1                                 # the units' sign (-1 once a kernel rounds upward / to zero)
+        self.last: Lanes | None = None                # the lanes of the last search (for a determinism check)
+
+
+def _holds(p: Prober, u: float, M: float) -> bool:
+    """Does the kernel keep +M (then -M) among units finite? Every partial sum of a masking probe is at most M plus
+    units, so this tells an accumulator too narrow for M; a pair (i, j) could meet before any overflow."""
+    for k, v in ((0, M), (p.n - 1, -M)):
+        t = np.full(p.n, u)
+        t[k] = v
+        if not np.isfinite(p.terms(t)).all():
+            return False
+    return True
+
+
+@dataclass
+class _Task:
+    """One call of FPRev's recursion: the subtrees over leaves G (a whole tree when top is None, else children of
+    a node of ``top`` leaves), found from leaf ``a``: the groups along a's path, then the siblings (``rest``)."""
+
+    G: list[int]
+    top: int | None
+    depth: int
+    a: int = -1
+    parts: list = field(default_factory=list)
+    rest: _Task | None = None
+
+
+@dataclass
+class SearchResult:
+    """The trees found (nested tree, output positions it holds for) and how they were probed."""
+
+    found: list
+    mode: str                    # lane layout: "all", "rows" or "cols"
+    calls: int
+    probes: int
+
+    @property
+    def per_call(self) -> float:
+        return self.probes / max(self.calls, 1)
 
 
 class _Search:
-    def __init__(self, p: Prober, mask: Masking, positions: np.ndarray, leader: int):
-        self.p, self.m, self.n = p, mask, p.n
+    def __init__(self, p: Prober, mask: Masking, lanes: Lanes, positions: np.ndarray, leader: int):
+        self.p, self.m, self.n, self.lanes = p, mask, p.n, lanes
         self.positions, self.leader = positions, leader
         self.diverged = np.zeros(positions.size, bool)
-        p.set_masking(mask.u, mask.M)
+        self.probes = 0                               # probes run (calls carry lanes.lanes of them)
+        mask.last = lanes
 
-    def ask(self, a: int, js: list[int]) -> np.ndarray:
-        """size(a, j) at the leader for every j (one call each); marks positions that answer otherwise."""
-        if self.rows:
-            return self._ask_rows(a, js)
-        out = np.empty(len(js), np.int64)
-        for k, j in enumerate(js):
-            vals = self.p.pair(a, j)[self.positions]
-            c = vals / self.m.u
-            if not np.isfinite(c).all():
-                raise RevealError(f"fn returned {vals[~np.isfinite(c)][0]} on finite inputs (probe {a}, {j})")
-            size = self.n - c
-            if not (c == np.round(c)).all() or (size < 2).any() or (size > self.n).any():
-                bad = vals[(c != np.round(c)) | (size < 2) | (size > self.n)][0]
-                raise _NotATree(f"a masking probe (+M at term {a}, -M at term {j}, units elsewhere) gave {bad!r}, "
-                                f"not a count of units (a multiple of {self.m.u!r} up to {self.n - 2} units): the "
-                                "kernel does not add these terms as a tree of exact additions with M absorbing")
-            lead = size[self.leader]
-            self.diverged |= size != lead
-            out[k] = int(lead)
-        return out
+    def _run(self, probes: list[Probe]) -> np.ndarray:
+        self.probes += len(probes)
+        return self.lanes.run(probes)
 
-    rows = False
+    # ---- answers ------------------------------------------------------------------------------------------
+    def _counts(self, vals: np.ndarray, probes: list[Probe]) -> tuple[np.ndarray, np.ndarray]:
+        """(counts at the leader, is a count) of a batch's outputs; marks the positions that answer otherwise."""
+        if self.lanes.lanes > 1:
+            if not (vals == vals[:, :1]).all():
+                raise _Columns("output positions of one lane answer differently")
+            lead = vals[:, 0]
+        else:
+            v = vals[:, self.positions]
+            lead = v[:, self.leader]
+            self.diverged |= ~(v == lead[:, None]).all(axis=0)
+        if not np.isfinite(lead).all():
+            k = int(np.flatnonzero(~np.isfinite(lead))[0])
+            raise RevealError(f"fn returned {lead[k]} on finite inputs (probe {probes[k].a}, {probes[k].j})")
+        c = lead / (self.lanes.sign * self.m.u)
+        return c, (c == np.round(c)) & (c >= 0) & (c <= self.n - 2)
 
-    def _ask_rows(self, a: int, js: list[int]) -> np.ndarray:
-        """Row r of the matmul answers size(a, js[r]): M queries per call; every column of a row must agree."""
-        out = np.empty(len(js), np.int64)
-        M = self.p.out_shape[0]
-        for lo in range(0, len(js), M):
-            part = js[lo:lo + M]
-            vals = self.p.pair_rows(a, part)[:len(part)]
-            c = vals / self.m.u
-            size = self.n - c
-            if not np.isfinite(c).all() or not (c == np.round(c)).all() or (size < 2).any():
-                raise _NotATree(f"a masking probe (+M at term {a}) gave {vals.ravel()[0]!r}, not a count of units")
-            if not (size == size[:, :1]).all():
-                raise _Columns("output columns answer differently")
-            out[lo:lo + len(part)] = size[:, 0].astype(np.int64)
-        return out
+    def _relayout(self, sign: int) -> None:
+        self.lanes = Lanes(self.p, self.m.u, self.m.M, sign, self.lanes.mode)
+        self.m.sign, self.m.last = sign, self.lanes
 
-    def forest(self, G: list[int], top: int | None, depth: int) -> list[Any]:
-        """The subtrees whose leaves are G: G is a whole tree (top None) or some children of a node of size top."""
-        if len(G) == 1:
-            return [G[0]]
-        a = G[0] if depth % 2 == 0 else G[-1]
-        others = [j for j in G if j != a]
-        s = self.ask(a, others)
-        sib = (s == top) if top is not None else np.zeros(len(others), bool)
+    def sizes(self, reqs: list[tuple[int, list[int]]]) -> list[np.ndarray]:
+        """size(a, j) at the leader for every request (a, js), all probes in one batch."""
+        probes = [Probe(a, j) for a, js in reqs for j in js]
+        owner = np.repeat(np.arange(len(reqs)), [len(js) for _, js in reqs])
+        vals = self._run(probes)
+        c, ok = self._counts(vals, probes)
+        bad = np.flatnonzero(~ok)
+        if bad.size and self.lanes.sign == 1:    # upward / toward zero: M absorbs negative units
+            self._relayout(-1)
+            vals[bad] = self._run([probes[k] for k in bad])
+            c[bad], ok[bad] = self._counts(vals[bad], [probes[k] for k in bad])
+            bad = np.flatnonzero(~ok)
+        if bad.size:
+            self._zero_side(reqs, probes, owner, vals, c, ok)
+        size = (self.n - c).astype(np.int64)
+        cuts = np.cumsum([len(js) for _, js in reqs])[:-1]
+        return np.split(size, cuts)
+
+    def _zero_side(self, reqs: list, probes: list[Probe], owner: np.ndarray, vals: np.ndarray, c: np.ndarray,
+                   ok: np.ndarray) -> None:
+        """Toward zero (module docstring): group the non-counts of each request by value, smallest first, and probe
+        one leaf of each group with +M's side zeroed; the count it gives is every member's (c updated)."""
+        lead = vals[:, 0] if self.lanes.lanes > 1 else vals[:, self.positions[self.leader]]
+        again: list[Probe] = []
+        members: list[np.ndarray] = []
+        for r in np.unique(owner[~ok]):
+            idx = np.flatnonzero(owner == r)
+            side = [probes[k].j for k in idx if ok[k]]
+            groups: dict[float, list[int]] = {}
+            for k in idx[~ok[idx]]:
+                groups.setdefault(float(lead[k]), []).append(int(k))
+            for v in sorted(groups, key=abs):
+                ks = groups[v]
+                again.append(Probe(reqs[r][0], probes[ks[0]].j, np.array(side, np.int64) if side else None))
+                members.append(np.array(ks))
+                side += [probes[k].j for k in ks]
+        c2, ok2 = self._counts(self._run(again), again)
+        if not ok2.all():
+            k = members[int(np.flatnonzero(~ok2)[0])][0]
+            pr = probes[k]
+            raise _NotATree(f"a masking probe (+M at term {pr.a}, -M at term {pr.j}, units elsewhere) gave "
+                            f"{vals[k].ravel()[0]!r}, not a count of units (a multiple of {self.m.u!r} up to "
+                            f"{self.n - 2} units), with units of either sign and with +M's side zeroed: the kernel "
+                            "does not add these terms as a tree of exact additions with M absorbing")
+        for ks, x in zip(members, c2):
+            c[ks] = x
+
+    # ---- FPRev's recursion, breadth first -----------------------------------------------------------------
+    def tree(self, G: list[int]) -> list[Any]:
+        """The subtrees over leaves G (one tree when G is every leaf)."""
+        root = _Task(G, None, 0)
+        pending = [root]
+        while pending:
+            work = [t for t in pending if len(t.G) > 1]
+            for t in work:
+                t.a = t.G[0] if t.depth % 2 == 0 else t.G[-1]
+            answers = self.sizes([(t.a, [j for j in t.G if j != t.a]) for t in work]) if work else []
+            pending = [c for t, s in zip(work, answers) for c in self._expand(t, s)]
+        return _resolve(root)
+
+    def _expand(self, t: _Task, s: np.ndarray) -> list[_Task]:
+        """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks."""
+        others = [j for j in t.G if j != t.a]
+        sib = (s == t.top) if t.top is not None else np.zeros(len(others), bool)
         inside = [j for j, x in zip(others, sib) if not x]
         sin = s[~sib]
-        node: Any = a
         for sk in np.unique(sin):
-            if top is not None and sk > top or 1 + int((sin <= sk).sum()) != sk:
-                raise _NotATree(f"the probes from term {a} imply a subtree of {int(sk)} terms holding "
+            if t.top is not None and sk > t.top or 1 + int((sin <= sk).sum()) != sk:
+                raise _NotATree(f"the probes from term {t.a} imply a subtree of {int(sk)} terms holding "
                                 f"{1 + int((sin <= sk).sum())}: no summation tree gives these answers")
-            H = [j for j, x in zip(inside, sin) if x == sk]
-            node = (node, *self.forest(H, int(sk), depth + 1))
+            t.parts.append(_Task([j for j, x in zip(inside, sin) if x == sk], int(sk), t.depth + 1))
         rest = [j for j, x in zip(others, sib) if x]
-        return [node] + (self.forest(rest, top, depth + 1) if rest else [])
+        if rest:
+            t.rest = _Task(rest, t.top, t.depth + 1)
+        return t.parts + ([t.rest] if t.rest else [])
+
+
+def _resolve(t: _Task) -> list[Any]:
+    """A task's subtrees as nested tuples (leaves are term ints)."""
+    if len(t.G) == 1:
+        return [t.G[0]]
+    node: Any = t.a
+    for part in t.parts:
+        node = (node, *_resolve(part))
+    return [node] + (_resolve(t.rest) if t.rest else [])
 
 
 class _NotATree(RevealError):
@@ -137,35 +238,37 @@ class _NotATree(RevealError):
 
 
 class _Columns(RevealError):
-    """Row-parallel probing saw columns that differ: search position by position instead."""
+    """Several probes per call saw positions of one lane that differ: search position by position instead."""
 
 
-def search_tree(p: Prober, mask: Masking, rows: bool = False) -> list[tuple[Any, np.ndarray]]:
-    """[(nested tree, positions it holds for)]: one search per distinct tree among the output positions.
+def search_tree(p: Prober, mask: Masking, packed: bool = False) -> SearchResult:
+    """The trees of every output position: one search per distinct tree among them.
 
-    ``rows`` (matmul): each row of A carries its own probe, M probes per call, on the assumption that every
-    output position has the same tree (the caller verifies it and searches again without ``rows`` if not)."""
-    npos = max(1, int(np.prod(p.out_shape, dtype=np.int64)))
-    if rows:
-        s = _Search(p, mask, np.arange(npos), 0)
-        s.rows = p.set_row_masking(mask.u, mask.M)
-        if s.rows:
-            try:
-                return [(_one(s.forest(list(range(p.n)), None, 0)), np.arange(npos))]
-            except (_Columns, _NotATree, RecursionError):
-                pass
+    ``packed``: one probe per row (a sum over rows; a matmul's rows of A or columns of B), several probes per call,
+    on the assumption that every output position has the same tree (the caller verifies it and searches again
+    without ``packed`` if not). Falls back to one probe per call where no packed layout fits or it fails."""
+    npos = p.npos
+    c0, probes = p.calls, 0
+    for mode in packed_modes(p, mask.u, mask.M) if packed else []:
+        lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
+        s = _Search(p, mask, lanes, np.arange(npos), 0)
+        try:
+            return SearchResult([(_one(s.tree(list(range(p.n)))), np.arange(npos))], mode, p.calls - c0, s.probes)
+        except (_Columns, _NotATree, RecursionError):
+            probes += s.probes
     todo = np.arange(npos)
     found = []
     while todo.size:
-        s = _Search(p, mask, todo, 0)
+        s = _Search(p, mask, Lanes(p, mask.u, mask.M, mask.sign), todo, 0)
         try:
-            trees = s.forest(list(range(p.n)), None, 0)
+            trees = s.tree(list(range(p.n)))
         except RecursionError:
             raise RevealError("the tree is too deep for the recursive search (a chain the probes peel one leaf "
                               "at a time)") from None
+        probes += s.probes
         found.append((_one(trees), todo[~s.diverged]))
         todo = todo[s.diverged]
-    return found
+    return SearchResult(found, "all", p.calls - c0, probes)
 
 
 def _one(trees: list) -> Any:
