@@ -1,6 +1,6 @@
 """In-place masking probes: one set of inputs kept between calls, each probe written into a lane of it and undone.
 
-A probe ``Probe(a, j, zero)`` puts +M at term a, -M at term j, 0 at the terms ``zero`` and the unit s u (s = +-1,
+A probe (a, j, zero) puts +M at term a, -M at term j, 0 at the terms ``zero`` and the unit s u (s = +-1,
 the sign) at every other term. A *lane* is the part of the inputs one probe occupies:
 
 * ``"all"``: every output position sees the probe (a sum's x[n], or every row of x[R, n]; a dot; a matmul whose
@@ -16,26 +16,16 @@ writes; the outputs are read once per batch (``Prober.read_many``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .probe import Prober
 
-__all__ = ["Probe", "Lanes", "packed_modes"]
+__all__ = ["Lanes", "packed_modes"]
 
 UNIT, PLUS, MINUS, ZERO = 0, 1, 2, 3
 _RECHECK = 8          # calls of the last batch repeated to tell a kernel that is not deterministic
-
-
-@dataclass(frozen=True)
-class Probe:
-    """+M at term a, -M at term j, 0 at the terms ``zero`` (an int array, or None), the unit elsewhere."""
-
-    a: int
-    j: int
-    zero: Any = None
 
 
 def packed_modes(p: Prober, u: float, M: float) -> list[str]:
@@ -62,7 +52,10 @@ class Lanes:
         self.lanes = 1 if mode == "all" else p.out_shape[0] if mode == "rows" else p.out_shape[-1]
         self.per = p.npos // self.lanes              # output positions each lane is read at
         self.args, self._put = self._layout(np.array([sign * u, M, -M, 0.0]))
-        self.recent: list[tuple[list[Probe], np.ndarray]] = []   # the last batch, for a determinism check
+        x = self.args[0]
+        self._one = (x, x[0], *self.p.native(np.array([M, -M]), "probe")) if mode == "all" and p.op == "sum" \
+            and x.ndim == 1 else None
+        self.recent: list[tuple] = []                # the last batch's last calls, for a determinism check
 
     def _layout(self, v: np.ndarray) -> tuple[tuple, Callable]:
         """The inputs (units everywhere) and put(lane, terms, code) writing code's value at those terms."""
@@ -112,38 +105,62 @@ class Lanes:
             B[k, lane] = tv[c]
         return (A, B), put_bcol
 
-    def run(self, probes: list[Probe]) -> np.ndarray:
-        """Every probe's outputs at its lane's positions, exact: (len(probes), positions per lane)."""
-        L, put, p, args = self.lanes, self._put, self.p, self.args
-        raws, self.recent = [], []
-        for lo in range(0, len(probes), L):
-            chunk = probes[lo:lo + L]
-            for lane, pr in enumerate(chunk):
-                if pr.zero is not None:
-                    put(lane, pr.zero, ZERO)
-                put(lane, pr.a, PLUS)
-                put(lane, pr.j, MINUS)
-            try:
-                raws.append(p.raw_call(args))
-            finally:
-                for lane, pr in enumerate(chunk):
-                    put(lane, pr.a, UNIT)
-                    put(lane, pr.j, UNIT)
-                    if pr.zero is not None:
-                        put(lane, pr.zero, UNIT)
+    def run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
+        """Every probe's outputs at its lane's positions, exact: (probes, positions per lane). Probe k: +M at term
+        a[k], -M at j[k], 0 at the terms zero[k] (an int array or None; zero None: none anywhere)."""
+        L, p = self.lanes, self.p
+        A, J = a.tolist(), j.tolist()
+        if L == 1 and zero is None and self._one is not None:
+            raws = self._run_one(A, J)
+        else:
+            raws = self._run_lanes(A, J, zero)
         vals = p.read_many(raws)                         # (calls, output positions)
         if L > 1:   # lane l of each call: row l (rows) or column l (cols) of the outputs
             v = vals.reshape(len(raws), p.out_shape[0], -1)
             vals = (v if self.mode == "rows" else v.transpose(0, 2, 1)).reshape(len(raws) * L, self.per)
-        vals = vals[:len(probes)]
-        starts = range(0, len(probes), L)[-_RECHECK:]
-        self.recent = [(probes[lo:lo + L], vals[lo:lo + L]) for lo in starts]
+        vals = vals[:len(A)]
+        starts = range(0, len(A), L)[-_RECHECK:]
+        self.recent = [(a[lo:lo + L], j[lo:lo + L], None if zero is None else zero[lo:lo + L], vals[lo:lo + L])
+                       for lo in starts]
         return vals
+
+    def _run_one(self, A: list, J: list) -> list:
+        """One probe per call into a 1-D input (a sum's x[n]): the tightest loop, FPRev's in-place edits."""
+        x, unit, plus, minus = self._one
+        call, args, raws = self.p.raw_call, self.args, []
+        for i, k in zip(A, J):
+            x[i] = plus
+            x[k] = minus
+            try:
+                raws.append(call(args))
+            finally:
+                x[i] = x[k] = unit
+        return raws
+
+    def _run_lanes(self, A: list, J: list, zero: list | None) -> list:
+        L, put, call, args, raws = self.lanes, self._put, self.p.raw_call, self.args, []
+        Z = zero if zero is not None else [None] * len(A)
+        for lo in range(0, len(A), L):
+            chunk = range(lo, min(lo + L, len(A)))
+            for lane, k in enumerate(chunk):
+                if Z[k] is not None:
+                    put(lane, Z[k], ZERO)
+                put(lane, A[k], PLUS)
+                put(lane, J[k], MINUS)
+            try:
+                raws.append(call(args))
+            finally:
+                for lane, k in enumerate(chunk):
+                    put(lane, A[k], UNIT)
+                    put(lane, J[k], UNIT)
+                    if Z[k] is not None:
+                        put(lane, Z[k], UNIT)
+        return raws
 
     def deterministic(self) -> bool:
         """Do the last batch's last calls (up to _RECHECK) give the same outputs again, bit for bit?"""
-        for probes, vals in list(self.recent):
-            again = self.run(probes)
+        for a, j, zero, vals in list(self.recent):
+            again = self.run(a, j, zero)
             same = (again.view(np.uint64) == vals.view(np.uint64)) | (np.isnan(again) & np.isnan(vals))
             if not same.all():
                 return False

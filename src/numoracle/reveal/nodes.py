@@ -45,7 +45,7 @@ class NodeProbe:
             self.first[self.n + i] = self.first[ch[0]]
 
     def out(self, t: np.ndarray) -> float:
-        return float(self.p.terms(t)[self.pos])
+        return float(self.p.terms(t, self.pos)[self.pos])
 
     def _scale(self) -> int:
         """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows);
@@ -121,7 +121,7 @@ class NodeProbe:
         fa, fb = np.zeros(self.n), np.ones(self.n)
         fa[k] = fb[k] = a
         fa[self.first[sib]] = -(1 + 2.0 ** (1 - h))
-        return float(self.p.factors(fa, fb)[self.pos]) == 0
+        return float(self.p.factors(fa, fb, self.pos)[self.pos]) != 2.0 ** (-2 * h)
 
     def frac_bits(self, v: int) -> int:
         """Fused node v: the largest s such that 1 - 1 + 2^-s keeps 2^-s (the aligned window's fraction bits)."""

@@ -177,23 +177,50 @@ class Prober:
                 raise RevealError(f"term {t[k]!r} is not a product of two {self.fmt.name} values")
         return a, b
 
-    def terms(self, t: np.ndarray) -> np.ndarray:
-        """fn on inputs whose terms are ``t`` (n exact values), at every output position."""
+    def terms(self, t: np.ndarray, pos: int | None = None) -> np.ndarray:
+        """fn on inputs whose terms are ``t`` (n exact values), at every output position; with ``pos``, only
+        output position pos is sure to see them (a sum's other rows, a matmul's other rows of A and columns of B
+        are zero: no copy of the whole inputs per call)."""
         t = np.asarray(t, np.float64)
         if self.op == "sum":
             x = self.native(t, "sum probe")
-            return self.call(np.ascontiguousarray(np.broadcast_to(x, (self.rows, self.n))) if self.rows else x)
-        return self.factors(*self.split(t))
+            if not self.rows:
+                return self.call(x)
+            if pos is None:
+                return self.call(np.ascontiguousarray(np.broadcast_to(x, (self.rows, self.n))))
+            (X,) = self._zeros()
+            X[pos] = x
+            try:
+                return self.call(X)
+            finally:
+                X[pos] = 0
+        return self.factors(*self.split(t), pos=pos)
 
-    def factors(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """fn on inputs whose terms are a_k * b_k (dot / matmul), at every output position."""
+    def factors(self, a: np.ndarray, b: np.ndarray, pos: int | None = None) -> np.ndarray:
+        """fn on inputs whose terms are a_k * b_k (dot / matmul), at every output position (with ``pos``: at
+        output position pos, as :meth:`terms`)."""
         an, bn = self.native(a, "probe"), self.native(b, "probe")
         if self.op == "dot":
             return self.call(an, bn)
         M, _, N = self.shape  # type: ignore[misc]
+        if pos is not None:
+            A, B = self._zeros()
+            r, c = divmod(pos, N)
+            A[r], B[:, c] = an, bn
+            try:
+                return self.call(A, B)
+            finally:
+                A[r], B[:, c] = 0, 0
         A = np.ascontiguousarray(np.broadcast_to(an[None, :], (M, self.n)))
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
+
+    def _zeros(self) -> tuple[np.ndarray, ...]:
+        """Inputs of zeros kept for :meth:`terms` at one position (made once)."""
+        if getattr(self, "_zero_inputs", None) is None:
+            shapes = [(self.rows, self.n)] if self.op == "sum" else [self.shape[:2], self.shape[1:]]  # type: ignore
+            self._zero_inputs = tuple(np.zeros(s, self.dtype) for s in shapes)
+        return self._zero_inputs
 
     def inputs_of(self, rng: np.random.Generator, kind: str) -> tuple[np.ndarray, ...]:
         """Random inputs of one kind: normal, positive, mixed magnitudes, cancelling."""
@@ -216,7 +243,7 @@ class Prober:
                 x = x * np.exp2(rng.integers(-span, span + 1, s))
             elif kind == "cancelling":
                 x = np.where(rng.random(s) < 0.5, x, -x) * np.exp2(rng.integers(-2, 3, s))
-            out.append(self.native(np.asarray(x, np.float64).astype(self.dtype).astype(np.float64), kind))
+            out.append(np.asarray(x, np.float64).astype(self.dtype))    # values of the format by construction
         if kind == "cancelling" and self.op == "sum":
             n = self.n
             out[0][..., n // 2:] = -out[0][..., :n - n // 2][..., ::-1]

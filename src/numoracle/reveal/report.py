@@ -126,7 +126,20 @@ def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
     return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
 
 
+def _sim_many(op: str, inputs: list[tuple], order: Order) -> list[np.ndarray]:
+    """simulate on several inputs, batched in one call where the op allows: sums stacked as rows, dot products as
+    the diagonal of one matmul (each output is the same model either way)."""
+    if len(inputs) > 1 and op == "sum":
+        x = np.stack([i[0] for i in inputs])
+        return list(_sim("sum", (x.reshape(-1, x.shape[-1]),), order).reshape(len(inputs), -1))
+    if len(inputs) > 1 and op == "dot":
+        got = _sim("matmul", (np.stack([i[0] for i in inputs]), np.stack([i[1] for i in inputs], axis=1)), order)
+        return list(got.reshape(len(inputs), len(inputs)).diagonal()[:, None])
+    return [_sim(op, i, order) for i in inputs]
+
+
 FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
+LEAF_SAMPLE = 512     # above this many products, their rounding is probed on a sample
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -134,24 +147,29 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _Data:
-    """Random inputs and fn's outputs on them, drawn once and reused to score candidates."""
+    """Random inputs and fn's outputs on them, drawn once (when first needed) and reused to score candidates."""
 
     def __init__(self, p: Prober, rng: np.random.Generator, kinds: tuple, draws: int):
-        self.items = []
-        for kind in kinds:
-            for _ in range(draws):
-                ins = p.inputs_of(rng, kind)
-                self.items.append((kind, ins, _run(p, ins)))
+        self._args = (p, rng, kinds, draws)
+        self._items: list | None = None
+
+    @property
+    def items(self) -> list:
+        if self._items is None:
+            p, rng, kinds, draws = self._args
+            self._items = []
+            for kind in kinds:
+                for _ in range(draws):
+                    ins = p.inputs_of(rng, kind)
+                    self._items.append((kind, ins, _run(p, ins)))
+        return self._items
 
     def score(self, op: str, order: Order, positions: np.ndarray) -> int:
-        bad = 0
-        for _, ins, want in self.items:
-            try:
-                got = _sim(op, ins, order)
-            except (ValueError, OverflowError):
-                return 1 << 30
-            bad += int((~_same(got[positions], want[positions])).sum())
-        return bad
+        try:
+            gots = _sim_many(op, [ins for _, ins, _ in self.items], order)
+        except (ValueError, OverflowError):
+            return 1 << 30
+        return sum(int((~_same(got[positions], want[positions])).sum()) for got, (_, _, want) in zip(gots, self.items))
 
 
 def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, notes: list, top: int) -> TreeOrder:
@@ -209,12 +227,25 @@ def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Ord
 
 def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
     """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
-    node over it, in its node's step) or exact (an FMA)."""
+    node over it, in its node's step) or exact (an FMA); above LEAF_SAMPLE terms a sample (the first and last
+    terms among them), every term where the sample disagrees."""
     from dataclasses import replace
 
     pin = p.fmt.precision
     kinds = list(t.kinds or [0] * len(t.nodes))
-    rounded = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2 and probe.leaf_rounded(k, pin)]
+    cands = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2]
+    pick = cands
+    if len(cands) > LEAF_SAMPLE:
+        rng = np.random.default_rng(0)
+        pick = sorted(set(rng.choice(cands, 64, replace=False).tolist()) | set(cands[:16]) | set(cands[-32:]))
+    found = {k: probe.leaf_rounded(k, pin) for k in pick}
+    if len(set(found.values())) > 1 and len(pick) < len(cands):
+        found.update({k: probe.leaf_rounded(k, pin) for k in cands if k not in found})
+    sampled = len(found) < len(cands)
+    rounded = [k for k in cands if found.get(k, False)] if not sampled else (cands if any(found.values()) else [])
+    if sampled:
+        notes.append(f"terms: probed on a sample of {len(found)} of {len(cands)} products, which agree; the others "
+                     "taken alike (not probed)")
     if not rounded:
         notes.append("terms: every product enters its addition exact (FMA)")
         return t
@@ -229,22 +260,20 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
 
 
-def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool]:
-    """(kind -> (mismatching, compared), deterministic) on fresh random data; the first draw is called twice."""
+def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool, int]:
+    """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
+    twice."""
+    c0 = p.calls
     mism: dict[str, tuple[int, int]] = {}
     det = True
     for kind in kinds:
-        bad = tot = 0
-        for d in range(draws):
-            ins = p.inputs_of(rng, kind)
-            want = _run(p, ins)
-            if d == 0 and not _same(want, _run(p, ins)).all():
-                det = False
-            got = _sim(p.op, ins, order)
-            bad += int((~_same(got, want)).sum())
-            tot += want.size
-        mism[kind] = (bad, tot)
-    return mism, det
+        ins = [p.inputs_of(rng, kind) for _ in range(draws)]
+        wants = [_run(p, i) for i in ins]
+        if not _same(wants[0], _run(p, ins[0])).all():
+            det = False
+        gots = _sim_many(p.op, ins, order)
+        mism[kind] = (sum(int((~_same(g, w)).sum()) for g, w in zip(gots, wants)), sum(w.size for w in wants))
+    return mism, det, p.calls - c0
 
 
 @dataclass
@@ -256,31 +285,33 @@ class _Found:
     tree_calls: int
     node_calls: int
     per_call: float
+    mode: str
 
 
-def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: list) -> _Found:
-    """The trees (several probes per call where the kernel maps rows), their nodes, and the order; where packed
-    probes assumed one tree and the random data says otherwise, searched again with one probe per call."""
+def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: list, packed: bool = True,
+                  check: bool = False) -> _Found:
+    """The trees (several probes per call where the kernel maps rows, unless ``packed`` is False), their nodes,
+    and the order. Packed probes assume one tree per lane: the verification checks it (the caller searches again
+    unpacked where it fails); ``check``: on random data here (no verification follows)."""
     c0 = p.calls
-    res = search_tree(p, mask, packed=True)
+    res = search_tree(p, mask, packed=packed)
     tree_calls = p.calls - c0
     c0 = p.calls
-    data = _Data(p, rng, ("normal", "mixed"), 3 if p.op == "matmul" else 4)
+    data = _Data(p, rng, ("normal", "mixed"), 3 if p.op == "matmul" or p.rows else 4)
     order = _order_of(p, res.found, data, notes, mask.eM)
     lanes = {"rows": "row of A" if p.op == "matmul" else "row", "cols": "column of B"}.get(res.mode)
-    if lanes and data.score(p.op, order, np.arange(data.items[0][2].size)):
-        notes.append(f"packed probes (one pair per {lanes}) assumed one tree for every output; the data says "
-                     "otherwise: searched again with every output seeing every probe")
-        c1 = p.calls
-        res = search_tree(p, mask)
-        tree_calls += p.calls - c1
-        c0 += p.calls - c1
-        order = _order_of(p, res.found, data, notes, mask.eM)
-    elif lanes:
+    if lanes and check and data.score(p.op, order, np.arange(data.items[0][2].size)):
+        notes.append(_UNPACK.format(lanes))
+        return _search_order(p, mask, rng, notes, packed=False)
+    if lanes:
         notes.append(f"packed probes: one pair per {lanes}, {res.per_call:.1f} probes per call on average")
     if mask.sign < 0:
         notes.append("masking with negative units: the kernel rounds upward or toward zero (module tree.py)")
-    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call)
+    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode)
+
+
+_UNPACK = ("packed probes (one pair per {}) assumed one tree for every lane; the random data says otherwise: "
+           "searched again with every output seeing every probe")
 
 
 def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | None = None, dtype: Any = "fp32",
@@ -305,7 +336,7 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     p = Prober(fn, op, K, shape, fmt, max_calls, max_seconds)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    draws = draws or (2 if op == "matmul" else 6)
+    draws = draws or (1 if rows and rows >= 8 else 2 if op == "matmul" or rows else 6)   # many outputs per draw
 
     def report(order, verdict, **kw) -> RevealReport:
         return RevealReport(op, K, shape, fmt.name, order, p.calls, time.perf_counter() - t0, verdict,
@@ -322,21 +353,28 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     notes: list[str] = [f"masking: +-2^{mask.eM} against units 2^{mask.eu} (masks accumulators of up to "
                         f"{mask.absorbs} bits)"]
     try:
-        f = _search_order(p, mask, rng, notes)
+        f = _search_order(p, mask, rng, notes, check=not verify)
+        if not verify:
+            return report(f.order, "not verified", notes=notes, **_counts(f))
+        mism, det, vcalls = _verify(p, f.order, rng, tuple(kinds), draws)
+        if f.mode != "all" and det and any(b for b, _ in mism.values()):
+            notes.append(_UNPACK.format("lane"))
+            f0, f = f, _search_order(p, mask, rng, notes, packed=False)
+            f.tree_calls, f.node_calls = f.tree_calls + f0.tree_calls, f.node_calls + f0.node_calls + vcalls
+            mism, det, vcalls = _verify(p, f.order, rng, tuple(kinds), draws)
     except NotATree as e:
         if mask.last is not None and not mask.last.deterministic():
             return report(None, "not deterministic", notes=["the same masking probes, called again, gave "
                                                              f"different outputs ({e})"], tree_calls=p.calls)
         return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
-    kw = {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call}
-    before = p.calls
-    if not verify:
-        return report(f.order, "not verified", notes=notes, **kw)
-    mism, det = _verify(p, f.order, rng, tuple(kinds), draws)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof")
     verdict = "not deterministic" if not det else "reproduced" if all(b == 0 for b, _ in mism.values()) else "differs"
     if verdict == "differs":
         notes.append("the order differs from fn on some random data: fn's order may depend on the data, or a "
                      "node does what no probed model does")
-    return report(f.order, verdict, mismatches=mism, verify_calls=p.calls - before, notes=notes, **kw)
+    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, **_counts(f))
+
+
+def _counts(f: _Found) -> dict:
+    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .lanes import Lanes, Probe, packed_modes
+from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
 
 __all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
@@ -73,6 +73,7 @@ class Masking:
         self.u, self.M = 2.0**self.eu, 2.0**self.eM
         self.sign = 1                                 # the units' sign (-1 once a kernel rounds upward / to zero)
         self.last: Lanes | None = None                # the lanes of the last search (for a determinism check)
+        self.probes = 0                               # probes of the current search
 
 
 def _holds(p: Prober, u: float, M: float) -> bool:
@@ -89,11 +90,12 @@ def _holds(p: Prober, u: float, M: float) -> bool:
 @dataclass
 class _Task:
     """One call of FPRev's recursion: the subtrees over leaves G (a whole tree when top is None, else children of
-    a node of ``top`` leaves), found from leaf ``a``: the groups along a's path, then the siblings (``rest``)."""
+    a node of ``top`` leaves), found from leaf ``a`` at G's ``end`` (0: first, -1: last): the groups along a's
+    path (``parts``), then the siblings (``rest``)."""
 
-    G: list[int]
+    G: np.ndarray
     top: int | None
-    depth: int
+    end: int = 0
     a: int = -1
     parts: list = field(default_factory=list)
     rest: _Task | None = None
@@ -121,24 +123,20 @@ class _Search:
         self.probes = 0                               # probes run (calls carry lanes.lanes of them)
         mask.last = lanes
 
-    def _run(self, probes: list[Probe]) -> np.ndarray:
-        self.probes += len(probes)
-        return self.lanes.run(probes)
+    def _run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
+        self.probes += len(a)
+        return self.lanes.run(a, j, zero)
 
     # ---- answers ------------------------------------------------------------------------------------------
-    def _counts(self, vals: np.ndarray, probes: list[Probe]) -> tuple[np.ndarray, np.ndarray]:
+    def _counts(self, vals: np.ndarray, a: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(counts at the leader, is a count) of a batch's outputs; marks the positions that answer otherwise."""
-        if self.lanes.lanes > 1:
-            if not (vals == vals[:, :1]).all():
-                raise _Columns("output positions of one lane answer differently")
-            lead = vals[:, 0]
-        else:
-            v = vals[:, self.positions]
-            lead = v[:, self.leader]
+        v = vals[:, self.positions]
+        lead = v[:, self.leader]
+        if v.shape[1] > 1:
             self.diverged |= ~(v == lead[:, None]).all(axis=0)
         if not np.isfinite(lead).all():
             k = int(np.flatnonzero(~np.isfinite(lead))[0])
-            raise RevealError(f"fn returned {lead[k]} on finite inputs (probe {probes[k].a}, {probes[k].j})")
+            raise RevealError(f"fn returned {lead[k]} on finite inputs (probe {a[k]}, {j[k]})")
         c = lead / (self.lanes.sign * self.m.u)
         return c, (c == np.round(c)) & (c >= 0) & (c <= self.n - 2)
 
@@ -146,47 +144,47 @@ class _Search:
         self.lanes = Lanes(self.p, self.m.u, self.m.M, sign, self.lanes.mode)
         self.m.sign, self.m.last = sign, self.lanes
 
-    def sizes(self, reqs: list[tuple[int, list[int]]]) -> list[np.ndarray]:
-        """size(a, j) at the leader for every request (a, js), all probes in one batch."""
-        probes = [Probe(a, j) for a, js in reqs for j in js]
-        owner = np.repeat(np.arange(len(reqs)), [len(js) for _, js in reqs])
-        vals = self._run(probes)
-        c, ok = self._counts(vals, probes)
+    def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
+        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch."""
+        js = [t.G[t.G != t.a] for t in tasks]
+        lens = [len(x) for x in js]
+        a = np.repeat([t.a for t in tasks], lens)
+        j = np.concatenate(js)
+        vals = self._run(a, j)
+        c, ok = self._counts(vals, a, j)
         bad = np.flatnonzero(~ok)
         if bad.size and self.lanes.sign == 1:    # upward / toward zero: M absorbs negative units
             self._relayout(-1)
-            vals[bad] = self._run([probes[k] for k in bad])
-            c[bad], ok[bad] = self._counts(vals[bad], [probes[k] for k in bad])
+            vals[bad] = self._run(a[bad], j[bad])
+            c[bad], ok[bad] = self._counts(vals[bad], a[bad], j[bad])
             bad = np.flatnonzero(~ok)
         if bad.size:
-            self._zero_side(reqs, probes, owner, vals, c, ok)
-        size = (self.n - c).astype(np.int64)
-        cuts = np.cumsum([len(js) for _, js in reqs])[:-1]
-        return np.split(size, cuts)
+            self._zero_side(np.repeat(np.arange(len(tasks)), lens), a, j, vals, c, ok)
+        return np.split((self.n - c).astype(np.int64), np.cumsum(lens)[:-1])
 
-    def _zero_side(self, reqs: list, probes: list[Probe], owner: np.ndarray, vals: np.ndarray, c: np.ndarray,
+    def _zero_side(self, owner: np.ndarray, a: np.ndarray, j: np.ndarray, vals: np.ndarray, c: np.ndarray,
                    ok: np.ndarray) -> None:
-        """Toward zero (module docstring): group the non-counts of each request by value, smallest first, and probe
+        """Toward zero (module docstring): group the non-counts of each task by value, smallest first, and probe
         one leaf of each group with +M's side zeroed; the count it gives is every member's (c updated)."""
-        lead = vals[:, 0] if self.lanes.lanes > 1 else vals[:, self.positions[self.leader]]
-        again: list[Probe] = []
-        members: list[np.ndarray] = []
+        lead = vals[:, self.positions[self.leader]]
+        ra, rj, zeros, members = [], [], [], []
         for r in np.unique(owner[~ok]):
             idx = np.flatnonzero(owner == r)
-            side = [probes[k].j for k in idx if ok[k]]
+            side = list(j[idx[ok[idx]]])
             groups: dict[float, list[int]] = {}
             for k in idx[~ok[idx]]:
                 groups.setdefault(float(lead[k]), []).append(int(k))
             for v in sorted(groups, key=abs):
                 ks = groups[v]
-                again.append(Probe(reqs[r][0], probes[ks[0]].j, np.array(side, np.int64) if side else None))
+                ra.append(a[ks[0]])
+                rj.append(j[ks[0]])
+                zeros.append(np.array(side, np.int64) if side else None)
                 members.append(np.array(ks))
-                side += [probes[k].j for k in ks]
-        c2, ok2 = self._counts(self._run(again), again)
+                side += list(j[ks])
+        c2, ok2 = self._counts(self._run(np.array(ra), np.array(rj), zeros), np.array(ra), np.array(rj))
         if not ok2.all():
             k = members[int(np.flatnonzero(~ok2)[0])][0]
-            pr = probes[k]
-            raise _NotATree(f"a masking probe (+M at term {pr.a}, -M at term {pr.j}, units elsewhere) gave "
+            raise _NotATree(f"a masking probe (+M at term {a[k]}, -M at term {j[k]}, units elsewhere) gave "
                             f"{vals[k].ravel()[0]!r}, not a count of units (a multiple of {self.m.u!r} up to "
                             f"{self.n - 2} units), with units of either sign and with +M's side zeroed: the kernel "
                             "does not add these terms as a tree of exact additions with M absorbing")
@@ -194,39 +192,44 @@ class _Search:
             c[ks] = x
 
     # ---- FPRev's recursion, breadth first -----------------------------------------------------------------
-    def tree(self, G: list[int]) -> list[Any]:
+    def tree(self, G: np.ndarray) -> list[Any]:
         """The subtrees over leaves G (one tree when G is every leaf)."""
-        root = _Task(G, None, 0)
+        root = _Task(np.asarray(G, np.int64), None)
         pending = [root]
         while pending:
             work = [t for t in pending if len(t.G) > 1]
             for t in work:
-                t.a = t.G[0] if t.depth % 2 == 0 else t.G[-1]
-            answers = self.sizes([(t.a, [j for j in t.G if j != t.a]) for t in work]) if work else []
+                t.a = int(t.G[t.end])
+            answers = self.sizes(work) if work else []
             pending = [c for t, s in zip(work, answers) for c in self._expand(t, s)]
         return _resolve(root)
 
     def _expand(self, t: _Task, s: np.ndarray) -> list[_Task]:
-        """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks."""
-        others = [j for j in t.G if j != t.a]
+        """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks.
+        A group's leader is taken from the end its parent's was, unless the parent's path had one group only (the
+        leader sat at the top: a chain read from its other end), then from the other end."""
+        others = t.G[t.G != t.a]
         sib = (s == t.top) if t.top is not None else np.zeros(len(others), bool)
-        inside = [j for j, x in zip(others, sib) if not x]
-        sin = s[~sib]
-        for sk in np.unique(sin):
-            if t.top is not None and sk > t.top or 1 + int((sin <= sk).sum()) != sk:
-                raise _NotATree(f"the probes from term {t.a} imply a subtree of {int(sk)} terms holding "
-                                f"{1 + int((sin <= sk).sum())}: no summation tree gives these answers")
-            t.parts.append(_Task([j for j, x in zip(inside, sin) if x == sk], int(sk), t.depth + 1))
-        rest = [j for j, x in zip(others, sib) if x]
-        if rest:
-            t.rest = _Task(rest, t.top, t.depth + 1)
+        inside, sin = others[~sib], s[~sib]
+        order = np.argsort(sin, kind="stable")
+        uniq, counts = np.unique(sin, return_counts=True)
+        held = 1 + np.cumsum(counts)
+        wrong = (held != uniq) | ((uniq > t.top) if t.top is not None else False)
+        if wrong.any():
+            k = int(np.flatnonzero(wrong)[0])
+            raise _NotATree(f"the probes from term {t.a} imply a subtree of {int(uniq[k])} terms holding "
+                            f"{int(held[k])}: no summation tree gives these answers")
+        end = t.end if len(uniq) > 1 else -1 - t.end
+        t.parts = [_Task(H, int(sk), end) for H, sk in zip(np.split(inside[order], np.cumsum(counts)[:-1]), uniq)]
+        if sib.any():
+            t.rest = _Task(others[sib], t.top, t.end)
         return t.parts + ([t.rest] if t.rest else [])
 
 
 def _resolve(t: _Task) -> list[Any]:
     """A task's subtrees as nested tuples (leaves are term ints)."""
     if len(t.G) == 1:
-        return [t.G[0]]
+        return [int(t.G[0])]
     node: Any = t.a
     for part in t.parts:
         node = (node, *_resolve(part))
@@ -237,38 +240,54 @@ class _NotATree(RevealError):
     """The masking answers are not those of a summation tree."""
 
 
-class _Columns(RevealError):
-    """Several probes per call saw positions of one lane that differ: search position by position instead."""
-
-
 def search_tree(p: Prober, mask: Masking, packed: bool = False) -> SearchResult:
     """The trees of every output position: one search per distinct tree among them.
 
-    ``packed``: one probe per row (a sum over rows; a matmul's rows of A or columns of B), several probes per call,
-    on the assumption that every output position has the same tree (the caller verifies it and searches again
-    without ``packed`` if not). Falls back to one probe per call where no packed layout fits or it fails."""
-    npos = p.npos
+    ``packed``: one probe per lane (a sum's rows; a matmul's rows of A or columns of B), several probes per call,
+    on the assumption that every lane has the same trees (the caller verifies it on random data and searches again
+    without ``packed`` if not); the positions inside a lane (a matmul's columns or rows) may differ, each distinct
+    tree searched again with its own leader. Falls back to one probe per call where no packed layout fits."""
     c0, probes = p.calls, 0
     for mode in packed_modes(p, mask.u, mask.M) if packed else []:
-        lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
-        s = _Search(p, mask, lanes, np.arange(npos), 0)
         try:
-            return SearchResult([(_one(s.tree(list(range(p.n)))), np.arange(npos))], mode, p.calls - c0, s.probes)
-        except (_Columns, _NotATree, RecursionError):
-            probes += s.probes
-    todo = np.arange(npos)
+            found, k = _search_all(p, mask, mode)
+        except (_NotATree, RecursionError):
+            probes += mask.probes
+            continue
+        found = [(t, np.sort(np.concatenate([_outputs(p, mode, int(q)) for q in qs]))) for t, qs in found]
+        return SearchResult(found, mode, p.calls - c0, probes + k)
+    found, k = _search_all(p, mask, "all")
+    return SearchResult(found, "all", p.calls - c0, probes + k)
+
+
+def _outputs(p: Prober, mode: str, q: int) -> np.ndarray:
+    """The output positions of lane position q: column q of every row (rows of A), row q (columns of B), every
+    row of a sum (its lanes hold one position each)."""
+    if p.op == "sum":
+        return np.arange(p.npos)
+    Mr, N = p.out_shape
+    return q + N * np.arange(Mr) if mode == "rows" else q * N + np.arange(N)
+
+
+def _search_all(p: Prober, mask: Masking, mode: str) -> tuple[list, int]:
+    """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one."""
+    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
+    todo = np.arange(lanes.per)
     found = []
+    mask.probes = 0
     while todo.size:
-        s = _Search(p, mask, Lanes(p, mask.u, mask.M, mask.sign), todo, 0)
+        s = _Search(p, mask, lanes, todo, 0)
         try:
-            trees = s.tree(list(range(p.n)))
+            trees = s.tree(np.arange(p.n))
         except RecursionError:
             raise RevealError("the tree is too deep for the recursive search (a chain the probes peel one leaf "
                               "at a time)") from None
-        probes += s.probes
+        finally:
+            mask.probes += s.probes
+        lanes = s.lanes
         found.append((_one(trees), todo[~s.diverged]))
         todo = todo[s.diverged]
-    return SearchResult(found, "all", p.calls - c0, probes)
+    return found, mask.probes
 
 
 def _one(trees: list) -> Any:
