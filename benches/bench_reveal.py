@@ -83,9 +83,9 @@ def _cases(quick: bool) -> list[tuple]:
     return out
 
 
-def _time(f: Callable) -> tuple[float, object]:
+def _time(f: Callable, *args, **kw) -> tuple[float, object]:
     t0 = time.perf_counter()
-    r = f()
+    r = f(*args, **kw)
     return time.perf_counter() - t0, r
 
 
@@ -101,9 +101,9 @@ def main() -> None:
         rep = fcalls = None
         for _ in range(args.repeat):
             if ffn is not None:
-                dt, (_, fcalls) = _time(lambda: fprev_recursive(ffn, kw.get("n") or kw["shape"][1]))
+                dt, (_, fcalls) = _time(fprev_recursive, ffn, kw.get("n") or kw["shape"][1])
                 tf.append(dt)
-            dt, rep = _time(lambda: reveal_order(fn, op, dtype="fp32", **kw))
+            dt, rep = _time(reveal_order, fn, op, dtype="fp32", **kw)
             tr.append(dt)
         f_s = min(tf) if tf else float("nan")
         r_s = min(tr)

@@ -125,17 +125,9 @@ class Lanes:
         return vals
 
     def _run_one(self, A: list, J: list) -> list:
-        """One probe per call into a 1-D input (a sum's x[n]): the tightest loop, FPRev's in-place edits."""
+        """One probe per call into a 1-D input (a sum's x[n]): FPRev's in-place edits, the tightest loop."""
         x, unit, plus, minus = self._one
-        call, args, raws = self.p.raw_call, self.args, []
-        for i, k in zip(A, J):
-            x[i] = plus
-            x[k] = minus
-            try:
-                raws.append(call(args))
-            finally:
-                x[i] = x[k] = unit
-        return raws
+        return self.p.loop(x, A, J, plus, minus, unit)
 
     def _run_lanes(self, A: list, J: list, zero: list | None) -> list:
         L, put, call, args, raws = self.lanes, self._put, self.p.raw_call, self.args, []

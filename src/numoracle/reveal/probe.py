@@ -105,7 +105,42 @@ class Prober:
         self._check_budget()
         out = self._invoke(args)
         self.calls += 1
+        if self._reader is not None:
+            vals = self._reader([self._hold(out)])
+            if vals is not None and vals.shape[1] == self.npos:
+                return vals[0]
         return self._convert(out)
+
+    def loop(self, x: np.ndarray, A: list, J: list, plus: Any, minus: Any, unit: Any) -> list:
+        """FPRev's in-place probes at their floor: for each (i, k), x[i] = plus, x[k] = minus, fn(x), both back
+        to unit; the outputs held for :meth:`read_many`. Budgets checked at every call."""
+        fn, hold, raws = self.fn, self._hold, []
+        if self.calls == 0 or self.max_calls - self.calls < len(A):
+            for i, k in zip(A, J):       # the general path: the first call's thread, the exact call budget
+                x[i], x[k] = plus, minus
+                try:
+                    raws.append(self.raw_call((x,)))
+                finally:
+                    x[i] = x[k] = unit
+            return raws
+        clock, deadline = time.perf_counter, self.deadline
+        try:
+            for i, k in zip(A, J):
+                x[i] = plus
+                x[k] = minus
+                try:
+                    out = fn(x)
+                except Exception as e:
+                    raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
+                finally:
+                    x[i] = x[k] = unit
+                raws.append(out if hold is _same_object else hold(out))
+                if clock() > deadline:
+                    raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
+                                          f"{self.max_seconds})")
+        finally:
+            self.calls += len(raws)
+        return raws
 
     def raw_call(self, args: tuple) -> Any:
         """One call of fn within the budgets, its output as fn returned it (read later by :meth:`read_many`)."""

@@ -336,7 +336,8 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     p = Prober(fn, op, K, shape, fmt, max_calls, max_seconds)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    draws = draws or (1 if rows and rows >= 8 else 2 if op == "matmul" or rows else 6)   # many outputs per draw
+    outs = rows or (shape[0] * shape[2] if op == "matmul" else 1)  # type: ignore[index]
+    draws = draws or (1 if outs >= 8 else 2 if op == "matmul" or rows else 6)   # many outputs per draw: fewer
 
     def report(order, verdict, **kw) -> RevealReport:
         return RevealReport(op, K, shape, fmt.name, order, p.calls, time.perf_counter() - t0, verdict,
