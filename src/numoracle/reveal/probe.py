@@ -128,13 +128,13 @@ class Prober:
             for i, k in zip(A, J):
                 x[i] = plus
                 x[k] = minus
-                try:
+                try:        # held before the inputs change back (a JAX computation may still read them)
                     out = fn(x)
+                    raws.append(out if hold is _same_object else hold(out))
                 except Exception as e:
                     raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
                 finally:
                     x[i] = x[k] = unit
-                raws.append(out if hold is _same_object else hold(out))
                 if clock() > deadline:
                     raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
                                           f"{self.max_seconds})")
