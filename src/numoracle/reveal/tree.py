@@ -93,7 +93,7 @@ class _Task:
     a node of ``top`` leaves), found from leaf ``a`` at G's ``end`` (0: first, -1: last): the groups along a's
     path (``parts``), then the siblings (``rest``)."""
 
-    G: np.ndarray
+    G: list[int]
     top: int | None
     end: int = 0
     a: int = -1
@@ -146,10 +146,10 @@ class _Search:
 
     def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
         """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch."""
-        js = [t.G[t.G != t.a] for t in tasks]
-        lens = [len(x) for x in js]
+        js = [g for t in tasks for g in t.G if g != t.a]
+        lens = [len(t.G) - 1 for t in tasks]
         a = np.repeat([t.a for t in tasks], lens)
-        j = np.concatenate(js)
+        j = np.array(js, np.int64)
         vals = self._run(a, j)
         c, ok = self._counts(vals, a, j)
         bad = np.flatnonzero(~ok)
@@ -194,12 +194,12 @@ class _Search:
     # ---- FPRev's recursion, breadth first -----------------------------------------------------------------
     def tree(self, G: np.ndarray) -> list[Any]:
         """The subtrees over leaves G (one tree when G is every leaf)."""
-        root = _Task(np.asarray(G, np.int64), None)
+        root = _Task([int(g) for g in G], None)
         pending = [root]
         while pending:
             work = [t for t in pending if len(t.G) > 1]
             for t in work:
-                t.a = int(t.G[t.end])
+                t.a = t.G[t.end]
             answers = self.sizes(work) if work else []
             pending = [c for t, s in zip(work, answers) for c in self._expand(t, s)]
         return _resolve(root)
@@ -208,28 +208,31 @@ class _Search:
         """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks.
         A group's leader is taken from the end its parent's was, unless the parent's path had one group only (the
         leader sat at the top: a chain read from its other end), then from the other end."""
-        others = t.G[t.G != t.a]
-        sib = (s == t.top) if t.top is not None else np.zeros(len(others), bool)
-        inside, sin = others[~sib], s[~sib]
-        order = np.argsort(sin, kind="stable")
-        uniq, counts = np.unique(sin, return_counts=True)
-        held = 1 + np.cumsum(counts)
-        wrong = (held != uniq) | ((uniq > t.top) if t.top is not None else False)
-        if wrong.any():
-            k = int(np.flatnonzero(wrong)[0])
-            raise _NotATree(f"the probes from term {t.a} imply a subtree of {int(uniq[k])} terms holding "
-                            f"{int(held[k])}: no summation tree gives these answers")
-        end = t.end if len(uniq) > 1 else -1 - t.end
-        t.parts = [_Task(H, int(sk), end) for H, sk in zip(np.split(inside[order], np.cumsum(counts)[:-1]), uniq)]
-        if sib.any():
-            t.rest = _Task(others[sib], t.top, t.end)
+        groups: dict[int, list[int]] = {}
+        rest: list[int] = []
+        top = t.top
+        for j, x in zip([g for g in t.G if g != t.a], s.tolist()):
+            if x == top:
+                rest.append(j)
+            else:
+                groups.setdefault(x, []).append(j)
+        held = 1
+        for sk in sorted(groups):
+            held += len(groups[sk])
+            if held != sk or (top is not None and sk > top):
+                raise _NotATree(f"the probes from term {t.a} imply a subtree of {sk} terms holding {held}: no "
+                                "summation tree gives these answers")
+        end = t.end if len(groups) > 1 else -1 - t.end
+        t.parts = [_Task(groups[sk], sk, end) for sk in sorted(groups)]
+        if rest:
+            t.rest = _Task(rest, top, t.end)
         return t.parts + ([t.rest] if t.rest else [])
 
 
 def _resolve(t: _Task) -> list[Any]:
     """A task's subtrees as nested tuples (leaves are term ints)."""
     if len(t.G) == 1:
-        return [int(t.G[0])]
+        return [t.G[0]]
     node: Any = t.a
     for part in t.parts:
         node = (node, *_resolve(part))
