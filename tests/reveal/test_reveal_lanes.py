@@ -12,7 +12,7 @@ from numoracle.core.formats import format_of
 from numoracle.reveal import reveal_order
 from numoracle.reveal.lanes import Lanes
 from numoracle.reveal.probe import Prober
-from numoracle.reveal.tree import Masking, search_tree
+from numoracle.reveal.tree import Masking, search_tree, to_nodes
 
 
 def _prober(fn, op, n, shape=None, dtype="fp32"):
@@ -95,3 +95,46 @@ def test_torch_and_jax_outputs_are_read_exactly_without_the_engine():
     assert read([outs[1]]) is None                          # another dtype: read one by one (names the change)
     rep = reveal_order(lambda x: torch.from_numpy(x).sum(-1), "sum", n=128, rows=8)
     assert rep.verdict == "reproduced" and rep.probes_per_call > 4
+
+
+@pytest.mark.parametrize(("op", "fn", "n"), [
+    ("sum", np.sum, 1000), ("sum", lambda x: no.simulate("sum", x, order=O.Pairwise()), 300),
+    ("sum", lambda x: no.simulate("sum", x, order=O.GpuReduce(4, 8, 2, 2)), 256),
+    ("sum", lambda x: no.simulate("sum", x, order=O.Blocked(16, O.Pairwise(), O.Sequential())), 200),
+    ("sum", lambda x: no.simulate("sum", x, order=O.Sequential()), 100), ("dot", np.dot, 1000),
+])
+def test_confirmed_twins_give_the_searched_trees_in_fewer_calls(op, fn, n):
+    """Groups that repeat a revealed subtree are confirmed (one probe per node, reveal/twins.py), not searched."""
+    p, mask = _prober(fn, op, n)
+    c0 = p.calls
+    fast = search_tree(p, mask, twins=True)
+    c1 = p.calls
+    plain = search_tree(p, mask, twins=False)
+    assert [repr(t) for t, _ in fast.found] == [repr(t) for t, _ in plain.found]
+    assert c1 - c0 <= p.calls - c1
+    if n >= 256:
+        assert c1 - c0 < 0.8 * (p.calls - c1)
+
+
+def test_a_twin_that_differs_is_searched():
+    """Two halves of the same size, one pairwise and one sequential: the second is no twin of the first (its
+    confirmation fails and it is searched)."""
+    n, nodes = 64, []
+
+    def add(x, y):
+        nodes.append((x, y))
+        return n + len(nodes) - 1
+
+    def pairwise(lo, hi):
+        return lo if hi - lo == 1 else add(pairwise(lo, (lo + hi) // 2), pairwise((lo + hi) // 2, hi))
+
+    left = pairwise(0, 32)
+    right = 32
+    for k in range(33, 64):
+        right = add(right, k)
+    add(left, right)
+    t = O.TreeOrder(n, tuple(nodes))
+    p, mask = _prober(lambda x: no.simulate("sum", x, order=t), "sum", n)
+    fast, plain = search_tree(p, mask, twins=True), search_tree(p, mask, twins=False)
+    assert [repr(x) for x, _ in fast.found] == [repr(x) for x, _ in plain.found]
+    assert tuple(to_nodes(fast.found[0][0], n)) == t.nodes

@@ -33,6 +33,7 @@ import numpy as np
 
 from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
+from .twins import certificate, shifted, twin_key
 
 __all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
 
@@ -99,6 +100,21 @@ class _Task:
     a: int = -1
     parts: list = field(default_factory=list)
     rest: _Task | None = None
+    clade: bool = False          # a group along a path (one subtree, or siblings at a fused node): may be a twin
+    fixed: Any = None            # the subtree, where confirmed as a twin (reveal/twins.py)
+    expanded: bool = False
+    done: bool = False
+
+
+@dataclass
+class _Prefix:
+    """The subtree of a task's leader below its path node k (the leader and the first k groups): a template for a
+    group of the same size hanging off that node (the other half of a pairwise step)."""
+
+    owner: _Task
+    k: int
+    G: list[int]
+    done: bool = False
 
 
 @dataclass
@@ -116,8 +132,10 @@ class SearchResult:
 
 
 class _Search:
-    def __init__(self, p: Prober, mask: Masking, lanes: Lanes, positions: np.ndarray, leader: int):
-        self.p, self.m, self.n, self.lanes = p, mask, p.n, lanes
+    def __init__(self, p: Prober, mask: Masking, lanes: Lanes, positions: np.ndarray, leader: int,
+                 twins: bool = True):
+        self.p, self.m, self.n, self.lanes, self.twins = p, mask, p.n, lanes, twins
+        self.confirmed = 0                            # twins confirmed (reveal/twins.py)
         self.positions, self.leader = positions, leader
         self.diverged = np.zeros(positions.size, bool)
         self.probes = 0                               # probes run (calls carry lanes.lanes of them)
@@ -193,16 +211,64 @@ class _Search:
 
     # ---- FPRev's recursion, breadth first -----------------------------------------------------------------
     def tree(self, G: np.ndarray) -> list[Any]:
-        """The subtrees over leaves G (one tree when G is every leaf)."""
+        """The subtrees over leaves G (one tree when G is every leaf). A group whose leaves are a translate of
+        another group's waits until that one is revealed, then is confirmed as its twin (reveal/twins.py)."""
         root = _Task([int(g) for g in G], None)
-        pending = [root]
-        while pending:
-            work = [t for t in pending if len(t.G) > 1]
-            for t in work:
+        pending: list[_Task] = [root]
+        pioneers: dict[tuple, Any] = {}
+        self._pioneers = pioneers
+        waiting: dict[tuple, list[_Task]] = {}
+        while pending or waiting:
+            work = []
+            for t in pending:
+                if len(t.G) < 2:
+                    continue
+                key = twin_key(t.G) if t.clade and self.twins else None
+                if key is not None and key in pioneers:
+                    waiting.setdefault(key, []).append(t)
+                    continue
+                if key is not None:
+                    pioneers[key] = t
                 t.a = t.G[t.end]
+                work.append(t)
+            fixed = self.confirmed
+            pending = self._confirm(pioneers, waiting)
+            if not work and not pending and waiting and fixed == self.confirmed:   # none can progress (not expected)
+                pending = [t for ts in waiting.values() for t in ts]
+                for t in pending:
+                    t.clade = False
+                waiting.clear()
             answers = self.sizes(work) if work else []
-            pending = [c for t, s in zip(work, answers) for c in self._expand(t, s)]
+            pending += [c for t, s in zip(work, answers) for c in self._expand(t, s)]
         return _resolve(root)
+
+    def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
+        """Twins of revealed pioneers confirmed in one batch (their subtree fixed); those that fail, to search."""
+        twins, cert, failed = [], [], []
+        for key in [k for k in waiting if _complete(pioneers[k])]:
+            pio = pioneers[key]
+            trees = _resolve(pio)
+            for t in waiting.pop(key):
+                hyp = shifted(trees[0], pio.G, t.G) if len(trees) == 1 else None
+                c = certificate(hyp) if hyp is not None else None
+                if c:
+                    twins.append((t, hyp, len(cert), len(c)))
+                    cert.extend(c)
+                else:
+                    failed.append(t)
+        if cert:
+            x, y, want = (np.array(v, np.int64) for v in zip(*cert))
+            c, ok = self._counts(self._run(x, y), x, y)
+            good = ok & (self.n - c == want)
+            for t, hyp, lo, k in twins:
+                if good[lo:lo + k].all():
+                    t.fixed = hyp
+                    self.confirmed += 1
+                else:
+                    failed.append(t)
+        for t in failed:
+            t.clade = False
+        return failed
 
     def _expand(self, t: _Task, s: np.ndarray) -> list[_Task]:
         """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks.
@@ -223,17 +289,41 @@ class _Search:
                 raise _NotATree(f"the probes from term {t.a} imply a subtree of {sk} terms holding {held}: no "
                                 "summation tree gives these answers")
         end = t.end if len(groups) > 1 else -1 - t.end
-        t.parts = [_Task(groups[sk], sk, end) for sk in sorted(groups)]
+        t.parts = [_Task(groups[sk], sk, end, clade=True) for sk in sorted(groups)]
         if rest:
             t.rest = _Task(rest, top, t.end)
+        t.expanded = True
+        if self.twins:
+            below = [t.a]
+            for k, part in enumerate(t.parts):
+                if k and len(part.G) == len(below) >= 4:   # a group as large as the leader's side: its twin?
+                    self._pioneers.setdefault(twin_key(below), _Prefix(t, k, list(below)))
+                below += part.G
         return t.parts + ([t.rest] if t.rest else [])
 
 
-def _resolve(t: _Task) -> list[Any]:
-    """A task's subtrees as nested tuples (leaves are term ints)."""
+def _complete(t: Any) -> bool:
+    """Is every subtree of the task (or prefix) revealed (searched or confirmed)?"""
+    if isinstance(t, _Prefix):
+        t.done = t.done or all(_complete(c) for c in t.owner.parts[:t.k])
+    elif not t.done:
+        t.done = t.fixed is not None or len(t.G) < 2 or (t.expanded and all(_complete(c) for c in t.parts) and (
+            t.rest is None or _complete(t.rest)))
+    return t.done
+
+
+def _resolve(t: Any) -> list[Any]:
+    """A task's (or prefix's) subtrees as nested tuples (leaves are term ints)."""
+    if isinstance(t, _Prefix):
+        node: Any = t.owner.a
+        for part in t.owner.parts[:t.k]:
+            node = (node, *_resolve(part))
+        return [node]
+    if t.fixed is not None:
+        return [t.fixed]
     if len(t.G) == 1:
         return [t.G[0]]
-    node: Any = t.a
+    node = t.a
     for part in t.parts:
         node = (node, *_resolve(part))
     return [node] + (_resolve(t.rest) if t.rest else [])
@@ -243,7 +333,7 @@ class _NotATree(RevealError):
     """The masking answers are not those of a summation tree."""
 
 
-def search_tree(p: Prober, mask: Masking, packed: bool = False) -> SearchResult:
+def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = True) -> SearchResult:
     """The trees of every output position: one search per distinct tree among them.
 
     ``packed``: one probe per lane (a sum's rows; a matmul's rows of A or columns of B), several probes per call,
@@ -253,13 +343,13 @@ def search_tree(p: Prober, mask: Masking, packed: bool = False) -> SearchResult:
     c0, probes = p.calls, 0
     for mode in packed_modes(p, mask.u, mask.M) if packed else []:
         try:
-            found, k = _search_all(p, mask, mode)
+            found, k = _search_all(p, mask, mode, twins)
         except (_NotATree, RecursionError):
             probes += mask.probes
             continue
         found = [(t, np.sort(np.concatenate([_outputs(p, mode, int(q)) for q in qs]))) for t, qs in found]
         return SearchResult(found, mode, p.calls - c0, probes + k)
-    found, k = _search_all(p, mask, "all")
+    found, k = _search_all(p, mask, "all", twins)
     return SearchResult(found, "all", p.calls - c0, probes + k)
 
 
@@ -272,14 +362,14 @@ def _outputs(p: Prober, mode: str, q: int) -> np.ndarray:
     return q + N * np.arange(Mr) if mode == "rows" else q * N + np.arange(N)
 
 
-def _search_all(p: Prober, mask: Masking, mode: str) -> tuple[list, int]:
+def _search_all(p: Prober, mask: Masking, mode: str, twins: bool = True) -> tuple[list, int]:
     """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one."""
     lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
     todo = np.arange(lanes.per)
     found = []
     mask.probes = 0
     while todo.size:
-        s = _Search(p, mask, lanes, todo, 0)
+        s = _Search(p, mask, lanes, todo, 0, twins)
         try:
             trees = s.tree(np.arange(p.n))
         except RecursionError:
