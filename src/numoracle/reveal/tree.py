@@ -14,7 +14,8 @@ inputs (reveal/lanes.py). Where the kernel maps independent rows (a sum over the
 or columns of B) one call carries one probe per row; otherwise all output positions see the same probe, the
 search follows one *leader* position, and every position whose answers ever differ from the leader's is searched
 again with its own leader. Calls: n - 1 for a chain, about (n/2) log2 n for a balanced tree (FPRev's recursive
-search), divided by the probes per call, times the number of distinct trees among the output positions.
+search; fewer where groups repeat a revealed subtree and are only confirmed: reveal/twins.py), divided by the
+probes per call, times the number of distinct trees among the output positions.
 
 **Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
 (positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
