@@ -138,3 +138,22 @@ def test_a_twin_that_differs_is_searched():
     fast, plain = search_tree(p, mask, twins=True), search_tree(p, mask, twins=False)
     assert [repr(x) for x, _ in fast.found] == [repr(x) for x, _ in plain.found]
     assert tuple(to_nodes(fast.found[0][0], n)) == t.nodes
+
+
+@pytest.mark.parametrize(("fn", "n"), [
+    (np.dot, 1000),                                                   # OpenBLAS: some products rounded first
+    (lambda a, b: no.simulate("dot", a, b, order=O.Pairwise(), fma=False), 64),   # every product rounded
+    (lambda a, b: no.simulate("dot", a, b, order=O.SplitK(4)), 64),  # every product exact (FMA)
+])
+def test_products_probed_several_per_call_as_one_by_one(fn, n):
+    from numoracle.reveal.nodes import NodeProbe
+
+    p, mask = _prober(fn, "dot", n)
+    tree = search_tree(p, mask).found[0][0]
+    probe = NodeProbe(p, to_nodes(tree, n), 0, mask.eM)
+    cands = [k for k in range(n) if len(probe.nodes[probe.parent[k] - n]) == 2]
+    c0 = p.calls
+    many = probe.leaves_rounded(cands, 24, 24)
+    c1 = p.calls
+    assert many == {k: probe.leaf_rounded(k, 24) for k in cands}
+    assert c1 - c0 < len(cands) / 3

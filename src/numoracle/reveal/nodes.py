@@ -123,6 +123,31 @@ class NodeProbe:
         fa[self.first[sib]] = -(1 + 2.0 ** (1 - h))
         return float(self.p.factors(fa, fb, self.pos)[self.pos]) != 2.0 ** (-2 * h)
 
+    def leaves_rounded(self, ks: list[int], p_in: int, bits: int) -> dict[int, bool]:
+        """:meth:`leaf_rounded` for many products, several per call: leaves whose parents' subtrees are disjoint
+        each get the probe scaled by 4^i (i = 0, 1, ...), zeros elsewhere; the output is the sum of 2^-2h 4^i over
+        the exact ones, exact while the sum fits ``bits`` (the narrowest node format's precision). Only for trees
+        that round to nearest (a directed rounding leaves residues that could read as another leaf's bit); an
+        output that is not such a sum is probed leaf by leaf."""
+        h = -(-p_in // 2)
+        a = 1 + 2.0**-h
+        g = max(1, (bits - 2) // 2)
+        out: dict[int, bool] = {}
+        for group in _disjoint_groups(self, ks, g):
+            fa, fb = np.zeros(self.n), np.ones(self.n)
+            for i, k in enumerate(group):
+                par = self.parent[k]
+                sib = [c for c in self.nodes[par - self.n] if c != k][0]
+                fa[k] = fb[k] = a * 2.0**i
+                fa[self.first[sib]], fb[self.first[sib]] = -(1 + 2.0 ** (1 - h)) * 2.0**i, 2.0**i
+            v = float(self.p.factors(fa, fb, self.pos)[self.pos]) * 2.0 ** (2 * h)
+            code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
+            if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
+                out.update({k: self.leaf_rounded(k, p_in) for k in group})
+            else:
+                out.update({k: not (code >> (2 * i)) & 1 for i, k in enumerate(group)})
+        return out
+
     def frac_bits(self, v: int) -> int:
         """Fused node v: the largest s such that 1 - 1 + 2^-s keeps 2^-s (the aligned window's fraction bits)."""
         terms = [c for c in self.nodes[v - self.n] if c < self.n]
@@ -139,6 +164,38 @@ class NodeProbe:
         while s < 60 and kept(s + 1):
             s += 1
         return s
+
+
+def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]:
+    """The leaves ks in groups of at most g whose parents' subtrees are pairwise disjoint (intervals of the leaves'
+    depth-first order that do not overlap), greedily by interval end."""
+    n, nodes = probe.n, probe.nodes
+    lo = np.zeros(n + len(nodes), np.int64)
+    hi = np.zeros(n + len(nodes), np.int64)
+    pos, stack = 0, [n + len(nodes) - 1]
+    while stack:                                   # leaves numbered in depth-first order
+        r = stack.pop()
+        if r < n:
+            lo[r] = hi[r] = pos
+            pos += 1
+        else:
+            stack.extend(reversed(nodes[r - n]))
+    for i, ch in enumerate(nodes):                 # children before parents
+        lo[n + i], hi[n + i] = min(lo[c] for c in ch), max(hi[c] for c in ch)
+    par = probe.parent
+    todo = sorted(ks, key=lambda k: int(hi[par[k]]))
+    groups = []
+    while todo:
+        group, rest, end = [], [], -1
+        for k in todo:
+            if len(group) < g and lo[par[k]] > end:
+                group.append(k)
+                end = int(hi[par[k]])
+            else:
+                rest.append(k)
+        groups.append(group)
+        todo = rest
+    return groups
 
 
 def root_format(probe: NodeProbe, likely: tuple) -> Format | None:

@@ -139,7 +139,6 @@ def _sim_many(op: str, inputs: list[tuple], order: Order) -> list[np.ndarray]:
 
 
 FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
-LEAF_SAMPLE = 512     # above this many products, their rounding is probed on a sample
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -227,25 +226,19 @@ def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Ord
 
 def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
     """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
-    node over it, in its node's step) or exact (an FMA); above LEAF_SAMPLE terms a sample (the first and last
-    terms among them), every term where the sample disagrees."""
+    node over it, in its node's step) or exact (an FMA); several per call in trees that round to nearest."""
     from dataclasses import replace
 
     pin = p.fmt.precision
     kinds = list(t.kinds or [0] * len(t.nodes))
     cands = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2]
-    pick = cands
-    if len(cands) > LEAF_SAMPLE:
-        rng = np.random.default_rng(0)
-        pick = sorted(set(rng.choice(cands, 64, replace=False).tolist()) | set(cands[:16]) | set(cands[-32:]))
-    found = {k: probe.leaf_rounded(k, pin) for k in pick}
-    if len(set(found.values())) > 1 and len(pick) < len(cands):
-        found.update({k: probe.leaf_rounded(k, pin) for k in cands if k not in found})
-    sampled = len(found) < len(cands)
-    rounded = [k for k in cands if found.get(k, False)] if not sampled else (cands if any(found.values()) else [])
-    if sampled:
-        notes.append(f"terms: probed on a sample of {len(found)} of {len(cands)} products, which agree; the others "
-                     "taken alike (not probed)")
+    steps2 = [st for st in t.steps if isinstance(st, tuple)]
+    fmts = [st[0] for st in steps2 if isinstance(st[0], Format)] + ([t.out] if isinstance(t.out, Format) else [])
+    if steps2 and all(st[1] == "rne" for st in steps2) and fmts:   # several products per call
+        found = probe.leaves_rounded(cands, pin, min(f.precision for f in fmts))
+    else:
+        found = {k: probe.leaf_rounded(k, pin) for k in cands}
+    rounded = [k for k in cands if found[k]]
     if not rounded:
         notes.append("terms: every product enters its addition exact (FMA)")
         return t
