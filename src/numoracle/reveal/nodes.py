@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 from typing import Any
 
@@ -183,18 +184,18 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
     for i, ch in enumerate(nodes):                 # children before parents
         lo[n + i], hi[n + i] = min(lo[c] for c in ch), max(hi[c] for c in ch)
     par = probe.parent
-    todo = sorted(ks, key=lambda k: int(hi[par[k]]))
-    groups = []
-    while todo:
-        group, rest, end = [], [], -1
-        for k in todo:
-            if len(group) < g and lo[par[k]] > end:
-                group.append(k)
-                end = int(hi[par[k]])
-            else:
-                rest.append(k)
-        groups.append(group)
-        todo = rest
+    groups: list[list[int]] = []
+    open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
+    for k in sorted(ks, key=lambda k: int(lo[par[k]])):   # interval partitioning, by start
+        start, end = int(lo[par[k]]), int(hi[par[k]])
+        if open_ and open_[0][0] < start:
+            _, gi = heapq.heappop(open_)
+        else:
+            gi = len(groups)
+            groups.append([])
+        groups[gi].append(k)
+        if len(groups[gi]) < g:
+            heapq.heappush(open_, (end, gi))
     return groups
 
 
