@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numoracle import assert_batch_invariant, check_invariance
 from numoracle import orders as O
 from numoracle.core.errors import NumoracleAssertionError, NumoracleError
-from numoracle import assert_batch_invariant, check_invariance
 from numoracle.invariance import classes_of_recorded
 from numoracle.invariance.space import breakpoints, parse_range
 from numoracle.models.engine.simulation import simulate

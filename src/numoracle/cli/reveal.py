@@ -70,6 +70,7 @@ def _to_json(rep: Any) -> str:
         "op": rep.op, "n": rep.n, "shape": rep.shape, "dtype": rep.dtype, "out_format": rep.out_format,
         "verdict": rep.verdict, "verified": rep.verified, "calls": rep.calls, "tree_calls": rep.tree_calls,
         "node_calls": rep.node_calls, "verify_calls": rep.verify_calls, "fprev_basic_calls": rep.fprev_basic_calls,
+        "probes_per_call": rep.probes_per_call,
         "seconds": round(rep.seconds, 3), "trees": rep.trees,
         "mismatches": {k: {"differ": b, "compared": t} for k, (b, t) in rep.mismatches.items()},
         "order": None if rep.order is None else order_text(rep.order), "notes": rep.notes}, indent=1)
@@ -82,7 +83,8 @@ def _cmd_reveal(args: argparse.Namespace) -> tuple[str, int]:
         raise ValueError(f"reveal {args.op} needs --n N (the number of terms)")
     fn = load_function(args.kernel)
     rep = reveal_order(fn, args.op, n=args.n, shape=args.shape, dtype=args.dtype, max_calls=args.max_calls,
-                       max_seconds=args.max_seconds, verify=not args.no_verify, seed=args.seed)
+                       max_seconds=args.max_seconds, verify=not args.no_verify, seed=args.seed,
+                       **({"rows": args.rows} if args.rows else {}))
     if args.order_out and rep.order is not None:
         Path(args.order_out).write_text(order_text(rep.order) + "\n")
     if args.draw and rep.order is not None:
@@ -112,6 +114,8 @@ def add_reveal_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("kernel", metavar="MODULE:FUNCTION", help="the kernel: fn(x[n]), fn(a[n], b[n]) or fn(A, B)")
     s.add_argument("op", choices=("sum", "dot", "matmul"), help="what the kernel computes")
     s.add_argument("--n", type=positive, metavar="N", help="sum / dot: the number of terms")
+    s.add_argument("--rows", type=positive, metavar="R", default=None,
+                   help="sum: the kernel maps R independent rows, fn(x[R, n]) -> [R] (several probes a call)")
     s.add_argument("--shape", type=_shape, metavar="M,K,N", help="matmul: A is M x K, B is K x N")
     s.add_argument("--dtype", default="fp32", metavar="FMT", help="input format (fp32, fp16, bf16, fp8_e4m3fn, ...)")
     s.add_argument("--max-calls", dest="max_calls", type=positive, default=5_000_000, metavar="N",

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +46,7 @@ class NodeProbe:
             self.first[self.n + i] = self.first[ch[0]]
 
     def out(self, t: np.ndarray) -> float:
-        return float(self.p.terms(t)[self.pos])
+        return float(self.p.terms(t, self.pos)[self.pos])
 
     def _scale(self) -> int:
         """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows);
@@ -68,21 +69,25 @@ class NodeProbe:
         t[self.first[sib]] = -sign * E
         return self.out(t) / E
 
+    def _exact(self, v: int, k: int) -> bool:
+        """Does v keep 1 + 2^-k exactly? (A directed rounding may move it to 1 + ulp instead of 1: not kept.)"""
+        return self._kept(v, 2.0**-k) == 2.0**-k
+
     def precision(self, v: int, likely: tuple = ()) -> int:
         """The precision v rounds to (the largest k with 1 + 2^-k kept, plus one); ``likely`` precisions first."""
         for q in likely:
-            if self._kept(v, 2.0 ** -(q - 1)) != 0 and self._kept(v, 2.0**-q) == 0:
+            if self._exact(v, q - 1) and not self._exact(v, q):
                 return q
         lo, hi = 0, 1
         low_exp = (1 if self.p.op == "sum" else 2) * (self.p.fmt.emin - self.p.fmt.man_bits)
         kmax = min(64, self._scale() - low_exp)
-        while hi < kmax and self._kept(v, 2.0**-hi) != 0:
+        while hi < kmax and self._exact(v, hi):
             lo, hi = hi, min(2 * hi, kmax)
-        if hi == kmax and self._kept(v, 2.0**-hi) != 0:
+        if hi == kmax and self._exact(v, hi):
             return kmax + 1
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self._kept(v, 2.0**-mid) != 0:
+            if self._exact(v, mid):
                 lo = mid
             else:
                 hi = mid
@@ -117,7 +122,32 @@ class NodeProbe:
         fa, fb = np.zeros(self.n), np.ones(self.n)
         fa[k] = fb[k] = a
         fa[self.first[sib]] = -(1 + 2.0 ** (1 - h))
-        return float(self.p.factors(fa, fb)[self.pos]) == 0
+        return float(self.p.factors(fa, fb, self.pos)[self.pos]) != 2.0 ** (-2 * h)
+
+    def leaves_rounded(self, ks: list[int], p_in: int, bits: int) -> dict[int, bool]:
+        """:meth:`leaf_rounded` for many products, several per call: leaves whose parents' subtrees are disjoint
+        each get the probe scaled by 4^i (i = 0, 1, ...), zeros elsewhere; the output is the sum of 2^-2h 4^i over
+        the exact ones, exact while the sum fits ``bits`` (the narrowest node format's precision). Only for trees
+        that round to nearest (a directed rounding leaves residues that could read as another leaf's bit); an
+        output that is not such a sum is probed leaf by leaf."""
+        h = -(-p_in // 2)
+        a = 1 + 2.0**-h
+        g = max(1, (bits - 2) // 2)
+        out: dict[int, bool] = {}
+        for group in _disjoint_groups(self, ks, g):
+            fa, fb = np.zeros(self.n), np.ones(self.n)
+            for i, k in enumerate(group):
+                par = self.parent[k]
+                sib = [c for c in self.nodes[par - self.n] if c != k][0]
+                fa[k] = fb[k] = a * 2.0**i
+                fa[self.first[sib]], fb[self.first[sib]] = -(1 + 2.0 ** (1 - h)) * 2.0**i, 2.0**i
+            v = float(self.p.factors(fa, fb, self.pos)[self.pos]) * 2.0 ** (2 * h)
+            code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
+            if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
+                out.update({k: self.leaf_rounded(k, p_in) for k in group})
+            else:
+                out.update({k: not (code >> (2 * i)) & 1 for i, k in enumerate(group)})
+        return out
 
     def frac_bits(self, v: int) -> int:
         """Fused node v: the largest s such that 1 - 1 + 2^-s keeps 2^-s (the aligned window's fraction bits)."""
@@ -135,6 +165,38 @@ class NodeProbe:
         while s < 60 and kept(s + 1):
             s += 1
         return s
+
+
+def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]:
+    """The leaves ks in groups of at most g whose parents' subtrees are pairwise disjoint (intervals of the leaves'
+    depth-first order that do not overlap), greedily by interval end."""
+    n, nodes = probe.n, probe.nodes
+    lo = np.zeros(n + len(nodes), np.int64)
+    hi = np.zeros(n + len(nodes), np.int64)
+    pos, stack = 0, [n + len(nodes) - 1]
+    while stack:                                   # leaves numbered in depth-first order
+        r = stack.pop()
+        if r < n:
+            lo[r] = hi[r] = pos
+            pos += 1
+        else:
+            stack.extend(reversed(nodes[r - n]))
+    for i, ch in enumerate(nodes):                 # children before parents
+        lo[n + i], hi[n + i] = min(lo[c] for c in ch), max(hi[c] for c in ch)
+    par = probe.parent
+    groups: list[list[int]] = []
+    open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
+    for k in sorted(ks, key=lambda k: int(lo[par[k]])):   # interval partitioning, by start
+        start, end = int(lo[par[k]]), int(hi[par[k]])
+        if open_ and open_[0][0] < start:
+            _, gi = heapq.heappop(open_)
+        else:
+            gi = len(groups)
+            groups.append([])
+        groups[gi].append(k)
+        if len(groups[gi]) < g:
+            heapq.heappush(open_, (end, gi))
+    return groups
 
 
 def root_format(probe: NodeProbe, likely: tuple) -> Format | None:

@@ -3,7 +3,9 @@
 A :class:`Prober` owns the kernel ``fn`` and its budgets. ``terms(t)`` calls it once with inputs whose terms
 (the inputs of a sum, the products a_k * b_k of a dot product or of every matmul output) are the exact values
 ``t`` (every output position sees the same terms: rows of A and columns of B repeat) and returns every output
-position's exact value. ``inputs(...)`` calls it on given inputs (the verification's random data).
+position's exact value. ``call(...)`` calls it on given inputs (the verification's random data). The masking
+probes go through ``raw_call`` and ``read_many`` (reveal/lanes.py): inputs edited in place, outputs read in one
+go through the cheapest exact path for their type (numpy, torch and JAX float values widen exactly to float64).
 """
 
 from __future__ import annotations
@@ -48,8 +50,16 @@ class Prober:
         self.fn, self.op, self.n, self.shape, self.fmt, self.dtype = fn, op, n, shape, fmt, dt
         self.max_calls, self.max_seconds = max_calls, max_seconds
         self.calls, self.t0 = 0, time.perf_counter()
-        self.out_shape: tuple[int, ...] = (shape[0], shape[2]) if op == "matmul" and shape else ()
+        self.deadline = self.t0 + max_seconds
+        # sum over rows: shape (R, n), fn(x[R, n]) -> [R]; matmul: shape (M, K, N) -> [M, N]
+        self.rows = shape[0] if op == "sum" and shape else 0
+        self.out_shape: tuple[int, ...] = ((shape[0], shape[2]) if op == "matmul" and shape else
+                                           (self.rows,) if self.rows else ())
+        self.npos = max(1, int(np.prod(self.out_shape, dtype=np.int64)))
         self.out_fmt: AnyFormat | None = None
+        # the fast exact reading of fn's output type (set on the first call; see fast_reader)
+        self._hold: Callable = _same_object
+        self._reader: Callable | None = None
 
     # ---- budgets and one call ---------------------------------------------------------------------------
     @property
@@ -95,6 +105,67 @@ class Prober:
         self._check_budget()
         out = self._invoke(args)
         self.calls += 1
+        if self._reader is not None:
+            vals = self._reader([self._hold(out)])
+            if vals is not None and vals.shape[1] == self.npos:
+                return vals[0]
+        return self._convert(out)
+
+    def loop(self, x: np.ndarray, A: list, J: list, plus: Any, minus: Any, unit: Any) -> list:
+        """FPRev's in-place probes at their floor: for each (i, k), x[i] = plus, x[k] = minus, fn(x), both back
+        to unit; the outputs held for :meth:`read_many`. Budgets checked at every call."""
+        fn, hold, raws = self.fn, self._hold, []
+        if self.calls == 0 or self.max_calls - self.calls < len(A):
+            for i, k in zip(A, J):       # the general path: the first call's thread, the exact call budget
+                x[i], x[k] = plus, minus
+                try:
+                    raws.append(self.raw_call((x,)))
+                finally:
+                    x[i] = x[k] = unit
+            return raws
+        clock, deadline = time.perf_counter, self.deadline
+        try:
+            for i, k in zip(A, J):
+                x[i] = plus
+                x[k] = minus
+                try:        # held before the inputs change back (a JAX computation may still read them)
+                    out = fn(x)
+                    raws.append(out if hold is _same_object else hold(out))
+                except Exception as e:
+                    raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
+                finally:
+                    x[i] = x[k] = unit
+                if clock() > deadline:
+                    raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
+                                          f"{self.max_seconds})")
+        finally:
+            self.calls += len(raws)
+        return raws
+
+    def raw_call(self, args: tuple) -> Any:
+        """One call of fn within the budgets, its output as fn returned it (read later by :meth:`read_many`)."""
+        if self.calls >= self.max_calls or time.perf_counter() > self.deadline or self.calls == 0:
+            self._check_budget()
+            out = self._invoke(args)
+        else:
+            try:
+                out = self.fn(*args)
+            except Exception as e:
+                raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls})") from e
+        self.calls += 1
+        return self._hold(out)
+
+    def read_many(self, outs: list) -> np.ndarray:
+        """Outputs of :meth:`raw_call` as exact float64 values, (calls, output positions); the fast reader of the
+        first output's type where every output has that type, else one by one (checked as :meth:`call` does)."""
+        if self._reader is not None and outs:
+            vals = self._reader(outs)
+            if vals is not None and vals.shape == (len(outs), self.npos):
+                return vals
+        return np.stack([self._convert(o) for o in outs]) if outs else np.empty((0, self.npos))
+
+    def _convert(self, out: Any) -> np.ndarray:
+        """fn's output as exact float64 values (flattened), its shape and type checked against the first call's."""
         dt = getattr(out, "dtype", None)
         if isinstance(out, (np.ndarray, np.generic)) and dt in _FAST:
             vals, fmt = np.asarray(out, np.float64), _FAST[dt]
@@ -108,6 +179,7 @@ class Prober:
                               f"{self.out_shape}")
         if self.out_fmt is None:
             self.out_fmt = fmt
+            self._hold, self._reader = fast_reader(out) or (self._convert, np.stack)
         elif fmt != self.out_fmt:
             raise RevealError(f"fn returned {fmt.name} after returning {self.out_fmt.name}: its output type changes")
         return vals.reshape(-1)
@@ -122,7 +194,7 @@ class Prober:
             raise RevealError(f"{what}: {v.ravel()[bad].tolist()} are not {self.fmt.name} values")
         return a
 
-    def _split(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each term t_k as a_k * b_k with a_k, b_k exact in the input format (b_k a power of two)."""
         with np.errstate(all="ignore"):
             a = t.astype(self.dtype).astype(np.float64)
@@ -140,82 +212,50 @@ class Prober:
                 raise RevealError(f"term {t[k]!r} is not a product of two {self.fmt.name} values")
         return a, b
 
-    def terms(self, t: np.ndarray) -> np.ndarray:
-        """fn on inputs whose terms are ``t`` (n exact values), at every output position."""
+    def terms(self, t: np.ndarray, pos: int | None = None) -> np.ndarray:
+        """fn on inputs whose terms are ``t`` (n exact values), at every output position; with ``pos``, only
+        output position pos is sure to see them (a sum's other rows, a matmul's other rows of A and columns of B
+        are zero: no copy of the whole inputs per call)."""
         t = np.asarray(t, np.float64)
         if self.op == "sum":
-            return self.call(self.native(t, "sum probe"))
-        return self.factors(*self._split(t))
+            x = self.native(t, "sum probe")
+            if not self.rows:
+                return self.call(x)
+            if pos is None:
+                return self.call(np.ascontiguousarray(np.broadcast_to(x, (self.rows, self.n))))
+            (X,) = self._zeros()
+            X[pos] = x
+            try:
+                return self.call(X)
+            finally:
+                X[pos] = 0
+        return self.factors(*self.split(t), pos=pos)
 
-    def factors(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """fn on inputs whose terms are a_k * b_k (dot / matmul), at every output position."""
+    def factors(self, a: np.ndarray, b: np.ndarray, pos: int | None = None) -> np.ndarray:
+        """fn on inputs whose terms are a_k * b_k (dot / matmul), at every output position (with ``pos``: at
+        output position pos, as :meth:`terms`)."""
         an, bn = self.native(a, "probe"), self.native(b, "probe")
         if self.op == "dot":
             return self.call(an, bn)
         M, _, N = self.shape  # type: ignore[misc]
+        if pos is not None:
+            A, B = self._zeros()
+            r, c = divmod(pos, N)
+            A[r], B[:, c] = an, bn
+            try:
+                return self.call(A, B)
+            finally:
+                A[r], B[:, c] = 0, 0
         A = np.ascontiguousarray(np.broadcast_to(an[None, :], (M, self.n)))
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
 
-    def set_masking(self, u: float, M: float) -> None:
-        """Native inputs with the unit u at every term, and the splits of +-M, for :meth:`pair`."""
-        a, b = self._split(np.array([u, M, -M]))
-        an, bn = self.native(a, "unit"), self.native(b, "unit")
-        self._pair = (an, bn)
-        if self.op == "sum":
-            self._base = [np.full(self.n, an[0])]
-        elif self.op == "dot":
-            self._base = [np.full(self.n, an[0]), np.full(self.n, bn[0])]
-        else:
-            M_, _, N = self.shape  # type: ignore[misc]
-            self._base = [np.full((M_, self.n), an[0]), np.full((self.n, N), bn[0])]
-
-    def pair(self, i: int, j: int) -> np.ndarray:
-        """fn with +M at term i, -M at term j and the unit elsewhere (every output position)."""
-        an, bn = self._pair
-        base = self._base
-        x = base[0]
-        if self.op == "matmul":
-            A, B = base
-            A[:, i], A[:, j], B[i, :], B[j, :] = an[1], an[2], bn[1], bn[2]
-            try:
-                return self.call(A, B)
-            finally:
-                A[:, i] = A[:, j] = an[0]
-                B[i, :] = B[j, :] = bn[0]
-        x[i], x[j] = an[1], an[2]
-        if self.op == "dot":
-            base[1][i], base[1][j] = bn[1], bn[2]
-        try:
-            return self.call(*base)
-        finally:
-            x[i] = x[j] = an[0]
-            if self.op == "dot":
-                base[1][i] = base[1][j] = bn[0]
-
-    def set_row_masking(self, u: float, M: float) -> bool:
-        """matmul: B of ones and A holding u, +-M itself, so that every row of A can carry its own probe pair.
-        False when u or M is not a value of the input format (then every row carries the same probe)."""
-        if self.op != "matmul":
-            return False
-        v = np.array([u, M, -M])
-        if not np.array_equal(v.astype(self.dtype).astype(np.float64), v):
-            return False
-        M_, _, N = self.shape  # type: ignore[misc]
-        self._rows = (v.astype(self.dtype), np.full((M_, self.n), v[0]).astype(self.dtype),
-                      np.ones((self.n, N), self.dtype))
-        return True
-
-    def pair_rows(self, i: int, js: list[int]) -> np.ndarray:
-        """matmul: row r of A holds +M at term i and -M at term js[r] (rows past len(js) only units); outputs
-        (M, N)."""
-        v, A, B = self._rows
-        r = np.arange(len(js))
-        A[r, i], A[r, js] = v[1], v[2]
-        try:
-            return self.call(A, B).reshape(self.out_shape)
-        finally:
-            A[r, i] = A[r, js] = v[0]
+    def _zeros(self) -> tuple[np.ndarray, ...]:
+        """Inputs of zeros kept for :meth:`terms` at one position (made once)."""
+        if getattr(self, "_zero_inputs", None) is None:
+            shapes = [(self.rows, self.n)] if self.op == "sum" else [self.shape[:2], self.shape[1:]]  # type: ignore
+            self._zero_inputs = tuple(np.zeros(s, self.dtype) for s in shapes)
+        return self._zero_inputs
 
     def inputs_of(self, rng: np.random.Generator, kind: str) -> tuple[np.ndarray, ...]:
         """Random inputs of one kind: normal, positive, mixed magnitudes, cancelling."""
@@ -223,6 +263,8 @@ class Prober:
         if self.op == "matmul":
             M, K, N = self.shape  # type: ignore[misc]
             shapes = [(M, K), (K, N)]
+        elif self.rows:
+            shapes = [(self.rows, self.n)]
         else:
             shapes = [(self.n,)] * (1 if self.op == "sum" else 2)
         fmt = self.fmt
@@ -236,10 +278,58 @@ class Prober:
                 x = x * np.exp2(rng.integers(-span, span + 1, s))
             elif kind == "cancelling":
                 x = np.where(rng.random(s) < 0.5, x, -x) * np.exp2(rng.integers(-2, 3, s))
-            out.append(self.native(np.asarray(x, np.float64).astype(self.dtype).astype(np.float64), kind))
+            out.append(np.asarray(x, np.float64).astype(self.dtype))    # values of the format by construction
         if kind == "cancelling" and self.op == "sum":
-            out[0][len(out[0]) // 2:] = -out[0][:len(out[0]) - len(out[0]) // 2][::-1]
+            n = self.n
+            out[0][..., n // 2:] = -out[0][..., :n - n // 2][..., ::-1]
         return tuple(out)
+
+
+def fast_reader(first: Any) -> tuple[Callable, Callable] | None:
+    """(hold, read) for fn's outputs of the type of ``first``, or None where only the general path reads them.
+
+    ``hold(out)`` keeps one output safe while the inputs are edited for the next call (a numpy array is copied:
+    it may view the inputs; a JAX array is waited for: its computation may still read them); ``read(outs)`` gives
+    the exact float64 values (calls, positions), or None when an output is of another type (the caller then reads
+    them one by one, which names the change). numpy float arrays and scalars, torch and JAX float tensors: their
+    values are exact in float64, so no engine round trip."""
+    t = type(first)
+    mod = t.__module__.split(".")[0]
+    if isinstance(first, (np.ndarray, np.generic)) and first.dtype in _FAST:
+        dt = first.dtype
+
+        def read_numpy(outs: list) -> np.ndarray | None:
+            if not all(type(o) is t for o in outs):
+                return None
+            a = np.asarray(outs)
+            return a.astype(np.float64).reshape(len(outs), -1) if a.dtype == dt else None
+        return (np.array if t is np.ndarray else _same_object), read_numpy
+    if mod == "torch" and str(getattr(first, "dtype", "")) in _TORCH_FLOATS:
+        import torch
+        tdt = first.dtype
+
+        def read_torch(outs: list) -> np.ndarray | None:
+            if not all(type(o) is t and o.dtype == tdt for o in outs):
+                return None
+            return torch.stack(outs).detach().to("cpu", torch.float64).reshape(len(outs), -1).numpy()
+        return _same_object, read_torch
+    if mod in ("jax", "jaxlib") and str(getattr(first, "dtype", "")) in _JAX_FLOATS:
+        jdt = first.dtype
+
+        def read_jax(outs: list) -> np.ndarray | None:
+            if not all(type(o) is t and o.dtype == jdt for o in outs):
+                return None
+            return np.stack([np.asarray(o) for o in outs]).astype(np.float64).reshape(len(outs), -1)
+        return (lambda o: o.block_until_ready()), read_jax
+    return None
+
+
+def _same_object(o: Any) -> Any:
+    return o
+
+
+_TORCH_FLOATS = {"torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"}
+_JAX_FLOATS = {"float16", "bfloat16", "float32", "float64"}
 
 
 def input_format(dtype: Any) -> Format:

@@ -50,6 +50,7 @@ class RevealReport:
     trees: int = 0                 # distinct trees among the output positions
     out_format: str | None = None
     notes: list = field(default_factory=list)
+    probes_per_call: float = 1.0   # masking probes each call of the tree search carried (packed rows), on average
 
     @property
     def verified(self) -> bool:
@@ -62,11 +63,13 @@ class RevealReport:
         return self.n * (self.n - 1) // 2
 
     def __str__(self) -> str:
-        what = f"{self.op} n={self.n}" if self.op != "matmul" else f"matmul {self.shape}"
+        what = (f"matmul {self.shape}" if self.op == "matmul" else f"sum of {self.shape[0]} rows, n={self.n}"
+                if self.shape else f"{self.op} n={self.n}")
         lines = [f"RevealReport  {what} {self.dtype} -> {self.out_format}: {self.verdict}",
                  f"  calls: {self.calls} (tree search {self.tree_calls}, nodes {self.node_calls}, verification "
-                 f"{self.verify_calls}, the rest: two calls on ones and the masking's calibration); FPRev basic: "
-                 f"{self.fprev_basic_calls}; {self.seconds:.2f} s"]
+                 f"{self.verify_calls}, the rest: two calls on ones and the masking's calibration); "
+                 f"{self.probes_per_call:.1f} probes per tree-search call; FPRev basic: {self.fprev_basic_calls}; "
+                 f"{self.seconds:.2f} s"]
         if self.order is not None:
             o = self.order
             if isinstance(o, TreeOrder):
@@ -82,14 +85,24 @@ class RevealReport:
         return "\n".join(lines)
 
 
-def _check_args(op: Any, n: Any, shape: Any) -> tuple[int, tuple | None]:
+def _check_args(op: Any, n: Any, shape: Any, rows: Any) -> tuple[int, tuple | None]:
     op = check_choice(op, "op", ("sum", "dot", "matmul"))
     if op == "matmul":
         if not isinstance(shape, (tuple, list, np.ndarray)) or len(shape) != 3:
             raise ValueError(f"matmul needs shape=(M, K, N): fn(A[M, K], B[K, N]) -> [M, N], got {shape!r:.40}")
         shape = tuple(check_int(s, "shape", 1, 1 << 24) for s in shape)
+        if shape[1] < 2:
+            raise ValueError(f"matmul shape {shape}: K = {shape[1]} gives each output from one product, with no "
+                             "summation order to reveal; give K >= 2")
+        if rows is not None:
+            raise ValueError("rows= is for op 'sum' (fn(x[rows, n]) -> [rows]); a matmul's rows are in shape")
         return shape[1], shape
-    return check_int(n, f"{op} needs n, the number of terms; n", 2, 1 << 24), None
+    k = check_int(n, f"{op} needs n, the number of terms; n", 2, 1 << 24)
+    if rows is None:
+        return k, None
+    if op != "sum":
+        raise ValueError("rows= is for op 'sum' (fn(x[rows, n]) -> [rows])")
+    return k, (check_int(rows, "rows", 1, 1 << 24), k)
 
 
 def _check_budgets(fn: Any, max_calls: Any, max_seconds: Any, verify: Any, kinds: Any, draws: Any,
@@ -113,6 +126,18 @@ def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
     return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
 
 
+def _sim_many(op: str, inputs: list[tuple], order: Order) -> list[np.ndarray]:
+    """simulate on several inputs, batched in one call where the op allows: sums stacked as rows, dot products as
+    the diagonal of one matmul (each output is the same model either way)."""
+    if len(inputs) > 1 and op == "sum":
+        x = np.stack([i[0] for i in inputs])
+        return list(_sim("sum", (x.reshape(-1, x.shape[-1]),), order).reshape(len(inputs), -1))
+    if len(inputs) > 1 and op == "dot":
+        got = _sim("matmul", (np.stack([i[0] for i in inputs]), np.stack([i[1] for i in inputs], axis=1)), order)
+        return list(got.reshape(len(inputs), len(inputs)).diagonal()[:, None])
+    return [_sim(op, i, order) for i in inputs]
+
+
 FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
 
 
@@ -121,24 +146,29 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _Data:
-    """Random inputs and fn's outputs on them, drawn once and reused to score candidates."""
+    """Random inputs and fn's outputs on them, drawn once (when first needed) and reused to score candidates."""
 
     def __init__(self, p: Prober, rng: np.random.Generator, kinds: tuple, draws: int):
-        self.items = []
-        for kind in kinds:
-            for _ in range(draws):
-                ins = p.inputs_of(rng, kind)
-                self.items.append((kind, ins, _run(p, ins)))
+        self._args = (p, rng, kinds, draws)
+        self._items: list | None = None
+
+    @property
+    def items(self) -> list:
+        if self._items is None:
+            p, rng, kinds, draws = self._args
+            self._items = []
+            for kind in kinds:
+                for _ in range(draws):
+                    ins = p.inputs_of(rng, kind)
+                    self._items.append((kind, ins, _run(p, ins)))
+        return self._items
 
     def score(self, op: str, order: Order, positions: np.ndarray) -> int:
-        bad = 0
-        for _, ins, want in self.items:
-            try:
-                got = _sim(op, ins, order)
-            except (ValueError, OverflowError):
-                return 1 << 30
-            bad += int((~_same(got[positions], want[positions])).sum())
-        return bad
+        try:
+            gots = _sim_many(op, [ins for _, ins, _ in self.items], order)
+        except (ValueError, OverflowError):
+            return 1 << 30
+        return sum(int((~_same(got[positions], want[positions])).sum()) for got, (_, _, want) in zip(gots, self.items))
 
 
 def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, notes: list, top: int) -> TreeOrder:
@@ -196,12 +226,19 @@ def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Ord
 
 def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
     """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
-    node over it, in its node's step) or exact (an FMA)."""
+    node over it, in its node's step) or exact (an FMA); several per call in trees that round to nearest."""
     from dataclasses import replace
 
     pin = p.fmt.precision
     kinds = list(t.kinds or [0] * len(t.nodes))
-    rounded = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2 and probe.leaf_rounded(k, pin)]
+    cands = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2]
+    steps2 = [st for st in t.steps if isinstance(st, tuple)]
+    fmts = [st[0] for st in steps2 if isinstance(st[0], Format)] + ([t.out] if isinstance(t.out, Format) else [])
+    if steps2 and all(st[1] == "rne" for st in steps2) and fmts:   # several products per call
+        found = probe.leaves_rounded(cands, pin, min(f.precision for f in fmts))
+    else:
+        found = {k: probe.leaf_rounded(k, pin) for k in cands}
+    rounded = [k for k in cands if found[k]]
     if not rounded:
         notes.append("terms: every product enters its addition exact (FMA)")
         return t
@@ -216,44 +253,84 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
 
 
-def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool]:
-    """(kind -> (mismatching, compared), deterministic) on fresh random data; the first draw is called twice."""
+def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool, int]:
+    """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
+    twice."""
+    c0 = p.calls
     mism: dict[str, tuple[int, int]] = {}
     det = True
     for kind in kinds:
-        bad = tot = 0
-        for d in range(draws):
-            ins = p.inputs_of(rng, kind)
-            want = _run(p, ins)
-            if d == 0 and not _same(want, _run(p, ins)).all():
-                det = False
-            got = _sim(p.op, ins, order)
-            bad += int((~_same(got, want)).sum())
-            tot += want.size
-        mism[kind] = (bad, tot)
-    return mism, det
+        ins = [p.inputs_of(rng, kind) for _ in range(draws)]
+        wants = [_run(p, i) for i in ins]
+        if not _same(wants[0], _run(p, ins[0])).all():
+            det = False
+        gots = _sim_many(p.op, ins, order)
+        mism[kind] = (sum(int((~_same(g, w)).sum()) for g, w in zip(gots, wants)), sum(w.size for w in wants))
+    return mism, det, p.calls - c0
+
+
+@dataclass
+class _Found:
+    """The tree search's outcome: the order, the calls it took, how many probes each call carried."""
+
+    order: Order
+    trees: int
+    tree_calls: int
+    node_calls: int
+    per_call: float
+    mode: str
+
+
+def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: list, packed: bool = True,
+                  check: bool = False) -> _Found:
+    """The trees (several probes per call where the kernel maps rows, unless ``packed`` is False), their nodes,
+    and the order. Packed probes assume one tree per lane: the verification checks it (the caller searches again
+    unpacked where it fails); ``check``: on random data here (no verification follows)."""
+    c0 = p.calls
+    res = search_tree(p, mask, packed=packed)
+    tree_calls = p.calls - c0
+    c0 = p.calls
+    data = _Data(p, rng, ("normal", "mixed"), 3 if p.op == "matmul" or p.rows else 4)
+    order = _order_of(p, res.found, data, notes, mask.eM)
+    lanes = {"rows": "row of A" if p.op == "matmul" else "row", "cols": "column of B"}.get(res.mode)
+    if lanes and check and data.score(p.op, order, np.arange(data.items[0][2].size)):
+        notes.append(_UNPACK.format(lanes))
+        return _search_order(p, mask, rng, notes, packed=False)
+    if lanes:
+        notes.append(f"packed probes: one pair per {lanes}, {res.per_call:.1f} probes per call on average")
+    if mask.sign < 0:
+        notes.append("masking with negative units: the kernel rounds upward or toward zero (module tree.py)")
+    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode)
+
+
+_UNPACK = ("packed probes (one pair per {}) assumed one tree for every lane; the random data says otherwise: "
+           "searched again with every output seeing every probe")
 
 
 def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | None = None, dtype: Any = "fp32",
                  max_calls: int = 5_000_000, max_seconds: float = 600.0, verify: bool = True,
-                 kinds: tuple = KINDS, draws: int | None = None, seed: int = 0) -> RevealReport:
+                 kinds: tuple = KINDS, draws: int | None = None, seed: int = 0,
+                 rows: int | None = None) -> RevealReport:
     """The exact accumulation order of a black-box kernel, found by calling it on crafted inputs.
 
     fn: ``fn(x[n]) -> scalar`` (op "sum"), ``fn(a[n], b[n]) -> scalar`` ("dot") or ``fn(A[M, K], B[K, N]) ->
-    [M, N]`` ("matmul", ``shape=(M, K, N)``); it receives numpy arrays of ``dtype`` (ml_dtypes for bf16 / FP8) and
-    may return anything array-like. ``max_calls`` / ``max_seconds``: budgets (a :class:`BudgetExhausted` error
-    past them). ``verify``: simulate the order on ``draws`` fresh random inputs of each of ``kinds`` and compare
-    bit for bit. Raises :class:`RevealError` when fn raises or returns a wrong shape, type or NaN; a kernel that
-    is not deterministic or not a summation tree gets a report with that verdict and ``order=None``.
+    [M, N]`` ("matmul", ``shape=(M, K, N)``, K >= 2); with ``rows=R``, op "sum" is ``fn(x[R, n]) -> [R]`` (a sum
+    over the last axis: one probe per row in each call). It receives numpy arrays of ``dtype`` (ml_dtypes for bf16
+    / FP8) and may return anything array-like. ``max_calls`` / ``max_seconds``: budgets (a
+    :class:`BudgetExhausted` error past them). ``verify``: simulate the order on ``draws`` fresh random inputs of
+    each of ``kinds`` and compare bit for bit. Raises :class:`RevealError` when fn raises or returns a wrong
+    shape, type or NaN; a kernel that is not deterministic or not a summation tree gets a report with that
+    verdict and ``order=None``.
     """
-    K, shape = _check_args(op, n, shape)
+    K, shape = _check_args(op, n, shape, rows)
     max_calls, max_seconds, verify, kinds, draws, seed = _check_budgets(fn, max_calls, max_seconds, verify, kinds,
                                                                         draws, seed)
     fmt = input_format(dtype)
     p = Prober(fn, op, K, shape, fmt, max_calls, max_seconds)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    draws = draws or (2 if op == "matmul" else 6)
+    outs = rows or (shape[0] * shape[2] if op == "matmul" else 1)  # type: ignore[index]
+    draws = draws or (1 if outs >= 8 else 2 if op == "matmul" or rows else 6)   # many outputs per draw: fewer
 
     def report(order, verdict, **kw) -> RevealReport:
         return RevealReport(op, K, shape, fmt.name, order, p.calls, time.perf_counter() - t0, verdict,
@@ -267,40 +344,31 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
     if not np.isfinite(first).all():
         raise RevealError(f"fn returned {first[~np.isfinite(first)][0]} for inputs of all ones")
     mask = Masking(p)
-    rows = op == "matmul" and shape is not None and shape[0] > 1
     notes: list[str] = [f"masking: +-2^{mask.eM} against units 2^{mask.eu} (masks accumulators of up to "
                         f"{mask.absorbs} bits)"]
     try:
-        c0 = p.calls
-        found = search_tree(p, mask, rows=rows)
-        tree_calls = p.calls - c0
-        c0 = p.calls
-        data = _Data(p, rng, ("normal", "mixed"), 3 if op == "matmul" else 4)
-        order = _order_of(p, found, data, notes, mask.eM)
-        if rows and len(found) == 1 and data.score(op, order, np.arange(data.items[0][2].size)):
-            notes.append("row-parallel probes (one pair per row of A) assumed one tree for every output; the data "
-                         "says otherwise: searched again with every output seeing every probe")
-            c1 = p.calls
-            found = search_tree(p, mask)
-            tree_calls += p.calls - c1
-            c0 += p.calls - c1
-            order = _order_of(p, found, data, notes, mask.eM)
-        elif rows and len(found) == 1:
-            notes.append(f"row-parallel probes: {shape[0]} pairs per call, one per row of A")  # type: ignore[index]
+        f = _search_order(p, mask, rng, notes, check=not verify)
+        if not verify:
+            return report(f.order, "not verified", notes=notes, **_counts(f))
+        mism, det, vcalls = _verify(p, f.order, rng, tuple(kinds), draws)
+        if f.mode != "all" and det and any(b for b, _ in mism.values()):
+            notes.append(_UNPACK.format("lane"))
+            f0, f = f, _search_order(p, mask, rng, notes, packed=False)
+            f.tree_calls, f.node_calls = f.tree_calls + f0.tree_calls, f.node_calls + f0.node_calls + vcalls
+            mism, det, vcalls = _verify(p, f.order, rng, tuple(kinds), draws)
     except NotATree as e:
+        if mask.last is not None and not mask.last.deterministic():
+            return report(None, "not deterministic", notes=["the same masking probes, called again, gave "
+                                                             f"different outputs ({e})"], tree_calls=p.calls)
         return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
-    node_calls = p.calls - c0
-    before = p.calls
-    orders = getattr(order, "orders", (order,))
-    if not verify:
-        return report(order, "not verified", tree_calls=tree_calls, node_calls=node_calls, trees=len(orders),
-                      notes=notes)
-    mism, det = _verify(p, order, rng, tuple(kinds), draws)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof")
     verdict = "not deterministic" if not det else "reproduced" if all(b == 0 for b, _ in mism.values()) else "differs"
     if verdict == "differs":
         notes.append("the order differs from fn on some random data: fn's order may depend on the data, or a "
                      "node does what no probed model does")
-    return report(order, verdict, mismatches=mism, tree_calls=tree_calls, node_calls=node_calls,
-                  verify_calls=p.calls - before, trees=len(orders), notes=notes)
+    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, **_counts(f))
+
+
+def _counts(f: _Found) -> dict:
+    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call}

@@ -9,21 +9,34 @@ leaves). A group whose leaves meet a's subtree only at the group's parent is a s
 more than two children (a fused node). Every answer is checked against the tree it implies (the path node of
 size s holds exactly s leaves), so a kernel that is not a tree of exact additions is reported, not guessed.
 
-All output positions see the same probe (rows of A and columns of B repeat); the search follows one *leader*
-position, and every position whose answers ever differ from the leader's is searched again with its own leader.
-Calls: n - 1 for a chain, about (n/2) log2 n for a balanced tree (FPRev's recursive search), times the number of
-distinct trees among the output positions.
+The search runs breadth first: every pending group's probes go in one batch, edited in place into the kernel's
+inputs (reveal/lanes.py). Where the kernel maps independent rows (a sum over the last axis, a matmul's rows of A
+or columns of B) one call carries one probe per row; otherwise all output positions see the same probe, the
+search follows one *leader* position, and every position whose answers ever differ from the leader's is searched
+again with its own leader. Calls: n - 1 for a chain, about (n/2) log2 n for a balanced tree (FPRev's recursive
+search; fewer where groups repeat a revealed subtree and are only confirmed: reveal/twins.py), divided by the
+probes per call, times the number of distinct trees among the output positions.
+
+**Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
+(positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
+absorbs only units of M's own sign: with negative units -M absorbs them and +M loses one ulp step at every node
+on its path below the meeting node. Those outputs are no counts but grow with that path; so the answers are
+grouped by value, and each group probed once more with the terms on +M's side (a and the leaves of the smaller
+groups) set to zero: then +M has nothing to round away and the output is a count again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
+from .twins import certificate, shifted, twin_key
 
-__all__ = ["Masking", "search_tree", "to_nodes"]
+__all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
 
 
 class Masking:
@@ -43,10 +56,7 @@ class Masking:
                               "reveal needs n < 2^p of the output format")
         self.eu = max(low, top - 66 - need)
         c0 = p.calls
-        while top - self.eu > need + 12:
-            p.set_masking(2.0**self.eu, 2.0**top)
-            if np.isfinite(p.pair(0, 1)).all():
-                break
+        while top - self.eu > need + 12 and not _holds(p, 2.0**self.eu, 2.0**top):
             top -= 2
             self.eu = max(low, top - 66 - need)
         self.eM = top
@@ -63,109 +73,315 @@ class Masking:
             raise RevealError(f"{f.name} inputs leave too little range to mask partial sums "
                               f"(2^{self.eM} against units 2^{self.eu})")
         self.u, self.M = 2.0**self.eu, 2.0**self.eM
+        self.sign = 1                                 # the units' sign (-1 once a kernel rounds upward / to zero)
+        self.last: Lanes | None = None                # the lanes of the last search (for a determinism check)
+        self.probes = 0                               # probes of the current search
+
+
+def _holds(p: Prober, u: float, M: float) -> bool:
+    """Does the kernel keep +M (then -M) among units finite? Every partial sum of a masking probe is at most M plus
+    units, so this tells an accumulator too narrow for M; a pair (i, j) could meet before any overflow."""
+    for k, v in ((0, M), (p.n - 1, -M)):
+        t = np.full(p.n, u)
+        t[k] = v
+        if not np.isfinite(p.terms(t)).all():
+            return False
+    return True
+
+
+@dataclass
+class _Task:
+    """One call of FPRev's recursion: the subtrees over leaves G (a whole tree when top is None, else children of
+    a node of ``top`` leaves), found from leaf ``a`` at G's ``end`` (0: first, -1: last): the groups along a's
+    path (``parts``), then the siblings (``rest``)."""
+
+    G: list[int]
+    top: int | None
+    end: int = 0
+    a: int = -1
+    parts: list = field(default_factory=list)
+    rest: _Task | None = None
+    clade: bool = False          # a group along a path (one subtree, or siblings at a fused node): may be a twin
+    fixed: Any = None            # the subtree, where confirmed as a twin (reveal/twins.py)
+    expanded: bool = False
+    done: bool = False
+
+
+@dataclass
+class _Prefix:
+    """The subtree of a task's leader below its path node k (the leader and the first k groups): a template for a
+    group of the same size hanging off that node (the other half of a pairwise step)."""
+
+    owner: _Task
+    k: int
+    G: list[int]
+    done: bool = False
+
+
+@dataclass
+class SearchResult:
+    """The trees found (nested tree, output positions it holds for) and how they were probed."""
+
+    found: list
+    mode: str                    # lane layout: "all", "rows" or "cols"
+    calls: int
+    probes: int
+
+    @property
+    def per_call(self) -> float:
+        return self.probes / max(self.calls, 1)
 
 
 class _Search:
-    def __init__(self, p: Prober, mask: Masking, positions: np.ndarray, leader: int):
-        self.p, self.m, self.n = p, mask, p.n
+    def __init__(self, p: Prober, mask: Masking, lanes: Lanes, positions: np.ndarray, leader: int,
+                 twins: bool = True):
+        self.p, self.m, self.n, self.lanes, self.twins = p, mask, p.n, lanes, twins
+        self.confirmed = 0                            # twins confirmed (reveal/twins.py)
         self.positions, self.leader = positions, leader
         self.diverged = np.zeros(positions.size, bool)
-        p.set_masking(mask.u, mask.M)
+        self.probes = 0                               # probes run (calls carry lanes.lanes of them)
+        mask.last = lanes
 
-    def ask(self, a: int, js: list[int]) -> np.ndarray:
-        """size(a, j) at the leader for every j (one call each); marks positions that answer otherwise."""
-        if self.rows:
-            return self._ask_rows(a, js)
-        out = np.empty(len(js), np.int64)
-        for k, j in enumerate(js):
-            vals = self.p.pair(a, j)[self.positions]
-            c = vals / self.m.u
-            if not np.isfinite(c).all():
-                raise RevealError(f"fn returned {vals[~np.isfinite(c)][0]} on finite inputs (probe {a}, {j})")
-            size = self.n - c
-            if not (c == np.round(c)).all() or (size < 2).any() or (size > self.n).any():
-                bad = vals[(c != np.round(c)) | (size < 2) | (size > self.n)][0]
-                raise _NotATree(f"a masking probe (+M at term {a}, -M at term {j}, units elsewhere) gave {bad!r}, "
-                                f"not a count of units (a multiple of {self.m.u!r} up to {self.n - 2} units): the "
-                                "kernel does not add these terms as a tree of exact additions with M absorbing")
-            lead = size[self.leader]
-            self.diverged |= size != lead
-            out[k] = int(lead)
-        return out
+    def _run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
+        self.probes += len(a)
+        return self.lanes.run(a, j, zero)
 
-    rows = False
+    # ---- answers ------------------------------------------------------------------------------------------
+    def _counts(self, vals: np.ndarray, a: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(counts at the leader, is a count) of a batch's outputs; marks the positions that answer otherwise."""
+        v = vals[:, self.positions]
+        lead = v[:, self.leader]
+        if v.shape[1] > 1:
+            self.diverged |= ~(v == lead[:, None]).all(axis=0)
+        if not np.isfinite(lead).all():
+            k = int(np.flatnonzero(~np.isfinite(lead))[0])
+            raise RevealError(f"fn returned {lead[k]} on finite inputs (probe {a[k]}, {j[k]})")
+        c = lead / (self.lanes.sign * self.m.u)
+        return c, (c == np.round(c)) & (c >= 0) & (c <= self.n - 2)
 
-    def _ask_rows(self, a: int, js: list[int]) -> np.ndarray:
-        """Row r of the matmul answers size(a, js[r]): M queries per call; every column of a row must agree."""
-        out = np.empty(len(js), np.int64)
-        M = self.p.out_shape[0]
-        for lo in range(0, len(js), M):
-            part = js[lo:lo + M]
-            vals = self.p.pair_rows(a, part)[:len(part)]
-            c = vals / self.m.u
-            size = self.n - c
-            if not np.isfinite(c).all() or not (c == np.round(c)).all() or (size < 2).any():
-                raise _NotATree(f"a masking probe (+M at term {a}) gave {vals.ravel()[0]!r}, not a count of units")
-            if not (size == size[:, :1]).all():
-                raise _Columns("output columns answer differently")
-            out[lo:lo + len(part)] = size[:, 0].astype(np.int64)
-        return out
+    def _relayout(self, sign: int) -> None:
+        self.lanes = Lanes(self.p, self.m.u, self.m.M, sign, self.lanes.mode)
+        self.m.sign, self.m.last = sign, self.lanes
 
-    def forest(self, G: list[int], top: int | None, depth: int) -> list[Any]:
-        """The subtrees whose leaves are G: G is a whole tree (top None) or some children of a node of size top."""
-        if len(G) == 1:
-            return [G[0]]
-        a = G[0] if depth % 2 == 0 else G[-1]
-        others = [j for j in G if j != a]
-        s = self.ask(a, others)
-        sib = (s == top) if top is not None else np.zeros(len(others), bool)
-        inside = [j for j, x in zip(others, sib) if not x]
-        sin = s[~sib]
-        node: Any = a
-        for sk in np.unique(sin):
-            if top is not None and sk > top or 1 + int((sin <= sk).sum()) != sk:
-                raise _NotATree(f"the probes from term {a} imply a subtree of {int(sk)} terms holding "
-                                f"{1 + int((sin <= sk).sum())}: no summation tree gives these answers")
-            H = [j for j, x in zip(inside, sin) if x == sk]
-            node = (node, *self.forest(H, int(sk), depth + 1))
-        rest = [j for j, x in zip(others, sib) if x]
-        return [node] + (self.forest(rest, top, depth + 1) if rest else [])
+    def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
+        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch."""
+        js = [g for t in tasks for g in t.G if g != t.a]
+        lens = [len(t.G) - 1 for t in tasks]
+        a = np.repeat([t.a for t in tasks], lens)
+        j = np.array(js, np.int64)
+        vals = self._run(a, j)
+        c, ok = self._counts(vals, a, j)
+        bad = np.flatnonzero(~ok)
+        if bad.size and self.lanes.sign == 1:    # upward / toward zero: M absorbs negative units
+            self._relayout(-1)
+            vals[bad] = self._run(a[bad], j[bad])
+            c[bad], ok[bad] = self._counts(vals[bad], a[bad], j[bad])
+            bad = np.flatnonzero(~ok)
+        if bad.size:
+            self._zero_side(np.repeat(np.arange(len(tasks)), lens), a, j, vals, c, ok)
+        return np.split((self.n - c).astype(np.int64), np.cumsum(lens)[:-1])
+
+    def _zero_side(self, owner: np.ndarray, a: np.ndarray, j: np.ndarray, vals: np.ndarray, c: np.ndarray,
+                   ok: np.ndarray) -> None:
+        """Toward zero (module docstring): group the non-counts of each task by value, smallest first, and probe
+        one leaf of each group with +M's side zeroed; the count it gives is every member's (c updated)."""
+        lead = vals[:, self.positions[self.leader]]
+        ra, rj, zeros, members = [], [], [], []
+        for r in np.unique(owner[~ok]):
+            idx = np.flatnonzero(owner == r)
+            side = list(j[idx[ok[idx]]])
+            groups: dict[float, list[int]] = {}
+            for k in idx[~ok[idx]]:
+                groups.setdefault(float(lead[k]), []).append(int(k))
+            for v in sorted(groups, key=abs):
+                ks = groups[v]
+                ra.append(a[ks[0]])
+                rj.append(j[ks[0]])
+                zeros.append(np.array(side, np.int64) if side else None)
+                members.append(np.array(ks))
+                side += list(j[ks])
+        c2, ok2 = self._counts(self._run(np.array(ra), np.array(rj), zeros), np.array(ra), np.array(rj))
+        if not ok2.all():
+            k = members[int(np.flatnonzero(~ok2)[0])][0]
+            raise _NotATree(f"a masking probe (+M at term {a[k]}, -M at term {j[k]}, units elsewhere) gave "
+                            f"{vals[k].ravel()[0]!r}, not a count of units (a multiple of {self.m.u!r} up to "
+                            f"{self.n - 2} units), with units of either sign and with +M's side zeroed: the kernel "
+                            "does not add these terms as a tree of exact additions with M absorbing")
+        for ks, x in zip(members, c2):
+            c[ks] = x
+
+    # ---- FPRev's recursion, breadth first -----------------------------------------------------------------
+    def tree(self, G: np.ndarray) -> list[Any]:
+        """The subtrees over leaves G (one tree when G is every leaf). A group whose leaves are a translate of
+        another group's waits until that one is revealed, then is confirmed as its twin (reveal/twins.py)."""
+        root = _Task([int(g) for g in G], None)
+        pending: list[_Task] = [root]
+        pioneers: dict[tuple, Any] = {}
+        self._pioneers = pioneers
+        waiting: dict[tuple, list[_Task]] = {}
+        while pending or waiting:
+            work = []
+            for t in pending:
+                if len(t.G) < 2:
+                    continue
+                key = twin_key(t.G) if t.clade and self.twins else None
+                if key is not None and key in pioneers:
+                    waiting.setdefault(key, []).append(t)
+                    continue
+                if key is not None:
+                    pioneers[key] = t
+                t.a = t.G[t.end]
+                work.append(t)
+            fixed = self.confirmed
+            pending = self._confirm(pioneers, waiting)
+            if not work and not pending and waiting and fixed == self.confirmed:   # none can progress (not expected)
+                pending = [t for ts in waiting.values() for t in ts]
+                for t in pending:
+                    t.clade = False
+                waiting.clear()
+            answers = self.sizes(work) if work else []
+            pending += [c for t, s in zip(work, answers) for c in self._expand(t, s)]
+        return _resolve(root)
+
+    def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
+        """Twins of revealed pioneers confirmed in one batch (their subtree fixed); those that fail, to search."""
+        twins, cert, failed = [], [], []
+        for key in [k for k in waiting if _complete(pioneers[k])]:
+            pio = pioneers[key]
+            trees = _resolve(pio)
+            for t in waiting.pop(key):
+                hyp = shifted(trees[0], pio.G, t.G) if len(trees) == 1 else None
+                c = certificate(hyp) if hyp is not None else None
+                if c:
+                    twins.append((t, hyp, len(cert), len(c)))
+                    cert.extend(c)
+                else:
+                    failed.append(t)
+        if cert:
+            x, y, want = (np.array(v, np.int64) for v in zip(*cert))
+            c, ok = self._counts(self._run(x, y), x, y)
+            good = ok & (self.n - c == want)
+            for t, hyp, lo, k in twins:
+                if good[lo:lo + k].all():
+                    t.fixed = hyp
+                    self.confirmed += 1
+                else:
+                    failed.append(t)
+        for t in failed:
+            t.clade = False
+        return failed
+
+    def _expand(self, t: _Task, s: np.ndarray) -> list[_Task]:
+        """The groups along a's path from the sizes s (each checked against the tree it implies); their tasks.
+        A group's leader is taken from the end its parent's was, unless the parent's path had one group only (the
+        leader sat at the top: a chain read from its other end), then from the other end."""
+        groups: dict[int, list[int]] = {}
+        rest: list[int] = []
+        top = t.top
+        for j, x in zip([g for g in t.G if g != t.a], s.tolist()):
+            if x == top:
+                rest.append(j)
+            else:
+                groups.setdefault(x, []).append(j)
+        held = 1
+        for sk in sorted(groups):
+            held += len(groups[sk])
+            if held != sk or (top is not None and sk > top):
+                raise _NotATree(f"the probes from term {t.a} imply a subtree of {sk} terms holding {held}: no "
+                                "summation tree gives these answers")
+        end = t.end if len(groups) > 1 else -1 - t.end
+        t.parts = [_Task(groups[sk], sk, end, clade=True) for sk in sorted(groups)]
+        if rest:
+            t.rest = _Task(rest, top, t.end)
+        t.expanded = True
+        if self.twins:
+            below = [t.a]
+            for k, part in enumerate(t.parts):
+                if k and len(part.G) == len(below) >= 4:   # a group as large as the leader's side: its twin?
+                    self._pioneers.setdefault(twin_key(below), _Prefix(t, k, list(below)))
+                below += part.G
+        return t.parts + ([t.rest] if t.rest else [])
+
+
+def _complete(t: Any) -> bool:
+    """Is every subtree of the task (or prefix) revealed (searched or confirmed)?"""
+    if isinstance(t, _Prefix):
+        t.done = t.done or all(_complete(c) for c in t.owner.parts[:t.k])
+    elif not t.done:
+        t.done = t.fixed is not None or len(t.G) < 2 or (t.expanded and all(_complete(c) for c in t.parts) and (
+            t.rest is None or _complete(t.rest)))
+    return t.done
+
+
+def _resolve(t: Any) -> list[Any]:
+    """A task's (or prefix's) subtrees as nested tuples (leaves are term ints)."""
+    if isinstance(t, _Prefix):
+        node: Any = t.owner.a
+        for part in t.owner.parts[:t.k]:
+            node = (node, *_resolve(part))
+        return [node]
+    if t.fixed is not None:
+        return [t.fixed]
+    if len(t.G) == 1:
+        return [t.G[0]]
+    node = t.a
+    for part in t.parts:
+        node = (node, *_resolve(part))
+    return [node] + (_resolve(t.rest) if t.rest else [])
 
 
 class _NotATree(RevealError):
     """The masking answers are not those of a summation tree."""
 
 
-class _Columns(RevealError):
-    """Row-parallel probing saw columns that differ: search position by position instead."""
+def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = True) -> SearchResult:
+    """The trees of every output position: one search per distinct tree among them.
 
-
-def search_tree(p: Prober, mask: Masking, rows: bool = False) -> list[tuple[Any, np.ndarray]]:
-    """[(nested tree, positions it holds for)]: one search per distinct tree among the output positions.
-
-    ``rows`` (matmul): each row of A carries its own probe, M probes per call, on the assumption that every
-    output position has the same tree (the caller verifies it and searches again without ``rows`` if not)."""
-    npos = max(1, int(np.prod(p.out_shape, dtype=np.int64)))
-    if rows:
-        s = _Search(p, mask, np.arange(npos), 0)
-        s.rows = p.set_row_masking(mask.u, mask.M)
-        if s.rows:
-            try:
-                return [(_one(s.forest(list(range(p.n)), None, 0)), np.arange(npos))]
-            except (_Columns, _NotATree, RecursionError):
-                pass
-    todo = np.arange(npos)
-    found = []
-    while todo.size:
-        s = _Search(p, mask, todo, 0)
+    ``packed``: one probe per lane (a sum's rows; a matmul's rows of A or columns of B), several probes per call,
+    on the assumption that every lane has the same trees (the caller verifies it on random data and searches again
+    without ``packed`` if not); the positions inside a lane (a matmul's columns or rows) may differ, each distinct
+    tree searched again with its own leader. Falls back to one probe per call where no packed layout fits."""
+    c0, probes = p.calls, 0
+    for mode in packed_modes(p, mask.u, mask.M) if packed else []:
         try:
-            trees = s.forest(list(range(p.n)), None, 0)
+            found, k = _search_all(p, mask, mode, twins)
+        except (_NotATree, RecursionError):
+            probes += mask.probes
+            continue
+        found = [(t, np.sort(np.concatenate([_outputs(p, mode, int(q)) for q in qs]))) for t, qs in found]
+        return SearchResult(found, mode, p.calls - c0, probes + k)
+    found, k = _search_all(p, mask, "all", twins)
+    return SearchResult(found, "all", p.calls - c0, probes + k)
+
+
+def _outputs(p: Prober, mode: str, q: int) -> np.ndarray:
+    """The output positions of lane position q: column q of every row (rows of A), row q (columns of B), every
+    row of a sum (its lanes hold one position each)."""
+    if p.op == "sum":
+        return np.arange(p.npos)
+    Mr, N = p.out_shape
+    return q + N * np.arange(Mr) if mode == "rows" else q * N + np.arange(N)
+
+
+def _search_all(p: Prober, mask: Masking, mode: str, twins: bool = True) -> tuple[list, int]:
+    """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one."""
+    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
+    todo = np.arange(lanes.per)
+    found = []
+    mask.probes = 0
+    while todo.size:
+        s = _Search(p, mask, lanes, todo, 0, twins)
+        try:
+            trees = s.tree(np.arange(p.n))
         except RecursionError:
             raise RevealError("the tree is too deep for the recursive search (a chain the probes peel one leaf "
                               "at a time)") from None
+        finally:
+            mask.probes += s.probes
+        lanes = s.lanes
         found.append((_one(trees), todo[~s.diverged]))
         todo = todo[s.diverged]
-    return found
+    return found, mask.probes
 
 
 def _one(trees: list) -> Any:
