@@ -12,7 +12,6 @@ The rows other than the watched one hold seeded random filler (the same for ever
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 from ..core.errors import NumoracleError
 from ..core.formats.format import AnyFormat
 from ..core.inputs import exact_float64
+from ..core.timed import CallTimedOut, call_within
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import Order
 from ..models.orders.tree import TreeOrder
@@ -83,23 +83,12 @@ def draw_row(rng: np.random.Generator, op: str, K: int, N: int, kind: str, dt: n
 
 def _call_limited(fn: Callable, args: tuple, seconds: float, where: str) -> Any:
     """fn(*args) in a thread, waiting at most ``seconds``: a kernel that hangs is reported, never waited for."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["out"] = fn(*args)
-        except Exception as e:  # reported below
-            box["err"] = e
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    th.join(seconds)
-    if th.is_alive():
-        raise KernelCallError(f"the kernel did not return within {seconds} s at {where} (call_seconds)")
-    if "err" in box:
-        e = box["err"]
+    try:
+        return call_within(fn, args, seconds)
+    except CallTimedOut:
+        raise KernelCallError(f"the kernel did not return within {seconds} s at {where} (call_seconds)") from None
+    except Exception as e:
         raise KernelCallError(f"the kernel raised {type(e).__name__}: {e} at {where}") from e
-    return box["out"]
 
 
 def make_filler(op: str, M: int, K: int, N: int, dt: np.dtype, seed: int) -> tuple:

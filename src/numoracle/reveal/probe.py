@@ -11,7 +11,6 @@ go through the cheapest exact path for their type (numpy, torch and JAX float va
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from ..core.errors import NumoracleError
 from ..core.formats.format import AnyFormat, Format, format_of
 from ..core.formats.interop import native_dtype
 from ..core.inputs import exact_float64
+from ..core.timed import CallTimedOut, call_within
 
 __all__ = ["Prober", "RevealError", "BudgetExhausted"]
 
@@ -82,23 +82,13 @@ class Prober:
 
     def _first_call(self, args: tuple) -> Any:
         """The first call runs in a thread with the time budget as its limit, so a kernel that hangs is reported."""
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["out"] = self.fn(*args)
-            except Exception as e:  # reported below
-                box["err"] = e
-
-        th = threading.Thread(target=run, daemon=True)
-        th.start()
-        th.join(max(self.max_seconds - self.elapsed, 0.001))
-        if th.is_alive():
-            raise BudgetExhausted(f"fn did not return within the time budget ({self.max_seconds} s) on its first call")
-        if "err" in box:
-            e = box["err"]
+        try:
+            return call_within(self.fn, args, max(self.max_seconds - self.elapsed, 0.001))
+        except CallTimedOut:
+            raise BudgetExhausted(f"fn did not return within the time budget ({self.max_seconds} s) on its first "
+                                  "call") from None
+        except Exception as e:
             raise RevealError(f"fn raised {type(e).__name__}: {e} (first call)") from e
-        return box["out"]
 
     def call(self, *args: np.ndarray) -> np.ndarray:
         """One call of fn; its output as exact float64 values, flattened over output positions."""
