@@ -1,0 +1,86 @@
+"""Ziv's strategy: a float64 approximation with an error bound rounds by the engine, hard elements retry exactly.
+
+Step 1 (:func:`decide`): the caller gives ``approx`` and a rigorous bound ``err`` on |approx - exact|. The interval
+[approx - err, approx + err] is widened outward by one float64 step and both ends are rounded to the output format
+by the engine (``core.convert.cast``, round to nearest even). Rounding is monotone, so where both ends give the same
+code the exact value (inside the interval) rounds to that code too: the element is decided.
+
+Step 2 (:func:`settle`): each undecided element is evaluated again, at a working precision that doubles from
+``START_BITS``, by a callable that returns either an exact rational (a :class:`fractions.Fraction`, for the cases
+where the result is rational: all-equal softmax rows, perfect-square variances...) or an mpmath ``iv`` interval
+that contains the exact value (mpmath's interval arithmetic rounds outward). Both ends are rounded by
+``core.twins.exact.round_value`` (Fractions); equal codes decide. Irrational results are never midpoints, so the
+loop ends; it stops with an error after ``MAX_BITS`` (a value that close to a midpoint was never seen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..core.convert import cast
+from ..core.errors import NumoracleError
+from ..core.formats import AnyFormat
+from ..core.twins.exact import round_value
+
+__all__ = ["decide", "settle", "START_BITS", "MAX_BITS", "U64", "Undecidable", "interval_fraction"]
+
+U64 = 2.0**-53  # float64's unit roundoff
+START_BITS = 96
+MAX_BITS = 1 << 14
+
+
+class Undecidable(NumoracleError):
+    """An element's rounding was not decided at MAX_BITS of working precision (never observed)."""
+
+
+def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, undecided): the codes of the elements whose whole error interval rounds to one code.
+
+    ``err`` must bound |approx - exact| (NaN or inf marks an element as undecided).
+    """
+    a = np.asarray(approx, np.float64)
+    e = np.asarray(err, np.float64)
+    with np.errstate(all="ignore"):
+        lo = np.nextafter(a - e, -np.inf)  # a - e errs by half an ulp: one step outward covers it
+        hi = np.nextafter(a + e, np.inf)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (e >= 0)
+    lo, hi = np.where(ok, lo, 0.0), np.where(ok, hi, 0.0)
+    c_lo = cast(lo, dst)
+    c_hi = cast(hi, dst)
+    ok &= c_lo == c_hi
+    return c_hi, ~ok
+
+
+def interval_fraction(end: tuple) -> Fraction | None:
+    """The exact value of one end of an mpmath interval (its raw (sign, man, exp, bc) tuple); None if not finite."""
+    sign, man, exp, _ = end
+    if man == 0:
+        return Fraction(0) if exp == 0 else None  # mpmath codes zero as (0, 0, 0, 0); the specials differ
+    v = Fraction(man) * (Fraction(2) ** exp)
+    return -v if sign else v
+
+
+def settle(count: int, evaluate: Callable[[int, int], Any], dst: AnyFormat) -> np.ndarray:
+    """Codes of ``count`` hard elements: ``evaluate(k, bits)`` gives element k's exact Fraction or an iv interval."""
+    out = np.zeros(count, np.dtype(dst.code_dtype))
+    for k in range(count):
+        bits = START_BITS
+        while True:
+            v = evaluate(k, bits)
+            if isinstance(v, Fraction):  # a rational result: rounded once, exactly
+                out[k] = round_value(v, dst)
+                break
+            lo, hi = (interval_fraction(t) for t in v._mpi_)
+            if lo is not None and hi is not None:
+                c_lo, c_hi = round_value(lo, dst), round_value(hi, dst)
+                if c_lo == c_hi:
+                    out[k] = c_hi
+                    break
+            bits *= 2
+            if bits > MAX_BITS:
+                raise Undecidable(f"element {k}: its rounding to {dst.name} is not decided at {MAX_BITS} bits")
+    return out
