@@ -6,9 +6,11 @@ query i when j <= i (top-left aligned, torch's ``is_causal``); ``mask`` a boolea
 (..., Lq, Lk), True = the key takes part (torch's boolean ``attn_mask``). A query whose keys are all masked gives NaN
 (``empty_rows="nan"``, torch's math backend) or 0 (``"zero"``, FlashAttention). q, k, v must be finite.
 
-The float64 path: G = q k^T and |q| |k|^T by BLAS (error <= (D+1) u |q||k|^T: a classical GEMM, as
+The float64 tier: G = q k^T and |q| |k|^T by BLAS (error <= (D+1) u |q||k|^T: a classical GEMM, as
 exact_matmul assumes), s = scale G, shifted by the row max, exp, l = sum p, N = p v and the bound A = p |v|; the
-output's error bound follows from these (docs/composite.md). Undecided elements are retried in mpmath interval
+output's error bound follows from these (docs/composite.md). The rows it leaves undecided (outputs near 0, where
+the absolute error matters) repeat it in numpy's long double (64-bit significands; skipped where long double is
+float64). Still undecided elements are retried in mpmath interval
 arithmetic from the exact scores (``exact_matmul(..., exact=True)``); an output that is rational (every group of
 equal scores has the same mean value of v: a constant column of v, an all-equal row of scores) is given exactly.
 """
@@ -16,6 +18,7 @@ equal scores has the same mean value of v: a constant column of v, an all-equal 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -65,43 +68,89 @@ def _read(q: Any, k: Any, v: Any) -> tuple:
     return qv, kv, vv, fq
 
 
-def _scale(scale: Any, D: int) -> tuple[float, float, Any]:
-    """(float64 scale, its relative error bound, the exact scale: a Fraction, or None for 1/sqrt(D))."""
+def _scale(scale: Any, D: int) -> tuple[float, Any]:
+    """(float64 scale or None for 1/sqrt(D) evaluated per tier, the exact scale: a Fraction, or None)."""
     if scale is None:
         r = math.isqrt(D)
-        if r * r == D:
-            return 1.0 / r, (0.0 if r & (r - 1) == 0 else U64), Fraction(1, r)
-        return float(1 / np.sqrt(np.float64(D))), 2 * U64 * _M, None
+        return (1.0 / r, Fraction(1, r)) if r * r == D and r & (r - 1) == 0 else (None, None)
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number or None (1/sqrt(D)), got {scale!r}")
-    return float(scale), 0.0, Fraction(float(scale))
+    return float(scale), Fraction(float(scale))
 
 
-def _fast_batch(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, sc: float, r_sc: float) -> tuple:
-    """One batch entry's float64 output, its error bound and the row shifts (the max score)."""
+@dataclass(frozen=True)
+class _Weights:
+    """One tier's softmax numerators p = exp(s - m) of some query rows, with their error bounds."""
+
+    p: np.ndarray  # (rows, Lk) in the tier's dtype; 0 for masked keys and for d < TINY_D
+    rho: np.ndarray  # (rows,) relative error bound of every p of the row
+    l: np.ndarray  # (rows,) sum of p
+    rl: np.ndarray  # (rows,) relative error bound of l
+    m: np.ndarray  # (rows,) the shift (the row's largest computed score)
+    n_tiny: np.ndarray  # (rows,) kept keys counted as 0 (exp(d) < TINY_E)
+    u: Any
+
+    def take(self, r: np.ndarray) -> _Weights:
+        return _Weights(self.p[r], self.rho[r], self.l[r], self.rl[r], self.m[r], self.n_tiny[r], self.u)
+
+
+def _weights(q: np.ndarray, k: np.ndarray, keep: np.ndarray, scale: float | None, dt: Any) -> _Weights:
+    """p = exp(scale q k^T - m) in ``dt`` (float64, or long double for the second tier), with bounds."""
     D, n = q.shape[1], k.shape[0]
+    u = dt(2.0) ** -(np.finfo(dt).nmant + 1)
+    fe = u * 2**8  # assumed relative error bound of numpy's exp in dt (see softmax.FE)
+    sc, r_sc = (dt(1) / np.sqrt(dt(D)), 2 * u * _M) if scale is None else (dt(scale), dt(0))
     with np.errstate(all="ignore"):
-        G = q @ k.T
-        eG = ((D + 2) * U64) * (np.abs(q) @ np.abs(k).T) * _M
+        # sum |q||k| in float64 (BLAS); the factor covers its own roundings
+        absqk = (np.abs(q.astype(np.float64)) @ np.abs(k.astype(np.float64)).T) * (1 + (D + 2) * U64)
+        G = q.astype(dt) @ k.astype(dt).T
         s = sc * G
-        es = (np.abs(s) * (U64 + r_sc) + sc * eG) * _M
+        es = (np.abs(s) * (u + r_sc) + sc * ((D + 2) * u) * absqk.astype(dt)) * _M
         m = np.where(keep, s, -np.inf).max(axis=1, initial=-np.inf)
-        m = np.where(np.isfinite(m), m, 0.0)
+        m = np.where(np.isfinite(m), m, dt(0))
         d = s - m[:, None]
-        ed = (es + U64 * np.abs(d)) * _M
+        ed = (es + u * np.abs(d)) * _M
         tiny = d < TINY_D
-        p = np.where(keep & ~tiny, np.exp(np.where(tiny, 0.0, d)), 0.0)
-        rho = np.where(keep & ~tiny, (ed + FE) * _M, 0.0).max(axis=1, initial=0.0)
+        p = np.where(keep & ~tiny, np.exp(np.where(tiny, dt(0), d)), dt(0))
+        rho = np.where(keep & ~tiny, (ed + fe) * _M, dt(0)).max(axis=1, initial=0.0)
         rho = np.where(rho < _SMALL, rho, np.inf)
         n_tiny = (keep & tiny).sum(axis=1)
         l_ = p.sum(axis=1)
-        rl = ((n * U64) * (1 + rho) + rho + 2 * n_tiny * TINY_E) * _M  # l >= exp(-ed) >= 1/2 (the max's term)
-        N = p @ v
-        A = p @ np.abs(v)
-        eN = ((rho * (1 + rho) + (n + 1) * U64)[:, None] * A + (n_tiny * TINY_E)[:, None] * np.abs(v).sum(0)) * _M
-        o = N / l_[:, None]
-        eo = ((np.abs(o) * rl[:, None] + eN / l_[:, None]) * (1 + 2 * rl[:, None]) + U64 * np.abs(o)) * _M
-    return o, eo, m
+        rl = ((n * u) * (1 + rho) + rho + 2 * n_tiny * TINY_E) * _M  # l >= exp(-ed) >= 1/2 (the max's term)
+    return _Weights(p, rho, l_, rl, m, n_tiny, u)
+
+
+def _output(w: _Weights, N: np.ndarray, A: np.ndarray, absv: np.ndarray) -> tuple:
+    """o = N / l and its error bound, from N = p v and A = p |v| (absv: sum_j |v_j| per column)."""
+    n, u = w.p.shape[1], w.u
+    with np.errstate(all="ignore"):
+        eN = ((w.rho * (1 + w.rho) + (n + 1) * u)[:, None] * A + (w.n_tiny * TINY_E)[:, None] * absv) * _M
+        o = N / w.l[:, None]
+        eo = ((np.abs(o) * w.rl[:, None] + eN / w.l[:, None]) * (1 + 2 * w.rl[:, None]) + u * np.abs(o)) * _M
+    return o, eo
+
+
+def _tiers(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, scale: float | None, dst: Any) -> tuple:
+    """Codes of one batch entry from the float64 tier, then long double on the undecided elements; what is left."""
+    live = keep.any(axis=1)
+    w = _weights(q, k, keep, scale, np.float64)
+    absv = np.abs(v).sum(axis=0)
+    o, eo = _output(w, w.p @ v, w.p @ np.abs(v), absv)
+    codes, hard = decide(np.where(live[:, None], o, 0.0), np.where(live[:, None], eo, 0.0), dst)
+    hard &= live[:, None]
+    rows = np.flatnonzero(hard.any(axis=1))
+    if rows.size and np.finfo(np.longdouble).nmant >= 63:
+        w2 = _weights(q[rows], k, keep[rows], scale, np.longdouble)
+        r, c = np.nonzero(hard[rows])  # only the undecided (row, column) pairs: N and A as row sums
+        vc = v.T[c].astype(np.longdouble)
+        w2r = w2.take(r)
+        N = np.einsum("ij,ij->i", w2r.p, vc)[:, None]
+        A = np.einsum("ij,ij->i", w2r.p, np.abs(vc))[:, None]
+        o2, eo2 = _output(w2r, N, A, absv[c][:, None])
+        c2, h2 = decide(o2[:, 0], eo2[:, 0], dst)
+        codes[rows[r], c] = np.where(h2, codes[rows[r], c], c2)
+        hard[rows[r], c] = h2
+    return codes, hard, w.m, live
 
 
 class _Row:
@@ -146,13 +195,11 @@ def attention_reference(q: Any, k: Any, v: Any, *, scale: Any = None, causal: bo
     batch, (Lq, D), Lk, Dv = qv.shape[:-2], qv.shape[-2:], kv.shape[-2], vv.shape[-1]
     keep = _keep_mask(batch, Lq, Lk, bool(causal), mask).reshape(-1, Lq, Lk)
     qv, kv, vv = qv.reshape(-1, Lq, D), kv.reshape(-1, Lk, D), vv.reshape(-1, Lk, Dv)
-    sc, r_sc, sc_exact = _scale(scale, D)
+    sc, sc_exact = _scale(scale, D)
     result = np.empty((qv.shape[0], Lq, Dv))
     for b in range(qv.shape[0]):
-        o, eo, m = _fast_batch(qv[b], kv[b], vv[b], keep[b], sc, r_sc)
-        live = keep[b].any(axis=1)
-        codes, hard = decide(np.where(live[:, None], o, 0.0), np.where(live[:, None], eo, 0.0), dst)
-        rows, cols = np.nonzero(hard & live[:, None])
+        codes, hard, m, live = _tiers(qv[b], kv[b], vv[b], keep[b], sc, dst)
+        rows, cols = np.nonzero(hard)
         cache: dict[int, _Row] = {}
 
         def evaluate(j: int, bits: int, b: int = b, m: np.ndarray = m, rows: Any = rows, cols: Any = cols) -> Any:

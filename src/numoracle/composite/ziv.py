@@ -5,6 +5,8 @@ Step 1 (:func:`decide`): the caller gives ``approx`` and a rigorous bound ``err`
 by the engine (``core.convert.cast``, round to nearest even). Rounding is monotone, so where both ends give the same
 code the exact value (inside the interval) rounds to that code too: the element is decided.
 
+A second tier may repeat step 1 in numpy's long double (64-bit significands on x86) for the undecided elements.
+
 Step 2 (:func:`settle`): each undecided element is evaluated again, at a working precision that doubles from
 ``START_BITS``, by a callable that returns either an exact rational (a :class:`fractions.Fraction`, for the cases
 where the result is rational: all-equal softmax rows, perfect-square variances...) or an mpmath ``iv`` interval
@@ -40,13 +42,19 @@ class Undecidable(NumoracleError):
 def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat) -> tuple[np.ndarray, np.ndarray]:
     """(codes, undecided): the codes of the elements whose whole error interval rounds to one code.
 
-    ``err`` must bound |approx - exact| (NaN or inf marks an element as undecided).
+    ``err`` must bound |approx - exact| (NaN or inf marks an element as undecided). ``approx`` and ``err`` may be
+    float64 or numpy's long double (the ends are then moved outward onto float64 values before the cast).
     """
-    a = np.asarray(approx, np.float64)
-    e = np.asarray(err, np.float64)
+    dt = np.longdouble if np.asarray(approx).dtype == np.longdouble else np.float64
+    a = np.asarray(approx, dt)
+    e = np.asarray(err, dt)
     with np.errstate(all="ignore"):
-        lo = np.nextafter(a - e, -np.inf)  # a - e errs by half an ulp: one step outward covers it
-        hi = np.nextafter(a + e, np.inf)
+        lo = np.nextafter(a - e, dt(-np.inf))  # a - e errs by half an ulp: one step outward covers it
+        hi = np.nextafter(a + e, dt(np.inf))
+        if dt is np.longdouble:
+            lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
+            lo = np.where(lo64 > lo, np.nextafter(lo64, -np.inf), lo64)
+            hi = np.where(hi64 < hi, np.nextafter(hi64, np.inf), hi64)
     ok = np.isfinite(lo) & np.isfinite(hi) & (e >= 0)
     lo, hi = np.where(ok, lo, 0.0), np.where(ok, hi, 0.0)
     c_lo = cast(lo, dst)
