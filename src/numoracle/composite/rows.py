@@ -60,7 +60,7 @@ def to_rows(x: Any, axis: int, mask: Any, name: str = "x") -> Rows:
     shape = v.shape
     v2, k2 = v.reshape(-1, shape[-1]), keep.reshape(-1, shape[-1])
     bad = (k2 & (np.isnan(v2) | np.isposinf(v2))).any(axis=1)
-    return Rows(v2, k2 & ~np.isnan(v2), bad, fmt, shape, axis)
+    return Rows(v2, k2, bad, fmt, shape, axis)
 
 
 def output_format(out: Any, fmt: AnyFormat) -> AnyFormat:

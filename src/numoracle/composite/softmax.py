@@ -73,6 +73,18 @@ def _fast(r: Rows) -> _Fast:
     return _Fast(m, d, err_d, e, rel_e, S, rS, L, err_L)
 
 
+# log S for S = 1 + (terms below 2^-1200): the result is a multiple of 2^-1074 (a difference of input values)
+# moved by less than 2^-1200; every value strictly between it and that multiple rounds alike in every format (their
+# rounding boundaries are multiples of 2^-1075), so the rational stand-in 2^-1300 decides it
+_STAND_IN = Fraction(1, 2**1300)
+
+
+def _negligible(L: Any) -> bool:
+    """The interval L lies in [0, 2^-1200)."""
+    lo, hi = L._mpi_
+    return lo[0] == 0 and hi[0] == 0 and hi[1] > 0 and hi[2] + hi[3] < -1200
+
+
 def _shaped(values: np.ndarray, r: Rows, last: bool = True) -> np.ndarray:
     if last:
         return np.moveaxis(values.reshape(r.shape), -1, r.axis)
@@ -123,7 +135,7 @@ def softmax_reference(x: Any, axis: int = -1, *, mask: Any = None, out: Any = No
     with np.errstate(all="ignore"):
         y = f.e / f.S[:, None]
         err = y * (f.rel_e + f.rS[:, None] + U64) * _M + np.where(r.keep & (f.e == 0), TINY_E, 0.0)
-    codes, hard = decide(y, err, dst)
+    codes, hard = decide(y, err, dst, sign=r.keep)
     hard &= r.keep & ~r.bad[:, None]
     rows, cols = np.nonzero(hard)
     ex = _Exact(r)
@@ -138,7 +150,7 @@ def softmax_reference(x: Any, axis: int = -1, *, mask: Any = None, out: Any = No
         m, S = ex.sum_exp(i, bits)
         return iv.exp(iv.mpf(float(r.v[i, j])) - m) / S
 
-    codes[rows, cols] = settle(rows.size, evaluate, dst)
+    codes[rows, cols] = settle(rows.size, evaluate, dst, sign=1)
     return _shaped(_row_specials(values_of(codes, dst), r, empty, 0.0), r)
 
 
@@ -150,8 +162,9 @@ def log_softmax_reference(x: Any, axis: int = -1, *, mask: Any = None, out: Any 
     with np.errstate(all="ignore"):
         y = f.d - f.L[:, None]
         err = (f.err_d + f.err_L[:, None] + U64 * np.abs(y)) * _M
-    codes, hard = decide(np.where(r.keep, y, 0.0), np.where(r.keep, err, 0.0), dst)
     one = r.n_kept == 1
+    neg = np.where(r.keep & ~one[:, None], -1, 0)  # x_i - log sum exp(x) < 0 when another entry is kept
+    codes, hard = decide(np.where(r.keep, y, 0.0), np.where(r.keep, err, 0.0), dst, sign=neg)
     hard &= r.keep & ~r.bad[:, None]
     rows, cols = np.nonzero(hard)
     ex = _Exact(r)
@@ -163,9 +176,12 @@ def log_softmax_reference(x: Any, axis: int = -1, *, mask: Any = None, out: Any 
         from mpmath import iv
 
         m, S = ex.sum_exp(i, bits)
-        return (iv.mpf(float(r.v[i, j])) - m) - iv.log(S)
+        L = iv.log(S)
+        if _negligible(L):  # 0 < L < 2^-1200: x_i - m - L rounds as x_i - m - 2^-1300 does
+            return Fraction(float(r.v[i, j])) - Fraction(float(r.v[i][r.keep[i]].max())) - _STAND_IN
+        return (iv.mpf(float(r.v[i, j])) - m) - L
 
-    codes[rows, cols] = settle(rows.size, evaluate, dst)
+    codes[rows, cols] = settle(rows.size, evaluate, dst, sign=neg[rows, cols])
     return _shaped(_row_specials(values_of(codes, dst), r, empty, -np.inf), r)
 
 
@@ -187,7 +203,10 @@ def _lse_codes(r: Rows, dst: Any, f: _Fast, shift: np.ndarray | None) -> np.ndar
         from mpmath import iv
 
         m, S = ex.sum_exp(i, bits)
-        return (m - iv.mpf(float(s[i]))) + iv.log(S)
+        L = iv.log(S)
+        if _negligible(L):  # as in log_softmax
+            return Fraction(float(r.v[i][r.keep[i]].max())) - Fraction(float(s[i])) + _STAND_IN
+        return (m - iv.mpf(float(s[i]))) + L
 
     codes[rows] = settle(rows.size, evaluate, dst)
     return codes
@@ -196,14 +215,14 @@ def _lse_codes(r: Rows, dst: Any, f: _Fast, shift: np.ndarray | None) -> np.ndar
 def logsumexp_reference(x: Any, axis: int = -1, *, mask: Any = None, out: Any = None) -> Any:
     """log(sum(exp(x))) along ``axis``, correctly rounded (RNE) to ``out`` (default: x's format); float64.
 
-    A fully masked row gives -inf; a row with a kept NaN or +inf gives NaN (+inf rows: NaN, as torch's
-    shifted form gives inf - inf).
+    A fully masked row gives -inf; a row with a kept +inf gives +inf (as torch.logsumexp), one with a kept NaN NaN.
     """
     r, dst, _ = _prepare(x, axis, mask, out, "nan")
     f = _fast(r)
     y = values_of(_lse_codes(r, dst, f, None), dst)
     y[r.n_kept == 0] = -np.inf
-    y[r.bad] = np.nan
+    y[r.bad] = np.inf  # log(sum exp) of a row with a kept +inf (torch.logsumexp gives inf too) ...
+    y[(r.keep & np.isnan(r.v)).any(axis=1)] = np.nan  # ... and NaN with a kept NaN
     return _shaped(y, r, last=False)
 
 

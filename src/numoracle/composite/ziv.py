@@ -33,17 +33,23 @@ __all__ = ["decide", "settle", "START_BITS", "MAX_BITS", "U64", "Undecidable", "
 U64 = 2.0**-53  # float64's unit roundoff
 START_BITS = 96
 MAX_BITS = 1 << 14
+# |values| below 2^-_FAR round to zero, above 2^_FAR overflow, in every format the engine carries (FP64's smallest
+# subnormal is 2^-1074 and its max below 2^1024)
+_FAR = 1200
 
 
 class Undecidable(NumoracleError):
     """An element's rounding was not decided at MAX_BITS of working precision (never observed)."""
 
 
-def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat) -> tuple[np.ndarray, np.ndarray]:
+def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat,
+           sign: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     """(codes, undecided): the codes of the elements whose whole error interval rounds to one code.
 
     ``err`` must bound |approx - exact| (NaN or inf marks an element as undecided). ``approx`` and ``err`` may be
     float64 or numpy's long double (the ends are then moved outward onto float64 values before the cast).
+    ``sign``: where +1 (-1) the exact value is known to be > 0 (< 0): the interval is clipped at +0 (-0), which
+    rounds as every value between it and the exact one does (a value of that sign rounding to zero gives that zero).
     """
     dt = np.longdouble if np.asarray(approx).dtype == np.longdouble else np.float64
     a = np.asarray(approx, dt)
@@ -55,6 +61,8 @@ def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat) -> tuple[np.ndar
             lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
             lo = np.where(lo64 > lo, np.nextafter(lo64, -np.inf), lo64)
             hi = np.where(hi64 < hi, np.nextafter(hi64, np.inf), hi64)
+    lo = np.where(np.asarray(sign) > 0, np.maximum(lo, 0.0), lo)
+    hi = np.where(np.asarray(sign) < 0, np.minimum(hi, -0.0), hi)
     ok = np.isfinite(lo) & np.isfinite(hi) & (e >= 0)
     lo, hi = np.where(ok, lo, 0.0), np.where(ok, hi, 0.0)
     c_lo = cast(lo, dst)
@@ -64,16 +72,28 @@ def decide(approx: np.ndarray, err: np.ndarray, dst: AnyFormat) -> tuple[np.ndar
 
 
 def interval_fraction(end: tuple) -> Fraction | None:
-    """The exact value of one end of an mpmath interval (its raw (sign, man, exp, bc) tuple); None if not finite."""
-    sign, man, exp, _ = end
+    """The exact value of one end of an mpmath interval (its raw (sign, man, exp, bc) tuple); None if not finite.
+
+    An end beyond 2^+-_FAR becomes 2^+-_FAR (with its sign): it rounds to the same code in every format.
+    """
+    sign, man, exp, bc = end
     if man == 0:
         return Fraction(0) if exp == 0 else None  # mpmath codes zero as (0, 0, 0, 0); the specials differ
-    v = Fraction(man) * (Fraction(2) ** exp)
+    if not -_FAR < exp + bc < _FAR:  # beyond every format's range: a stand-in that rounds the same way
+        v = Fraction(1, 1 << _FAR) if exp < 0 else Fraction(1 << _FAR)
+    else:
+        v = Fraction(man) * (Fraction(2) ** exp)
     return -v if sign else v
 
 
-def settle(count: int, evaluate: Callable[[int, int], Any], dst: AnyFormat) -> np.ndarray:
-    """Codes of ``count`` hard elements: ``evaluate(k, bits)`` gives element k's exact Fraction or an iv interval."""
+def settle(count: int, evaluate: Callable[[int, int], Any], dst: AnyFormat, sign: Any = 0) -> np.ndarray:
+    """Codes of ``count`` hard elements: ``evaluate(k, bits)`` gives element k's exact Fraction or an iv interval.
+
+    ``sign`` (a number or one per element): +1 / -1 where the exact value is known to be > 0 / < 0; the interval is
+    then clipped at +-2^-_FAR (which rounds as every value of that sign nearer to zero does), so a result that
+    rounds to a signed zero is decided.
+    """
+    signs = np.broadcast_to(np.asarray(sign), (count,))
     out = np.zeros(count, np.dtype(dst.code_dtype))
     for k in range(count):
         bits = START_BITS
@@ -84,6 +104,10 @@ def settle(count: int, evaluate: Callable[[int, int], Any], dst: AnyFormat) -> n
                 break
             lo, hi = (interval_fraction(t) for t in v._mpi_)
             if lo is not None and hi is not None:
+                if signs[k] > 0:
+                    lo = max(lo, Fraction(1, 1 << _FAR))
+                elif signs[k] < 0:
+                    hi = min(hi, Fraction(-1, 1 << _FAR))
                 c_lo, c_hi = round_value(lo, dst), round_value(hi, dst)
                 if c_lo == c_hi:
                     out[k] = c_hi
