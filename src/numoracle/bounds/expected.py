@@ -70,7 +70,11 @@ from .errorbound import ErrorBound, Tolerance
 __all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component",
            "parse_order", "OrderSpec", "OPS", "KINDS"]
 
-OPS = ("sum", "dot", "matmul", "quantized_matmul")
+OPS = ("sum", "dot", "matmul", "quantized_matmul", "softmax", "log_softmax", "logsumexp", "cross_entropy", "layernorm",
+       "rmsnorm", "attention")
+# who registers each op computed above this layer (importing numoracle imports them all; a caller of this module
+# alone must import the registering module first)
+REGISTERED_BY = {"quantized_matmul": "numoracle.quant.matmul", **{op: "numoracle.composite" for op in OPS[4:]}}
 
 # Ops whose bound a higher layer computes, registered by name when that layer is imported (importing numoracle
 # imports them all): the dispatch stays here while the imports go only down the layers.
@@ -131,6 +135,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     op, K, kind, conf = _check(op, K, kind, confidence)
     if ftz and op == "quantized_matmul":
         raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
+    if op in REGISTERED_BY and op not in EXTRA_OPS:
+        raise ValueError(f"op {op!r} is registered by {REGISTERED_BY[op]}: import it first (import numoracle does)")
     if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,

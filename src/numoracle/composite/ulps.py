@@ -46,6 +46,10 @@ ELEMENTWISE: dict[str, ElementwiseError] = {e.name: e for e in (
     ElementwiseError("cuda_rsqrtf", Fraction(2), source=_CUDA + ": rsqrtf(x), 2 ulp"),
     ElementwiseError("cuda_sqrtf", Fraction(0), source=_CUDA + ": sqrtf(x), 0 ulp with -prec-sqrt=true (default)"),
     ElementwiseError("cuda_fdiv", Fraction(0), source=_CUDA + ": x/y, 0 ulp with -prec-div=true (default)"),
+    ElementwiseError("sleef_u10", Fraction(1), source="SLEEF documentation: functions with suffix _u10 have a maximum "
+                     "error of 1.0 ulp (1 ulp from the correctly rounded result is a superset)"),
+    ElementwiseError("sleef_u35", Fraction(4), source="SLEEF documentation: functions with suffix _u35 have a maximum "
+                     "error of 3.5 ulp"),
     ElementwiseError("cuda___fdividef", Fraction(2),
                      source=_CUDA + ", intrinsic functions: __fdividef(x, y), 2 ulp for 2^-126 <= |y| <= 2^126"),
 )}
