@@ -52,8 +52,8 @@ def _norm_expected(x, w, b, eps, fmt, layer):
             if root is not None:
                 y = (a - mu) / root * Fraction(float(w[j])) + Fraction(float(b[j]))
             else:
-                y = to_fraction(mp(0) + (mpmath.mpf(a.numerator) / a.denominator - mpmath.mpf(mu.numerator) / mu.denominator)
-                                / r * mp(w[j]) + mp(b[j]))
+                centred = mpmath.mpf(a.numerator) / a.denominator - mpmath.mpf(mu.numerator) / mu.denominator
+                y = to_fraction(centred / r * mp(w[j]) + mp(b[j]))
             out.append(round_fraction(y, fmt) + 0.0)
     return np.array(out)
 

@@ -66,3 +66,17 @@ def test_correctly_rounded_1e5(op, fmt):
     n = _run(op, fmt, total, seed=7 + len(op))
     print(f"{op} {fmt}: {n} elements correctly rounded")
     assert n >= 100_000
+
+
+def test_cross_entropy_is_the_negated_log_softmax_at_the_target():
+    rng = np.random.default_rng(9)
+    for fmt in ("fp32", "bf16"):
+        x = np.asarray(rng.standard_normal((50, 33)) * 10).astype(DTYPES[fmt])
+        t = rng.integers(0, 33, 50)
+        t[3] = -100
+        ce = cross_entropy_reference(x, t)
+        ls = log_softmax_reference(x)
+        rows = np.arange(50)
+        assert np.array_equal(ce[t >= 0], -ls[rows, np.maximum(t, 0)][t >= 0]) and ce[3] == 0
+    with pytest.raises(ValueError, match="target indices"):
+        cross_entropy_reference(np.zeros((2, 3), np.float32), np.array([0, 3]))

@@ -93,6 +93,9 @@ KINDS = ("worst", "probabilistic")
 def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, float]:
     if not isinstance(op, str) or op.lower() not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
+    if op.lower() in REGISTERED_BY and op.lower() not in EXTRA_OPS:
+        raise ValueError(f"op {op!r} is registered by {REGISTERED_BY[op.lower()]}: import it first (import numoracle "
+                         "does)")
     if isinstance(K, bool) or not isinstance(K, numbers.Integral):
         raise ArgumentTypeError(f"K (the reduction length) must be an integer >= 1, got {type(K).__name__} {K!r:.40}")
     K = int(K)
@@ -135,8 +138,6 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     op, K, kind, conf = _check(op, K, kind, confidence)
     if ftz and op == "quantized_matmul":
         raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
-    if op in REGISTERED_BY and op not in EXTRA_OPS:
-        raise ValueError(f"op {op!r} is registered by {REGISTERED_BY[op]}: import it first (import numoracle does)")
     if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,

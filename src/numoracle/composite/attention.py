@@ -27,7 +27,7 @@ import numpy as np
 from ..core.inputs import exact_float64
 from ..exact.reference import exact_matmul
 from .rows import check_empty, output_format, values_of
-from .softmax import FE, TINY_D, TINY_E
+from .softmax import TINY_D, TINY_E
 from .ziv import U64, decide, settle
 
 __all__ = ["attention_reference"]
@@ -84,14 +84,14 @@ class _Weights:
 
     p: np.ndarray  # (rows, Lk) in the tier's dtype; 0 for masked keys and for d < TINY_D
     rho: np.ndarray  # (rows,) relative error bound of every p of the row
-    l: np.ndarray  # (rows,) sum of p
+    lsum: np.ndarray  # (rows,) sum of p
     rl: np.ndarray  # (rows,) relative error bound of l
     m: np.ndarray  # (rows,) the shift (the row's largest computed score)
     n_tiny: np.ndarray  # (rows,) kept keys counted as 0 (exp(d) < TINY_E)
     u: Any
 
     def take(self, r: np.ndarray) -> _Weights:
-        return _Weights(self.p[r], self.rho[r], self.l[r], self.rl[r], self.m[r], self.n_tiny[r], self.u)
+        return _Weights(self.p[r], self.rho[r], self.lsum[r], self.rl[r], self.m[r], self.n_tiny[r], self.u)
 
 
 def _weights(q: np.ndarray, k: np.ndarray, keep: np.ndarray, scale: float | None, dt: Any) -> _Weights:
@@ -125,8 +125,8 @@ def _output(w: _Weights, N: np.ndarray, A: np.ndarray, absv: np.ndarray) -> tupl
     n, u = w.p.shape[1], w.u
     with np.errstate(all="ignore"):
         eN = ((w.rho * (1 + w.rho) + (n + 1) * u)[:, None] * A + (w.n_tiny * TINY_E)[:, None] * absv) * _M
-        o = N / w.l[:, None]
-        eo = ((np.abs(o) * w.rl[:, None] + eN / w.l[:, None]) * (1 + 2 * w.rl[:, None]) + u * np.abs(o)) * _M
+        o = N / w.lsum[:, None]
+        eo = ((np.abs(o) * w.rl[:, None] + eN / w.lsum[:, None]) * (1 + 2 * w.rl[:, None]) + u * np.abs(o)) * _M
     return o, eo
 
 
@@ -187,6 +187,23 @@ class _Row:
         return sum((pj * float(x) for pj, x in zip(self.p, self.v[:, c])), iv.mpf(0)) / self.l
 
 
+def _settle_batch(codes: np.ndarray, hard: np.ndarray, data: tuple, sc_exact: Any, m: np.ndarray, dst: Any) -> None:
+    """The undecided elements of one batch entry, retried exactly (row data cached while the row repeats)."""
+    q, k, v, keep = data
+    rows, cols = np.nonzero(hard)
+    cache: dict[int, _Row] = {}
+
+    def evaluate(j: int, bits: int) -> Any:
+        i, c = int(rows[j]), int(cols[j])
+        if i not in cache:
+            cache.clear()
+            cache[i] = _Row(q[i], k, v, keep[i], sc_exact, q.shape[1], float(m[i]))
+        exact = cache[i].rational(c)
+        return exact if exact is not None else cache[i].value(c, bits)
+
+    codes[rows, cols] = settle(rows.size, evaluate, dst)
+
+
 def attention_reference(q: Any, k: Any, v: Any, *, scale: Any = None, causal: bool = False, mask: Any = None,
                         out: Any = None, empty_rows: str = "nan") -> Any:
     """softmax(scale q k^T, masked) v, each element correctly rounded (RNE) to ``out`` (default: q's format)."""
@@ -199,18 +216,7 @@ def attention_reference(q: Any, k: Any, v: Any, *, scale: Any = None, causal: bo
     result = np.empty((qv.shape[0], Lq, Dv))
     for b in range(qv.shape[0]):
         codes, hard, m, live = _tiers(qv[b], kv[b], vv[b], keep[b], sc, dst)
-        rows, cols = np.nonzero(hard)
-        cache: dict[int, _Row] = {}
-
-        def evaluate(j: int, bits: int, b: int = b, m: np.ndarray = m, rows: Any = rows, cols: Any = cols) -> Any:
-            i, c = int(rows[j]), int(cols[j])
-            if i not in cache:
-                cache.clear()
-                cache[i] = _Row(qv[b, i], kv[b], vv[b], keep[b, i], sc_exact, D, float(m[i]))
-            exact = cache[i].rational(c)
-            return exact if exact is not None else cache[i].value(c, bits)
-
-        codes[rows, cols] = settle(rows.size, evaluate, dst)
+        _settle_batch(codes, hard, (qv[b], kv[b], vv[b], keep[b]), sc_exact, m, dst)
         y = values_of(codes, dst)
         y[~live] = np.nan if empty == "nan" else 0.0
         result[b] = y

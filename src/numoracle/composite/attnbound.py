@@ -111,7 +111,7 @@ def _keep(shape: tuple, causal: bool, mask: Any) -> np.ndarray:
 
 def _split_terms(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray, v: np.ndarray, sc: float) -> tuple:
     """For one split's keys: (alpha, beta) per row (beta: the max over keys), lse, its error, P, A."""
-    u, D, n = float(st.u), absqk.shape[0] and st.extra.get("head_dim") or 1, s.shape[1]
+    u, n = float(st.u), s.shape[1]
     g_qk = gamma(sum_components(st, st.extra.get("head_dim", 1), "scores", st.extra.get("score_order")))
     k_sc = 1 + bool(st.extra.get("scale_rounded"))
     mu_d, u_p = float(st.div.relative(st.acc)), 0.0

@@ -10,9 +10,10 @@ result is multiplied by the margin 1 + 2^-20, so it is never below the bound's e
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
