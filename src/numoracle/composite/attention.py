@@ -6,7 +6,7 @@ query i when j <= i (top-left aligned, torch's ``is_causal``); ``mask`` a boolea
 (..., Lq, Lk), True = the key takes part (torch's boolean ``attn_mask``). A query whose keys are all masked gives NaN
 (``empty_rows="nan"``, torch's math backend) or 0 (``"zero"``, FlashAttention). q, k, v must be finite.
 
-The float64 tier: G = q k^T and |q| |k|^T by BLAS (error <= (D+1) u |q||k|^T: a classical GEMM, as
+The float64 tier: G = q k^T by BLAS (error <= (D+2) u |q||k|^T <= (D+2) u ||q|| ||k||: a classical GEMM, as
 exact_matmul assumes), s = scale G, shifted by the row max, exp, l = sum p, N = p v and the bound A = p |v|; the
 output's error bound follows from these (docs/composite.md). The rows it leaves undecided (outputs near 0, where
 the absolute error matters) repeat it in numpy's long double (64-bit significands; skipped where long double is
@@ -101,18 +101,20 @@ def _weights(q: np.ndarray, k: np.ndarray, keep: np.ndarray, scale: float | None
     fe = u * 2**8  # assumed relative error bound of numpy's exp in dt (see softmax.FE)
     sc, r_sc = (dt(1) / np.sqrt(dt(D)), 2 * u * _M) if scale is None else (dt(scale), dt(0))
     with np.errstate(all="ignore"):
-        # sum |q||k| in float64 (BLAS); the factor covers its own roundings
-        absqk = (np.abs(q.astype(np.float64)) @ np.abs(k.astype(np.float64)).T) * (1 + (D + 2) * U64)
         G = q.astype(dt) @ k.astype(dt).T
         s = sc * G
-        es = (np.abs(s) * (u + r_sc) + sc * ((D + 2) * u) * absqk.astype(dt)) * _M
         m = np.where(keep, s, -np.inf).max(axis=1, initial=-np.inf)
+        lo = np.where(keep, s, np.inf).min(axis=1, initial=np.inf)
         m = np.where(np.isfinite(m), m, dt(0))
+        # sum_d |q_d k_d| <= ||q|| ||k|| (Cauchy-Schwarz), in float64 with a factor covering its roundings
+        qn = np.sqrt(np.square(q.astype(np.float64)).sum(axis=1)) * (1 + (D + 4) * U64)
+        kn = float(np.sqrt(np.square(k.astype(np.float64)).sum(axis=1)).max(initial=0.0)) * (1 + (D + 4) * U64)
+        smax = np.where(keep, np.abs(s), dt(0)).max(axis=1, initial=0.0)
+        es = (smax * (u + r_sc) + sc * ((D + 2) * u) * (qn * kn).astype(dt)) * _M  # every score's error, per row
         d = s - m[:, None]
-        ed = (es + u * np.abs(d)) * _M
         tiny = d < TINY_D
         p = np.where(keep & ~tiny, np.exp(np.where(tiny, dt(0), d)), dt(0))
-        rho = np.where(keep & ~tiny, (ed + fe) * _M, dt(0)).max(axis=1, initial=0.0)
+        rho = ((es + u * np.where(np.isfinite(lo), m - lo, dt(0)) * _M) * _M + fe) * _M  # exp(ed) - 1 <= ed(1 + ed)
         rho = np.where(rho < _SMALL, rho, np.inf)
         n_tiny = (keep & tiny).sum(axis=1)
         l_ = p.sum(axis=1)

@@ -152,33 +152,43 @@ def _evaluate(st: Setting, q: Any, k: Any, v: Any, *, scale: Any = None, causal:
         raise ValueError(f"the bound was made for K = {st.K} keys; k has {Lk}")
     st = Setting(**{**st.__dict__, "extra": {**st.extra, "head_dim": D}})
     sc = 1 / math.sqrt(D) if scale is None else float(scale)
-    s = sc * (qv @ np.swapaxes(kv, -1, -2))
-    absqk = np.abs(qv) @ np.swapaxes(np.abs(kv), -1, -2) * (1 + (D + 2) * 2.0**-53)
-    keep = _keep(s.shape, causal, mask)
+    batch, Lq = qv.shape[:-2], qv.shape[-2]
+    keep = _keep((*batch, Lq, Lk), causal, mask)
     S = st.extra.get("splits") or 1
-    bounds = np.zeros(s.shape[:-1] + (vv.shape[-1],))
-    u, (u_out, eta_out, _) = float(st.u), out_terms(st)
-    for idx in np.ndindex(*s.shape[:-2]):
-        parts = np.array_split(np.arange(Lk), S)
-        terms = [_split_terms(st, s[idx][:, js], keep[idx][:, js], absqk[idx][:, js], vv[idx][js], sc) for js in parts]
-        with np.errstate(all="ignore"):
-            e_all = np.exp(s[idx] - np.where(keep[idx], s[idx], -np.inf).max(axis=1, keepdims=True))
-            e_all = np.where(keep[idx], e_all, 0.0)
-            P = e_all / e_all.sum(axis=1, keepdims=True)
-            A = P @ np.abs(vv[idx])
-            o = P @ vv[idx]
-            ab = np.max([t[0] + t[1] for t in terms], axis=0)[:, None]
-            if S == 1:
-                err = terms[0][0][:, None] * np.abs(o) + terms[0][1][:, None] * A
-            else:
-                lse = np.array([t[2] for t in terms])
-                R = (lse.max(axis=0) - np.where(np.isfinite(lse), lse, np.inf).min(axis=0))
-                Lam = np.nanmax(np.array([t[3] for t in terms]), axis=0)
-                mu_e = float(st.exp.relative(st.acc, 0))
-                g_S = (1 + u) ** (S + 1) - 1
-                w = np.exp(2 * Lam + u * R) * (1 + mu_e) * (1 + float(st.div.relative(st.acc)))
-                omega = (w * (1 + g_S)) / (1 - ((1 + g_S) * w - 1)) - 1
-                omega = np.where(omega >= 0, omega, np.inf)[:, None]
-                err = (1 + omega) * (1 + g_S) * ab * A + (omega + g_S * (1 + omega)) * A
-            bounds[idx] = (err * (1 + u_out) + u_out * np.abs(o) + eta_out) * MARGIN
+    bounds = np.zeros((*batch, Lq, vv.shape[-1]))
+    for idx in np.ndindex(*batch):  # one batch entry at a time: (Lq, Lk) arrays stay in cache-sized pieces
+        qb, kb, vb = qv[idx], kv[idx], vv[idx]
+        s = sc * (qb @ kb.T)
+        absqk = (np.abs(qb) @ np.abs(kb).T) * (1 + (D + 2) * 2.0**-53)
+        bounds[idx] = _entry_bound(st, s, keep[idx], absqk, vb, sc, S)
     return bounds
+
+
+def _entry_bound(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray, v: np.ndarray, sc: float,
+                 S: int) -> np.ndarray:
+    """One batch entry's per-element bound (plain or online: one split; split-KV: S splits and the combine)."""
+    u, (u_out, eta_out, _) = float(st.u), out_terms(st)
+    parts = np.array_split(np.arange(s.shape[1]), S)
+    terms = [_split_terms(st, s[:, js], keep[:, js], absqk[:, js], v[js], sc) for js in parts]
+    with np.errstate(all="ignore"):
+        if S == 1:
+            P = terms[0][4]
+        else:
+            e = np.where(keep, np.exp(s - np.where(keep, s, -np.inf).max(axis=1, keepdims=True)), 0.0)
+            P = e / e.sum(axis=1, keepdims=True)
+        P = np.where(keep, P, 0.0)
+        A = P @ np.abs(v)
+        o = P @ v
+        if S == 1:
+            err = terms[0][0][:, None] * np.abs(o) + terms[0][1][:, None] * A
+        else:
+            ab = np.max([t[0] + t[1] for t in terms], axis=0)[:, None]
+            lse = np.array([t[2] for t in terms])
+            R = lse.max(axis=0) - np.where(np.isfinite(lse), lse, np.inf).min(axis=0)
+            Lam = np.nanmax(np.array([t[3] for t in terms]), axis=0)
+            g_S = (1 + u) ** (S + 1) - 1
+            w = np.exp(2 * Lam + u * R) * (1 + float(st.exp.relative(st.acc))) * (1 + float(st.div.relative(st.acc)))
+            omega = (w * (1 + g_S)) / (1 - ((1 + g_S) * w - 1)) - 1
+            omega = np.where(omega >= 0, omega, np.inf)[:, None]
+            err = (1 + omega) * (1 + g_S) * ab * A + (omega + g_S * (1 + omega)) * A
+        return (err * (1 + u_out) + u_out * np.abs(o) + eta_out) * MARGIN
