@@ -7,9 +7,9 @@ log, rsqrt, div, block, splits, p_format, ...), and reports the worst elements a
 :class:`~numoracle.core.errors.NumoracleAssertionError` with that report. Non-finite reference entries (masked
 entries, fully masked rows) must match exactly (NaN with NaN).
 
-``testing/compositemutants.attention_mutants`` answers "what can this check detect?": it runs a FlashAttention-2-style forward (online
-softmax over key blocks, float32 arithmetic, numpy) and six broken variants of it, and says for each whether the
-numoracle check fails it and whether a plain (rtol, atol) comparison passes it.
+``testing/compositemutants.attention_mutants`` answers "what can this check detect?": it runs a
+FlashAttention-2-style forward (online softmax over key blocks, float32 arithmetic, numpy) and six broken variants
+of it, and says for each whether the numoracle check fails it and whether a plain (rtol, atol) comparison passes it.
 """
 
 from __future__ import annotations
