@@ -88,7 +88,7 @@ def test_unimported_composite_op_is_refused_by_the_lower_layer():
 
     saved = expected.EXTRA_OPS.pop("softmax")
     try:
-        with pytest.raises(ValueError, match="import it first"):
+        with pytest.raises(ValueError, match="import that module first"):
             expected.expected_error_bound("softmax", "fp32", 8)
     finally:
         expected.EXTRA_OPS["softmax"] = saved

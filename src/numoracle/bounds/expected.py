@@ -94,8 +94,8 @@ def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, 
     if not isinstance(op, str) or op.lower() not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
     if op.lower() in REGISTERED_BY and op.lower() not in EXTRA_OPS:
-        raise ValueError(f"op {op!r} is registered by {REGISTERED_BY[op.lower()]}: import it first (import numoracle "
-                         "does)")
+        raise ValueError(f"op {op!r} is computed by {REGISTERED_BY[op.lower()]}: import that module first (it "
+                         "registers the op)")
     if isinstance(K, bool) or not isinstance(K, numbers.Integral):
         raise ArgumentTypeError(f"K (the reduction length) must be an integer >= 1, got {type(K).__name__} {K!r:.40}")
     K = int(K)
