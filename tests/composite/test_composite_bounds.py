@@ -92,3 +92,23 @@ def test_unimported_composite_op_is_refused_by_the_lower_layer():
             expected.expected_error_bound("softmax", "fp32", 8)
     finally:
         expected.EXTRA_OPS["softmax"] = saved
+
+
+def test_vacuous_bounds_are_infinite_never_negative():
+    """A sum whose error factor reaches 1 (bf16 accumulation of 4096 terms) makes the bound +inf, not <= 0 or NaN
+    (regression: 1 / (1 - sigma) went negative)."""
+    x = np.random.default_rng(8).standard_normal((2, 4096)).astype(np.float32)
+    import ml_dtypes
+
+    xb = x.astype(ml_dtypes.bfloat16)
+    for op in ("softmax", "log_softmax", "logsumexp"):
+        t = expected_error_bound(op, "bf16", 4096, acc="bf16").tolerance(xb)
+        assert np.isposinf(t).all(), op
+    q = xb[:, :64].reshape(2, 16, 4).astype(np.float32)
+    t = expected_error_bound("attention", "bf16", 16, acc="bf16", order="sequential", exp=10**6).tolerance(q, q, q)
+    assert not (t <= 0).any() and not np.isnan(t).any()
+
+
+def test_ftz_is_refused_for_composite_ops():
+    with pytest.raises(ValueError, match="ftz=True is not modelled for softmax"):
+        expected_error_bound("softmax", "fp32", 8, ftz=True)

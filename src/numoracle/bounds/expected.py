@@ -136,8 +136,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     inputs of a sum, probabilistic bounds on biased (directed, truncating) roundings.
     """
     op, K, kind, conf = _check(op, K, kind, confidence)
-    if ftz and op == "quantized_matmul":
-        raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
+    if ftz and op in REGISTERED_BY:
+        raise ValueError(f"ftz=True is not modelled for {op}; pass ftz=False (gradual underflow)")
     if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,

@@ -135,12 +135,15 @@ def _split_terms(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray
         rho = np.where(keep, rho, 0.0)
         lam = (1 + g_l) * (1 + (P * rho).sum(axis=1)) - 1
         lam = np.where(lam < 1, lam, np.inf)
-        k_ = (1 + mu_d) / (1 - lam)
+        k_ = np.where(lam < 1, (1 + mu_d) / (1 - lam), np.inf)  # lam >= 1: vacuous
         alpha = k_ - 1
         beta = k_ * ((1 + rho.max(axis=1)) * (1 + u_p) * (1 + g_pv) - 1)
         lse = m + np.log(l_)
         mu_log = float(st.log.relative(st.acc))
-        Lam = -np.log1p(-lam) + mu_log * np.abs(np.log(l_)) + u * np.abs(lse) * 2
+        Lam = (np.where(lam < 1, -np.log1p(-np.minimum(lam, 1 - 2.0**-52)), np.inf) + mu_log * np.abs(np.log(l_))
+               + u * np.abs(lse) * 2)
+        none = ~keep.any(axis=1)  # a split without a kept key for the row takes no part in the combine (weight 0)
+        alpha, beta, Lam = (np.where(none, 0.0, a) for a in (alpha, beta, Lam))
     return alpha, beta, lse, Lam, P, l_
 
 

@@ -116,7 +116,7 @@ def _evaluate(st: Setting, comps: list[Component], x: Any, weight: Any = None, b
             t = np.square(X).mean(axis=1) + eps
             tau = gamma([c for c in comps if c.name not in ("rsqrt", "scaling", "output rounding")])
             tau = tau + K * eta_acc / t  # squares below acc's normal range
-            eps_r = (1 + mu_r) / np.sqrt(1 - tau) - 1
+            eps_r = np.where(tau < 1, (1 + mu_r) / np.sqrt(1 - np.minimum(tau, 1 - 2.0**-52)) - 1, np.inf)
             y = X / np.sqrt(t)[:, None] * (1.0 if w is None else w)
             n_mul = 1 if w is None else 2
             err = np.abs(y) * ((1 + eps_r[:, None]) * (1 + u) ** n_mul - 1) + n_mul * eta_acc

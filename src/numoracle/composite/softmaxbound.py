@@ -126,11 +126,11 @@ def _evaluate(st: Setting, comps: list[Component], x: Any, target: Any = None, *
     mu_log = float(st.log.relative(st.acc))
     with np.errstate(all="ignore"):
         if st.op == "softmax":
-            k = (1 + mu_div) / (1 - sigma[:, None])
+            k = np.where(sigma[:, None] < 1, (1 + mu_div) / (1 - sigma[:, None]), np.inf)  # sigma >= 1: vacuous
             err = p * ((1 + rho) * k - 1) + (eta_e[:, None] * k + eta_acc)
             y = p
         else:
-            lam = -np.log1p(-sigma)
+            lam = np.where(sigma < 1, -np.log1p(-np.minimum(sigma, 1 - 2.0**-52)), np.inf)  # sigma >= 1: vacuous
             E = lam + mu_log * (np.abs(L) + lam)
             if st.op == "logsumexp":
                 y = np.where(np.isfinite(L), L, 0.0) + np.where(r.keep, r.v, -np.inf).max(axis=1)
