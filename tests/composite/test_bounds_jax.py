@@ -36,10 +36,10 @@ def test_jax_fp32_softmax_within_the_bound_except_flushed_subnormal_results():
     assert sub > 0 and sub_zero == sub  # every result below fp32's normal range comes out 0 (flushed)
 
 
-def test_jax_bf16_softmax_computes_in_bf16():
+def test_jax_bf16_softmax_is_outside_the_fp32_internal_model():
+    """A finding: bf16 jax.nn.softmax errs beyond the bound of an fp32 evaluation rounded once to bf16."""
     r32, _, _ = _softmax_ratios(ml_dtypes.bfloat16, "bf16", "fp32")
-    r16, _, _ = _softmax_ratios(ml_dtypes.bfloat16, "bf16", "bf16")
-    assert r32.max() > 1 and r16.max() <= 1
+    assert r32.max() > 1
 
 
 def test_jax_fp32_dot_product_attention_within_the_bound():
