@@ -23,7 +23,7 @@ LAYERS = [
     ("core",),
     ("chains", "exact", "models"),
     ("bounds", "identify", "reveal"),
-    ("quant", "conformance", "plot"),
+    ("quant", "conformance", "plot", "composite"),
     ("testing", "tables"),
     ("invariance",),
     ("cli",),

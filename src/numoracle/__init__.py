@@ -66,11 +66,11 @@ API = {
 }
 
 # the namespaces: numoracle.<name>, each with its own table (its __all__)
-NAMESPACES = ("formats", "orders", "chains", "bounds", "identify", "reveal", "quant", "testing", "conformance",
-              "invariance", "strategies")
+NAMESPACES = ("formats", "orders", "chains", "bounds", "identify", "reveal", "composite", "quant", "testing",
+              "conformance", "invariance", "strategies")
 
 # modules that register something at import (a bound op) and export nothing here
-_REGISTERS = (".quant.bounds.matmul",)
+_REGISTERS = (".quant.bounds.matmul", ".composite.register")
 
 __all__, _getattr, __dir__ = namespace(__name__, API, loads_all=True, also=_REGISTERS)
 

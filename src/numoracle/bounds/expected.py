@@ -70,7 +70,11 @@ from .errorbound import ErrorBound, Tolerance
 __all__ = ["register_bound_op", "recommended_tolerance", "expected_error_bound", "ErrorBound", "Component",
            "parse_order", "OrderSpec", "OPS", "KINDS"]
 
-OPS = ("sum", "dot", "matmul", "quantized_matmul")
+OPS = ("sum", "dot", "matmul", "quantized_matmul", "softmax", "log_softmax", "logsumexp", "cross_entropy", "layernorm",
+       "rmsnorm", "attention")
+# who registers each op computed above this layer (importing numoracle imports them all; a caller of this module
+# alone must import the registering module first)
+REGISTERED_BY = {"quantized_matmul": "numoracle.quant.bounds.matmul", **{op: "numoracle.composite" for op in OPS[4:]}}
 
 # Ops whose bound a higher layer computes, registered by name when that layer is imported (importing numoracle
 # imports them all): the dispatch stays here while the imports go only down the layers.
@@ -89,6 +93,9 @@ KINDS = ("worst", "probabilistic")
 def _check(op: Any, K: Any, kind: Any, confidence: Any) -> tuple[str, int, str, float]:
     if not isinstance(op, str) or op.lower() not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
+    if op.lower() in REGISTERED_BY and op.lower() not in EXTRA_OPS:
+        raise ValueError(f"op {op!r} is computed by {REGISTERED_BY[op.lower()]}: import that module first (it "
+                         "registers the op)")
     if isinstance(K, bool) or not isinstance(K, numbers.Integral):
         raise ArgumentTypeError(f"K (the reduction length) must be an integer >= 1, got {type(K).__name__} {K!r:.40}")
     K = int(K)
@@ -129,8 +136,8 @@ def expected_error_bound(op: str, dtype: Any, K: int, arith: Arithmetic | None =
     inputs of a sum, probabilistic bounds on biased (directed, truncating) roundings.
     """
     op, K, kind, conf = _check(op, K, kind, confidence)
-    if ftz and op == "quantized_matmul":
-        raise ValueError("ftz=True is not modelled for quantized_matmul; pass ftz=False (gradual underflow)")
+    if ftz and op in REGISTERED_BY:
+        raise ValueError(f"ftz=True is not modelled for {op}; pass ftz=False (gradual underflow)")
     if op in EXTRA_OPS:  # an op a higher layer registered (quantized_matmul: numoracle.quant.bounds.matmul)
         return EXTRA_OPS[op](dtype, K, acc=acc, order=order, fma=fma, kind=kind, confidence=conf, out=out,
                              shape=shape, inputs_rounded_from=inputs_rounded_from, rounding=rounding,

@@ -12,6 +12,9 @@ API = {
     **_from(".closereport", "CloseReport"),
     **_from(".runs", "RunComparison"),
     **_from(".poison", "poison_like"),
+    **_from(".composite", "check_softmax_close", "assert_softmax_close", "check_norm_close", "assert_norm_close",
+            "check_attention_close", "assert_attention_close", "CompositeReport"),
+    **_from(".compositemutants", "attention_mutants", "MutantReport"),
     **_from(".golden", "Golden", "GoldenDiff", "GoldenError", "write_golden", "read_golden", "compare_golden",
             "assert_golden"),
 }

@@ -1,0 +1,24 @@
+"""Composite operations (``numoracle.composite``): softmax, log-sum-exp, cross-entropy, layer / RMS norms and
+attention: exact references correctly rounded to an output format, and their error bounds.
+
+The references decide each element by Ziv's strategy (``ziv.py``: a float64 value with a rigorous error bound,
+decided by the engine, else an interval retry in mpmath); the bounds are registered with
+``expected_error_bound`` ("softmax", "logsumexp", "layernorm", ... : ``register.py``, imported here and by the
+facade's first load). The checks built on them are in ``numoracle.testing``. See docs/composite.md. Imports core,
+exact, models and bounds; imported by testing and above.
+"""
+
+from ..core.lazy import names_from as _from
+from ..core.lazy import namespace
+from . import register as register  # noqa: F401  (the bound ops, registered with expected_error_bound at import)
+
+API = {
+    **_from(".softmax", "softmax_reference", "log_softmax_reference", "logsumexp_reference",
+            "cross_entropy_reference"),
+    **_from(".norms", "rms_norm_reference", "layer_norm_reference"),
+    **_from(".attention", "attention_reference"),
+    **_from(".boundbase", "CompositeBound"),
+    **_from(".ulps", "ElementwiseError", "ELEMENTWISE"),
+}
+
+__all__, __getattr__, __dir__ = namespace(__name__, API)
