@@ -382,7 +382,9 @@ def test_matmul_ill_conditioned_fp32():
     b = np.repeat(rng.standard_normal((K // 2, N)) * np.exp2(rng.integers(-120, 120, (K // 2, N))), 2, axis=0)
     b = np.concatenate([b[0::2], b[1::2]])
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    ca, cb = no.core.interop.to_codes(a32)[0], no.core.interop.to_codes(b32)[0]
+    from numoracle.core.formats.interop import to_codes
+
+    ca, cb = to_codes(a32)[0], to_codes(b32)[0]
     check_matmul(ca, cb, FP32, FP32, outs=("fp64", "bf16", "fp16"))
 
 

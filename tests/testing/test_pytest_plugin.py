@@ -131,7 +131,7 @@ SAMPLE = '''
 import ml_dtypes
 import numpy as np
 
-from numoracle.testing.checks import assert_matmul_close
+from numoracle import assert_matmul_close
 
 A = np.array([[1, 2, -3, 4], [2, 0, 1, -1]], ml_dtypes.bfloat16)
 B = np.array([[1, 2], [3, -1], [0, 2], [1, 1]], ml_dtypes.bfloat16)
@@ -172,7 +172,7 @@ def test_matmul_failure_shows_the_report_then_passes_once_fixed(pytester):
         "FAILED test_sample.py::test_kernel - Matmul mismatch: 1 of 4 elements exceed*",
     ])
     out = output(result)
-    assert "numoracle/testing/checks.py" not in out and "NumoracleAssertionError: Matmul" not in out  # no internals
+    assert "numoracle/core/asserting.py" not in out and "NumoracleAssertionError: Matmul" not in out  # no internals
     pytester.makepyfile(test_sample=SAMPLE.replace("    out[0, 0] = 14  # BUG\n", ""))
     run(pytester).assert_outcomes(passed=1)
 
@@ -180,13 +180,13 @@ def test_matmul_failure_shows_the_report_then_passes_once_fixed(pytester):
 def test_fulltrace_keeps_numoracle_frames(pytester):
     pytester.makepyfile(test_sample=SAMPLE)
     out = output(run(pytester, "--fulltrace"))
-    assert "numoracle/testing/checks.py" in out and "Matmul mismatch: 1 of 4" in out
+    assert "numoracle/core/asserting.py" in out and "Matmul mismatch: 1 of 4" in out
 
 
 def test_errors_inside_numoracle_keep_their_traceback(pytester):
     pytester.makepyfile(test_bad="""
         import numpy as np
-        from numoracle.testing.checks import assert_matmul_close
+        from numoracle import assert_matmul_close
 
         def test_shapes():
             a = np.ones((2, 3), np.float32)

@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["install", "package_digest", "digest"]
 
-_ROOT = Path(__file__).resolve().parent.parent          # the numoracle package directory
+_ROOT = Path(__file__).resolve().parents[2]             # the numoracle package directory (core/kernels/../..)
 
 
 @cache

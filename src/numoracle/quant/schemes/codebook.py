@@ -284,7 +284,7 @@ def _absmax_and_scaled(flat: np.ndarray, block: int) -> tuple[np.ndarray, np.nda
     quantize_blockwise): full blocks and the last partial block (or a tensor shorter than a block) differ."""
     full = flat.size - flat.size % block
     # full blocks: absmax as is (0 for a zero block), t = fl32(x * fl32(1 / max(absmax, 1e-38)))
-    com = flat[:full].reshape(-1, block)
+    com = flat[:full].reshape(-1, block) if full else flat[:0].reshape(0, 1)   # (a block may exceed any shape)
     absmax = np.abs(com).max(axis=1) if full else np.zeros(0, np.float32)
     recip = np.float32(1) / np.maximum(absmax, np.float32(1e-38))
     t = (com * recip[:, None]).ravel()
