@@ -277,6 +277,19 @@ def test_executor_parts_inline():
     assert {p.config: p.cls for p in rep.points} == {p.config: p.cls for p in serial.points}
 
 
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_serial_classes():
+    """The first configurations spread over a Dask cluster (a client's executor, as the sweeps take it)."""
+    distributed = pytest.importorskip("distributed", reason="needs dask.distributed: pip install distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            distributed.Client(lc) as client:
+        rep = check_invariance(kn.tile_from_mn, "matmul", vary={"M": range(1, 65)}, at={"K": 64, "N": 4},
+                               executor=client.get_executor())
+    assert rep.verdict == "VARIANT" and _thresholds(rep) == [(25, 26)]
+    serial = check_invariance(kn.tile_from_mn, "matmul", vary={"M": range(1, 65)}, at={"K": 64, "N": 4})
+    assert {p.config: p.cls for p in rep.points} == {p.config: p.cls for p in serial.points}
+
+
 @pytest.mark.parametrize("op", ["sum", "dot"])
 def test_nondeterministic_sum_and_dot(op):
     rng = np.random.default_rng(2)
