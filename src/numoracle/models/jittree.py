@@ -47,6 +47,7 @@ __all__ = ["covers", "run", "calls", "tape_of", "Tape"]
 calls = jit.Calls()  # TreeRun steps run by the kernel (the tests read calls.count)
 
 _TILE = 2048         # outputs per tile (lanes): the tape's rows of them stay in cache
+_COLS = 256          # columns of a tile (the rest of the tile: rows of A; a sum's batch: columns only)
 _HW = max(_MODES.values()) + 10   # this kernel's own mode code: IEEE binary32 addition (FP32 accumulator, RNE)
 
 # node kinds and flags of the tape
@@ -266,7 +267,7 @@ def _add_loop(x, y, d, offs, nt, mode, P):
     return worst
 
 
-@jit.njit
+@jit.njit(inline="always")
 def _add_row(x, y, d, offs, nt, mode, P, P64, lim):
     """d[j] = fl(x[j] + y[j]) (jitchain's steps 1-4; the scalar route for the lanes outside the normal range)."""
     jr.wide_vectors()
@@ -296,13 +297,42 @@ def _operand(R, S, W, ref, rounded, am, bm, tile, nt, offs, mode, P, P64, lim):
 
 
 @jit.njit
+def _hw_add(R, dr, a, b, am, bm, tile):
+    """dr = x + y in IEEE binary32 (mode _HW), the terms among x and y made in the same loop (FP32 numbers here:
+    finite inputs, exact products)."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    if a >= 0 and b >= 0:
+        x, y = R[a], R[b]
+        for j in range(ni * nt):
+            dr[j] = _first_nan(x[j], x[j] + y[j])
+        return
+    if b >= 0 or a >= 0:                        # one row and one term: x + t or t + y (the row's NaN wins)
+        row, k = (R[b], -1 - a) if b >= 0 else (R[a], -1 - b)
+        brow = bm[k, j0:j0 + nt]
+        for ii in range(ni):
+            c = am[i0 + ii, k]
+            x, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
+            for j in range(nt):
+                o[j] = _first_nan(x[j], x[j] + c * brow[j])
+        return
+    ka, kb = -1 - a, -1 - b
+    brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
+    for ii in range(ni):
+        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
+        o = dr[ii * nt:(ii + 1) * nt]
+        for j in range(nt):
+            o[j] = c * brow[j] + e * crow[j]    # (two products and one rounding: no fma, numba does not contract)
+
+
+@jit.njit
 def _negated(S, x, nt):
     for j in range(nt):
         S[j] = -x[j]
     return S
 
 
-@jit.njit
+@jit.njit(inline="always")
 def _node(R, S, o, ops, consts, am, bm, tile, nt, offs, mode, P, P64, lim):
     """Node o of the tape over the tile's nt lanes: its row of R."""
     kind, d, a, b, fl = ops[o, 0], ops[o, 1], ops[o, 2], ops[o, 3], ops[o, 4]
@@ -328,11 +358,11 @@ def _node(R, S, o, ops, consts, am, bm, tile, nt, offs, mode, P, P64, lim):
 
 
 @jit.njit
-def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, mode, P, P64, lim):
+def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mode, P, P64, lim):
     """out[u * n + j] = the tape's result for output (lo + u, j), j < n = bm.shape[1], in tiles of at most offs.size
-    lanes: several rows u of up to offs.size columns each (B's rows then serve them all from cache)."""
+    lanes: several rows u of up to ``cols`` columns each (B's rows then serve them all from cache)."""
     n = bm.shape[1]
-    width = min(n, offs.size)                   # columns of a tile
+    width = min(n, cols)                        # columns of a tile
     rows = max(1, offs.size // n)               # and rows
     R = np.empty((nrows, rows * width), am.dtype)
     S = np.empty((4, rows * width), am.dtype)
@@ -342,7 +372,10 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, mode, P, 
             nt = min(width, n - j0)
             tile = (lo + u0, ni, j0, nt)
             for o in range(ops.shape[0]):
-                _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs, mode, P, P64, lim)
+                if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
+                    _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
+                else:
+                    _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs, mode, P, P64, lim)
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -405,5 +438,5 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     out = np.empty(units * bm.shape[1], bm.dtype)
     offs = np.empty(_TILE, np.uint32 if f32 else np.uint64)     # the lanes' offsets (scratch); its size: the tile's
     calls.add()
-    tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, mode, P, P64, lim)
+    tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
     return out.reshape(1, -1)
