@@ -29,7 +29,7 @@ from numoracle.models import jittree  # noqa: E402  (needs numba)
 MODES = ["rne", "rna", "rtz", "ru", "rd", "rto"]
 TREES = [O.Pairwise(), GpuReduce(vec=2, lanes=4, warps=2), VectorCascade(lanes=4, accumulators=2),
          Interleaved(4, combine="pairwise"), Interleaved(3, fma=False, tail="after"), O.Blocked(8, O.Pairwise()),
-         GotoBlocks(16, O.Pairwise()), YnnSum(lanes=4)]
+         GotoBlocks(16, O.Pairwise()), GotoBlocks(8), YnnSum(lanes=4)]
 
 
 @pytest.fixture(autouse=True)
@@ -107,7 +107,7 @@ def test_revealed_tree_and_written_tree():
     n = 64
     nodes, refs = [], list(range(n))
     while len(refs) > 1:                       # an irregular tree: the first and the last ref, then the middle
-        i = len(refs) // 3
+        i = max(1, len(refs) // 3)
         nodes.append((refs[0], refs[i]))
         refs = refs[1:i] + refs[i + 1:] + [n + len(nodes) - 1]
     tree = TreeOrder(n, tuple(nodes))
@@ -124,6 +124,14 @@ def test_declined_programs_stay_step_by_step():
     b = rng.standard_normal((64, 3)).astype(np.float16)
     for kw in (dict(acc="fp32"), dict(order=O.preset("h100", "fp16")), dict(acc="fp64", order=O.Pairwise())):
         assert same("matmul", (a, b), **kw) == 0
+
+
+def test_programs_beyond_the_node_limit_stay_step_by_step(monkeypatch):
+    """A program of more additions than _MAX_NODES is declined (its tape's memory), and gives the same bits."""
+    x = np.random.default_rng(2).standard_normal((3, 64)).astype(np.float16)
+    assert same("sum", (x,), acc="fp32", order=O.Pairwise()) == 1
+    monkeypatch.setattr(jittree, "_MAX_NODES", 62)
+    assert same("sum", (x,), acc="fp32", order=O.Pairwise()) == 0
 
 
 def test_tape_rows_are_few():

@@ -23,9 +23,10 @@ that stays in L1:
    rest; a lane outside the format's normal range is redone by the scalar route (jitchain's ``_exact_add`` and
    core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops.
 
-Covered: every step a Const, Load, Add or Chain, at least one Add, one arithmetic (format, rounding, ftz) for all
-of them other than FP64. Anything else (block FMA steps, TreeOrders with several step kinds, an FP64
-accumulator) stays with the step-by-step backends (models/dispatch.py).
+Covered: every step a Const, Load, Add or Chain, at least one of them an Add, a Load or a Chain over values (the
+partials of GotoBlocks, XlaChunks: a program of chains of terms alone is models/jitchain.py's, step by step), one
+arithmetic (format, rounding, ftz) for all of them other than FP64. Anything else (block FMA steps, TreeOrders with
+several step kinds, an FP64 accumulator) stays with the step-by-step backends (models/dispatch.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = ["covers", "run", "calls", "tape_of", "Tape"]
 calls = jit.Calls()  # TreeRun steps run by the kernel (the tests read calls.count)
 
 _TILE = 2048         # outputs per tile (lanes): the tape's rows of them stay in cache
+_MAX_NODES = 1 << 21  # additions of the largest program taken (its tape: 40 bytes each)
 _COLS = 256          # columns of a tile (the rest of the tile: rows of A; a sum's batch: columns only)
 _HW = max(_MODES.values()) + 10   # this kernel's own mode code: IEEE binary32 addition (FP32 accumulator, RNE)
 
@@ -101,10 +103,11 @@ def _chain_nodes(nodes: _Nodes, st: Chain) -> np.ndarray:
     else:
         cols = np.stack([nodes.refs(op) for op in st.ids], axis=1)                # one Operand per column
     flags = _RB if st.rnd is not None else 0
-    prev = start
-    for j in range(cols.shape[1]):
-        prev = nodes.add(_ADD, prev, cols[:, j], flags)
-    return prev
+    W, L = cols.shape
+    ids = nodes.n + np.arange(W * L, dtype=np.int64).reshape(L, W)           # node of (step j, row r): ids[j, r]
+    made = nodes.add(_ADD, np.concatenate([start, ids[:-1].ravel()]), cols.T.ravel(), flags)
+    assert made[0] == ids[0, 0]
+    return ids[-1]
 
 
 def _nodes_of(steps: tuple, nslots: int) -> tuple[_Nodes, np.ndarray]:
@@ -386,13 +389,18 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
 # ======================================================================================================
 
 def covers(step: TreeRun) -> bool:
-    """Does a TreeRun run here? Const, Load, Add and Chain steps, at least one Add, one arithmetic for all
+    """Does a TreeRun run here? Const, Load, Add and Chain steps, not chains of terms alone, one arithmetic for all
     (not FP64; a mode the kernels take), and the float environment with gradual underflow."""
     steps = step.steps
-    if not all(isinstance(s, (Const, Load, Add, Chain)) for s in steps) or not any(isinstance(s, Add) for s in steps):
+    if not all(isinstance(s, (Const, Load, Add, Chain)) for s in steps):
         return False
+    if all(isinstance(s, Const) or (isinstance(s, Chain) and s.addends == "t") for s in steps):
+        return False            # chains of terms only (Sequential, Blocked of chains): jitchain's, step by step
     if any(isinstance(s, Chain) and s.length == 0 for s in steps):
         return False
+    adds = sum(s.a.width * (s.length if isinstance(s, Chain) else 1) for s in steps if not isinstance(s, Const))
+    if adds > _MAX_NODES:
+        return False            # (its tape would take more memory than the numpy path's slots)
     ar = _arith_of(steps)
     return ar is not None and not ar.is64 and ar.mode in _MODES and native_fp32_ok()
 
