@@ -117,7 +117,7 @@ def test_every_kernel_module_keeps_one_contract():
     import importlib
 
     for name in ("numoracle.models.jitchain", "numoracle.models.jitblock", "numoracle.models.jitblockrun",
-                 "numoracle.exact.jitozaki"):
+                 "numoracle.models.jittree", "numoracle.exact.jitozaki"):
         mod = importlib.import_module(name)
         assert callable(mod.covers) and callable(mod.run), name
         assert isinstance(mod.calls, jit.Calls), name

@@ -134,6 +134,13 @@ def test_programs_beyond_the_node_limit_stay_step_by_step(monkeypatch):
     assert same("sum", (x,), acc="fp32", order=O.Pairwise()) == 0
 
 
+def test_the_log_says_the_tree_kernel_ran_the_program(caplog):
+    x = np.arange(1, 65, dtype=np.float16).reshape(2, 32)
+    with caplog.at_level("DEBUG", logger="numoracle.models"):
+        simulate("sum", x, acc="fp16", order=O.Pairwise())
+    assert any(r.getMessage().startswith("simulate: TreeRun numba x1") for r in caplog.records)
+
+
 def test_tape_rows_are_few():
     """A pairwise tree of K terms runs in about log2(K) buffer rows (the depth-first order), not K / 2."""
     from numoracle.core.formats import FP32

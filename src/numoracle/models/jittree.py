@@ -199,7 +199,7 @@ class Tape(NamedTuple):
     perm: np.ndarray
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)      # (a tape: 48 bytes an addition, up to _MAX_NODES of them)
 def tape_of(steps: tuple, result: int, nslots: int) -> Tape:
     """The Tape of a program's steps whose result is in slot ``result``."""
     nodes, cur = _nodes_of(steps, nslots)
