@@ -10,8 +10,9 @@ BLAS on their own; one thread when OPENBLAS_NUM_THREADS=1, as above; the header 
 measured in a child process). Interleaved, BLAS finds its inputs evicted by the candidate and reads 10-20%
 slower than back to back; "alone" is BLAS's median run back to back (warm) and "kern/alone" the kernel's ratio
 to it, the stricter figure.
-Targets (one thread, issue 26): sequential chains and the tensor-core block-FMA presets within 8x of the
-float64 matmul (earlier passes: 20x and 40x).
+Targets (one thread, issue 39): every order class and preset within 8x of the float64 matmul: sequential chains,
+trees (pairwise, a TreeOrder from reveal_order, GpuReduce, the CPU orders: models/kernels/tree.py runs them whole), the
+FP16 / BF16 accumulators and the tensor-core block-FMA presets (earlier passes: 20x and 40x, issue 26).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import ml_dtypes
 import numpy as np
 from timing import best_time, median_times, shape_parser
 
-from numoracle import orders
+from numoracle import orders, reveal_order, simulate
 from numoracle.core import jit
-from numoracle.models.engine.simulation import simulate
+from numoracle.orders import GotoBlocks, GpuReduce, Interleaved, VectorCascade
 
 
 def blas_one_thread(m: int, n: int, k: int) -> float:
@@ -62,11 +63,24 @@ def main() -> None:
         ("H100 FP8 tensor core (BlockFMA 32, F=13)", ml_dtypes.float8_e4m3fn, dict(order=orders.preset("h100", "fp8"))),
     ]
     if not args.quick:
+        t0 = time.perf_counter()
+        revealed = reveal_order(np.sum, "sum", n=k).order        # numpy's float32 sum: 8 lanes, then a tree
+        print(f"revealed numpy's float32 sum over n = {k} in {time.perf_counter() - t0:.1f} s: a TreeOrder of depth "
+              f"{revealed.depth}")
         models += [
             ("sequential, BF16 acc, bf16 inputs", ml_dtypes.bfloat16, dict(acc="bf16")),
             ("sequential, FP32 acc, fp32 inputs (FMA)", np.float32, dict(acc="fp32")),
-            ("pairwise, FP32 acc, fp16 inputs (no kernel)", np.float16, dict(acc="fp32", order=orders.Pairwise())),
+            ("pairwise, FP32 acc, fp16 inputs", np.float16, dict(acc="fp32", order=orders.Pairwise())),
+            ("pairwise, BF16 acc, bf16 inputs", ml_dtypes.bfloat16, dict(acc="bf16", order=orders.Pairwise())),
+            ("pairwise, FP32 acc, fp32 inputs", np.float32, dict(acc="fp32", order=orders.Pairwise())),
+            ("TreeOrder revealed (np.sum), fp16 inputs", np.float16, dict(order=revealed)),
+            ("GpuReduce (torch CUDA sum), FP32, fp16 in", np.float16, dict(acc="fp32", order=GpuReduce())),
+            ("VectorCascade (torch CPU sum), FP32, fp16", np.float16, dict(acc="fp32", order=VectorCascade())),
+            ("Interleaved(8, pairwise), FP32, fp16 in", np.float16,
+             dict(acc="fp32", order=Interleaved(8, combine="pairwise"))),
+            ("GotoBlocks(384) (OpenBLAS K loop), FP32, fp16", np.float16, dict(acc="fp32", order=GotoBlocks(384))),
             ("H100 fp16 tensor core (BlockFMA 16, F=25)", np.float16, dict(order=orders.preset("h100", "fp16"))),
+            ("H100 bf16 tensor core", ml_dtypes.bfloat16, dict(order=orders.preset("h100", "bf16"))),
             ("DeepSeek-V3 FP8 (promoted every 128)", ml_dtypes.float8_e4m3fn,
              dict(order=orders.preset("deepseek", "fp8"))),
         ]

@@ -116,7 +116,7 @@ def test_every_kernel_module_keeps_one_contract():
     import importlib
 
     for name in ("numoracle.models.kernels.chain", "numoracle.models.kernels.block",
-                 "numoracle.models.kernels.blockrun", "numoracle.exact.kernels.ozaki"):
+                 "numoracle.models.kernels.blockrun", "numoracle.models.kernels.tree", "numoracle.exact.kernels.ozaki"):
         mod = importlib.import_module(name)
         assert callable(mod.covers) and callable(mod.run), name
         assert isinstance(mod.calls, jit.Calls), name

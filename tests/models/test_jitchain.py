@@ -21,8 +21,13 @@ pytest.importorskip("numba")
 
 
 @pytest.fixture(autouse=True)
-def _kernels_at_every_size():
-    """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway."""
+def _kernels_at_every_size(monkeypatch):
+    """These tests' data are small, and simulate keeps small calls on numpy: use the kernels anyway. The tree
+    kernel, which takes whole programs of chains and additions (tests/models/test_jittree.py), is kept out:
+    here every chain runs step by step on this kernel."""
+    from numoracle.models.kernels import tree as jittree
+
+    monkeypatch.setattr(jittree, "covers", lambda step: False)
     with jit.forced():
         yield
 from numoracle.models.kernels import chain as jitchain  # noqa: E402  (needs numba)

@@ -4,7 +4,7 @@ numoracle's numpy code is the reference: every compiled kernel has a numpy twin 
 bits, and the tests run both on the same data (``disabled()`` switches the kernels off). A kernel is
 used when all of these hold:
 
-1. numba is importable (``pip install "numoracle[fast]"``); it is imported only when a kernel is
+1. numba is importable (a dependency where it has wheels: pyproject.toml); it is imported only when a kernel is
    first needed, so ``import numoracle`` stays fast;
 2. the environment variable ``NUMORACLE_JIT`` is not ``0``;
 3. no ``disabled()`` block is active in this thread;

@@ -12,7 +12,7 @@ import numpy as np
 
 from .accumulate import block_fma
 from .sources import as_index
-from .steps import Add, BlockRun, BlockStep, Chain, Const, Context, Load
+from .steps import Add, BlockRun, BlockStep, Chain, Const, Context, Load, TreeRun
 
 __all__ = ["RUNNERS", "PASS"]
 
@@ -130,5 +130,12 @@ def run_block_run(st: BlockRun, V, sub, ctx: Context) -> np.ndarray:
     return run_block(st.steps[-1], V, sub, ctx)
 
 
+def run_tree_run(st: TreeRun, V, sub, ctx: Context) -> np.ndarray:
+    """The program's steps one after the other; the result's row."""
+    for s in st.steps:
+        V[s.dst] = RUNNERS[type(s)](s, V, sub, ctx)
+    return V[st.dst]
+
+
 RUNNERS = {Const: run_const, Load: run_load, Add: run_add, Chain: run_chain, BlockStep: run_block,
-           BlockRun: run_block_run}
+           BlockRun: run_block_run, TreeRun: run_tree_run}

@@ -63,7 +63,7 @@ def _work(inputs: tuple) -> int:
 def _run(prog: Program, src, sub_inputs: bool) -> np.ndarray:
     """The program on every output, in chunks of the batch whose value buffer stays within _BUDGET; each
     step by the backend models/engine/dispatch.py assigns it."""
-    runners = assign(prog.steps)
+    runners = assign(prog.steps, program=prog)
     if any(run in _LABELLED for _, run in runners):     # (the kernels make their own)
         src.prepare_labels()
     if any(st.float32() for st in prog.steps):

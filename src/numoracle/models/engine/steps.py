@@ -9,7 +9,8 @@ backend runs a step is decided in one place (models/engine/dispatch.py): the num
 
 Kinds: ``Const`` (dst = value), ``Load`` (dst = fl(a)), ``Add`` (a wave of dst = fl(a +- b)), ``Chain``
 (runs of s = fl(s + t_j)), ``BlockStep`` (one block FMA per row), ``BlockRun`` (block FMA steps chained
-through one value slot, which a kernel may run in one call).
+through one value slot, which a kernel may run in one call), ``TreeRun`` (a whole program of additions, which a
+kernel may run in one call: models/kernels/tree.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..orders.basic import BlockFMA
 from .accumulate import Arith
 from .sources import as_index
 
-__all__ = ["Operand", "Step", "Const", "Load", "Add", "Chain", "BlockStep", "BlockRun", "Program", "Context"]
+__all__ = ["Operand", "Step", "Const", "Load", "Add", "Chain", "BlockStep", "BlockRun", "TreeRun", "Program", "Context"]
 
 
 class Operand:
@@ -180,6 +181,22 @@ class BlockRun(Step):
 
     def float32(self) -> bool:
         return self.steps[0].b32
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TreeRun(Step):
+    """A whole program of Const, Load, Add and Chain steps as one step: dst is the result's slot (``result``; the
+    steps use ``nslots`` slots). models/engine/dispatch.py makes one where a kernel takes the program in one call."""
+
+    steps: tuple[Step, ...]
+    result: int
+    nslots: int
+
+    def shape(self) -> tuple[int, int]:
+        return max(s.shape()[0] for s in self.steps), max(s.shape()[1] for s in self.steps)
+
+    def float32(self) -> bool:
+        return any(s.float32() for s in self.steps)
 
 
 @dataclass(frozen=True, eq=False)
