@@ -5,8 +5,9 @@ A kernel name is ``LIB_OP``: LIB numpy, torch or jax; OP ``sum`` (along the last
 laid out as columns and summed along axis 0: ``sum(X.T.copy(), axis=0)``), ``cumsum`` (the last element of each
 row's cumsum), ``dot`` (vectors) or ``matmul``; ``sumf`` / ``dotf``: the same with a float32 output from
 fp16 / bf16 inputs (numpy ``sum(dtype=float32)``, torch ``sum(dtype=torch.float32)``, jax ``sum(dtype=float32)``
-and ``dot(preferred_element_type=float32)``; a library without one has no kernel). ``kernel(name)`` is ``fn(*inputs) -> outputs`` (numpy arrays in the
-library's output dtype), or None when the library is not installed.
+and ``dot(preferred_element_type=float32)``; a library without one has no kernel). ``kernel(name)`` is
+``fn(*inputs) -> outputs`` (numpy arrays in the library's output dtype), or None when the library is not installed
+or has no such kernel.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def have(lib: str) -> bool:
 def _numpy(op: str) -> Callable:
     if op == "dotf":
         return None
-    return {"sumf": lambda x: np.sum(x, axis=-1, dtype=np.float32), "sum": lambda x: np.sum(x, axis=-1), "sum0": lambda x: np.sum(np.ascontiguousarray(x.T), axis=0),
+    return {"sumf": lambda x: np.sum(x, axis=-1, dtype=np.float32), "sum": lambda x: np.sum(x, axis=-1),
+            "sum0": lambda x: np.sum(np.ascontiguousarray(x.T), axis=0),
             "cumsum": lambda x: np.cumsum(x, axis=-1)[:, -1], "dot": np.dot, "matmul": lambda a, b: a @ b}[op]
 
 
@@ -47,7 +49,8 @@ def _torch(op: str) -> Callable:
 
     if op == "dotf":
         return None
-    return {"sumf": lambda x: n(t(x).sum(dim=-1, dtype=torch.float32)), "sum": lambda x: n(t(x).sum(dim=-1)), "sum0": lambda x: n(t(x.T.copy()).sum(dim=0)),
+    return {"sumf": lambda x: n(t(x).sum(dim=-1, dtype=torch.float32)), "sum": lambda x: n(t(x).sum(dim=-1)),
+            "sum0": lambda x: n(t(x.T.copy()).sum(dim=0)),
             "cumsum": lambda x: n(t(x).cumsum(dim=-1)[:, -1]), "dot": lambda a, b: n(torch.dot(t(a), t(b))),
             "matmul": lambda a, b: n(t(a) @ t(b))}[op]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..models.orders.basic import Order, Sequential
+from ..models.orders.blasdot import MklDot, OpenBlasDot
 from ..models.orders.cpu import GotoBlocks, Interleaved
 
 __all__ = ["KernelVariant", "VARIANTS", "variant_orders", "variants_of", "cpu_features", "runs_here", "variant_notes"]
@@ -47,6 +48,17 @@ VARIANTS: tuple[KernelVariant, ...] = (
     # OPENBLAS_CORETYPE=SkylakeX (Cooperlake, SapphireRapids): small sizes go to sgemm_direct, 16 FMA lanes
     KernelVariant("OpenBLAS 0.3.31", "sgemm (small: sgemm_direct)", "SkylakeX (AVX-512)",
                   Interleaved(16, "pairwise"), ("avx512f",), "fp32 matmul of 8 x K x 6, K = 37 .. 4096"),
+    # OpenBLAS sdot (kernel/x86_64/sdot.c): 8 accumulators of 4 lanes over blocks of 32, added pairwise, the
+    # n % 32 tail's products summed in double; Sandybridge without FMA, Haswell with it; SkylakeX: OpenBlasDot()
+    KernelVariant("OpenBLAS 0.3.31", "sdot", "Sandybridge (AVX)", OpenBlasDot(4, 8, 0, False, "fp64", "pairwise"),
+                  ("avx",), "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+    KernelVariant("OpenBLAS 0.3.31", "sdot", "Haswell / Zen (AVX2 + FMA)",
+                  OpenBlasDot(4, 8, 0, True, "fp64", "pairwise"), ("avx2", "fma"), "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+    KernelVariant("OpenBLAS 0.3.31", "sdot", "SkylakeX (AVX-512)", OpenBlasDot(), ("avx512f",),
+                  "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+    # MKL's sdot as torch 2.13.0+cpu calls it with AVX-512 (MKL_ENABLE_INSTRUCTIONS=AVX2 runs another kernel, not
+    # modelled: a recording of it is not reproduced by this one)
+    KernelVariant("MKL (torch 2.13.0+cpu)", "sdot", "AVX-512", MklDot(), ("avx512f",), "fp32 dot, n = 1 .. 4099"),
 )
 
 

@@ -205,7 +205,8 @@ class IdentifyReport:
     def __str__(self) -> str:
         lines = [self.headline()]
         lines += self.ambiguity_text()
-        lines += [f"note: {n}" for n in self.notes + (preset_notes(self.order) + variant_notes(self.order) if self.winner else [])]
+        lines += [f"note: {n}" for n in self.notes + (preset_notes(self.order) + variant_notes(self.order)
+                                                                     if self.winner else [])]
         if self.stopped:
             lines.append(f"note: the search stopped early: {self.stopped}")
         lines.append(f"{len(self.candidates)} candidates, {self.simulations} simulations, {self.seconds:.2f} s; "
