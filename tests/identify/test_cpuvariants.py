@@ -85,3 +85,24 @@ def test_jax_fp16_dot_with_float32_output():
     assert rep.verdict in ("REPRODUCED", "AMBIGUOUS")
     if rep.verdict == "REPRODUCED":
         assert rep.order == O.XlaChunks(32, fma=False), str(rep)
+
+
+@pytest.mark.parametrize(("isa", "fma"), [("avx", False), ("avx2", True)])
+def test_sdot_per_core_type(isa, fma):
+    d, _ = _load(isa)
+    order = O.OpenBlasDot(4, 8, 0, fma, "fp64", "pairwise")
+    skylakex = O.OpenBlasDot()
+    differs = 0
+    for tag in ("dot_37_normal", "dot_1000_normal", "dot_1000_cancel"):
+        a, b, y = (d[f"fp32__{tag}__{k}"] for k in ("A", "B", "numpy_dot"))
+        assert np.float32(no_simulate(a, b, order)) == y, tag
+        differs += np.float32(no_simulate(a, b, skylakex)) != y
+    assert differs       # the AVX-512 model is not this kernel
+    assert [v.isa.split()[0] for v in variants_of(order)] == [{"avx": "Sandybridge", "avx2": "Haswell"}[isa]]
+    with pytest.raises(ValueError, match="registers"):
+        O.OpenBlasDot(registers="tree")
+
+
+def no_simulate(a, b, order):
+    import numoracle as no
+    return no.simulate("dot", a, b, order=order)

@@ -37,6 +37,8 @@ class KernelVariant:
         return f"{self.library} {self.kernel} [{self.isa}]"
 
 
+_DOT_SIZES = "fp32 dot, n = 1 .. 69 and 19 sizes from 95 to 4099, two seeds"
+
 VARIANTS: tuple[KernelVariant, ...] = (
     # OpenBLAS sgemm, OPENBLAS_CORETYPE=Sandybridge: AVX without FMA (products rounded, then added), K blocks of
     # GEMM_Q = 384, a rest between Q and 2Q split at floor(r/2) rounded up to GEMM_UNROLL_M = 16 (level3.c)
@@ -51,11 +53,11 @@ VARIANTS: tuple[KernelVariant, ...] = (
     # OpenBLAS sdot (kernel/x86_64/sdot.c): 8 accumulators of 4 lanes over blocks of 32, added pairwise, the
     # n % 32 tail's products summed in double; Sandybridge without FMA, Haswell with it; SkylakeX: OpenBlasDot()
     KernelVariant("OpenBLAS 0.3.31", "sdot", "Sandybridge (AVX)", OpenBlasDot(4, 8, 0, False, "fp64", "pairwise"),
-                  ("avx",), "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+                  ("avx",), _DOT_SIZES),
     KernelVariant("OpenBLAS 0.3.31", "sdot", "Haswell / Zen (AVX2 + FMA)",
-                  OpenBlasDot(4, 8, 0, True, "fp64", "pairwise"), ("avx2", "fma"), "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+                  OpenBlasDot(4, 8, 0, True, "fp64", "pairwise"), ("avx2", "fma"), _DOT_SIZES),
     KernelVariant("OpenBLAS 0.3.31", "sdot", "SkylakeX (AVX-512)", OpenBlasDot(), ("avx512f",),
-                  "fp32 dot, n = 1 .. 69 and 95 .. 4099"),
+                  _DOT_SIZES),
     # MKL's sdot as torch 2.13.0+cpu calls it with AVX-512 (MKL_ENABLE_INSTRUCTIONS=AVX2 runs another kernel, not
     # modelled: a recording of it is not reproduced by this one)
     KernelVariant("MKL (torch 2.13.0+cpu)", "sdot", "AVX-512", MklDot(), ("avx512f",), "fp32 dot, n = 1 .. 4099"),
