@@ -106,3 +106,16 @@ def test_sdot_per_core_type(isa, fma):
 def no_simulate(a, b, order):
     import numoracle as no
     return no.simulate("dot", a, b, order=order)
+
+
+def test_identified_dot_arithmetic_rounds_to_the_kernels_output():
+    # regression: OpenBlasDot's sum ends in float64 (its tail_acc); the report's arithmetic left out=fp32 away,
+    # so simulate(arith=rep.arithmetic) returned a float64 value the kernel never stores
+    import numoracle as no
+    from numoracle.core.formats.interop import to_codes
+    d, _ = _load("avx2")
+    a, b, y = (d[f"fp32__dot_1000_cancel__{k}"] for k in ("A", "B", "numpy_dot"))
+    rep = identify_order(y, "dot", a, b, candidates=[O.OpenBlasDot(4, 8, 0, True, "fp64", "pairwise")])
+    assert rep.verdict == "REPRODUCED"
+    got = no.simulate("dot", a, b, arith=rep.arithmetic, codes=True)
+    assert int(got) == int(to_codes(np.asarray(y), "kernel")[0])

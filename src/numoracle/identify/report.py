@@ -154,7 +154,12 @@ class IdentifyReport:
         acc = w.acc if w.acc is not None else (None if order.acc is not None else self.acc)
         kw = {} if w.operands is None else {"operands": w.operands[0], "operands_rounding": w.operands[1]}
         a = Arithmetic(acc=acc, order=order, **kw)
-        return a if self.out_format == a.accumulator else a.replace(out=self.out_format)
+        # the output rounding is implicit only where the order ends in the accumulator (OpenBlasDot's sum ends in
+        # its tail_acc, float64: the kernel rounds that to its output)
+        wider = getattr(order, "tail_acc", None)
+        if self.out_format == a.accumulator and (wider is None or wider == a.accumulator):
+            return a
+        return a.replace(out=self.out_format)
 
     @property
     def best(self) -> Candidate | None:
