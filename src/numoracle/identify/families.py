@@ -83,10 +83,13 @@ def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list
     plain = [Sequential(), Pairwise()]
     trials += [(o, None, None) for o in plain]
     trials += [(o, a, None) for a in acc_formats(fmt, acc, out)[1:] for o in plain]
-    # CPU BLAS kernels: fp32 / fp64 inputs, and half inputs with a wider output (jax's preferred_element_type=
-    # float32); other fp16 / bf16 / fp8 inputs: tensor cores, their budget
-    if fmt.name in ("fp32", "fp64") or (fmt.bits <= 16 and out.precision > fmt.precision):
+    # CPU BLAS kernels: fp32 / fp64 inputs (fp16 / bf16 / fp8 inputs: tensor cores, their budget); half inputs
+    # with a wider output (jax's preferred_element_type=float32) also XLA's CPU dot and matmul units (their
+    # products are exact in fp32: fma or not is the same arithmetic)
+    if fmt.name in ("fp32", "fp64"):
         trials += [(o, None, None) for o in cpu_units()]
+    elif fmt.bits <= 16 and out.precision > fmt.precision:
+        trials += [(o, None, None) for o in (XlaChunks(32, fma=False), Interleaved(4, "pairwise"))]
     return list(dict.fromkeys(trials))
 
 
