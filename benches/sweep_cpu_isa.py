@@ -1,6 +1,8 @@
 """identify_order on CPU recordings made with the instruction set forced (benches/record_cpu_kernels.py run under
 OPENBLAS_CORETYPE / MKL_ENABLE_INSTRUCTIONS / ATEN_CPU_CAPABILITY): counts per library of named, AMBIGUOUS-then-
-resolved, not reproduced and wrong (named, but failing on fresh data the kernel computes live).
+resolved (the kernel re-run on the separating inputs names one candidate), unresolved, misresolved (the one
+candidate fails on fresh data), not reproduced and wrong (REPRODUCED, but failing on fresh data the kernel computes
+live).
 
 Run it under the same environment as the recording (the kernels are re-run to settle AMBIGUOUS reports and to check
 named orders on fresh data): ``OPENBLAS_CORETYPE=Haswell ... python benches/sweep_cpu_isa.py DIR [--only SUBSTR]``.
@@ -40,7 +42,9 @@ def main() -> None:
         elif v != "REPRODUCED":
             how = "not"
         if how in ("named", "ambiguous") and T.fresh(rep.op, arith, name, ins, rows) is False:
-            how = "wrong"
+            # a REPRODUCED claim that fails on fresh data is a wrong name; an AMBIGUOUS report whose separating
+            # inputs picked a candidate that then fails was honest, but the kernel is none of its candidates
+            how = "wrong" if how == "named" else "misresolved"
         counts[name.split("_")[0]][how] += 1
         print(f"{how:<10} {fmt} {tag} {name}: {v} {'' if '->' in v else rep.order}", flush=True)
     for lib, c in sorted(counts.items()):
