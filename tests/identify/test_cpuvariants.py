@@ -39,6 +39,9 @@ def test_cpu_features_and_variants():
     assert runs_here(by_isa["Haswell"], feats) and not runs_here(by_isa["SkylakeX"], feats)
     assert runs_here(by_isa["Haswell"], frozenset()) is None
     assert len(variant_orders()) == len(VARIANTS)
+    here = variant_orders(feats)       # an AVX2 CPU: the Sandybridge and Haswell kernels, not the AVX-512 ones
+    assert O.GotoBlocks(320, O.Sequential(), 8) in here and O.Interleaved(16, "pairwise") not in here
+    assert O.MklDot() not in here and len(here) == 4
     assert [v.isa for v in variants_of(O.GotoBlocks(320, O.Sequential(), 8))] == ["Haswell / Zen (AVX2 + FMA)"]
 
 

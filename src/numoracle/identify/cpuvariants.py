@@ -64,9 +64,13 @@ VARIANTS: tuple[KernelVariant, ...] = (
 )
 
 
-def variant_orders() -> list[Order]:
-    """Every variant's order, each once (identify_order tries all of them: a recording may be from any CPU)."""
-    return list(dict.fromkeys(v.order for v in VARIANTS))
+def variant_orders(features: frozenset[str] | None = None) -> list[Order]:
+    """The variants' orders, each once: all of them (identify_order's search tries all: a recording may be from any
+    CPU, or flags unknown: an empty set), or with ``features`` (``cpu_features()``: this machine) those a CPU with these
+    flags runs, e.g.
+    ``identify_order(y, "matmul", a, b, candidates=variant_orders(cpu_features()))`` for a kernel run here."""
+    chosen = VARIANTS if not features else [v for v in VARIANTS if runs_here(v, frozenset(features))]   # unknown: all
+    return list(dict.fromkeys(v.order for v in chosen))
 
 
 def variants_of(order: Order) -> list[KernelVariant]:
