@@ -1,6 +1,9 @@
 """Record this machine's CPU kernels (numpy, torch, jax) into small .npz files for identify_order's tests.
 
-Run: python benches/record_cpu_kernels.py [--out tests/data/cpu]
+Run: python benches/record_cpu_kernels.py [--out tests/data/cpu] [--seed 100]
+
+Another instruction set: run it under OPENBLAS_CORETYPE=Sandybridge / Haswell / SkylakeX (numpy's OpenBLAS),
+MKL_ENABLE_INSTRUCTIONS=AVX2 and ATEN_CPU_CAPABILITY=avx2 (torch's MKL and ATen kernels); the meta records them.
 
 Writes ``fp32.npz``, ``fp16.npz`` and ``bf16.npz`` (bf16 arrays stored as their uint16 codes). Keys: ``meta`` (JSON:
 library versions, torch's threads and CPU capability, the CPU), per case ``TAG__X`` (sums: the rows, shape (rows,
@@ -53,7 +56,8 @@ def store(a: np.ndarray) -> np.ndarray:
 
 def record(fmt: str, rng: np.random.Generator) -> dict:
     out: dict = {}
-    runs = [(f"{lib}_{op}", kernel(f"{lib}_{op}")) for lib in LIBS for op in ("sum", "sum0", "cumsum")]
+    ops = ("sum", "sum0", "cumsum") + (("sumf",) if fmt != "fp32" else ())   # half inputs: also a float32 output
+    runs = [(f"{lib}_{op}", kernel(f"{lib}_{op}")) for lib in LIBS for op in ops]
     for shape, kinds in SUMS[fmt]:
         for kind in kinds:
             tag = f"sum_{shape[0]}x{shape[1]}_{kind}"
@@ -63,6 +67,14 @@ def record(fmt: str, rng: np.random.Generator) -> dict:
                 if fn is not None:
                     out[f"{tag}__{name}"] = store(fn(x))
     if fmt != "fp32":
+        for n, kind in DOTS[:2]:   # half-precision dots with a float32 output (jax preferred_element_type)
+            tag = f"dot_{n}_{kind}"
+            a, b = draw((n,), kind, fmt, rng), draw((n,), "normal", fmt, rng)
+            out[f"{tag}__A"], out[f"{tag}__B"] = store(a), store(b)
+            for lib in LIBS:
+                fn = kernel(f"{lib}_dotf")
+                if fn is not None:
+                    out[f"{tag}__{lib}_dotf"] = np.asarray(fn(a, b), np.float32).reshape(())
         return out
     for n, kind in DOTS:
         tag = f"dot_{n}_{kind}"
@@ -86,12 +98,13 @@ def record(fmt: str, rng: np.random.Generator) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "cpu"))
+    ap.add_argument("--seed", type=int, default=100, help="seed of the first file (the others: +1, +2)")
     args = ap.parse_args()
     d = Path(args.out)
     d.mkdir(parents=True, exist_ok=True)
     meta = json.dumps(versions())
     for i, fmt in enumerate(DTYPES):
-        arrays = record(fmt, np.random.default_rng(100 + i))
+        arrays = record(fmt, np.random.default_rng(args.seed + i))
         np.savez_compressed(d / f"{fmt}.npz", meta=np.array(meta), **arrays)
         print(f"{fmt}: {len(arrays)} arrays, {(d / f'{fmt}.npz').stat().st_size / 1e3:.0f} kB")
     print(meta)

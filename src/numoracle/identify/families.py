@@ -20,6 +20,7 @@ from ..models.orders.cpu import GotoBlocks, Interleaved, ThreadSplit, VectorCasc
 from ..models.orders.gpu import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
 from ..models.orders.presets import GPU_PRESETS, preset
 from ..models.orders.ynnpack import YnnSum, ynn_split
+from .cpuvariants import variant_orders
 
 __all__ = ["units", "variants", "splits", "combines", "sum_stages", "acc_formats", "slice_sizes", "SMALL_K",
            "Sequential", "cpu_sums", "cpu_units", "is_cpu", "THREADS", "preset_inputs", "tensor_core_units"]
@@ -82,17 +83,23 @@ def units(fmt: Format, out: Format, acc: Format, operand_variants: list) -> list
     plain = [Sequential(), Pairwise()]
     trials += [(o, None, None) for o in plain]
     trials += [(o, a, None) for a in acc_formats(fmt, acc, out)[1:] for o in plain]
-    if fmt.name in ("fp32", "fp64"):      # CPU BLAS kernels (fp16 / bf16 / fp8 inputs: tensor cores, their budget)
+    # CPU BLAS kernels: fp32 / fp64 inputs (fp16 / bf16 / fp8 inputs: tensor cores, their budget); half inputs
+    # with a wider output (jax's preferred_element_type=float32) also XLA's CPU dot and matmul units (their
+    # products are exact in fp32: fma or not is the same arithmetic)
+    if fmt.name in ("fp32", "fp64"):
         trials += [(o, None, None) for o in cpu_units()]
+    elif fmt.bits <= 16 and out.precision > fmt.precision:
+        trials += [(o, None, None) for o in (XlaChunks(32, fma=False), Interleaved(4, "pairwise"))]
     return list(dict.fromkeys(trials))
 
 
 def cpu_units() -> list[Order]:
     """CPU BLAS units: k interleaved lanes (with FMA and without: products rounded first), combined pairwise or by
     halving, the n % k tail in the lanes or after them; XLA's chunks; a sequential chain without FMA; a GotoBLAS K loop
-    (blocks of q = 256, 384 or 512, each a sequential chain with FMA); OpenBLAS's x86-64 sdot; MKL's dot."""
+    (blocks of q = 256, 384 or 512, each a sequential chain with FMA); OpenBLAS's x86-64 sdot; MKL's dot; every
+    instruction set's kernel variant (cpuvariants.VARIANTS: OpenBLAS's sgemm per core type)."""
     found: list[Order] = [Interleaved(1, fma=False), XlaChunks(32, fma=False), XlaChunks(32), OpenBlasDot(), MklDot()]
-    found += [GotoBlocks(q) for q in (384, 256, 512)]
+    found += [GotoBlocks(q) for q in (384, 256, 512)] + variant_orders()
     found += [Interleaved(k, how, tail, fma) for fma in (True, False) for k in (4, 8, 16)
               for how in ("pairwise", "halving") for tail in ("lanes", "after")]
     return found
@@ -104,7 +111,8 @@ def is_cpu(order: Order) -> bool:
 
 
 def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:
-    """CPU kernels' sums: torch's cascade (8 or 16 lanes; 16-bit inputs read as two float vectors; one column's
+    """CPU kernels' sums: torch's cascade (8 or 16 lanes, AVX2 or AVX-512; 16-bit inputs read as two float vectors,
+    or cast to float first as ``sum(dtype=torch.float32)`` may; one column's
     cascade and its 4-accumulator path for sums over a strided axis), split over THREADS threads where one long
     sum is computed; XLA's chunks, vector lanes and cumsum's cascade; YNNPACK's Kahan-topped tree (jax's
     ``__ynn_fusion``, bf16 read two inputs a lane, with the partial reduction its tiling picks); interleaved
@@ -112,6 +120,8 @@ def cpu_sums(in_fmt: Format, n: int, nout: int) -> list[Order]:
     narrow = in_fmt.bits <= 16
     torch: list[Order] = [VectorCascade(8, load=2 if narrow else 1), VectorCascade(16, load=2 if narrow else 1),
              VectorCascade(1, 1), VectorCascade(1, 4)]
+    if narrow:   # sum(dtype=float32) of fp16 / bf16: the input cast to float first, then the float cascade
+        torch += [VectorCascade(8), VectorCascade(16)]
     if nout == 1 and n > 32768:
         torch = [ThreadSplit(t, 32768, o, o) for o in torch[:2] for t in THREADS] + torch
     # YNNPACK (jax's __ynn_fusion): YnnSum("k1") is XlaVector(16, 4) below 1024 terms (no Kahan step yet)

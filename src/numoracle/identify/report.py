@@ -13,6 +13,7 @@ from ..core.formats.format import AnyFormat
 from ..models.arithmetic import Arithmetic
 from ..models.orders.presets import preset_name, preset_systems
 from ..models.orders.text import order_text
+from .cpuvariants import variant_notes
 
 __all__ = ["Candidate", "IdentifyReport", "ulp_histogram", "BUCKETS"]
 
@@ -153,7 +154,12 @@ class IdentifyReport:
         acc = w.acc if w.acc is not None else (None if order.acc is not None else self.acc)
         kw = {} if w.operands is None else {"operands": w.operands[0], "operands_rounding": w.operands[1]}
         a = Arithmetic(acc=acc, order=order, **kw)
-        return a if self.out_format == a.accumulator else a.replace(out=self.out_format)
+        # the output rounding is implicit only where the order ends in the accumulator (OpenBlasDot's sum ends in
+        # its tail_acc, float64: the kernel rounds that to its output)
+        wider = getattr(order, "tail_acc", None)
+        if self.out_format == a.accumulator and (wider is None or wider == a.accumulator):
+            return a
+        return a.replace(out=self.out_format)
 
     @property
     def best(self) -> Candidate | None:
@@ -204,7 +210,8 @@ class IdentifyReport:
     def __str__(self) -> str:
         lines = [self.headline()]
         lines += self.ambiguity_text()
-        lines += [f"note: {n}" for n in self.notes + (preset_notes(self.order) if self.winner else [])]
+        lines += [f"note: {n}" for n in self.notes + (preset_notes(self.order) + variant_notes(self.order)
+                                                                     if self.winner else [])]
         if self.stopped:
             lines.append(f"note: the search stopped early: {self.stopped}")
         lines.append(f"{len(self.candidates)} candidates, {self.simulations} simulations, {self.seconds:.2f} s; "

@@ -11,7 +11,8 @@ may run in another format.
   2. the next ``main - n_w`` terms go the same way to ``accumulators`` registers of ``vec`` lanes, each
      continuing from step 1's folded register (from +0 without one); ``fma=False``: every product is rounded
      to the accumulator before it is added, ``fma=True``: fused multiply-adds;
-  3. the registers are added in order, lane by lane: ``((a_0 + a_1) + a_2) + ...``;
+  3. the registers are added in order, lane by lane: ``((a_0 + a_1) + a_2) + ...`` (``registers="pairwise"``:
+     ``(a_0 + a_1) + (a_2 + a_3)``, as the Haswell and Sandybridge micro-kernels do);
   4. the register's lanes: while more than 4 remain, lane j + lane j + w/2; then the horizontal adds of
      neighbours, ``(v_0 + v_1) + (v_2 + v_3)``;
   5. the other ``n % (vec * accumulators)`` terms: each product rounded to the accumulator (a float product),
@@ -68,8 +69,12 @@ class OpenBlasDot(ScheduleOrder):
     wide: int = 16
     fma: bool = True
     tail_acc: Any = FP64
+    registers: str = "order"
 
     def __post_init__(self):
+        if self.registers not in ("order", "pairwise"):
+            raise ValueError(f"OpenBlasDot registers must be 'order' or 'pairwise' (how the accumulator registers "
+                             f"are added), got {self.registers!r}")
         object.__setattr__(self, "vec", positive_int(self.vec, "OpenBlasDot vec (lanes per register)"))
         object.__setattr__(self, "accumulators", positive_int(self.accumulators, "OpenBlasDot accumulators"))
         object.__setattr__(self, "wide", check_int(self.wide, "OpenBlasDot wide (lanes of the wide registers)", 0))
@@ -105,9 +110,12 @@ class OpenBlasDot(ScheduleOrder):
         res = None
         if acc is not None:
             # 3. the registers added in order; 4. the lanes reduced
-            res = acc[:V]
-            for k in range(1, A):
-                res = b.add(res, acc[k * V:(k + 1) * V])
+            regs = [acc[k * V:(k + 1) * V] for k in range(A)]
+            while len(regs) > 1 and self.registers == "pairwise":
+                regs = [b.add(regs[i], regs[i + 1]) if i + 1 < len(regs) else regs[i] for i in range(0, len(regs), 2)]
+            res = regs[0]
+            for r in regs[1:]:
+                res = b.add(res, r)
             res = _lane_reduce(b, res)
         if main == n:
             return b.result(n, res)

@@ -217,11 +217,12 @@ class ThreadSplit(ScheduleOrder):
         return slices_then(sizes, self.inner, key, self.combine, key)
 
 
-def goto_blocks(n: int, q: int) -> list[int]:
-    """The K blocks of ``GotoBlocks(q)`` over n terms."""
+def goto_blocks(n: int, q: int, unroll: int = 0) -> list[int]:
+    """The K blocks of ``GotoBlocks(q, unroll=unroll)`` over n terms."""
     sizes, left = [], n
     while left > 0:
-        size = q if left >= 2 * q else (left - left // 2 if left > q else left)
+        half = left - left // 2 if not unroll else min(left, -(-(left // 2) // unroll) * unroll)
+        size = q if left >= 2 * q else (half if left > q else left)
         sizes.append(size)
         left -= size
     return sizes or [0]
@@ -230,19 +231,23 @@ def goto_blocks(n: int, q: int) -> list[int]:
 @dataclass(frozen=True)
 class GotoBlocks(ScheduleOrder):
     """The K loop of a GotoBLAS-style GEMM (OpenBLAS ``level3.c``; torch's CPU ``mm`` here with q = 384): blocks of
-    ``q`` terms while at least 2q remain, a rest between q and 2q split into ceil(r/2) and floor(r/2); each block
+    ``q`` terms while at least 2q remain, a rest between q and 2q split into ceil(r/2) and floor(r/2) (``unroll``
+    u > 0: OpenBLAS's rule, the first part floor(r/2) rounded up to a multiple of its GEMM_UNROLL_M = u); each block
     reduced by ``inner`` from +0 and added to the running result (C += A_blk B_blk) in order."""
 
     q: int = 384
     inner: Order = Sequential()
+    unroll: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "q", positive_int(self.q, "GotoBlocks q (the K block)"))
+        if isinstance(self.unroll, bool) or not isinstance(self.unroll, int) or not 0 <= self.unroll <= 1 << 16:
+            raise ValueError(f"GotoBlocks unroll must be an int in 0..65536 (0: halves), got {self.unroll!r}")
         if not isinstance(self.inner, Order):
             raise TypeError(f"GotoBlocks inner must be an Order, got {self.inner!r}")
 
     def _schedule(self, n, key):
-        sizes = goto_blocks(n, self.q)
+        sizes = goto_blocks(n, self.q, self.unroll)
         if len(sizes) == 1:
             return build(self.inner, n, key)
         return slices_then(sizes, self.inner, key, Sequential(), key)
