@@ -78,6 +78,8 @@ def test_the_top_level_is_small():
 
 # Data constants carry no docstring of their own: their one line lives here (a new one fails the docstring test).
 DATA_LINES = {
+    "numoracle.identify.VARIANTS": "the CPU libraries' kernel variants per instruction set (OpenBLAS per core type, "
+                                   "MKL's AVX-512 dot), each with its order and the CPU features it needs",
     "numoracle.composite.ELEMENTWISE": "documented maximum errors in ULPs of common exp / log / rsqrt / division "
                                        "implementations (CUDA's, SLEEF's), each with its source",
     "numoracle.conformance.KNOWN_DEVIATIONS": "every recorded deviation of numpy, ml_dtypes, torch and jax casts, each "
