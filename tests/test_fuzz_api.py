@@ -133,6 +133,9 @@ def _new_baselines(qx):
     iw = no.quant.quantize_int4(W, group=8)
     dm = no.quant.dequant_matmul(np.ones((2, 16), np.float16), iw, W=W)
     return {
+        "check_invariance": (no.check_invariance, dict(fn=row_sums, op="sum", vary={"M": [1, 2]}, at={"K": 8},
+                                                       dtype="fp32", max_seconds=20.0, reveal_seconds=10.0,
+                                                       call_seconds=5.0, seed=0)),
         "reveal_order": (no.reveal_order, dict(fn=np.sum, op="sum", n=8, dtype="fp32", max_calls=20000,
                                                max_seconds=5.0, verify=True, kinds=("normal",), draws=1, seed=0)),
         "separating_inputs": (no.identify.separating_inputs, dict(orders=[no.orders.Sequential(), no.orders.Pairwise()],
@@ -227,6 +230,11 @@ def in_a_temp_dir(tmp_path_factory):
     os.chdir(old)
 
 
+def row_sums(x):
+    """A kernel for check_invariance's baseline: the sums of x's rows (numpy's pairwise loop)."""
+    return x.sum(axis=-1)
+
+
 @pytest.fixture(scope="module")
 def baselines(tmp_path_factory):
     return _baselines(tmp_path_factory.mktemp("fuzz"))
@@ -235,7 +243,7 @@ def baselines(tmp_path_factory):
 def test_every_public_function_is_fuzzed(baselines):
     public = {n for n in no.__all__ if inspect.isfunction(getattr(no, n))}
     covered = set(baselines) | {"assert_dot_close", "assert_matmul_close", "assert_quantized_close",
-                                "assert_chain_equivalent", "registry"}  # the same checks as their check_* twins
+                                "assert_chain_equivalent", "assert_batch_invariant", "registry"}  # check_* twins
     assert public <= covered, public - covered
 
 
@@ -247,7 +255,7 @@ NAMES = ["cast", "decode", "encode", "as_native", "explain", "classify_cast_chai
          "write_golden", "read_golden", "compare_golden", "assert_golden", "format_of", "register", "Format",
          "Format.ieee_like", "identify_order", "reveal_order", "separating_inputs", "codebook_of", "register_codebook",
          "quantize_codebook", "dequantize_codebook", "quantize_int4", "dequantize_int4", "gguf_quantize",
-         "gguf_dequantize", "dequant_matmul", "dequant_matmul_check", "p3109_format"]
+         "gguf_dequantize", "dequant_matmul", "dequant_matmul_check", "p3109_format", "check_invariance"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -285,6 +293,8 @@ CLI_VALID = {
     "sweep": ["fp8_e5m2", "fp8_e4m3fn", "--against", "ml_dtypes", "--inputs", "64"],
     "plot": ["bound", "-K", "16", "--samples", "2"], "tables": ["--only", "formats"],
     "reveal": ["numpy:sum", "sum", "--n", "16", "--max-calls", "20000", "--max-seconds", "5"],
+    "invariance": ["test_fuzz_api:row_sums", "sum", "--vary", "M=1:2", "--at", "K=8", "--max-seconds", "20",
+                   "--call-seconds", "5"],
 }
 CLI_BAD = ["", "garbage", "-1", "0", "1e99999999", "nan", "inf", "1,,2", "fp99", "--", "0x", "1/0",
            "99999999999999999999999"]
