@@ -265,3 +265,25 @@ def cut_fields(x, bits: int) -> np.ndarray:
     at 16): data whose values have at most 24 - bits significant bits."""
     return (np.asarray(x).astype(np.float32).view(np.uint32) & np.uint32(~((1 << bits) - 1) & 0xFFFFFFFF)).view(
         np.float32)
+
+
+def same_with_and_without(kernels, op, inputs, **kw) -> int:
+    """simulate with the compiled kernels and without (the numpy reference): both results' bits equal. Returns how
+    many steps ``kernels`` (a kernel module: its ``calls``) ran.
+
+    NaN results compare by class: IEEE 754 leaves the sign of inf - inf open, and it differs between numpy 1.24's
+    float32 loop (+NaN) and numpy 2's or the kernels' (x86's default -NaN); every other bit must match."""
+    from numoracle.core import jit
+
+    before = kernels.calls.count
+    got = no.simulate(op, *inputs, **kw)
+    ran = kernels.calls.count - before
+    with jit.disabled():
+        want = no.simulate(op, *inputs, **kw)
+    assert kernels.calls.count - before == ran
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    nan = np.isnan(got)
+    np.testing.assert_array_equal(nan, np.isnan(want), err_msg=f"{op} {kw}: NaN positions")
+    np.testing.assert_array_equal(np.where(nan, 0.0, got).view(np.uint64), np.where(nan, 0.0, want).view(np.uint64),
+                                  err_msg=f"{op} {kw}")
+    return ran

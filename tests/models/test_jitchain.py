@@ -16,6 +16,7 @@ from numoracle import orders as O
 from numoracle.core import jit
 from numoracle.formats import BF16, FP4_E2M1FN, FP8_E4M3FN, FP8_E4M3FNUZ, FP8_E5M2, FP16, FP32, TF32
 from numoracle.models.engine.simulation import simulate
+from simref import same_with_and_without
 
 pytest.importorskip("numba")
 
@@ -75,22 +76,9 @@ def boundary(rng: np.random.Generator, shape, acc, factors: int, dtype, along: i
         return (out if along == 0 else out.T).astype(dtype)
 
 
-def same(op, inputs, **kw):
-    """simulate with the kernel and without; both results' bits equal, and the kernel ran."""
-    before = jitchain.calls.count
-    got = simulate(op, *inputs, **kw)
-    ran = jitchain.calls.count - before
-    with jit.disabled():
-        want = simulate(op, *inputs, **kw)
-    assert jitchain.calls.count - before == ran
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    # NaN results compare by class: IEEE 754 leaves the sign of inf - inf open, and it differs between
-    # numpy 1.24's float32 loop (+NaN) and numpy 2's or the kernel's (x86's default -NaN); every other bit must match
-    nan = np.isnan(got)
-    np.testing.assert_array_equal(nan, np.isnan(want), err_msg=f"{op} {kw}: NaN positions")
-    np.testing.assert_array_equal(np.where(nan, 0.0, got).view(np.uint64), np.where(nan, 0.0, want).view(np.uint64),
-                                  err_msg=f"{op} {kw}")
-    return ran
+def same(op, inputs, **kw) -> int:
+    """simulate with the kernels and without; both results' bits equal. Returns how many steps jitchain ran."""
+    return same_with_and_without(jitchain, op, inputs, **kw)
 
 
 def boundary_runs(acc, mode, combos) -> int:

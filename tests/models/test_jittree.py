@@ -19,6 +19,7 @@ from numoracle.models.orders.cpu import GotoBlocks, Interleaved, VectorCascade
 from numoracle.models.orders.gpu import GpuReduce
 from numoracle.models.orders.tree import TreeOrder
 from numoracle.models.orders.ynnpack import YnnSum
+from simref import same_with_and_without
 
 pytest.importorskip("numba")
 from test_jitchain import boundary  # noqa: E402  (needs numba)
@@ -41,19 +42,8 @@ def _kernels_at_every_size(monkeypatch):
 
 
 def same(op, inputs, **kw) -> int:
-    """simulate with the kernels and without; both results' bits equal. Returns how many tree steps the kernel ran."""
-    before = jittree.calls.count
-    got = simulate(op, *inputs, **kw)
-    ran = jittree.calls.count - before
-    with jit.disabled():
-        want = simulate(op, *inputs, **kw)
-    assert jittree.calls.count - before == ran
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    nan = np.isnan(got)
-    np.testing.assert_array_equal(nan, np.isnan(want), err_msg=f"{op} {kw}: NaN positions")
-    np.testing.assert_array_equal(np.where(nan, 0.0, got).view(np.uint64), np.where(nan, 0.0, want).view(np.uint64),
-                                  err_msg=f"{op} {kw}")
-    return ran
+    """simulate with the kernels and without; both results' bits equal. Returns how many steps jittree ran."""
+    return same_with_and_without(jittree, op, inputs, **kw)
 
 
 def _data(acc, dtype, seed):

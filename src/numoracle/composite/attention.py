@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.inputs import exact_float64
 from ..exact.reference import exact_matmul
-from .rows import check_empty, output_format, values_of
+from .rows import check_empty, masked, output_format, values_of
 from .softmax import TINY_D, TINY_E
 from .ziv import U64, decide, settle
 
@@ -40,15 +40,7 @@ def _keep_mask(batch: tuple, Lq: int, Lk: int, causal: bool, mask: Any) -> np.nd
     keep = np.ones((*batch, Lq, Lk), bool)
     if causal:
         keep &= np.tril(np.ones((Lq, Lk), bool))
-    if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype != np.bool_:
-            raise TypeError(f"mask must be a boolean array (True = the key takes part), got dtype {m.dtype}")
-        try:
-            keep = keep & np.broadcast_to(m, keep.shape)
-        except ValueError:
-            raise ValueError(f"mask of shape {m.shape} does not broadcast to {keep.shape}") from None
-    return keep
+    return masked(keep, mask, "the scores' shape")
 
 
 def _read(q: Any, k: Any, v: Any) -> tuple:

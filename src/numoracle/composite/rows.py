@@ -16,7 +16,7 @@ from ..core.engine.convert import decode
 from ..core.formats.format import AnyFormat, format_of
 from ..core.inputs import exact_float64
 
-__all__ = ["Rows", "to_rows", "output_format", "EMPTY_ROWS", "values_of", "check_empty"]
+__all__ = ["Rows", "to_rows", "output_format", "EMPTY_ROWS", "values_of", "check_empty", "masked"]
 
 EMPTY_ROWS = ("nan", "zero")  # what a fully masked row gives (torch: NaN; FlashAttention: 0)
 
@@ -37,6 +37,19 @@ class Rows:
         return self.keep.sum(axis=1)
 
 
+def masked(keep: np.ndarray, mask: Any, what: str) -> np.ndarray:
+    """``keep`` and a user's boolean mask (True = the entry takes part), broadcast to ``keep``'s shape."""
+    if mask is None:
+        return keep
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(f"mask must be a boolean array (True = the entry takes part), got dtype {m.dtype}")
+    try:
+        return keep & np.broadcast_to(m, keep.shape)
+    except ValueError:
+        raise ValueError(f"mask of shape {m.shape} does not broadcast to {what} {keep.shape}") from None
+
+
 def to_rows(x: Any, axis: int, mask: Any, name: str = "x") -> Rows:
     """The rows of ``x`` along ``axis`` (an int), with ``mask`` applied."""
     v, fmt = exact_float64(x, name)
@@ -48,14 +61,7 @@ def to_rows(x: Any, axis: int, mask: Any, name: str = "x") -> Rows:
         raise ValueError(f"axis {axis!r} is not an axis of an array with {v.ndim} dimensions")
     axis = int(axis) % v.ndim
     keep = ~np.isneginf(v)
-    if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype != np.bool_:
-            raise TypeError(f"mask must be a boolean array (True = the entry takes part), got dtype {m.dtype}")
-        try:
-            keep = keep & np.broadcast_to(m, v.shape)
-        except ValueError:
-            raise ValueError(f"mask of shape {m.shape} does not broadcast to {name}'s shape {v.shape}") from None
+    keep = masked(keep, mask, f"{name}'s shape")
     v, keep = np.moveaxis(v, axis, -1), np.moveaxis(keep, axis, -1)
     shape = v.shape
     v2, k2 = v.reshape(-1, shape[-1]), keep.reshape(-1, shape[-1])
