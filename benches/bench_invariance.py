@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from numoracle import check_invariance
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "invariance"))
+from brute import brute  # noqa: E402  (the tests' brute force, shared)
 
 MS = range(1, 257)
 
@@ -44,24 +49,6 @@ def kernels() -> dict:
         out["jax_dot"] = ("matmul", lambda A, B: np.asarray(jnp.dot(A, B)), f"jax {jax.__version__}")
     except ImportError:
         pass
-    return out
-
-
-def brute(op: str, fn, K: int, N: int, draws: int, seed: int = 1) -> dict[int, int]:
-    """M -> class index: row 0's bits on ``draws`` random rows (exponents spread 2^-10..2^10) at every M."""
-    rng = np.random.default_rng(seed)
-    rows = [((rng.standard_normal(K) * np.exp2(rng.integers(-10, 11, K))).astype(np.float32),
-             rng.standard_normal((K, N)).astype(np.float32)) for _ in range(draws)]
-    fill = np.random.default_rng(seed + 1).standard_normal((MS[-1], K)).astype(np.float32)
-    seen: dict[bytes, int] = {}
-    out = {}
-    for M in MS:
-        A = fill[:M].copy()
-        key = b""
-        for x, b in rows:
-            A[0] = x
-            key += np.asarray(fn(A) if op == "sum" else fn(A, b))[0].tobytes()
-        out[M] = seen.setdefault(key, len(seen))
     return out
 
 
@@ -92,7 +79,7 @@ def live(names: list[str], Ks: list[int], draws: int) -> None:
             rep = check_invariance(fn, op, vary={"M": MS}, at=at, max_seconds=3000, reveal_seconds=1200)
             dt = time.perf_counter() - t0
             t1 = time.perf_counter()
-            cls = brute(op, fn, K, 16, draws)
+            cls = brute(op, fn, K, 16, MS, draws)
             bt = time.perf_counter() - t1
             ok, how = compare(rep, cls)
             print(f"\n{name} ({ver}) K={K}: {rep.summary()}; {dt:.1f} s (brute force {bt:.1f} s)")

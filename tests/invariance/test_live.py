@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from brute import brute
 
 from numoracle import check_invariance
 
@@ -39,22 +40,6 @@ def _kernel(name):
     return "matmul", (lambda A, B: np.asarray(jnp.dot(A, B))), f"jax {jax.__version__}"
 
 
-def _brute(op, fn, K, N, draws=6, seed=1):
-    rng = np.random.default_rng(seed)
-    rows = [((rng.standard_normal(K) * np.exp2(rng.integers(-10, 11, K))).astype(np.float32),
-             rng.standard_normal((K, N)).astype(np.float32)) for _ in range(draws)]
-    fill = np.random.default_rng(seed + 1).standard_normal((MS[-1], K)).astype(np.float32)
-    seen, cls = {}, {}
-    for M in MS:
-        A = fill[:M].copy()
-        key = b""
-        for x, b in rows:
-            A[0] = x
-            key += np.asarray(fn(A) if op == "sum" else fn(A, b))[0].tobytes()
-        cls[M] = seen.setdefault(key, len(seen))
-    return cls
-
-
 @pytest.mark.parametrize("K", [256, 4096])
 @pytest.mark.parametrize("name", ["numpy_matmul", "torch_mm", "torch_linear", "jax_dot", "torch_sum"])
 def test_live_kernel_classes_equal_brute_force(name, K):
@@ -63,11 +48,11 @@ def test_live_kernel_classes_equal_brute_force(name, K):
     # generous budgets: on the loaded 2-core machine one reveal at K = 4096 took up to ~100 s (torch's threads)
     rep = check_invariance(fn, op, vary={"M": MS}, at=at, max_seconds=3000, reveal_seconds=1200)
     assert not rep.undetermined, str(rep)
-    brute = _brute(op, fn, K, 16)
-    thresholds = [(a, a + 1) for a in MS[:-1] if brute[a] != brute[a + 1]]
+    brute_cls = brute(op, fn, K, 16, MS, draws=6)
+    thresholds = [(a, a + 1) for a in MS[:-1] if brute_cls[a] != brute_cls[a + 1]]
     assert [(t.below.get("M"), t.above.get("M")) for t in rep.thresholds] == thresholds
     assert all(t.exact for t in rep.thresholds)
-    pairs = {(p.cls, brute[p.config.get("M")]) for p in rep.points}
+    pairs = {(p.cls, brute_cls[p.config.get("M")]) for p in rep.points}
     assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})   # the same partition
     assert all(c.confirmed for c in rep.counterexamples) and len(rep.counterexamples) == len(rep.thresholds)
     assert all("TreeOrder" in c.description for c in rep.classes)
