@@ -142,3 +142,18 @@ def test_tape_rows_are_few():
     tape = jittree.tape_of(prog.steps, prog.result, prog.nslots)
     assert prog.nslots == 2048 and tape.nrows <= 14 and tape.ops.shape[0] == 4095
     assert sorted(tape.perm.tolist()) == list(range(4096))
+
+
+def test_fp32_accumulator_on_float64_words_rounds_once():
+    """FP32 in RNE over products of FP32 inputs (float64 words, the kernel's mode _N64): each leaf adds two exact
+    products whose float64 sum is an FP32 midpoint, (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24, plus 2^-80. Rounded once,
+    the leaf is 1 + 2^-11 + 2^-23; rounded through float64 first (the double rounding the round-to-odd step
+    prevents), 1 + 2^-11."""
+    u, t = 1 + 2.0**-12, 2.0**-40
+    a = np.array([[u, t] * 8, [-u, t] * 8], np.float32)
+    b = np.array([[u, t] * 8], np.float32).T
+    kw = dict(acc=FP32, order=O.Pairwise())
+    assert same("matmul", (a, b), **kw) == 1
+    r = simulate("matmul", a, b, **kw)
+    up = 8 * (1 + 2.0**-11 + 2.0**-23)
+    assert r[0, 0] == up and r[1, 0] == -8 * (1 + 2.0**-11)     # -M + 2^-80 rounds toward zero

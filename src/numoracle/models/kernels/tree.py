@@ -22,7 +22,14 @@ that stays in L1:
    Figueroa 1995), else its steps 1-4 (TwoSum, round to odd, the rounding on the bits) on float32 words for the
    formats of at most 22 bits inside FP32's normal range whose terms are FP32 numbers, float64 words for the
    rest; a lane outside the format's normal range is redone by the scalar route (jitchain's ``_exact_add`` and
-   core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops.
+   core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops;
+4. an FP32 accumulator in RNE whose terms are not FP32 numbers (products of FP32 inputs: 48 bits, float64 words):
+   two rows add as float64 and convert to float32 (one correct rounding, Figueroa 1995: 53 >= 2 * 24 + 1); a
+   term's addition is rounded to odd at 53 bits with its TwoSum error, then converted (Boldo & Melquiond 2008).
+   A program of plain additions keeps its rows in float32 words (``tree_kernel_n32``), the terms in float64;
+5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: two rows (values of the format) add in
+   float32, then step 3's rounding on the bits: rounding to 24 bits first keeps the RNE rounding to p bits where
+   24 >= 2p + 1 (Figueroa 1995); a term's addition keeps TwoSum and round to odd.
 
 Covered: every step a Const, Load, Add or Chain, at least one of them an Add, a Load or a Chain over values (the
 partials of GotoBlocks, XlaChunks: a program of chains of terms alone is models/kernels/chain.py's, step by step), one
@@ -52,6 +59,8 @@ _TILE = 2048         # outputs per tile (lanes): the tape's rows of them stay in
 _MAX_NODES = 1 << 21  # additions of the largest program taken (its tape: 40 bytes each)
 _COLS = 256          # columns of a tile (the rest of the tile: rows of A; a sum's batch: columns only)
 _HW = max(_MODES.values()) + 10   # this kernel's own mode code: IEEE binary32 addition (FP32 accumulator, RNE)
+_N64 = _HW + 1                    # and FP32 in RNE on float64 words (step 4): round to odd, then one conversion
+_FIG = _HW + 2                    # and RNE to p <= 11 bits on float32 words: two values add in float32 first (step 5)
 
 # node kinds and flags of the tape
 _CONST, _LOAD, _ADD = 0, 1, 2
@@ -329,6 +338,121 @@ def _hw_add(R, dr, a, b, am, bm, tile):
             o[j] = c * brow[j] + e * crow[j]    # (two products and one rounding: no fma, numba does not contract)
 
 
+@jit.njit(inline="always")
+def _odd32(x, y):
+    """fl32(x + y) for exact float64 x, y (step 4): the float64 sum rounded to odd with its TwoSum error, then
+    IEEE's conversion to float32 in RNE (gradual underflow, overflow to inf): one correct rounding, 53 >= 24 + 2
+    (Boldo & Melquiond 2008). An infinite or NaN sum is converted as it is (x's NaN first)."""
+    s = x + y
+    bb = s - x
+    e = (x - (s - bb)) + (y - bb)
+    b = jr.as_bits(s)
+    odd = (b - ((b ^ jr.as_bits(e)) >> np.uint64(63))) | np.uint64(1)
+    s = jr.as_value(odd) if e != 0.0 and abs(s) < np.inf else s
+    return _first_nan(x, np.float64(np.float32(s)))
+
+
+@jit.njit
+def _n64_add(R, dr, a, b, am, bm, tile):
+    """dr = fl32(x + y) on float64 words (mode _N64: an FP32 accumulator in RNE without ftz, terms exact products
+    in float64 that are not all FP32 numbers): two rows (FP32 numbers: the float64 sum is correctly rounded by
+    the conversion, Figueroa 1995), else the terms made here and ``_odd32``."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    if a >= 0 and b >= 0:
+        x, y = R[a], R[b]
+        for j in range(ni * nt):
+            dr[j] = _first_nan(x[j], np.float64(np.float32(x[j] + y[j])))
+        return
+    if b >= 0 or a >= 0:                        # one row and one term (the first operand's NaN wins)
+        row, k, first = (R[b], -1 - a, False) if b >= 0 else (R[a], -1 - b, True)
+        brow = bm[k, j0:j0 + nt]
+        for ii in range(ni):
+            c = am[i0 + ii, k]
+            x, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
+            for j in range(nt):
+                t = _first_nan(c, c * brow[j])
+                o[j] = _odd32(x[j], t) if first else _odd32(t, x[j])
+        return
+    ka, kb = -1 - a, -1 - b
+    brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
+    for ii in range(ni):
+        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
+        o = dr[ii * nt:(ii + 1) * nt]
+        for j in range(nt):
+            o[j] = _odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j]))
+
+
+@jit.njit
+def _fig_add(d, x, y, offs, nt, P, P64, lim):
+    """d = fl(x + y) in RNE for x, y values of a format of p <= 11 bits on float32 words (mode _FIG, step 5): the
+    float32 sum, then the rounding on its bits; rounding to 24 bits first keeps the correct RNE rounding to p bits
+    where 24 >= 2p + 1 (Figueroa 1995). Lanes outside the format's normal range go to the scalar route."""
+    jr.wide_vectors()
+    worst = jr.k(P.lo, 0)
+    for j in range(nt):
+        b = jr.as_bits(_first_nan(x[j], x[j] + y[j]))
+        off = _offset(b, P)
+        offs[j] = off
+        worst = jr.umax(worst, off)
+        d[j] = jr.as_value(jr.round_bits(b, _RNE, P))
+    if worst > P.span:
+        for j in range(nt):
+            if offs[j] > P.span:
+                d[j] = jr.like(x[j], _exact_add(np.float64(x[j]), np.float64(y[j]), _RNE, P64, lim))
+
+
+@jit.njit
+def _n32_add(dr, x, y, a, b, am, bm, tile):
+    """``_n64_add`` with float32 rows (x, y: the operand rows, or None-like where a term): every value of the
+    program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    if a >= 0 and b >= 0:
+        for j in range(ni * nt):
+            dr[j] = _first_nan(x[j], x[j] + y[j])
+        return
+    if b >= 0 or a >= 0:                        # one row and one term (the first operand's NaN wins)
+        row, k, first = (y, -1 - a, False) if b >= 0 else (x, -1 - b, True)
+        brow = bm[k, j0:j0 + nt]
+        for ii in range(ni):
+            c = am[i0 + ii, k]
+            r, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
+            for j in range(nt):
+                t = _first_nan(c, c * brow[j])
+                v = np.float64(r[j])
+                o[j] = np.float32(_odd32(v, t) if first else _odd32(t, v))
+        return
+    ka, kb = -1 - a, -1 - b
+    brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
+    for ii in range(ni):
+        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
+        o = dr[ii * nt:(ii + 1) * nt]
+        for j in range(nt):
+            o[j] = np.float32(_odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j])))
+
+
+@jit.njit
+def tree_kernel_n32(am, bm, lo, units, ops, nrows, res, out, lanes, cols):
+    """``tree_kernel`` in mode _N64 for a tape of plain additions (no constant, load, negation or rounded term):
+    the rows in float32 words (half the memory of float64 rows), the terms made in float64."""
+    n = bm.shape[1]
+    width = min(n, cols)
+    rows = max(1, lanes // n)
+    R = np.empty((nrows, rows * width), np.float32)
+    for u0 in range(0, units, rows):
+        ni = min(rows, units - u0)
+        for j0 in range(0, n, width):
+            nt = min(width, n - j0)
+            tile = (lo + u0, ni, j0, nt)
+            for o in range(ops.shape[0]):
+                a, b = ops[o, 2], ops[o, 3]
+                _n32_add(R[ops[o, 1]], R[max(a, 0)], R[max(b, 0)], a, b, am, bm, tile)
+            for ii in range(ni):
+                out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
+    return out
+
+
 @jit.njit
 def _negated(S, x, nt):
     for j in range(nt):
@@ -378,8 +502,13 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
             for o in range(ops.shape[0]):
                 if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
                     _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
+                elif mode == _N64 and ops[o, 0] == _ADD and ops[o, 4] == 0:
+                    _n64_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)
+                elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0 and ops[o, 2] >= 0 and ops[o, 3] >= 0:
+                    _fig_add(R[ops[o, 1]], R[ops[o, 2]], R[ops[o, 3]], offs, ni * nt, P, P64, lim)
                 else:
-                    _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs, mode, P, P64, lim)
+                    _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs,
+                          _RNE if mode == _N64 or mode == _FIG else mode, P, P64, lim)
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -438,6 +567,10 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     mode, P, P64, lim = _params(ar, not f32)
     if hw:
         mode = _HW
+    elif ar.native and not f32:
+        mode = _N64
+    elif f32 and mode == _RNE and 2 * ar.fmt.precision + 1 <= 24:
+        mode = _FIG
     am, bm = _inputs(tape, f32, sub, ctx)
     if isinstance(sub, MatSource):
         lo, units = sub.lo, sub.hi - sub.lo
@@ -447,5 +580,8 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     out = np.empty(units * bm.shape[1], bm.dtype)
     offs = np.empty(_TILE, np.uint32 if f32 else np.uint64)     # the lanes' offsets (scratch); its size: the tile's
     calls.add()
+    if mode == _N64 and tape.ops.size and (tape.ops[:, 0] == _ADD).all() and not tape.ops[:, 4].any():
+        return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.nrows, tape.result, out, _TILE,
+                               _COLS).reshape(1, -1)
     tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
     return out.reshape(1, -1)
