@@ -20,7 +20,9 @@ from ..core.errors import ArgumentTypeError
 from ..core.formats.format import FP32, Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
+from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
+from .compensation import carry_probes, compensated_candidates, describe
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
@@ -51,6 +53,7 @@ class RevealReport:
     out_format: str | None = None
     notes: list = field(default_factory=list)
     probes_per_call: float = 1.0   # masking probes each call of the tree search carried (packed rows), on average
+    carry_calls: int = 0           # calls of the carry probes (reveal/compensation.py), made when a tree differs
 
     @property
     def verified(self) -> bool:
@@ -67,7 +70,7 @@ class RevealReport:
                 if self.shape else f"{self.op} n={self.n}")
         lines = [f"RevealReport  {what} {self.dtype} -> {self.out_format}: {self.verdict}",
                  f"  calls: {self.calls} (tree search {self.tree_calls}, nodes {self.node_calls}, verification "
-                 f"{self.verify_calls}, the rest: two calls on ones and the masking's calibration); "
+                 f"{self.verify_calls}{f', carry probes {self.carry_calls}' if self.carry_calls else ''}, the rest: two calls on ones and the masking's calibration); "
                  f"{self.probes_per_call:.1f} probes per tree-search call; FPRev basic: {self.fprev_basic_calls}; "
                  f"{self.seconds:.2f} s"]
         if self.order is not None:
@@ -77,6 +80,10 @@ class RevealReport:
                              f"out {o.out.name if o.out else None}")
                 if o.n <= 64:
                     lines.append(f"  tree: {o.text()}")
+            elif isinstance(o, CompensatedTree):
+                lines.append(f"  order: CompensatedTree over {o.tree.n} terms, {o.method}"
+                             f"{' (flushed)' if o.flush else ''}, {len(o.chains)} compensated chains of "
+                             f"{sorted({len(c) for c in o.chains})} nodes; tree depth {o.tree.depth}")
             else:
                 lines.append(f"  order: {type(o).__name__} with {len(getattr(o, 'orders', (o,)))} distinct trees")
         for k, (bad, tot) in self.mismatches.items():
@@ -363,11 +370,71 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
         return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof")
+    carry_calls = 0
+    if det and any(b for b, _ in mism.values()) and p.op == "sum" and isinstance(f.order, TreeOrder):
+        comp = _compensated(p, f.order, mask, rng, notes, tuple(kinds), draws, mism)
+        carry_calls = comp.calls
+        if comp.order is not None:
+            f.order, mism, det = comp.order, comp.mismatches, comp.deterministic
+            vcalls += comp.verify_calls
     verdict = "not deterministic" if not det else "reproduced" if all(b == 0 for b, _ in mism.values()) else "differs"
     if verdict == "differs":
         notes.append("the order differs from fn on some random data: fn's order may depend on the data, or a "
                      "node does what no probed model does")
-    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, **_counts(f))
+    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, carry_calls=carry_calls,
+                  **_counts(f))
+
+
+@dataclass
+class _Comp:
+    """The compensated model the carry probes led to (order None: keep the tree), and what it cost."""
+
+    order: Order | None
+    mismatches: dict
+    deterministic: bool
+    calls: int
+    verify_calls: int
+
+
+def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Generator, notes: list, kinds: tuple,
+                 draws: int, mism: dict) -> _Comp:
+    """A tree that differs from fn: carry probes at its nodes (reveal/compensation.py); where some node carries its
+    rounding error into the next addition, the compensated models fitted on random data and verified."""
+    c0 = p.calls
+    carry = carry_probes(p, tree, 0, mask.eM)
+    if not carry.flagged:
+        notes.append(f"carry probes at {carry.probes} nodes: none carries its rounding error into the next addition "
+                     "(no compensated level)")
+        return _Comp(None, mism, True, p.calls - c0, 0)
+    where = describe(carry)
+    data = _Data(p, rng, ("normal", "mixed", "cancelling"), 3)
+    cands = compensated_candidates(carry)
+    scores = [data.score(p.op, c, np.arange(p.npos)) for c in cands]
+    calls = p.calls - c0
+    vcalls = 0
+    tried = []
+    for k in np.argsort(scores, kind="stable"):     # the best fit first; the next where it fails the verification
+        m2, det, vc = _verify(p, cands[int(k)], rng, kinds, draws)
+        vcalls += vc
+        tried.append((sum(b for b, _ in m2.values()), int(k), m2, det))
+        if tried[-1][0] == 0:
+            break
+    _, k, m2, det = min(tried, key=lambda x: x[0])
+    best = cands[k]
+    flagged = f"carry probes: {carry.flagged} of {carry.probes} probed nodes carry their rounding error into the " \
+              f"next addition: a compensated (Kahan) level, {where}"
+    how = "with the error term folded in at the end" if best.flush else "the error term never added to the result"
+    if all(b == 0 for b, _ in m2.values()):
+        odd = [x for x in notes if x.startswith("nodes keep ") and "no known format" in x]
+        for x in odd:
+            notes.remove(x)
+        notes.append(f"{flagged}; modelled as Kahan summation ({how}): CompensatedTree" + (
+            " (the compensated nodes read one bit wider in the node probes: their error term restores the probed "
+            "bit)" if odd else ""))
+        return _Comp(best, m2, det, calls, vcalls)
+    notes.append(f"{flagged}; no Kahan model of these chains reproduces fn (the closest, {how}, is off on "
+                 f"{sum(b for b, _ in m2.values())} random outputs): the tree is returned, those chains named")
+    return _Comp(None, mism, True, calls, vcalls)
 
 
 def _counts(f: _Found) -> dict:

@@ -1,0 +1,168 @@
+"""Compensated levels: additions that carry their rounding error into the next one (Kahan), found by probing.
+
+The masking search cannot see a Kahan sum: where +M absorbs the units the error term takes them up, but -M
+absorbs the error term in turn (``y = -M - c`` rounds to -M), so a compensated chain answers the masking probes as a
+plain chain does, and only the verification on random data tells it apart. So when a revealed sum tree *differs*,
+every node v whose parent w continues it (v its heavier or equal child) gets a *carry probe*, with p the precision
+of w's format and E a scale as the node probes use: E under v's accumulator child (the heavier; both when equal),
+E 2^-(p+1) (a quarter ulp) under v's other child, E 2^-p (half an ulp) under w's other child and -E under w's
+sibling (none when w is the root: the output is then read against E), zeros elsewhere. A tree of roundings drops both small terms (1 + 1/4 ulp rounds to 1,
+1 + 1/2 ulp ties to 1); a Kahan step keeps the quarter in its error term, adds it to the half at w, and 3/4 ulp
+rounds up: the output is E 2^(1-p), not 0 (where only w carries its own error into its parent, the half comes
+back instead: E 2^-p, not counted for v). The probe's output is compared with the revealed tree's own simulation on
+the same terms (which must give 0); the nodes whose output is that ulp, linked v -> w, are the
+compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree` (Kahan, with or without folding
+the error term in at the end) are fitted on random data and verified as any order is. Costs one call per
+candidate node (two where its children are equal), and one batched simulation of the same probes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..core.formats.format import Format
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import BlockFMA
+from ..models.orders.compensated import CompensatedTree
+from ..models.orders.tree import TreeOrder
+from .nodes import NodeProbe
+from .probe import Prober
+
+__all__ = ["Carry", "carry_probes", "compensated_candidates"]
+
+_BATCH = 256      # probes simulated per call of simulate
+
+
+@dataclass
+class Carry:
+    """What the carry probes found: the compensated chains (node indices, bottom first, with the first node's
+    children in Kahan's order), the tree with those children reordered, and the calls and probes spent."""
+
+    chains: list
+    tree: TreeOrder
+    probes: int
+    calls: int
+    flagged: int
+    other: int = 0          # probes whose output differs from the tree's otherwise (not a carried quarter ulp)
+
+
+def _precision(t: TreeOrder, i: int) -> int | None:
+    st = t.step_of(i)
+    fmt = st[0] if isinstance(st, tuple) and st[0] is not None else t.acc
+    return fmt.precision if isinstance(fmt, Format) else None
+
+
+def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
+    """The carry probe (module docstring) at every candidate node; the chains of the nodes where the kernel differs
+    from the tree's simulation."""
+    n, nodes = tree.n, tree.nodes
+    probe = NodeProbe(p, list(nodes), pos, top)
+    E = 2.0 ** probe._scale()
+    size = np.ones(n + len(nodes), np.int64)
+    for i, ch in enumerate(nodes):
+        size[n + i] = sum(int(size[c]) for c in ch)
+    cases: list[tuple[int, int, int]] = []          # (node i, accumulator child, input child)
+    rows: list[np.ndarray] = []
+    precs: list[int] = []
+    base: list[float] = []
+    for i, ch in enumerate(nodes):
+        w = int(probe.parent[n + i])
+        if w < 0 or len(ch) != 2 or isinstance(tree.step_of(i), BlockFMA):
+            continue
+        wch = nodes[w - n]
+        if len(wch) != 2 or isinstance(tree.step_of(w - n), BlockFMA):
+            continue
+        other = next(c for c in wch if c != n + i)
+        if size[other] > size[n + i]:               # v must be the heavier (or equal) child: the chain goes on
+            continue
+        prec = _precision(tree, w - n)
+        if prec is None or prec > 60:
+            continue
+        q = int(probe.parent[w])
+        sib = None
+        if q >= 0:
+            qch = nodes[q - n]
+            if len(qch) != 2 or isinstance(tree.step_of(q - n), BlockFMA):
+                continue
+            sib = next(c for c in qch if c != w)
+        a, b = ch
+        orient = [(a, b), (b, a)] if size[a] == size[b] else [(a, b) if size[a] > size[b] else (b, a)]
+        for acc, inp in orient:
+            t = np.zeros(n)
+            t[probe.first[acc]] = E
+            t[probe.first[inp]] = E * 2.0 ** -(prec + 1)
+            t[probe.first[other]] = E * 2.0 ** -prec
+            if sib is not None:
+                t[probe.first[sib]] = -E
+            cases.append((i, int(acc), int(inp)))
+            precs.append(prec)
+            base.append(0.0 if sib is not None else E)      # the tree's output: 0, or E at the root
+            rows.append(t)
+    c0 = p.calls
+    got = np.array([p.terms(t, pos)[pos] for t in rows]) if rows else np.empty(0)
+    calls = p.calls - c0
+    want = np.empty(len(rows))
+    for lo in range(0, len(rows), _BATCH):
+        x = p.native(np.array(rows[lo:lo + _BATCH]), "carry probe")
+        want[lo:lo + _BATCH] = np.asarray(simulate("sum", x, order=tree), np.float64).reshape(-1)
+    b = np.array(base)
+    ulp = np.array([E * 2.0 ** (1 - pr) for pr in precs])
+    carried = (got == b + ulp) & (want == b)
+    first: dict[int, tuple[int, int]] = {}
+    for (i, acc, inp), d in zip(cases, carried.tolist()):
+        if d and i not in first and int(probe.parent[n + i]) not in {int(probe.parent[n + j]) for j in first}:
+            first[i] = (acc, inp)
+    other = int(((got != want) & ~carried & ~(np.isnan(got) & np.isnan(want))).sum())
+    chains, t2 = _chains(tree, probe, first)
+    return Carry(chains, t2, len(rows), calls, len(first), other)
+
+
+def _chains(tree: TreeOrder, probe: NodeProbe, flagged: dict[int, tuple[int, int]]) -> tuple[list, TreeOrder]:
+    """Flagged nodes v linked to their parents w into chains (bottom first); each chain's first node's children
+    put in Kahan's order (accumulator first). A chain's nodes all take one step: the first of theirs with a known
+    format (the node probes read a compensated node as one bit wider: its error term restores the probed bit)."""
+    n = tree.n
+    nxt = {i: int(probe.parent[n + i]) - n for i in flagged}
+    starts = [i for i in flagged if not any(nxt[j] == i for j in flagged)]
+    nodes = list(tree.nodes)
+    kinds = list(tree.kinds or [0] * len(nodes))
+    chains = []
+    for s in sorted(starts):
+        c = [s]
+        while c[-1] in flagged:
+            c.append(nxt[c[-1]])
+        known = [kinds[i] for i in c if isinstance(tree.steps[kinds[i]], tuple) and tree.steps[kinds[i]][0]]
+        k = known[0] if known else kinds[c[0]]
+        for i in c:
+            kinds[i] = k
+        acc, inp = flagged[s]
+        nodes[s] = (acc, inp)
+        chains.append(tuple(c))
+    return chains, replace(tree, nodes=tuple(nodes), kinds=tuple(kinds))
+
+
+def compensated_candidates(carry: Carry) -> list[CompensatedTree]:
+    """The compensated models of the chains found: Kahan without and with the error term folded in at the end."""
+    if not carry.chains:
+        return []
+    return [CompensatedTree(carry.tree, tuple(carry.chains), "kahan", f) for f in (False, True)]
+
+
+def describe(carry: Carry) -> str:
+    """The chains in words: how many, of how many additions, over inputs of how many terms."""
+    t = carry.tree
+    n = t.n
+    size = np.ones(n + len(t.nodes), np.int64)
+    for i, ch in enumerate(t.nodes):
+        size[n + i] = sum(int(size[c]) for c in ch)
+    shapes: dict[tuple, int] = {}
+    for c in carry.chains:
+        ins = [int(size[t.nodes[c[0]][0]]), int(size[t.nodes[c[0]][1]])]
+        ins += [int(size[next(r for r in t.nodes[c[k]] if r != n + c[k - 1])]) for k in range(1, len(c))]
+        key = tuple(sorted(set(ins)))
+        shapes[(len(ins), key)] = shapes.get((len(ins), key), 0) + 1
+    parts = [f"{k} chain{'s' if k > 1 else ''} of {m} inputs (subtrees of {', '.join(map(str, s))} terms)"
+             for (m, s), k in sorted(shapes.items())]
+    return "; ".join(parts)
