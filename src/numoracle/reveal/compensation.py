@@ -19,6 +19,7 @@ candidate node (two where its children are equal), and one batched simulation of
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -28,9 +29,9 @@ from ..models.orders.basic import BlockFMA
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import TreeOrder
 from .nodes import NodeProbe
-from .probe import Prober
+from .probe import Prober, RevealError
 
-__all__ = ["Carry", "carry_probes", "compensated_candidates"]
+__all__ = ["Carry", "carry_probes", "compensated_candidates", "describe", "recovers_units"]
 
 _BATCH = 256      # probes simulated per call of simulate
 
@@ -166,3 +167,44 @@ def describe(carry: Carry) -> str:
     parts = [f"{k} chain{'s' if k > 1 else ''} of {m} inputs (subtrees of {', '.join(map(str, s))} terms)"
              for (m, s), k in sorted(shapes.items())]
     return "; ".join(parts)
+
+
+def recovers_units(p: Prober, mask: Any) -> str | None:
+    """For a kernel the masking search calls *not a tree*: do the probes count every unit wherever +M and -M sit
+    (pairs (0, 1), (0, n-1), (1, n-1): no tree makes all three meet in a subtree of two leaves)? Then nothing M
+    absorbs is lost: the kernel carries it to the end. One more probe tells exact accumulation from an error term
+    that itself rounds: 1, 2^-p (half an ulp of the output) and 2^-2p at three terms; the exact sum rounds up to
+    1 + 2^(1-p), a compensated sum whose error term is of the output's precision (Neumaier's: c = fl(2^-p + 2^-2p) =
+    2^-p) ties back to 1. The words for the report's note, or None where the signature is not there."""
+    n, u, M = p.n, mask.u, mask.M
+    if n < 3 or p.rows or p.op != "sum":
+        return None
+    for i, j in ((0, 1), (0, n - 1), (1, n - 1)):
+        t = np.full(n, u)
+        t[i], t[j] = M, -M
+        try:
+            out = p.terms(t)
+        except RevealError:
+            return None
+        if not (out == (n - 2) * u).all():
+            return None
+    pairs = "+M and -M at terms (0, 1), (0, n-1) and (1, n-1)"
+    g = p.out_fmt
+    what = "exact accumulation or a compensated sum that adds its error term at the end"
+    if isinstance(g, Format) and n >= 3:
+        t = np.zeros(n)
+        t[0], t[1], t[2] = 1.0, 2.0 ** -g.precision, 2.0 ** (-2 * g.precision)
+        try:
+            out = float(p.terms(t)[0])
+        except RevealError:
+            out = None
+        if out == 1 + 2.0 ** (1 - g.precision):
+            what = ("exact accumulation (1 + 2^-p + 2^-2p came back correctly rounded, up: as math.fsum or a long "
+                    "accumulator gives it)")
+        elif out == 1.0:
+            what = ("a compensated sum that adds a rounded error term at the end (1 + 2^-p + 2^-2p came back as 1: "
+                    "the error term lost 2^-2p; Neumaier / Kahan-Babuska summation, or pairs of error-free "
+                    "transformations)")
+    return (f"every masking probe ({pairs}) counts all {n - 2} units: no addition loses what +-M absorb, so the kernel "
+            f"carries the absorbed part to its result: {what}. Its order is not revealed (the masking probes need "
+            "additions that lose the units)")

@@ -22,7 +22,7 @@ from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
-from .compensation import carry_probes, compensated_candidates, describe
+from .compensation import carry_probes, compensated_candidates, describe, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
@@ -367,7 +367,8 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
         if mask.last is not None and not mask.last.deterministic():
             return report(None, "not deterministic", notes=["the same masking probes, called again, gave "
                                                              f"different outputs ({e})"], tree_calls=p.calls)
-        return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
+        rec = recovers_units(p, mask)
+        return report(None, "not a tree", notes=[str(e)] + ([rec] if rec else []), tree_calls=p.calls)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof")
     carry_calls = 0
