@@ -10,10 +10,14 @@ sibling (none when w is the root: the output is then read against E), zeros else
 1 + 1/2 ulp ties to 1); a Kahan step keeps the quarter in its error term, adds it to the half at w, and 3/4 ulp
 rounds up: the output is E 2^(1-p), not 0 (where only w carries its own error into its parent, the half comes
 back instead: E 2^-p, not counted for v). The probe's output is compared with the revealed tree's own simulation on
-the same terms (which must give 0); the nodes whose output is that ulp, linked v -> w, are the
+the same terms (which must give 0). A node whose output is that ulp is checked twice more: the probe negated must
+give -ulp (a compensated sum rounding to nearest is odd; a kernel that branches on signs is not), and the probe
+without the quarter must not give the ulp (nothing to carry). The nodes that pass, linked v -> w, are the
 compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree` (Kahan, with or without folding
-the error term in at the end) are fitted on random data and verified as any order is. Costs one call per
-candidate node (two where its children are equal), and one batched simulation of the same probes.
+the error term in at the end) are fitted on random data and verified as any order is; where none reproduces fn,
+the report names the chains as showing the signature, not as Kahan sums. Costs one call per candidate node (two
+where its children are equal) and two per node that shows the signature, and one batched simulation of the
+probes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.format import Format
+from ..core.formats.format import FP64, Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA
 from ..models.orders.compensated import CompensatedTree
@@ -111,11 +115,28 @@ def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
     b = np.array(base)
     ulp = np.array([E * 2.0 ** (1 - pr) for pr in precs])
     carried = (got == b + ulp) & (want == b)
-    first: dict[int, tuple[int, int]] = {}
-    for (i, acc, inp), d in zip(cases, carried.tolist()):
-        if d and i not in first and int(probe.parent[n + i]) not in {int(probe.parent[n + j]) for j in first}:
-            first[i] = (acc, inp)
     other = int(((got != want) & ~carried & ~(np.isnan(got) & np.isnan(want))).sum())
+    # controls at the nodes that show the signature: the probe negated (a compensated sum rounding to nearest
+    # answers -ulp) and without the quarter (nothing to carry: no ulp)
+    idx = np.flatnonzero(carried)
+    c1 = p.calls
+    for k in idx.tolist():
+        t = rows[k]
+        neg = float(p.terms(-t, pos)[pos])
+        t0 = t.copy()
+        t0[probe.first[cases[k][2]]] = 0.0
+        zero = float(p.terms(t0, pos)[pos])
+        if neg != -(b[k] + ulp[k]) or zero == b[k] + ulp[k]:
+            carried[k] = False
+            other += 1
+    calls += p.calls - c1
+    first: dict[int, tuple[int, int]] = {}
+    targets: set[int] = set()
+    for (i, acc, inp), d in zip(cases, carried.tolist()):
+        w = int(probe.parent[n + i])
+        if d and i not in first and w not in targets:
+            first[i] = (acc, inp)
+            targets.add(w)
     chains, t2 = _chains(tree, probe, first)
     return Carry(chains, t2, len(rows), calls, len(first), other)
 
@@ -145,10 +166,12 @@ def _chains(tree: TreeOrder, probe: NodeProbe, flagged: dict[int, tuple[int, int
 
 
 def compensated_candidates(carry: Carry) -> list[CompensatedTree]:
-    """The compensated models of the chains found: Kahan without and with the error term folded in at the end."""
+    """The compensated models of the chains found: Kahan without and with the error term folded in at the end,
+    the error term in the chain's format or in FP64 (a wider error term)."""
     if not carry.chains:
         return []
-    return [CompensatedTree(carry.tree, tuple(carry.chains), "kahan", f) for f in (False, True)]
+    return [CompensatedTree(carry.tree, tuple(carry.chains), "kahan", f, e) for e in (None, FP64)
+            for f in (False, True)]
 
 
 def describe(carry: Carry) -> str:

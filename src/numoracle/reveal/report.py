@@ -82,7 +82,7 @@ class RevealReport:
                     lines.append(f"  tree: {o.text()}")
             elif isinstance(o, CompensatedTree):
                 lines.append(f"  order: CompensatedTree over {o.tree.n} terms, {o.method}"
-                             f"{' (flushed)' if o.flush else ''}, {len(o.chains)} compensated chains of "
+                             f"{' (flushed)' if o.flush else ''}{f' (error term {o.err.name})' if o.err else ''}, {len(o.chains)} compensated chains of "
                              f"{sorted({len(c) for c in o.chains})} nodes; tree depth {o.tree.depth}")
             else:
                 lines.append(f"  order: {type(o).__name__} with {len(getattr(o, 'orders', (o,)))} distinct trees")
@@ -423,18 +423,22 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
     _, k, m2, det = min(tried, key=lambda x: x[0])
     best = cands[k]
     flagged = f"carry probes: {carry.flagged} of {carry.probes} probed nodes carry their rounding error into the " \
-              f"next addition: a compensated (Kahan) level, {where}"
-    how = "with the error term folded in at the end" if best.flush else "the error term never added to the result"
+              f"next addition"
+    how = ("with the error term folded in at the end" if best.flush else "the error term never added to the "
+           "result") + (f", the error term in {best.err.name}" if best.err is not None else "")
     if all(b == 0 for b, _ in m2.values()):
         odd = [x for x in notes if x.startswith("nodes keep ") and "no known format" in x]
         for x in odd:
             notes.remove(x)
-        notes.append(f"{flagged}; modelled as Kahan summation ({how}): CompensatedTree" + (
-            " (the compensated nodes read one bit wider in the node probes: their error term restores the probed "
-            "bit)" if odd else ""))
+        notes.append(f"{flagged}: a compensated (Kahan) level, {where}; modelled as Kahan summation ({how}): "
+                     "CompensatedTree" + (" (the compensated nodes read one bit wider in the node probes: their "
+                                          "error term restores the probed bit)" if odd else ""))
         return _Comp(best, m2, det, calls, vcalls)
-    notes.append(f"{flagged}; no Kahan model of these chains reproduces fn (the closest, {how}, is off on "
-                 f"{sum(b for b, _ in m2.values())} random outputs): the tree is returned, those chains named")
+    notes.append(f"carry probes: {carry.flagged} of {carry.probes} probed nodes answer as an addition that carries "
+                 f"its rounding error into the next one (a compensated sum's signature), {where}; but no Kahan model "
+                 f"of these chains reproduces fn (the closest, {how}, is off on {sum(b for b, _ in m2.values())} "
+                 "random outputs): a compensated level of another kind, or an order that depends on the data. The "
+                 "tree is returned")
     return _Comp(None, mism, True, calls, vcalls)
 
 

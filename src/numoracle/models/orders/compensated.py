@@ -16,6 +16,9 @@ sum and ``c = +0`` the error term:
   addition (TwoSum: ``b' = fl(t - s)``, ``a' = fl(t - b')``, ``e = fl(fl(s - a') + fl(x - b'))``, the same value
   as Neumaier's branch on ``|s| >= |x|`` without overflow), ``c = fl(c + e)``, ``s = t``; the chain's value is
   ``fl(s + c)`` (``flush`` must be True: the correction is part of the method).
+* ``err``: the format of the error term's operations (``c`` and the roundings that make it; None: the chain's
+  own). A float32 Kahan sum that keeps ``c`` in float64 is ``err="fp64"``: ``c = fl64(fl64(t - s) - y)``, and
+  ``y = fl(x - c)`` rounds once to the chain's format.
 
 simulate runs the plain parts as TreeOrder does (chains of one step as one ``chain`` wave); the compensated chains
 of one level and length run side by side, one ``add`` / ``sub`` / ``subz`` wave per operation and step. The bounds
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ...core.args import check_bool, check_choice
-from .basic import BlockFMA, Schedule, Wave
+from .basic import BlockFMA, Schedule, Wave, float_format
 from .cpu import ScheduleOrder
 from .tree import TreeOrder, _TreeBuilder
 
@@ -49,12 +52,14 @@ class CompensatedTree(ScheduleOrder):
     chains: Any = ()
     method: str = "kahan"
     flush: bool = False
+    err: Any = None
 
     def __post_init__(self):
         if not isinstance(self.tree, TreeOrder):
             raise TypeError(f"CompensatedTree tree must be a TreeOrder, got {type(self.tree).__name__}")
         object.__setattr__(self, "method", check_choice(self.method, "CompensatedTree method", METHODS))
         object.__setattr__(self, "flush", check_bool(self.flush, "CompensatedTree flush"))
+        object.__setattr__(self, "err", float_format(self.err, "CompensatedTree err (the error term's format)"))
         if self.method == "neumaier" and not self.flush:
             raise ValueError("CompensatedTree method 'neumaier' adds its error term at the end of the chain: give "
                              "flush=True")
@@ -146,14 +151,17 @@ class _Builder(_TreeBuilder):
         inputs = [np.array([ref[t.nodes[c[0]][1]] for c in cs], np.int64)]
         for k in range(1, len(cs[0])):
             inputs.append(np.array([ref[next(r for r in t.nodes[c[k]] if r != n + c[k - 1])] for c in cs], np.int64))
+        ekey = wkey if self.o.err is None else (self.o.err, wkey[1])
         add = lambda a, b: self._op("add", wkey, a, b)        # noqa: E731
         sub = lambda a, b: self._op("sub", wkey, a, b)        # noqa: E731
+        esub = lambda a, b: self._op("sub", ekey, a, b)       # noqa: E731
+        eadd = lambda a, b: self._op("add", ekey, a, b)       # noqa: E731
         c_err: np.ndarray | None = None
         if self.o.method == "kahan":
             for x in inputs:
                 y = x if c_err is None else sub(x, c_err)     # c = +0: y = x exactly
                 tt = add(s, y)
-                c_err = self._op("subz", wkey, sub(tt, s), y)
+                c_err = self._op("subz", ekey, esub(tt, s), y)
                 s = tt
             if self.o.flush:
                 zeros = self.new(len(cs))
@@ -162,9 +170,9 @@ class _Builder(_TreeBuilder):
         else:
             for x in inputs:
                 tt = add(s, x)
-                bp = sub(tt, s)
-                e = add(sub(s, sub(tt, bp)), sub(x, bp))
-                c_err = e if c_err is None else add(c_err, e)
+                bp = esub(tt, s)
+                e = eadd(esub(s, esub(tt, bp)), esub(x, bp))
+                c_err = e if c_err is None else eadd(c_err, e)
                 s = tt
             s = add(s, c_err)
         ref[n + np.array([c[-1] for c in cs])] = s
