@@ -231,3 +231,20 @@ def recovers_units(p: Prober, mask: Any) -> str | None:
     return (f"every masking probe ({pairs}) counts all {n - 2} units: no addition loses what +-M absorb, so the kernel "
             f"carries the absorbed part to its result: {what}. Its order is not revealed (the masking probes need "
             "additions that lose the units)")
+
+
+def discriminate(p: Prober, cands: list, rng: np.random.Generator, tries: int = 8) -> tuple[list, int, int]:
+    """Candidates that fit the same data told apart: random inputs (normal and mixed magnitudes) are simulated by
+    every candidate, those where they disagree (up to ``tries``) are given to fn, and the candidates that match
+    fn on all of them come first. Returns (candidates reordered, inputs simulated, inputs where they disagreed)."""
+    rows = int(max(64, min(1024, (1 << 22) // max(p.n, 1))))
+    X = np.stack([p.inputs_of(rng, ("normal", "mixed")[k % 2])[0] for k in range(rows)])
+    sims = np.stack([np.asarray(simulate("sum", X, order=c), np.float64).reshape(rows) for c in cands])
+    split = np.flatnonzero((sims != sims[:1]).any(axis=0))
+    if not split.size:
+        return cands, rows, 0
+    use = split[:tries]
+    want = np.stack([p.call(X[k]) for k in use])[:, 0]
+    bad = (sims[:, use] != want[None, :]).sum(axis=1)
+    order = np.argsort(bad, kind="stable")
+    return [cands[k] for k in order], rows, int(split.size)

@@ -22,7 +22,7 @@ from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
-from .compensation import carry_probes, compensated_candidates, describe, recovers_units
+from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
@@ -411,17 +411,26 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
     data = _Data(p, rng, ("normal", "mixed", "cancelling"), 3)
     cands = compensated_candidates(carry)
     scores = [data.score(p.op, c, np.arange(p.npos)) for c in cands]
+    ranked = [cands[int(k)] for k in np.argsort(scores, kind="stable")]
+    tied = sum(sc == min(scores) for sc in scores)
+    tie_note = ""
+    if tied > 1:       # equal fits: inputs where they disagree, drawn at random, asked of fn
+        head, rows, split = discriminate(p, ranked[:tied], rng)
+        ranked = head + ranked[tied:]
+        tie_note = (f"; {tied} models fit the same random data: {split} of {rows} further random inputs tell them "
+                    "apart, and fn's outputs on them chose this one" if split else
+                    f"; {tied} models (with and without folding the error term in, or its format) agree on every "
+                    f"one of {rows} random inputs: indistinguishable here, the first is reported")
     calls = p.calls - c0
     vcalls = 0
     tried = []
-    for k in np.argsort(scores, kind="stable"):     # the best fit first; the next where it fails the verification
-        m2, det, vc = _verify(p, cands[int(k)], rng, kinds, draws)
+    for best in ranked:     # the best fit first; the next where it fails the verification
+        m2, det, vc = _verify(p, best, rng, kinds, draws)
         vcalls += vc
-        tried.append((sum(b for b, _ in m2.values()), int(k), m2, det))
+        tried.append((sum(b for b, _ in m2.values()), best, m2, det))
         if tried[-1][0] == 0:
             break
-    _, k, m2, det = min(tried, key=lambda x: x[0])
-    best = cands[k]
+    _, best, m2, det = min(tried, key=lambda x: x[0])
     flagged = f"carry probes: {carry.flagged} of {carry.probes} probed nodes carry their rounding error into the " \
               f"next addition"
     how = ("with the error term folded in at the end" if best.flush else "the error term never added to the "
@@ -431,7 +440,7 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
         for x in odd:
             notes.remove(x)
         notes.append(f"{flagged}: a compensated (Kahan) level, {where}; modelled as Kahan summation ({how}): "
-                     "CompensatedTree" + (" (the compensated nodes read one bit wider in the node probes: their "
+                     f"CompensatedTree{tie_note}" + (" (the compensated nodes read one bit wider in the node probes: their "
                                           "error term restores the probed bit)" if odd else ""))
         return _Comp(best, m2, det, calls, vcalls)
     notes.append(f"carry probes: {carry.flagged} of {carry.probes} probed nodes answer as an addition that carries "
