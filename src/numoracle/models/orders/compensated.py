@@ -84,6 +84,21 @@ class CompensatedTree(ScheduleOrder):
                                      "chain rounds in one format and mode")
         object.__setattr__(self, "chains", chains)
 
+    @property
+    def depth(self) -> int:
+        """The tree's depth (its additions on the deepest path; a Kahan step's extra operations not counted)."""
+        return self.tree.depth
+
+    def text(self, limit: int = 256) -> str:
+        """The tree's text (TreeOrder.text), then the compensated chains' node indices."""
+        return f"{self.tree.text(limit)}; {self.method} chains (nodes): {list(self.chains)}"
+
+    def draw(self, ax: Any = None, *, max_leaves: int = 64) -> Any:
+        """The tree's picture (TreeOrder.draw), its title naming the compensated chains."""
+        ax = self.tree.draw(ax, max_leaves=max_leaves)
+        ax.set_title(f"{ax.get_title()}; {len(self.chains)} {self.method} chains")
+        return ax
+
     def slots(self) -> int:
         return self.tree.n
 
