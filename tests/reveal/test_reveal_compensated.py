@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from optional import needs
 
 import numoracle as no
 from numoracle import orders as O
 from numoracle import reveal_order
+from optional import needs
 
 F = np.float32
 
@@ -99,7 +99,7 @@ def _fresh(n, rng):
 
 
 def reproduces(order, kernel, n, seed=4040):
-    for kind, x in _fresh(n, np.random.default_rng(seed)):
+    for _, x in _fresh(n, np.random.default_rng(seed)):
         got = np.asarray(no.simulate("sum", x, order=order), np.float64).reshape(-1)
         with np.errstate(all="ignore"):
             want = np.asarray(kernel(x), np.float64).reshape(-1)     # float32 values: exact in float64
@@ -233,3 +233,13 @@ def test_jax_cpu_sum(n):
         assert isinstance(rep.order, O.CompensatedTree) and rep.order.flush, str(rep)
         assert sorted(len(c) for c in rep.order.chains) == [3] * 16
         assert reproduces(O.YnnSum("k1"), kernel, n)     # identify's model agrees on the same data
+
+
+def test_a_capped_carry_search_probes_the_top_levels_first(monkeypatch):
+    from numoracle.reveal import compensation
+
+    monkeypatch.setattr(compensation, "_ELEMENTS", 1)           # 256 probes (one batch) of the ~470 candidates
+    rep = _reveal(blocks_kahan, 256)
+    assert rep.verdict == "reproduced" and isinstance(rep.order, O.CompensatedTree), str(rep)
+    assert any(x.startswith("carry probes at the 256 of ") for x in rep.notes), rep.notes
+    assert rep.carry_calls < 350          # 256 probes and their controls (uncapped: about 500)

@@ -6,18 +6,19 @@ plain chain does, and only the verification on random data tells it apart. So wh
 every node v whose parent w continues it (v its heavier or equal child) gets a *carry probe*, with p the precision
 of w's format and E a scale as the node probes use: E under v's accumulator child (the heavier; both when equal),
 E 2^-(p+1) (a quarter ulp) under v's other child, E 2^-p (half an ulp) under w's other child and -E under w's
-sibling (none when w is the root: the output is then read against E), zeros elsewhere. A tree of roundings drops both small terms (1 + 1/4 ulp rounds to 1,
-1 + 1/2 ulp ties to 1); a Kahan step keeps the quarter in its error term, adds it to the half at w, and 3/4 ulp
-rounds up: the output is E 2^(1-p), not 0 (where only w carries its own error into its parent, the half comes
-back instead: E 2^-p, not counted for v). The probe's output is compared with the revealed tree's own simulation on
-the same terms (which must give 0). A node whose output is that ulp is checked twice more: the probe negated must
-give -ulp (a compensated sum rounding to nearest is odd; a kernel that branches on signs is not), and the probe
-without the quarter must not give the ulp (nothing to carry). The nodes that pass, linked v -> w, are the
-compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree` (Kahan, with or without folding
-the error term in at the end) are fitted on random data and verified as any order is; where none reproduces fn,
-the report names the chains as showing the signature, not as Kahan sums. Costs one call per candidate node (two
-where its children are equal) and two per node that shows the signature, and one batched simulation of the
-probes.
+sibling (none when w is the root: the output is then read against E), zeros elsewhere. A tree of roundings drops
+both small terms (1 + 1/4 ulp rounds to 1, 1 + 1/2 ulp ties to 1); a Kahan step keeps the quarter in its error
+term, adds it to the half at w, and 3/4 ulp rounds up: the output is E 2^(1-p), not 0 (where only w carries its
+own error into its parent, the half comes back instead: E 2^-p, not counted for v). The probe's output is compared
+with the revealed tree's own simulation on the same terms (which must give 0). A node whose output is that ulp is
+checked twice more: the probe negated must give -ulp (a compensated sum rounding to nearest is odd; a kernel that
+branches on signs is not), and the probe without the quarter must not give the ulp (nothing to carry). The nodes
+that pass, linked v -> w, are the compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree`
+(Kahan, with or without folding the error term in at the end, the error term in the chain's format or FP64) are
+fitted on random data and verified as any order is; where none reproduces fn, the report names the chains as
+showing the signature, not as Kahan sums. Costs one call per candidate node (two where its children are equal)
+and two per node that shows the signature, and a batched simulation of the probes (budgeted: beyond 2^25 terms
+simulated, the nodes over the most terms first).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .probe import Prober, RevealError
 __all__ = ["Carry", "carry_probes", "compensated_candidates", "describe", "recovers_units"]
 
 _BATCH = 256      # probes simulated per call of simulate
+_ELEMENTS = 1 << 25   # probes x terms simulated at most (the nodes over the most terms first beyond)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Carry:
     calls: int
     flagged: int
     other: int = 0          # probes whose output differs from the tree's otherwise (not a carried quarter ulp)
+    candidates: int = 0     # probes the tree offers (more than ``probes`` where capped: the largest subtrees first)
 
 
 def _precision(t: TreeOrder, i: int) -> int | None:
@@ -59,17 +62,12 @@ def _precision(t: TreeOrder, i: int) -> int | None:
     return fmt.precision if isinstance(fmt, Format) else None
 
 
-def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
-    """The carry probe (module docstring) at every candidate node; the chains of the nodes where the kernel differs
-    from the tree's simulation."""
+def _cases(tree: TreeOrder, probe: NodeProbe, size: np.ndarray, E: float) -> tuple[list, list, list, list]:
+    """The carry probes the tree offers: (node, accumulator child, input child), each probe's non-zero terms, the
+    precision of w's format, and the tree's output on it (0, or E where w is the root)."""
     n, nodes = tree.n, tree.nodes
-    probe = NodeProbe(p, list(nodes), pos, top)
-    E = 2.0 ** probe._scale()
-    size = np.ones(n + len(nodes), np.int64)
-    for i, ch in enumerate(nodes):
-        size[n + i] = sum(int(size[c]) for c in ch)
     cases: list[tuple[int, int, int]] = []          # (node i, accumulator child, input child)
-    rows: list[np.ndarray] = []
+    spots: list[list[tuple[int, float]]] = []       # each probe's non-zero terms
     precs: list[int] = []
     base: list[float] = []
     for i, ch in enumerate(nodes):
@@ -95,22 +93,47 @@ def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
         a, b = ch
         orient = [(a, b), (b, a)] if size[a] == size[b] else [(a, b) if size[a] > size[b] else (b, a)]
         for acc, inp in orient:
-            t = np.zeros(n)
-            t[probe.first[acc]] = E
-            t[probe.first[inp]] = E * 2.0 ** -(prec + 1)
-            t[probe.first[other]] = E * 2.0 ** -prec
+            sp = [(int(probe.first[acc]), E), (int(probe.first[inp]), E * 2.0 ** -(prec + 1)),
+                  (int(probe.first[other]), E * 2.0 ** -prec)]
             if sib is not None:
-                t[probe.first[sib]] = -E
+                sp.append((int(probe.first[sib]), -E))
             cases.append((i, int(acc), int(inp)))
+            spots.append(sp)
             precs.append(prec)
             base.append(0.0 if sib is not None else E)      # the tree's output: 0, or E at the root
-            rows.append(t)
+    return cases, spots, precs, base
+
+
+def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
+    """The carry probe (module docstring) at every candidate node; the chains of the nodes where the kernel differs
+    from the tree's simulation."""
+    n, nodes = tree.n, tree.nodes
+    probe = NodeProbe(p, list(nodes), pos, top)
+    E = 2.0 ** probe._scale()
+    size = np.ones(n + len(nodes), np.int64)
+    for i, ch in enumerate(nodes):
+        size[n + i] = sum(int(size[c]) for c in ch)
+    cases, spots, precs, base = _cases(tree, probe, size, E)
+    candidates = len(cases)
+    cap = max(_BATCH, _ELEMENTS // n)
+    if candidates > cap:     # the nodes over the most terms first (compensated levels sit near the top)
+        keep = sorted(np.argsort(-size[n + np.array([c[0] for c in cases])], kind="stable")[:cap].tolist())
+        cases, spots = [cases[k] for k in keep], [spots[k] for k in keep]
+        precs, base = [precs[k] for k in keep], [base[k] for k in keep]
+
+    def row(k: int, sign: float = 1.0, drop: int = -1) -> np.ndarray:
+        t = np.zeros(n)
+        for j, (at, v) in enumerate(spots[k]):
+            if j != drop:
+                t[at] = sign * v
+        return t
+
     c0 = p.calls
-    got = np.array([p.terms(t, pos)[pos] for t in rows]) if rows else np.empty(0)
+    got = np.array([p.terms(row(k), pos)[pos] for k in range(len(cases))])
     calls = p.calls - c0
-    want = np.empty(len(rows))
-    for lo in range(0, len(rows), _BATCH):
-        x = p.native(np.array(rows[lo:lo + _BATCH]), "carry probe")
+    want = np.empty(len(cases))
+    for lo in range(0, len(cases), _BATCH):
+        x = p.native(np.stack([row(k) for k in range(lo, min(lo + _BATCH, len(cases)))]), "carry probe")
         want[lo:lo + _BATCH] = np.asarray(simulate("sum", x, order=tree), np.float64).reshape(-1)
     b = np.array(base)
     ulp = np.array([E * 2.0 ** (1 - pr) for pr in precs])
@@ -118,14 +141,10 @@ def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
     other = int(((got != want) & ~carried & ~(np.isnan(got) & np.isnan(want))).sum())
     # controls at the nodes that show the signature: the probe negated (a compensated sum rounding to nearest
     # answers -ulp) and without the quarter (nothing to carry: no ulp)
-    idx = np.flatnonzero(carried)
     c1 = p.calls
-    for k in idx.tolist():
-        t = rows[k]
-        neg = float(p.terms(-t, pos)[pos])
-        t0 = t.copy()
-        t0[probe.first[cases[k][2]]] = 0.0
-        zero = float(p.terms(t0, pos)[pos])
+    for k in np.flatnonzero(carried).tolist():
+        neg = float(p.terms(row(k, -1.0), pos)[pos])
+        zero = float(p.terms(row(k, drop=1), pos)[pos])
         if neg != -(b[k] + ulp[k]) or zero == b[k] + ulp[k]:
             carried[k] = False
             other += 1
@@ -138,7 +157,7 @@ def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
             first[i] = (acc, inp)
             targets.add(w)
     chains, t2 = _chains(tree, probe, first)
-    return Carry(chains, t2, len(rows), calls, len(first), other)
+    return Carry(chains, t2, len(cases), calls, len(first), other, candidates)
 
 
 def _chains(tree: TreeOrder, probe: NodeProbe, flagged: dict[int, tuple[int, int]]) -> tuple[list, TreeOrder]:
@@ -218,13 +237,13 @@ def recovers_units(p: Prober, mask: Any) -> str | None:
         t = np.zeros(n)
         t[0], t[1], t[2] = 1.0, 2.0 ** -g.precision, 2.0 ** (-2 * g.precision)
         try:
-            out = float(p.terms(t)[0])
+            back: float | None = float(p.terms(t)[0])
         except RevealError:
-            out = None
-        if out == 1 + 2.0 ** (1 - g.precision):
+            back = None
+        if back == 1 + 2.0 ** (1 - g.precision):
             what = ("exact accumulation (1 + 2^-p + 2^-2p came back correctly rounded, up: as math.fsum or a long "
                     "accumulator gives it)")
-        elif out == 1.0:
+        elif back == 1.0:
             what = ("a compensated sum that adds a rounded error term at the end (1 + 2^-p + 2^-2p came back as 1: "
                     "the error term lost 2^-2p; Neumaier / Kahan-Babuska summation, or pairs of error-free "
                     "transformations)")

@@ -24,7 +24,7 @@ from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
 from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
-from .probe import Prober, RevealError, input_format
+from .probe import BudgetExhausted, Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -70,7 +70,8 @@ class RevealReport:
                 if self.shape else f"{self.op} n={self.n}")
         lines = [f"RevealReport  {what} {self.dtype} -> {self.out_format}: {self.verdict}",
                  f"  calls: {self.calls} (tree search {self.tree_calls}, nodes {self.node_calls}, verification "
-                 f"{self.verify_calls}{f', carry probes {self.carry_calls}' if self.carry_calls else ''}, the rest: two calls on ones and the masking's calibration); "
+                 f"{self.verify_calls}{f', carry probes {self.carry_calls}' if self.carry_calls else ''}, the rest: "
+                 "two calls on ones and the masking's calibration); "
                  f"{self.probes_per_call:.1f} probes per tree-search call; FPRev basic: {self.fprev_basic_calls}; "
                  f"{self.seconds:.2f} s"]
         if self.order is not None:
@@ -82,7 +83,8 @@ class RevealReport:
                     lines.append(f"  tree: {o.text()}")
             elif isinstance(o, CompensatedTree):
                 lines.append(f"  order: CompensatedTree over {o.tree.n} terms, {o.method}"
-                             f"{' (flushed)' if o.flush else ''}{f' (error term {o.err.name})' if o.err else ''}, {len(o.chains)} compensated chains of "
+                             f"{' (flushed)' if o.flush else ''}{f' (error term {o.err.name})' if o.err else ''}, "
+                             f"{len(o.chains)} compensated chains of "
                              f"{sorted({len(c) for c in o.chains})} nodes; tree depth {o.tree.depth}")
             else:
                 lines.append(f"  order: {type(o).__name__} with {len(getattr(o, 'orders', (o,)))} distinct trees")
@@ -402,7 +404,16 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
     """A tree that differs from fn: carry probes at its nodes (reveal/compensation.py); where some node carries its
     rounding error into the next addition, the compensated models fitted on random data and verified."""
     c0 = p.calls
-    carry = carry_probes(p, tree, 0, mask.eM)
+    try:
+        carry = carry_probes(p, tree, 0, mask.eM)
+    except BudgetExhausted:
+        raise
+    except RevealError as e:          # the probe's values are not inputs of this format
+        notes.append(f"carry probes not made: {e}")
+        return _Comp(None, mism, True, p.calls - c0, 0)
+    if carry.candidates > carry.probes:
+        notes.append(f"carry probes at the {carry.probes} of {carry.candidates} candidate probes over the most "
+                     "terms (a budget on their simulation)")
     if not carry.flagged:
         notes.append(f"carry probes at {carry.probes} nodes: none carries its rounding error into the next addition "
                      "(no compensated level)")
@@ -439,9 +450,10 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
         odd = [x for x in notes if x.startswith("nodes keep ") and "no known format" in x]
         for x in odd:
             notes.remove(x)
+        wider = (" (the compensated nodes read one bit wider in the node probes: their error term restores the "
+                 "probed bit)" if odd else "")
         notes.append(f"{flagged}: a compensated (Kahan) level, {where}; modelled as Kahan summation ({how}): "
-                     f"CompensatedTree{tie_note}" + (" (the compensated nodes read one bit wider in the node probes: their "
-                                          "error term restores the probed bit)" if odd else ""))
+                     f"CompensatedTree{tie_note}{wider}")
         return _Comp(best, m2, det, calls, vcalls)
     notes.append(f"carry probes: {carry.flagged} of {carry.probes} probed nodes answer as an addition that carries "
                  f"its rounding error into the next one (a compensated sum's signature), {where}; but no Kahan model "
