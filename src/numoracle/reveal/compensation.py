@@ -256,7 +256,7 @@ def discriminate(p: Prober, cands: list, rng: np.random.Generator, tries: int = 
     """Candidates that fit the same data told apart: random inputs (normal and mixed magnitudes) are simulated by
     every candidate, those where they disagree (up to ``tries``) are given to fn, and the candidates that match
     fn on all of them come first. Returns (candidates reordered, inputs simulated, inputs where they disagreed)."""
-    rows = int(max(64, min(1024, (1 << 22) // max(p.n, 1))))
+    rows = int(max(64, min(1024, (1 << 21) // max(p.n, 1))))
     X = np.stack([p.inputs_of(rng, ("normal", "mixed")[k % 2])[0] for k in range(rows)])
     sims = np.stack([np.asarray(simulate("sum", X, order=c), np.float64).reshape(rows) for c in cands])
     split = np.flatnonzero((sims != sims[:1]).any(axis=0))
