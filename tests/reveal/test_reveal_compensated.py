@@ -243,3 +243,21 @@ def test_a_capped_carry_search_probes_the_top_levels_first(monkeypatch):
     assert rep.verdict == "reproduced" and isinstance(rep.order, O.CompensatedTree), str(rep)
     assert any(x.startswith("carry probes at the 256 of ") for x in rep.notes), rep.notes
     assert rep.carry_calls < 350          # 256 probes and their controls (uncapped: about 500)
+
+
+def test_a_wider_node_the_tree_does_not_know_is_not_a_carry():
+    """An FP64 node under an FP32 one keeps the quarter and the FP32 node rounds 3/4 ulp up: the carry signature
+    without any error term. Where the tree believes that node FP32 (a node format not probed), the node's own
+    precision (53 bits, not 25) keeps it from being called compensated."""
+    from numoracle.core.formats.format import FP32, FP64
+    from numoracle.reveal.compensation import carry_probes
+    from numoracle.reveal.probe import Prober
+
+    n = 24
+    chain = tuple([(0, 1)] + [(n + i, i + 2) for i in range(n - 2)])
+    true = O.TreeOrder(n, chain, kinds=tuple([1] * 5 + [0] * (n - 6)), steps=((FP32, "rne"), (FP64, "rne")))
+    believed = O.TreeOrder(n, chain, steps=((FP32, "rne"),))
+    p = Prober(lambda x: no.simulate("sum", x, order=true), "sum", n, None, FP32, 10**6, 60)
+    p.terms(np.ones(n))
+    c = carry_probes(p, believed, 0, 100)
+    assert c.flagged == 0 and c.chains == [] and c.other >= 1

@@ -12,8 +12,9 @@ term, adds it to the half at w, and 3/4 ulp rounds up: the output is E 2^(1-p), 
 own error into its parent, the half comes back instead: E 2^-p, not counted for v). The probe's output is compared
 with the revealed tree's own simulation on the same terms (which must give 0). A node whose output is that ulp is
 checked twice more: the probe negated must give -ulp (a compensated sum rounding to nearest is odd; a kernel that
-branches on signs is not), and the probe without the quarter must not give the ulp (nothing to carry). The nodes
-that pass, linked v -> w, are the compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree`
+branches on signs is not), the probe without the quarter must not give the ulp (nothing to carry), and v's own
+precision (the node probe's) must be at most p + 1 (a Kahan node reads one bit wider; a node of a wider format
+feeding w would give the same ulp without any error term). The nodes that pass, linked v -> w, are the compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree`
 (Kahan, with or without folding the error term in at the end, the error term in the chain's format or FP64) are
 fitted on random data and verified as any order is; where none reproduces fn, the report names the chains as
 showing the signature, not as Kahan sums. Costs one call per candidate node (two where its children are equal)
@@ -145,8 +146,9 @@ def carry_probes(p: Prober, tree: TreeOrder, pos: int, top: int) -> Carry:
     for k in np.flatnonzero(carried).tolist():
         neg = float(p.terms(row(k, -1.0), pos)[pos])
         zero = float(p.terms(row(k, drop=1), pos)[pos])
-        if neg != -(b[k] + ulp[k]) or zero == b[k] + ulp[k]:
-            carried[k] = False
+        if neg != -(b[k] + ulp[k]) or zero == b[k] + ulp[k] or \
+                probe.precision(n + cases[k][0], (precs[k] + 1, precs[k])) > precs[k] + 1:
+            carried[k] = False      # not odd, carried without a quarter, or v itself wider than w (not a carry)
             other += 1
     calls += p.calls - c1
     first: dict[int, tuple[int, int]] = {}
