@@ -9,17 +9,18 @@ E 2^-(p+1) (a quarter ulp) under v's other child, E 2^-p (half an ulp) under w's
 sibling (none when w is the root: the output is then read against E), zeros elsewhere. A tree of roundings drops
 both small terms (1 + 1/4 ulp rounds to 1, 1 + 1/2 ulp ties to 1); a Kahan step keeps the quarter in its error
 term, adds it to the half at w, and 3/4 ulp rounds up: the output is E 2^(1-p), not 0 (where only w carries its
-own error into its parent, the half comes back instead: E 2^-p, not counted for v). The probe's output is compared
-with the revealed tree's own simulation on the same terms (which must give 0). A node whose output is that ulp is
-checked twice more: the probe negated must give -ulp (a compensated sum rounding to nearest is odd; a kernel that
-branches on signs is not), the probe without the quarter must not give the ulp (nothing to carry), and v's own
-precision (the node probe's) must be at most p + 1 (a Kahan node reads one bit wider; a node of a wider format
-feeding w would give the same ulp without any error term). The nodes that pass, linked v -> w, are the compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree`
-(Kahan, with or without folding the error term in at the end, the error term in the chain's format or FP64) are
-fitted on random data and verified as any order is; where none reproduces fn, the report names the chains as
-showing the signature, not as Kahan sums. Costs one call per candidate node (two where its children are equal)
-and two per node that shows the signature, and a batched simulation of the probes (budgeted: beyond 2^25 terms
-simulated, the nodes over the most terms first).
+own error into its parent, the half comes back instead: E 2^-p, not counted for v).
+The probe's output is compared with the revealed tree's own simulation on the same terms (which must give 0). A node
+whose output is that ulp is checked twice more: the probe negated must give -ulp (a compensated sum rounding to
+nearest is odd; a kernel that branches on signs is not), the probe without the quarter must not give the ulp
+(nothing to carry), and v's own precision (the node probe's) must be at most p + 1 (a Kahan node reads one bit
+wider; a node of a wider format feeding w would give the same ulp without any error term). The nodes that pass,
+linked v -> w, are the compensated chains, and the models of :class:`~numoracle.orders.CompensatedTree` (Kahan, with
+or without folding the error term in at the end, the error term in the chain's format or FP64) are fitted on random
+data and verified as any order is; where none reproduces fn, the report names the chains as showing the signature,
+not as Kahan sums. Costs one call per candidate node (two where its children are equal) and two per node that shows
+the signature (and a node probe), and a batched simulation of the probes (budgeted: beyond 2^25 terms simulated,
+the nodes over the most terms first).
 """
 
 from __future__ import annotations
