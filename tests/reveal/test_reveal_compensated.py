@@ -261,3 +261,20 @@ def test_a_wider_node_the_tree_does_not_know_is_not_a_carry():
     p.terms(np.ones(n))
     c = carry_probes(p, believed, 0, 100)
     assert c.flagged == 0 and c.chains == [] and c.other >= 1
+
+
+def test_a_kahan_sum_over_rows():
+    """fn(x[8, 40]) -> [8], each row a Kahan sum with the error term folded in (s - c at the end)."""
+    def kahan_rows(X):
+        s, c = X[:, 0].copy(), np.zeros(X.shape[0], F)
+        for j in range(1, X.shape[1]):
+            y = X[:, j] - c
+            t = s + y
+            c = (t - s) - y
+            s = t
+        return s - c
+    rep = _reveal(kahan_rows, 40, rows=8)
+    assert rep.verdict == "reproduced" and isinstance(rep.order, O.CompensatedTree) and rep.order.flush, str(rep)
+    X = np.random.default_rng(77).standard_normal((8, 40)).astype(F)
+    X[:, 20:] = -X[:, :20][:, ::-1] * F(1 + 2.0**-18)
+    assert np.array_equal(no.simulate("sum", X, order=rep.order), kahan_rows(X))

@@ -257,16 +257,19 @@ def recovers_units(p: Prober, mask: Any) -> str | None:
 
 def discriminate(p: Prober, cands: list, rng: np.random.Generator, tries: int = 8) -> tuple[list, int, int]:
     """Candidates that fit the same data told apart: random inputs (normal and mixed magnitudes) are simulated by
-    every candidate, those where they disagree (up to ``tries``) are given to fn, and the candidates that match
-    fn on all of them come first. Returns (candidates reordered, inputs simulated, inputs where they disagreed)."""
-    rows = int(max(64, min(1024, (1 << 21) // max(p.n, 1))))
-    X = np.stack([p.inputs_of(rng, ("normal", "mixed")[k % 2])[0] for k in range(rows)])
-    sims = np.stack([np.asarray(simulate("sum", X, order=c), np.float64).reshape(rows) for c in cands])
+    every candidate, those where they disagree (up to ``tries`` calls) are given to fn, and the candidates that
+    match fn on all of them come first. Returns (candidates reordered, sums simulated, sums where they disagreed)."""
+    R = max(p.rows, 1)                                       # outputs per call (a sum over rows: R)
+    draws = int(max(64, min(1024, (1 << 21) // max(p.n, 1)))) // R + 1
+    X = np.stack([p.inputs_of(rng, ("normal", "mixed")[k % 2])[0] for k in range(draws)])
+    flat = X.reshape(-1, p.n)
+    sims = np.stack([np.asarray(simulate("sum", flat, order=c), np.float64).reshape(-1) for c in cands])
     split = np.flatnonzero((sims != sims[:1]).any(axis=0))
     if not split.size:
-        return cands, rows, 0
-    use = split[:tries]
-    want = np.stack([p.call(X[k]) for k in use])[:, 0]
-    bad = (sims[:, use] != want[None, :]).sum(axis=1)
+        return cands, flat.shape[0], 0
+    calls = list(dict.fromkeys((split // R).tolist()))[:tries]
+    want = np.concatenate([p.call(X[k]) for k in calls])
+    cols = np.concatenate([k * R + np.arange(R) for k in calls])
+    bad = (sims[:, cols] != want[None, :]).sum(axis=1)
     order = np.argsort(bad, kind="stable")
-    return [cands[k] for k in order], rows, int(split.size)
+    return [cands[k] for k in order], flat.shape[0], int(split.size)
