@@ -33,6 +33,8 @@ EVERY_ORDER = [
     O.GotoBlocks(), O.GotoBlocks(256, O.Interleaved(16, "pairwise")),
     O.OpenBlasDot(), O.OpenBlasDot(8, 2, 0, False, None), O.MklDot(), O.MklDot(8, 2),
     O.YnnSum(), O.YnnSum("kn", split=128), O.YnnSum("k1", 8, 2, 32768),
+    O.CompensatedTree(O.TreeOrder.from_text("(((0+1)+2)+(3+4))"), ((0, 1),)),
+    O.CompensatedTree(O.TreeOrder.from_text("(((0+1)+2)+3)"), ((0, 1, 2),), "neumaier", True, FP64),
 ]
 PRESET_ORDERS = [O.preset(*p.split("/")) for p in O.PRESETS] + [
     O.preset(a, "fp16") for a in O.GPU_ALIASES] + [O.preset("h100", "fp16", out="fp16"),

@@ -42,3 +42,14 @@ def test_reveal_not_a_tree_exits_1(tmp_path, capsys):
     k.write_text("import math\nimport numpy as np\n\ndef f(x):\n    return np.float32(math.fsum(x.tolist()))\n")
     assert main(["reveal", f"{k}:f", "sum", "--n", "12"]) == 1
     assert "not a tree" in capsys.readouterr().out
+
+
+def test_reveal_a_kahan_kernel_json_order_and_picture(tmp_path, capsys):
+    k = tmp_path / "kahan.py"
+    k.write_text("import numpy as np\n\ndef f(x):\n    s, c = x[0], np.float32(0)\n    for v in x[1:]:\n"
+                 "        y = v - c\n        t = s + y\n        c = (t - s) - y\n        s = t\n    return s\n")
+    out, pic = tmp_path / "order.txt", tmp_path / "tree.png"
+    assert main(["reveal", f"{k}:f", "sum", "--n", "24", "--json", "--order-out", str(out), "--draw", str(pic)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["verdict"] == "reproduced" and d["carry_calls"] > 0 and d["order"].startswith("CompensatedTree(")
+    assert parse(out.read_text()) == parse(d["order"]) and pic.stat().st_size > 0

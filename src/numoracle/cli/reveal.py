@@ -69,7 +69,8 @@ def _to_json(rep: Any) -> str:
     return json.dumps({
         "op": rep.op, "n": rep.n, "shape": rep.shape, "dtype": rep.dtype, "out_format": rep.out_format,
         "verdict": rep.verdict, "verified": rep.verified, "calls": rep.calls, "tree_calls": rep.tree_calls,
-        "node_calls": rep.node_calls, "verify_calls": rep.verify_calls, "fprev_basic_calls": rep.fprev_basic_calls,
+        "node_calls": rep.node_calls, "verify_calls": rep.verify_calls,
+        "carry_calls": rep.carry_calls, "fprev_basic_calls": rep.fprev_basic_calls,
         "probes_per_call": rep.probes_per_call,
         "seconds": round(rep.seconds, 3), "trees": rep.trees,
         "mismatches": {k: {"differ": b, "compared": t} for k, (b, t) in rep.mismatches.items()},

@@ -20,9 +20,11 @@ from ..core.errors import ArgumentTypeError
 from ..core.formats.format import FP32, Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
+from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
+from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
-from .probe import Prober, RevealError, input_format
+from .probe import BudgetExhausted, Prober, RevealError, input_format
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -51,6 +53,7 @@ class RevealReport:
     out_format: str | None = None
     notes: list = field(default_factory=list)
     probes_per_call: float = 1.0   # masking probes each call of the tree search carried (packed rows), on average
+    carry_calls: int = 0           # calls of the carry probes (reveal/compensation.py), made when a tree differs
 
     @property
     def verified(self) -> bool:
@@ -67,7 +70,8 @@ class RevealReport:
                 if self.shape else f"{self.op} n={self.n}")
         lines = [f"RevealReport  {what} {self.dtype} -> {self.out_format}: {self.verdict}",
                  f"  calls: {self.calls} (tree search {self.tree_calls}, nodes {self.node_calls}, verification "
-                 f"{self.verify_calls}, the rest: two calls on ones and the masking's calibration); "
+                 f"{self.verify_calls}{f', carry probes {self.carry_calls}' if self.carry_calls else ''}, the rest: "
+                 "two calls on ones and the masking's calibration); "
                  f"{self.probes_per_call:.1f} probes per tree-search call; FPRev basic: {self.fprev_basic_calls}; "
                  f"{self.seconds:.2f} s"]
         if self.order is not None:
@@ -77,6 +81,11 @@ class RevealReport:
                              f"out {o.out.name if o.out else None}")
                 if o.n <= 64:
                     lines.append(f"  tree: {o.text()}")
+            elif isinstance(o, CompensatedTree):
+                lines.append(f"  order: CompensatedTree over {o.tree.n} terms, {o.method}"
+                             f"{' (flushed)' if o.flush else ''}{f' (error term {o.err.name})' if o.err else ''}, "
+                             f"{len(o.chains)} compensated chains of "
+                             f"{sorted({len(c) for c in o.chains})} nodes; tree depth {o.tree.depth}")
             else:
                 lines.append(f"  order: {type(o).__name__} with {len(getattr(o, 'orders', (o,)))} distinct trees")
         for k, (bad, tot) in self.mismatches.items():
@@ -360,14 +369,98 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
         if mask.last is not None and not mask.last.deterministic():
             return report(None, "not deterministic", notes=["the same masking probes, called again, gave "
                                                              f"different outputs ({e})"], tree_calls=p.calls)
-        return report(None, "not a tree", notes=[str(e)], tree_calls=p.calls)
+        rec = recovers_units(p, mask)
+        return report(None, "not a tree", notes=[str(e)] + ([rec] if rec else []), tree_calls=p.calls)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof")
+    carry_calls = 0
+    if det and any(b for b, _ in mism.values()) and p.op == "sum" and isinstance(f.order, TreeOrder):
+        comp = _compensated(p, f.order, mask, rng, notes, tuple(kinds), draws, mism)
+        carry_calls = comp.calls
+        if comp.order is not None:
+            f.order, mism, det = comp.order, comp.mismatches, comp.deterministic
+            vcalls += comp.verify_calls
     verdict = "not deterministic" if not det else "reproduced" if all(b == 0 for b, _ in mism.values()) else "differs"
     if verdict == "differs":
         notes.append("the order differs from fn on some random data: fn's order may depend on the data, or a "
                      "node does what no probed model does")
-    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, **_counts(f))
+    return report(f.order, verdict, mismatches=mism, verify_calls=vcalls, notes=notes, carry_calls=carry_calls,
+                  **_counts(f))
+
+
+@dataclass
+class _Comp:
+    """The compensated model the carry probes led to (order None: keep the tree), and what it cost."""
+
+    order: Order | None
+    mismatches: dict
+    deterministic: bool
+    calls: int
+    verify_calls: int
+
+
+def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Generator, notes: list, kinds: tuple,
+                 draws: int, mism: dict) -> _Comp:
+    """A tree that differs from fn: carry probes at its nodes (reveal/compensation.py); where some node carries its
+    rounding error into the next addition, the compensated models fitted on random data and verified."""
+    c0 = p.calls
+    try:
+        carry = carry_probes(p, tree, 0, mask.eM)
+    except BudgetExhausted:
+        raise
+    except RevealError as e:          # the probe's values are not inputs of this format
+        notes.append(f"carry probes not made: {e}")
+        return _Comp(None, mism, True, p.calls - c0, 0)
+    if carry.candidates > carry.probes:
+        notes.append(f"carry probes at the {carry.probes} of {carry.candidates} candidate probes over the most "
+                     "terms (a budget on their simulation)")
+    if not carry.flagged:
+        notes.append(f"carry probes at {carry.probes} nodes: none carries its rounding error into the next addition "
+                     "(no compensated level)")
+        return _Comp(None, mism, True, p.calls - c0, 0)
+    where = describe(carry)
+    data = _Data(p, rng, ("normal", "mixed", "cancelling"), 3)
+    cands = compensated_candidates(carry)
+    scores = [data.score(p.op, c, np.arange(p.npos)) for c in cands]
+    ranked = [cands[int(k)] for k in np.argsort(scores, kind="stable")]
+    tied = sum(sc == min(scores) for sc in scores)
+    tie_note = ""
+    if tied > 1:       # equal fits: inputs where they disagree, drawn at random, asked of fn
+        head, rows, split = discriminate(p, ranked[:tied], rng)
+        ranked = head + ranked[tied:]
+        tie_note = (f"; {tied} models fit the same random data: {split} of {rows} further random inputs tell them "
+                    "apart, and fn's outputs on them chose this one" if split else
+                    f"; {tied} models (with and without folding the error term in, or its format) agree on every "
+                    f"one of {rows} random inputs: indistinguishable here, the first is reported")
+    calls = p.calls - c0
+    vcalls = 0
+    tried = []
+    for best in ranked:     # the best fit first; the next where it fails the verification
+        m2, det, vc = _verify(p, best, rng, kinds, draws)
+        vcalls += vc
+        tried.append((sum(b for b, _ in m2.values()), best, m2, det))
+        if tried[-1][0] == 0:
+            break
+    _, best, m2, det = min(tried, key=lambda x: x[0])
+    flagged = f"carry probes: {carry.flagged} of {carry.probes} probed nodes carry their rounding error into the " \
+              f"next addition"
+    how = ("with the error term folded in at the end" if best.flush else "the error term never added to the "
+           "result") + (f", the error term in {best.err.name}" if best.err is not None else "")
+    if all(b == 0 for b, _ in m2.values()):
+        odd = [x for x in notes if x.startswith("nodes keep ") and "no known format" in x]
+        for x in odd:
+            notes.remove(x)
+        wider = (" (the compensated nodes read one bit wider in the node probes: their error term restores the "
+                 "probed bit)" if odd else "")
+        notes.append(f"{flagged}: a compensated (Kahan) level, {where}; modelled as Kahan summation ({how}): "
+                     f"CompensatedTree{tie_note}{wider}")
+        return _Comp(best, m2, det, calls, vcalls)
+    notes.append(f"carry probes: {carry.flagged} of {carry.probes} probed nodes answer as an addition that carries "
+                 f"its rounding error into the next one (a compensated sum's signature), {where}; but no Kahan model "
+                 f"of these chains reproduces fn (the closest, {how}, is off on {sum(b for b, _ in m2.values())} "
+                 "random outputs): a compensated level of another kind, or an order that depends on the data. The "
+                 "tree is returned")
+    return _Comp(None, mism, True, calls, vcalls)
 
 
 def _counts(f: _Found) -> dict:
