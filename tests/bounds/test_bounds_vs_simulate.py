@@ -89,3 +89,46 @@ def test_seed_experiment_with_simulate():
     p16 = no.expected_error_bound("matmul", BF16, 256, acc=BF16, kind="probabilistic", shape=(64, 64))
     assert (e32 <= b32.tolerance(a, b)).all() and (e16 <= p16.tolerance(a, b)).all()
     assert e16.max() > 100 * e32.max() and p16.coefficient_float > 100 * b32.coefficient_float
+
+
+def _compensated_orders(n: int, fmt: str):
+    """Kahan and Neumaier chains over a whole sum, and over 8 plain lanes (CompensatedTree, as reveal returns)."""
+    chain = O.TreeOrder(n, tuple([(0, 1)] + [(n + i, i + 2) for i in range(n - 2)]), steps=((fmt, "rne"),))
+    lanes, tops = [], []
+    for lane in range(8):
+        terms = list(range(lane, n, 8))
+        s = terms[0]
+        for t in terms[1:]:
+            lanes.append((s, t))
+            s = n + len(lanes) - 1
+        tops.append(s)
+    top = []
+    s = tops[0]
+    for t in tops[1:]:
+        lanes.append((s, t))
+        s = n + len(lanes) - 1
+        top.append(s - n)
+    lanes_tree = O.TreeOrder(n, tuple(lanes), steps=((fmt, "rne"),))
+    whole = (tuple(range(n - 1)),)
+    return [O.CompensatedTree(chain, whole), O.CompensatedTree(chain, whole, flush=True),
+            O.CompensatedTree(chain, whole, err="fp64"), O.CompensatedTree(chain, whole, "neumaier", True),
+            O.CompensatedTree(lanes_tree, (tuple(top),), flush=True)]
+
+
+@pytest.mark.parametrize("fmt,dtype", [("fp16", np.float16), ("fp32", np.float32)])
+@pytest.mark.parametrize("kind", ["random", "positive", "cancelling", "spread"])
+def test_compensated_trees_stay_within_their_bound(fmt, dtype, kind):
+    """reveal's compensated orders (Kahan, flushed, a float64 error term, Neumaier, lanes under Kahan): the
+    schedule-depth bound holds, including data where Kahan's correction misfires (terms far above the sum)."""
+    n, rows = 256, 64
+    if kind == "spread":     # magnitudes over 2^+-10, signs mixed: terms larger than the running sum
+        x = RNG.standard_normal((rows, n)) * 2.0 ** RNG.integers(-10, 10, (rows, n))
+    else:
+        x = _data(kind, rows, n, 1, np.float64)[0]
+    x = x.astype(dtype)
+    exact = no.exact_sum(x, axis=-1)
+    for order in _compensated_orders(n, fmt):
+        got = no.simulate("sum", x, order=order)
+        tol = no.expected_error_bound("sum", no.formats.format_of(dtype), n, order=order).tolerance(x)
+        ratio = float(np.max(np.abs(got - exact) / tol))
+        assert ratio <= 1.0, f"{order!r} ({kind}): error {ratio:.3g} x the bound"
