@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.engine.convert import decode
+from ..core.engine.convert import cast, decode
 from ..core.eft import two_sum_error
 from ..core.formats.format import FP32, Format
 from .ziv import decide, settle
 
-__all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "ELEMENTWISE_FNS"]
+__all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "rsqrt_div_sqrt",
+           "ELEMENTWISE_FNS"]
 
 _REL = 2.0**-45      # the bound on numpy's float64 exp / log / sqrt error, relative (as composite/ziv.py)
 
@@ -130,5 +131,11 @@ def sleef_expf_u10(x: Any, fmt: Format = FP32) -> np.ndarray:
     return u.astype(np.float64)
 
 
+def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """fl(1 / fl(sqrt(x))): two roundings (``1 / std::sqrt(v)``, torch's CPU norms; ``Vectorized::rsqrt``)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(decode(cast(1.0 / sqrt_cr(x, fmt), fmt), fmt), np.float64).reshape(np.shape(x))
+
+
 ELEMENTWISE_FNS = {"exp_cr": exp_cr, "log_cr": log_cr, "sqrt_cr": sqrt_cr, "rsqrt_cr": rsqrt_cr,
-                   "sleef_expf_u10": sleef_expf_u10}
+                   "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10}

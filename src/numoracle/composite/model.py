@@ -23,68 +23,26 @@ from typing import Any
 
 import numpy as np
 
-from ..core.eft import two_sum_error
-from ..core.engine.convert import cast, decode
 from ..core.formats.format import FP32, Format, format_of
 from ..core.inputs import exact_float64
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import Order, Sequential
 from . import elementwise as ew
+from .accarith import acc_format as _acc
+from .accarith import add as _add
+from .accarith import div as _div
+from .accarith import fma as _fma
+from .accarith import mul as _mul
+from .accarith import round_to as _round
+from .moments import rowwise_moments
 
 __all__ = ["simulate_softmax", "simulate_log_softmax", "simulate_logsumexp", "simulate_layer_norm",
            "simulate_rms_norm", "NORMALIZE", "VARIANCE", "AFFINE", "SQUARES"]
 
 NORMALIZE = ("reciprocal", "divide")     # y = e * fl(1 / S) (torch's CPU kernels) or y = e / S
-VARIANCE = ("two_pass", "welford")
+VARIANCE = ("two_pass", "welford", "rowwise")
 AFFINE = ("centered", "folded")
 SQUARES = ("rounded", "fma")
-
-
-# ---- the arithmetic of acc --------------------------------------------------------------------------------------
-
-def _acc(acc: Any) -> Format:
-    f = format_of(acc)
-    if not isinstance(f, Format) or f.precision > 24:
-        raise ValueError(f"acc must be a float format of at most 24 bits (fp32, tf32, bf16, fp16), got "
-                         f"{getattr(f, 'name', acc)}: the model's roundings are exact only there")
-    return f
-
-
-def _round(v: Any, fmt: Format) -> np.ndarray:
-    """float64 values rounded (RNE) to fmt, as float64."""
-    v = np.asarray(v, np.float64)
-    return np.asarray(decode(cast(v, fmt), fmt), np.float64).reshape(v.shape)
-
-
-def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
-    """s = fl64(exact) with exact - s = err, rounded to odd at 53 bits instead (one rounding to <= 51 bits after
-    it is then correct)."""
-    even = (s.view(np.uint64) & np.uint64(1)) == 0
-    fix = (err != 0) & even & np.isfinite(s)
-    return np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-
-
-def _add(a: Any, b: Any, fmt: Format) -> np.ndarray:
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    with np.errstate(all="ignore"):
-        s = a + b
-        return _round(_odd(s, two_sum_error(a, b, s)), fmt)
-
-
-def _fma(a: Any, b: Any, c: Any, fmt: Format) -> np.ndarray:
-    """fl(a b + c), one rounding (a, b of at most 26 bits: their product is exact in float64)."""
-    with np.errstate(all="ignore"):
-        return _add(np.asarray(a, np.float64) * np.asarray(b, np.float64), c, fmt)
-
-
-def _mul(a: Any, b: Any, fmt: Format) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return _round(np.asarray(a, np.float64) * np.asarray(b, np.float64), fmt)
-
-
-def _div(a: Any, b: Any, fmt: Format) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return _round(np.asarray(a, np.float64) / np.asarray(b, np.float64), fmt)
 
 
 # ---- the pieces a model is given --------------------------------------------------------------------------------
@@ -179,21 +137,30 @@ def simulate_softmax(x: Any, order: Any = None, *, acc: Any = "fp32", out: Any =
     return _finish(y, dst, shape)
 
 
-def simulate_log_softmax(x: Any, order: Any = None, *, acc: Any = "fp32", out: Any = None, exp: Any = None,
-                         log: Any = None) -> np.ndarray:
-    """log_softmax over the last axis: d and S as :func:`simulate_softmax`, L = log(S), y = fl(d - L) (torch's
-    CPU order: x - max - logsum, never x - (max + logsum)); rounded to ``out``."""
-    f, dst, shape, _, d, _, s = _shifted(x, order, acc, out, exp)
+def _log_sum(s: np.ndarray, f: Format, log: Any, stats: Any) -> np.ndarray:
+    """L = log(S) as a column; with ``stats`` (a format) S is stored in it before the log and L after it."""
+    sf = None if stats is None else format_of(stats)
+    if sf is not None:
+        s = _round(s, sf)
     L = _apply(log or ew.log_cr, s[:, None], f, "log")
-    return _finish(_add(d, -L, f), dst, shape)
+    return L if sf is None else _round(L, sf)
+
+
+def simulate_log_softmax(x: Any, order: Any = None, *, acc: Any = "fp32", out: Any = None, exp: Any = None,
+                         log: Any = None, stats: Any = None) -> np.ndarray:
+    """log_softmax over the last axis: d and S as :func:`simulate_softmax`, L = log(S), y = fl(d - L) (torch's
+    CPU order: x - max - logsum, never x - (max + logsum)); rounded to ``out``. ``stats``: a format the kernel
+    stores S and L in between the steps (torch's CPU bf16 kernel: its per-row buffers are bf16), default none."""
+    f, dst, shape, _, d, _, s = _shifted(x, order, acc, out, exp)
+    return _finish(_add(d, -_log_sum(s, f, log, stats), f), dst, shape)
 
 
 def simulate_logsumexp(x: Any, order: Any = None, *, acc: Any = "fp32", out: Any = None, exp: Any = None,
-                       log: Any = None) -> np.ndarray:
-    """logsumexp over the last axis: m + log(S), one rounding to acc for the addition, then ``out``."""
+                       log: Any = None, stats: Any = None) -> np.ndarray:
+    """logsumexp over the last axis: m + log(S), one rounding to acc for the addition, then ``out``
+    (``stats`` as :func:`simulate_log_softmax`)."""
     f, dst, shape, m, _, _, s = _shifted(x, order, acc, out, exp)
-    L = _apply(log or ew.log_cr, s[:, None], f, "log")
-    return _finish(_add(m, L, f)[:, 0], dst, shape[:-1])
+    return _finish(_add(m, _log_sum(s, f, log, stats), f)[:, 0], dst, shape[:-1])
 
 
 # ---- the norms --------------------------------------------------------------------------------------------------
@@ -242,14 +209,17 @@ def _affine_args(a: Any, n: int, f: Format, name: str) -> np.ndarray | None:
 
 def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5, order: Any = None,
                         acc: Any = "fp32", out: Any = None, variance: str = "two_pass", mean: str = "divide",
-                        squares: str = "rounded", rsqrt: Any = None, affine: str = "centered") -> np.ndarray:
+                        squares: str = "rounded", rsqrt: Any = None, affine: str = "centered",
+                        lanes: int = 16, fused: bool = True, contract: bool = False) -> np.ndarray:
     """layer_norm over the last axis as a kernel computes it, every step rounded to ``acc``.
 
     ``variance="two_pass"``: mu = fl(sum(v) / n) (``mean="reciprocal"``: fl(sum(v) fl(1/n))), d = fl(v - mu),
     var = mean of the squares d^2 (``squares="rounded"``: each square rounded, then summed; ``"fma"``: the
     products enter the sum exact, an FMA dot), both sums along ``order``. ``"welford"``: Welford's recurrence in
-    element order (``order`` must be None), var = fl(m2 / n). rstd = rsqrt(fl(var + eps)) with eps rounded to
-    acc. ``affine="centered"``: y = fl(fl(d rstd) w) then fl(. + b); ``"folded"`` (torch's CPU form):
+    element order (``order`` must be None), var = fl(m2 / n). ``"rowwise"``: torch's CPU ``RowwiseMoments``
+    (``composite/moments.py``: Welford per vector lane of ``lanes``, chunks merged by a cascade; ``order`` must
+    be None). ``contract=True``: the kernel's a b + c are FMAs (in the moments and the affine step). rstd = rsqrt(fl(var + eps)) with eps rounded to
+    acc. ``affine="centered"``: y = fl(fl(d rstd) w) then fl(. + b) (one FMA with ``contract``); ``"folded"`` (torch's CPU form):
     a = fl(rstd w), c = fl(b - fl(mu a)), y = fl(v a + c) (one FMA). Missing weight / bias: 1 / 0, no step.
     """
     f = _acc(acc)
@@ -258,11 +228,15 @@ def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: fl
     w = _affine_args(weight, n, f, "weight")
     b = _affine_args(bias, n, f, "bias")
     how = _choice(mean, ("divide", "reciprocal"), "mean")
-    if _choice(variance, VARIANCE, "variance") == "welford":
-        if order is not None:
-            raise ValueError("variance='welford' runs in element order: leave order=None")
+    kind = _choice(variance, VARIANCE, "variance")
+    if kind != "two_pass" and order is not None:
+        raise ValueError(f"variance={kind!r} fixes its own order: leave order=None")
+    if kind == "welford":
         mu, m2 = _welford(v, f)
         var = _div(m2, float(n), f)
+    elif kind == "rowwise":
+        mo = rowwise_moments(v, f, lanes=lanes, fused=fused, contract=bool(contract))
+        mu, var = mo.mean, mo.var
     else:
         mu = _mean(_sum_rows(v, f, order), n, f, how)
         var = _mean(_square_sum(_add(v, -mu[:, None], f), f, order, _choice(squares, SQUARES, "squares")),
@@ -271,10 +245,13 @@ def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: fl
     mu = mu[:, None]
     if _choice(affine, AFFINE, "affine") == "centered":
         y = _mul(_add(v, -mu, f), r, f)
-        if w is not None:
-            y = _mul(y, w, f)
-        if b is not None:
-            y = _add(y, b, f)
+        if contract and (w is not None or b is not None):
+            y = _fma(y, 1.0 if w is None else w, 0.0 if b is None else b, f)
+        else:
+            if w is not None:
+                y = _mul(y, w, f)
+            if b is not None:
+                y = _add(y, b, f)
     else:
         a = r if w is None else _mul(r, w, f)
         c = _add(0.0 if b is None else b, -_mul(mu, a, f), f)
