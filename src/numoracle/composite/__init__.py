@@ -23,7 +23,8 @@ API = {
     **_from(".model", "simulate_softmax", "simulate_log_softmax", "simulate_logsumexp", "simulate_layer_norm",
             "simulate_rms_norm"),
     **_from(".moments", "rowwise_moments", "Moments"),
-    **_from(".elementwise", "exp_cr", "log_cr", "sqrt_cr", "rsqrt_cr", "rsqrt_div_sqrt", "sleef_expf_u10", "fma32"),
+    **_from(".elementwise", "exp_cr", "log_cr", "sqrt_cr", "rsqrt_cr", "rsqrt_div_sqrt", "sleef_expf_u10", "sleef_logf_u10",
+            "fma32"),
     **_from(".torchcpu", "torch_cpu_softmax", "torch_cpu_log_softmax", "torch_cpu_layer_norm", "torch_cpu_rms_norm",
             "torch_softmax_order", "torch_softmax_exp"),
 }

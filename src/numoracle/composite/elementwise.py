@@ -4,8 +4,9 @@ rounded to a compute format, the one exact FMA of float32 words, and emulations 
 Each function takes the exact arguments (a numpy array of values of ``fmt``) and returns values of ``fmt`` as
 float64. The correctly rounded ones use Ziv's strategy (``ziv.py``): numpy's float64 result with a bound of 2^-45
 relative (a wide margin over its few ulps) decides almost every element; the rest are evaluated in mpmath interval
-arithmetic until both ends round alike. ``sleef_expf_u10`` is SLEEF's ``xexpf`` (``Sleef_expf16_u10``, the
-vectorised exp of torch's CPU ``Vectorized<float>::exp()``) step by step in float32 with FMA, evaluated exactly.
+arithmetic until both ends round alike. ``sleef_expf_u10`` and ``sleef_logf_u10`` are SLEEF's ``xexpf`` and
+``xlogf_u1`` (``Sleef_expf16_u10`` / ``Sleef_logf16_u10``: torch's CPU ``Vectorized<float>::exp()`` / ``log()``)
+step by step in float32 with FMA, each step evaluated exactly.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from ..core.eft import two_sum_error
 from ..core.formats.format import FP32, Format
 from .ziv import decide, settle
 
-__all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "rsqrt_div_sqrt",
-           "ELEMENTWISE_FNS"]
+__all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "sleef_logf_u10",
+           "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
 
 _REL = 2.0**-45      # the bound on numpy's float64 exp / log / sqrt error, relative (as composite/ziv.py)
 
@@ -139,3 +140,65 @@ def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
 
 ELEMENTWISE_FNS = {"exp_cr": exp_cr, "log_cr": log_cr, "sqrt_cr": sqrt_cr, "rsqrt_cr": rsqrt_cr,
                    "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10}
+
+
+# ---- SLEEF's xlogf_u1 (Sleef_logf16_u10), AVX-512 branch: getexp / getmant and double-float steps with FMA ----
+
+def _f(v: Any) -> np.ndarray:
+    return np.asarray(v, np.float64).astype(np.float32)
+
+
+def _two_sum32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SLEEF dfadd2_vf2_vf_vf: s = a + b and its error, in float32 steps."""
+    s = _f(a + b)
+    v = _f(s - a)
+    return s, _f(_f(a - _f(s - v)) + _f(b - v))
+
+
+def _df_div(nx: np.ndarray, ny: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SLEEF dfdiv_vf2_vf2_vf2 (FMA form)."""
+    t = _f(np.float32(1) / dx)
+    s = _f(nx * t)
+    u = fma32(t, nx, -s)
+    v = fma32(-dy, t, fma32(-dx, t, np.float32(1)))
+    return s, fma32(s, v, fma32(ny, t, u))
+
+
+def sleef_logf_u10(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """SLEEF 3.x ``xlogf_u1`` (``Sleef_logf16_u10``, the AVX-512 build: getexp / getmant), bit for bit on positive
+    finite normal arguments (0 gives -inf, +inf +inf, negatives and NaN NaN). ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"sleef_logf_u10 is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    d = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        ok = np.isfinite(d) & (d > 0)
+        dd = np.where(ok, d, np.float32(1))
+        e = np.floor(np.log2(_f(dd * _f(1.0 / 0.75)).astype(np.float64)))   # getexp: exact exponent of the product
+        m = np.ldexp(np.frexp(dd.astype(np.float64))[0] * 2, 0)              # significand in [1, 2)
+        m = _f(np.where(m >= 1.5, m / 2, m))                                 # getmant, interval [0.75, 1.5)
+        ef = _f(e)
+        # s = (ln2 hi, ln2 lo) * e (dfmul_vf2_vf2_vf)
+        hi, lo = np.float32(0.69314718246459960938), np.float32(-1.904654323148236017e-09)
+        sx = _f(hi * ef)
+        sy = fma32(lo, ef, fma32(hi, ef, -sx))
+        nx, ny = _two_sum32(np.float32(-1), m)
+        dx, dy = _two_sum32(np.float32(1), m)
+        xx, xy = _df_div(nx, ny, dx, dy)
+        x2 = _f(xx * xx)
+        t = np.float32(0.3027294874)
+        t = fma32(t, x2, np.float32(0.3996108174))
+        t = fma32(t, x2, np.float32(0.6666694880))
+        # s = dfadd_vf2_vf2_vf2(s, dfscale(x, 2)); then dfadd_vf2_vf2_vf(s, x2 * x * t)
+        bx, by = _f(xx * np.float32(2)), _f(xy * np.float32(2))
+        s1 = _f(sx + bx)
+        t1 = _f(_f(_f(_f(sx - s1) + bx) + sy) + by)
+        c = _f(_f(x2 * xx) * t)
+        s2 = _f(s1 + c)
+        t2 = _f(_f(_f(s1 - s2) + c) + t1)
+        r = _f(s2 + t2)
+        r = np.where(ok, r, np.where(d == 0, np.float32(-np.inf), np.where(d == np.inf, np.float32(np.inf),
+                                                                         np.float32(np.nan))))
+    return r.astype(np.float64)
+
+
+ELEMENTWISE_FNS["sleef_logf_u10"] = sleef_logf_u10

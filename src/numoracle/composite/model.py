@@ -41,7 +41,7 @@ __all__ = ["simulate_softmax", "simulate_log_softmax", "simulate_logsumexp", "si
 
 NORMALIZE = ("reciprocal", "divide")     # y = e * fl(1 / S) (torch's CPU kernels) or y = e / S
 VARIANCE = ("two_pass", "welford", "rowwise")
-AFFINE = ("centered", "folded")
+AFFINE = ("centered", "folded", "scaled")
 SQUARES = ("rounded", "fma")
 
 
@@ -210,17 +210,19 @@ def _affine_args(a: Any, n: int, f: Format, name: str) -> np.ndarray | None:
 def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5, order: Any = None,
                         acc: Any = "fp32", out: Any = None, variance: str = "two_pass", mean: str = "divide",
                         squares: str = "rounded", rsqrt: Any = None, affine: str = "centered",
-                        lanes: int = 16, fused: bool = True, contract: bool = False) -> np.ndarray:
+                        lanes: int = 16, fused: bool = True, contract: bool = False, load: int = 1) -> np.ndarray:
     """layer_norm over the last axis as a kernel computes it, every step rounded to ``acc``.
 
     ``variance="two_pass"``: mu = fl(sum(v) / n) (``mean="reciprocal"``: fl(sum(v) fl(1/n))), d = fl(v - mu),
     var = mean of the squares d^2 (``squares="rounded"``: each square rounded, then summed; ``"fma"``: the
     products enter the sum exact, an FMA dot), both sums along ``order``. ``"welford"``: Welford's recurrence in
     element order (``order`` must be None), var = fl(m2 / n). ``"rowwise"``: torch's CPU ``RowwiseMoments``
-    (``composite/moments.py``: Welford per vector lane of ``lanes``, chunks merged by a cascade; ``order`` must
-    be None). ``contract=True``: the kernel's a b + c are FMAs (in the moments and the affine step). rstd = rsqrt(fl(var + eps)) with eps rounded to
+    (``composite/moments.py``: Welford per vector lane of ``lanes``, chunks merged by a cascade, ``load`` float
+    vectors per loaded vector (2 for bf16 / fp16 inputs); ``order`` must be None). ``contract=True``: the kernel's a b + c are FMAs (in the moments and the affine step). rstd = rsqrt(fl(var + eps)) with eps rounded to
     acc. ``affine="centered"``: y = fl(fl(d rstd) w) then fl(. + b) (one FMA with ``contract``); ``"folded"`` (torch's CPU form):
-    a = fl(rstd w), c = fl(b - fl(mu a)), y = fl(v a + c) (one FMA). Missing weight / bias: 1 / 0, no step.
+    a = fl(rstd w), c = fl(b - fl(mu a)), y = fl(v a + c) (one FMA); ``"scaled"`` (torch's CPU bf16 kernel):
+    t = fl(v rstd - fl(rstd mu)), y = fl(t w + b) (each one FMA with ``contract``, else two roundings).
+    Missing weight / bias: 1 / 0.
     """
     f = _acc(acc)
     v, dst, shape = _rows(x, f, out)
@@ -235,7 +237,7 @@ def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: fl
         mu, m2 = _welford(v, f)
         var = _div(m2, float(n), f)
     elif kind == "rowwise":
-        mo = rowwise_moments(v, f, lanes=lanes, fused=fused, contract=bool(contract))
+        mo = rowwise_moments(v, f, lanes=lanes, fused=fused, contract=bool(contract), load=load)
         mu, var = mo.mean, mo.var
     else:
         mu = _mean(_sum_rows(v, f, order), n, f, how)
@@ -252,10 +254,16 @@ def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: fl
                 y = _mul(y, w, f)
             if b is not None:
                 y = _add(y, b, f)
-    else:
+    elif affine == "folded":
         a = r if w is None else _mul(r, w, f)
         c = _add(0.0 if b is None else b, -_mul(mu, a, f), f)
         y = _fma(v, a, c, f)
+    else:
+        shift = -_mul(r, mu, f)
+        y = _fma(v, r, shift, f) if contract else _add(_mul(v, r, f), shift, f)
+        if w is not None or b is not None:
+            wv, bv = (1.0 if w is None else w), (0.0 if b is None else b)
+            y = _fma(y, wv, bv, f) if contract else _add(_mul(y, wv, f), bv, f)
     return _finish(y, dst, shape)
 
 

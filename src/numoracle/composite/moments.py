@@ -88,32 +88,37 @@ class _Ops:
 
 
 def rowwise_moments(v: np.ndarray, fmt: Format, lanes: int = 16, chunk: int = 16, fused: bool = True,
-                    contract: bool = False) -> Moments:
-    """Mean and variance of each row of v (R, N) as torch's CPU ``RowwiseMoments`` computes them (module doc)."""
+                    contract: bool = False, load: int = 1) -> Moments:
+    """Mean and variance of each row of v (R, N) as torch's CPU ``RowwiseMoments`` computes them (module doc).
+    ``load=2``: the bf16 / fp16 form: a vector holds 2 lanes-wide float vectors (elements [2Lv, 2Lv + L) and
+    [2Lv + L, 2Lv + 2L)), each run through the chunk's Welford with the same c_j and merged into level 0 one after
+    the other; each lane then counts 2n elements."""
     R, N = v.shape
     op = _Ops(fmt, contract)
     vmerge = op.merge_fused if fused else op.merge
-    n = N // lanes
+    width = lanes * load
+    n = N // width
     nchunks = -(-n // chunk)
     depth = _ceil_log2(nchunks)
-    vec = v[:, :n * lanes].reshape(R, n, lanes)
+    vec = v[:, :n * width].reshape(R, n, load, lanes)
     zero = np.zeros((R, lanes))
     stk = [[0, zero, zero] for _ in range(depth)]
     inv = [op.d(1.0, float(j + 1)) for j in range(chunk)]
     for i in range(nchunks):
         m0 = min(chunk, n - i * chunk)
-        m1 = np.zeros((R, lanes))
-        m2 = np.zeros((R, lanes))
-        for j in range(m0):
-            x = vec[:, i * chunk + j]
-            delta = op.s(x, m1)
-            if fused:
-                m1 = op.fma_(inv[j], delta, m1, fmt)
-                m2 = op.fma_(delta, op.s(x, m1), m2, fmt)
-            else:
-                m1 = op.madd(delta, inv[j], m1)
-                m2 = op.madd(delta, op.s(x, m1), m2)
-        stk[0] = list(vmerge(m0, m1, m2, *stk[0]))
+        for part in range(load):
+            m1 = np.zeros((R, lanes))
+            m2 = np.zeros((R, lanes))
+            for j in range(m0):
+                x = vec[:, i * chunk + j, part]
+                delta = op.s(x, m1)
+                if fused:
+                    m1 = op.fma_(inv[j], delta, m1, fmt)
+                    m2 = op.fma_(delta, op.s(x, m1), m2, fmt)
+                else:
+                    m1 = op.madd(delta, inv[j], m1)
+                    m2 = op.madd(delta, op.s(x, m1), m2)
+            stk[0] = list(vmerge(m0, m1, m2, *stk[0]))
         mask = i + 1
         j = 1
         while j < depth and (mask & 1) == 0:
@@ -124,12 +129,12 @@ def rowwise_moments(v: np.ndarray, fmt: Format, lanes: int = 16, chunk: int = 16
     for i in range(1, depth):
         stk[0] = list(vmerge(*stk[i], *stk[0]))
     m0, m1, m2 = 0, np.zeros(R), np.zeros(R)
-    for k in range(n * lanes, N):
+    for k in range(n * width, N):
         x = v[:, k]
         delta = op.s(x, m1)
         m0 += 1
         m1 = op.a(m1, op.d(delta, float(m0)))
         m2 = op.a(m2, op.m(delta, op.s(x, m1)))     # (never contracted: torch 2.13's build keeps two roundings)
     for lane in range(lanes):
-        m0, m1, m2 = op.merge(n, stk[0][1][:, lane], stk[0][2][:, lane], m0, m1, m2)
+        m0, m1, m2 = op.merge(n * load, stk[0][1][:, lane], stk[0][2][:, lane], m0, m1, m2)
     return Moments(m1, op.d(m2, float(N)))

@@ -6,11 +6,12 @@
   fp32 sum: ``vec::reduce_all``, rows under 16 sequential, else 16 lanes (the tail into the first lanes) combined
   by halving; y = e * fl(1 / S). bf16 softmax: 16 lanes over the first n - n % 16 terms, halving, then the tail
   added in order, its exp by ``std::exp`` (glibc ``expf``, taken as correctly rounded), y rounded to bf16.
-  log_softmax: y = (x - max) - log S, log correctly rounded (SLEEF ``logf_u10`` agreed on every row tried);
-  bf16: S and log S stored in bf16 between the steps.
+  log_softmax: y = (x - max) - log S, log = SLEEF ``logf_u10`` (``xlogf_u1``; correctly rounded log differs on
+  ~0.3% of sums); bf16: S and log S stored in bf16 between the steps.
 * layer_norm (``layer_norm_kernel.cpp``; the kernel runs its AVX2 build: 8 lanes): torch's ``RowwiseMoments``
-  (``composite/moments.py``, fused, the scalar merges contracted), rstd = fl(1 / fl(sqrt(var + eps))),
-  y = fl(fl((x - mean) rstd) w + b) (one FMA).
+  (``composite/moments.py``, fused, the scalar merges contracted; bf16: two float vectors per loaded vector), rstd = fl(1 / fl(sqrt(var + eps))),
+  y = fl(fl((x - mean) rstd) w + b) (one FMA); bf16 (the mixed-type kernel): t = fl(x rstd - fl(rstd mean)),
+  y = fl(t w + b), FMAs, then rounded to bf16.
 * rms_norm (composite in ATen: x * rsqrt(mean(x^2) + eps) * w): the squares rounded, torch's CPU sum
   (``VectorCascade(8)``), mean = sum / n, rsqrt = 1 / sqrt; eps None: float32's machine epsilon.
 """
@@ -71,14 +72,15 @@ def torch_cpu_log_softmax(x: Any) -> np.ndarray:
     """``torch.log_softmax(x, -1)`` on CPU (float32 or bfloat16 x), bit for bit."""
     fmt = _format(x)
     return simulate_log_softmax(x, lambda n: torch_softmax_order(n, FP32), exp=ew.sleef_expf_u10,
-                                stats=BF16 if fmt == BF16 else None)
+                                log=ew.sleef_logf_u10, stats=BF16 if fmt == BF16 else None)
 
 
 def torch_cpu_layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> np.ndarray:
     """``torch.nn.functional.layer_norm(x, (n,), weight, bias, eps)`` on CPU, bit for bit."""
-    _format(x)
+    fmt = _format(x)
     return simulate_layer_norm(x, weight, bias, eps=eps, variance="rowwise", lanes=NORM_LANES, fused=True,
-                               contract=True, rsqrt=ew.rsqrt_div_sqrt, affine="centered")
+                               contract=True, rsqrt=ew.rsqrt_div_sqrt,
+                               affine="scaled" if fmt == BF16 else "centered", load=2 if fmt == BF16 else 1)
 
 
 def torch_cpu_rms_norm(x: Any, weight: Any = None, eps: float | None = None) -> np.ndarray:
