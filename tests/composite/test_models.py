@@ -1,4 +1,4 @@
-"""The composite models (numoracle.composite.model, moments, elementwise) against independent computations: plain
+"""The composite models (numoracle.composite.sim.model, moments, elementwise) against independent computations: plain
 float32 loops written here, Fractions, mpmath (tests/composite/mpref.py), the exact references, known cases."""
 
 from __future__ import annotations
@@ -8,19 +8,23 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+from mpref import round_fraction, to_fraction
 
 import numoracle.composite  # noqa: F401  (registers the composite bounds)
 from numoracle.bounds.expected import expected_error_bound
-from numoracle.composite import elementwise as ew
-from numoracle.composite.model import (simulate_layer_norm, simulate_log_softmax, simulate_logsumexp,
-                                       simulate_rms_norm, simulate_softmax)
-from numoracle.composite.moments import rowwise_moments
 from numoracle.composite.norms import layer_norm_reference
+from numoracle.composite.sim import elementwise as ew
+from numoracle.composite.sim.model import (
+    simulate_layer_norm,
+    simulate_log_softmax,
+    simulate_logsumexp,
+    simulate_rms_norm,
+    simulate_softmax,
+)
+from numoracle.composite.sim.moments import rowwise_moments
 from numoracle.composite.softmax import softmax_reference
 from numoracle.core.formats.format import BF16, FP32
 from numoracle.orders import Interleaved, Pairwise, Sequential
-
-from mpref import round_fraction, to_fraction
 
 f32 = np.float32
 

@@ -1,5 +1,5 @@
 """torch's CPU kernels as composite models: the orders, elementwise functions and step forms found for torch 2.13.0
-(x86-64, CPU capability AVX512; docs/composite.md, "Bit-exact models"), as ready calls of ``composite/model.py``.
+(x86-64, CPU capability AVX512; docs/composite.md, "Bit-exact models"), as ready calls of ``sim/model.py``.
 
 * softmax / log_softmax (ATen ``SoftMaxKernel.cpp``, AVX-512 build: 16 float lanes): max; d = x - max;
   exp = SLEEF ``expf_u10`` (``Vectorized<float>::exp``, not ``torch.exp``, which differs on ~1% of arguments);
@@ -9,9 +9,9 @@
   log_softmax: y = (x - max) - log S, log = SLEEF ``logf_u10`` (``xlogf_u1``; correctly rounded log differs on
   ~0.3% of sums); bf16: S and log S stored in bf16 between the steps.
 * layer_norm (``layer_norm_kernel.cpp``; the kernel runs its AVX2 build: 8 lanes): torch's ``RowwiseMoments``
-  (``composite/moments.py``, fused, the scalar merges contracted; bf16: two float vectors per loaded vector), rstd = fl(1 / fl(sqrt(var + eps))),
-  y = fl(fl((x - mean) rstd) w + b) (one FMA); bf16 (the mixed-type kernel): t = fl(x rstd - fl(rstd mean)),
-  y = fl(t w + b), FMAs, then rounded to bf16.
+  (``sim/moments.py``, fused, the scalar merges contracted; bf16: two float vectors per loaded vector),
+  rstd = fl(1 / fl(sqrt(var + eps))), y = fl(fl((x - mean) rstd) w + b) (one FMA); bf16 (the mixed-type
+  kernel): t = fl(x rstd - fl(rstd mean)), y = fl(t w + b), FMAs, then rounded to bf16.
 * rms_norm (composite in ATen: x * rsqrt(mean(x^2) + eps) * w): the squares rounded, torch's CPU sum
   (``VectorCascade(8)``), mean = sum / n, rsqrt = 1 / sqrt; eps None: float32's machine epsilon.
 """
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.format import BF16, FP32, format_of
-from ..core.inputs import exact_float64
-from ..models.orders.basic import Order, Sequential
-from ..models.orders.cpu import Interleaved, VectorCascade
+from ...core.formats.format import BF16, FP32, format_of
+from ...core.inputs import exact_float64
+from ...models.orders.basic import Order, Sequential
+from ...models.orders.cpu import Interleaved, VectorCascade
 from . import elementwise as ew
 from .model import simulate_layer_norm, simulate_log_softmax, simulate_rms_norm, simulate_softmax
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.format import Format
+from ...core.formats.format import Format
 from .accarith import add, div, fma, mul
 
 __all__ = ["Moments", "rowwise_moments"]

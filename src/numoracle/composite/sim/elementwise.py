@@ -1,4 +1,4 @@
-"""Elementwise functions of the composite models (``composite/model.py``): exp, log, rsqrt and sqrt correctly
+"""Elementwise functions of the composite models (``sim/model.py``): exp, log, rsqrt and sqrt correctly
 rounded to a compute format, the one exact FMA of float32 words, and emulations of library functions.
 
 Each function takes the exact arguments (a numpy array of values of ``fmt``) and returns values of ``fmt`` as
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.engine.convert import cast, decode
-from ..core.eft import two_sum_error
-from ..core.formats.format import FP32, Format
-from .ziv import decide, settle
+from ...core.eft import two_sum_error
+from ...core.engine.convert import cast, decode
+from ...core.formats.format import FP32, Format
+from ..ziv import decide, settle
 
 __all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "sleef_logf_u10",
            "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]

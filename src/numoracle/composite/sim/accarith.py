@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.eft import two_sum_error
-from ..core.engine.convert import cast, decode
-from ..core.formats.format import Format, format_of
+from ...core.eft import two_sum_error
+from ...core.engine.convert import cast, decode
+from ...core.formats.format import Format, format_of
 
 __all__ = ["acc_format", "round_to", "add", "fma", "mul", "div"]
 

@@ -5,7 +5,7 @@ Every step rounds to the compute format ``acc`` (round to nearest even) exactly 
 docstring; every sum runs through :func:`numoracle.simulate` along ``order`` (any numoracle order, its text, or a
 callable ``n -> order`` for kernels whose order depends on the row length); the row max is exact in every order
 (it rounds nothing), so it takes none. The elementwise functions (``exp``, ``log``, ``rsqrt``) are parameters:
-correctly rounded by default (``composite/elementwise.py``), or any callable: a numoracle one
+correctly rounded by default (``sim/elementwise.py``), or any callable: a numoracle one
 (``elementwise.sleef_expf_u10``) or a library's (``torch.exp``), called once on the (rows, n) array of the exact
 arguments the model computed (float32 when ``acc`` is FP32; a torch function gets a tensor), so that the model is
 bit-exact wherever the kernel's elementwise function is the one given. The result is rounded once more to ``out``
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.format import FP32, Format, format_of
-from ..core.inputs import exact_float64
-from ..models.engine.simulation import simulate
-from ..models.orders.basic import Order, Sequential
+from ...core.formats.format import FP32, Format, format_of
+from ...core.inputs import exact_float64
+from ...models.engine.simulation import simulate
+from ...models.orders.basic import Order, Sequential
 from . import elementwise as ew
 from .accarith import acc_format as _acc
 from .accarith import add as _add
@@ -217,9 +217,10 @@ def simulate_layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: fl
     var = mean of the squares d^2 (``squares="rounded"``: each square rounded, then summed; ``"fma"``: the
     products enter the sum exact, an FMA dot), both sums along ``order``. ``"welford"``: Welford's recurrence in
     element order (``order`` must be None), var = fl(m2 / n). ``"rowwise"``: torch's CPU ``RowwiseMoments``
-    (``composite/moments.py``: Welford per vector lane of ``lanes``, chunks merged by a cascade, ``load`` float
-    vectors per loaded vector (2 for bf16 / fp16 inputs); ``order`` must be None). ``contract=True``: the kernel's a b + c are FMAs (in the moments and the affine step). rstd = rsqrt(fl(var + eps)) with eps rounded to
-    acc. ``affine="centered"``: y = fl(fl(d rstd) w) then fl(. + b) (one FMA with ``contract``); ``"folded"`` (torch's CPU form):
+    (``sim/moments.py``: Welford per vector lane of ``lanes``, chunks merged by a cascade, ``load`` float
+    vectors per loaded vector (2 for bf16 / fp16 inputs); ``order`` must be None). ``contract=True``: the
+    kernel's a b + c are FMAs (in the moments and the affine step). rstd = rsqrt(fl(var + eps)) with eps rounded
+    to acc. ``affine="centered"``: y = fl(fl(d rstd) w) then fl(. + b) (one FMA with ``contract``); ``"folded"``:
     a = fl(rstd w), c = fl(b - fl(mu a)), y = fl(v a + c) (one FMA); ``"scaled"`` (torch's CPU bf16 kernel):
     t = fl(v rstd - fl(rstd mu)), y = fl(t w + b) (each one FMA with ``contract``, else two roundings).
     Missing weight / bias: 1 / 0.
