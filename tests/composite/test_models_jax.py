@@ -9,7 +9,6 @@ import pytest
 from numoracle.composite.sim.jaxcpu import jax_cpu_softmax, jax_softmax_order
 from numoracle.composite.sim.model import simulate_softmax
 from numoracle.orders import XlaChunks, YnnSum
-
 from optional import needs
 
 

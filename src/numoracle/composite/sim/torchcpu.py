@@ -8,7 +8,7 @@
   added in order, its exp by ``std::exp`` (glibc ``expf``, taken as correctly rounded), y rounded to bf16.
   log_softmax: y = (x - max) - log S, log = SLEEF ``logf_u10`` (``xlogf_u1``; correctly rounded log differs on
   ~0.3% of sums); bf16: S and log S stored in bf16 between the steps.
-* layer_norm (``layer_norm_kernel.cpp``; the kernel runs its AVX2 build: 8 lanes): torch's ``RowwiseMoments``
+* layer_norm (``layer_norm_kernel.cpp``; 8 lanes, AVX2's width, reproduce it): torch's ``RowwiseMoments``
   (``sim/moments.py``, fused, the scalar merges contracted; bf16: two float vectors per loaded vector),
   rstd = fl(1 / fl(sqrt(var + eps))), y = fl(fl((x - mean) rstd) w + b) (one FMA); bf16 (the mixed-type
   kernel): t = fl(x rstd - fl(rstd mean)), y = fl(t w + b), FMAs, then rounded to bf16.
@@ -33,7 +33,7 @@ __all__ = ["torch_cpu_softmax", "torch_cpu_log_softmax", "torch_cpu_layer_norm",
            "torch_softmax_order", "torch_softmax_exp"]
 
 SOFTMAX_LANES = 16     # AVX-512: Vectorized<float> has 16 lanes
-NORM_LANES = 8         # the layer_norm kernel's AVX2 build
+NORM_LANES = 8         # what reproduces the layer_norm kernel (an AVX2-width vector)
 
 
 def _format(x: Any) -> Any:
