@@ -247,3 +247,61 @@ def test_rms_norm_model_equals_a_float32_loop():
         assert (got[i] == ((r * rs).astype(f32) * w).astype(f32)).all()
     folded = simulate_rms_norm(x, w, eps=1e-6, scale="folded")
     assert (folded != got).any()
+
+
+# ---- attention -------------------------------------------------------------------------------------------------
+
+def _fma_dot(a: np.ndarray, b: np.ndarray) -> np.float32:
+    """A sequential FMA chain in float32: s = fl(s + a_i b_i), one rounding each."""
+    s = f32(0)
+    for x, y in zip(a, b):
+        s = f32(ew.fma32(x, y, s))
+    return s
+
+
+def _loop_fa2(q, k, v, block, causal):
+    L, D = q.shape
+    sc = f32(1 / np.sqrt(D))
+    m = np.full(L, -np.inf, f32)
+    lsum = np.zeros(L, f32)
+    o = np.zeros((L, v.shape[1]), f32)
+    for b0 in range(0, k.shape[0], block):
+        cols = range(b0, min(b0 + block, k.shape[0]))
+        for i in range(L):
+            s = np.array([f32(_fma_dot(q[i], k[j]) * sc) if (not causal or j <= i) else -np.inf for j in cols], f32)
+            m_new = max(m[i], s.max())
+            if not np.isfinite(m_new):
+                continue
+            alpha = f32(ew.exp_cr(np.array([float(f32(m[i] - m_new))]))[0]) if np.isfinite(m[i]) else f32(0)
+            p = ew.exp_cr((s - m_new).astype(f32).astype(np.float64)).astype(f32)
+            ps = f32(0)
+            for t in p:
+                ps = f32(ps + t)
+            lsum[i] = f32(f32(alpha * lsum[i]) + ps)
+            pv = np.array([_fma_dot(p, v[list(cols), c]) for c in range(v.shape[1])], f32)
+            o[i] = (o[i] * alpha).astype(f32) + pv
+            m[i] = m_new
+    return (o / lsum[:, None]).astype(f32)
+
+
+def test_attention_model_equals_a_float32_loop_and_keeps_its_bound():
+    from numoracle.composite.attention import attention_reference
+    from numoracle.composite.sim.attention import simulate_attention
+    rng = np.random.default_rng(21)
+    q, k, v = (rng.standard_normal((6, 4)).astype(f32) * 2 for _ in range(3))
+    k = np.concatenate([k, rng.standard_normal((6, 4)).astype(f32) * 2])
+    v = np.concatenate([v, rng.standard_normal((6, 4)).astype(f32)])
+    for causal in (False, True):
+        got = simulate_attention(q, k, v, causal=causal, block=4)
+        assert (got == _loop_fa2(q, k, v, 4, causal)).all()
+    # one block is the plain kernel normalising after PV; more blocks, P in bf16: other bits
+    plain = simulate_attention(q, k, v, normalize="after")
+    assert (simulate_attention(q, k, v, block=k.shape[0]) == plain).all()
+    assert (simulate_attention(q, k, v, block=4) != plain).any()
+    assert (simulate_attention(q, k, v, block=4, p_format="bf16") != simulate_attention(q, k, v, block=4)).any()
+    qb, kb, vb = (rng.standard_normal((2, 48, 16)).astype(f32) for _ in range(3))
+    ref = attention_reference(qb, kb, vb, causal=True, out="fp64")
+    for kw in ({"block": 16}, {}, {"normalize": "after"}):
+        tol = expected_error_bound("attention", "fp32", 48, **({"block": 16} if kw else {}))
+        y = simulate_attention(qb, kb, vb, causal=True, **kw)
+        assert (np.abs(y - ref) <= tol.tolerance(qb, kb, vb, causal=True)).all()

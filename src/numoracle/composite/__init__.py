@@ -28,6 +28,7 @@ API = {
     **_from(".sim.torchcpu", "torch_cpu_softmax", "torch_cpu_log_softmax", "torch_cpu_layer_norm", "torch_cpu_rms_norm",
             "torch_softmax_order", "torch_softmax_exp"),
     **_from(".sim.jaxcpu", "jax_cpu_softmax", "jax_softmax_order"),
+    **_from(".sim.attention", "simulate_attention"),
 }
 
 __all__, __getattr__, __dir__ = namespace(__name__, API)
