@@ -1,5 +1,6 @@
 """Composite operations (``numoracle.composite``): softmax, log-sum-exp, cross-entropy, layer / RMS norms and
-attention: exact references correctly rounded to an output format, and their error bounds.
+attention: exact references correctly rounded to an output format, their error bounds, and order-controlled
+bit-exact models of what a kernel computes (``sim/``; torch's CPU kernels as models: ``sim/torchcpu.py``).
 
 The references decide each element by Ziv's strategy (``ziv.py``: a float64 value with a rigorous error bound,
 decided by the engine, else an interval retry in mpmath); the bounds are registered with
@@ -19,6 +20,15 @@ API = {
     **_from(".attention", "attention_reference"),
     **_from(".boundbase", "CompositeBound"),
     **_from(".ulps", "ElementwiseError", "ELEMENTWISE"),
+    **_from(".sim.model", "simulate_softmax", "simulate_log_softmax", "simulate_logsumexp", "simulate_layer_norm",
+            "simulate_rms_norm"),
+    **_from(".sim.moments", "rowwise_moments", "Moments"),
+    **_from(".sim.elementwise", "exp_cr", "log_cr", "sqrt_cr", "rsqrt_cr", "rsqrt_div_sqrt", "sleef_expf_u10",
+            "sleef_logf_u10", "fma32"),
+    **_from(".sim.torchcpu", "torch_cpu_softmax", "torch_cpu_log_softmax", "torch_cpu_layer_norm", "torch_cpu_rms_norm",
+            "torch_softmax_order", "torch_softmax_exp"),
+    **_from(".sim.jaxcpu", "jax_cpu_softmax", "jax_softmax_order"),
+    **_from(".sim.attention", "simulate_attention"),
 }
 
 __all__, __getattr__, __dir__ = namespace(__name__, API)

@@ -1,0 +1,46 @@
+"""jax's CPU ``jax.nn.softmax`` (jax 0.10.2, float32) as a composite model: found on live outputs
+(docs/composite.md, "Bit-exact models"), with the elementwise exp given as XLA's own (``jnp.exp``, applied to the
+exact arguments the model computes): not emulated here, so ``jax_cpu_softmax`` needs jax.
+
+The steps: d = x - max; e = XLA's exp(d); S = the row sum, ``XlaChunks(32)`` (XLA's reduce-window rewrite) when
+the whole input has fewer than 4096 elements and YNNPACK's ``YnnSum("k1")`` from 4096 on (as ``jnp.sum``:
+models/orders/ynnpack.py; YNNPACK's partial-reduction split, taken for at most 3 rows of more than 32768 terms, is
+not covered); y = e * fl(1 / S) (XLA rewrites the division by the broadcast sum as a multiplication by its
+reciprocal); results below float32's smallest normal are flushed to +0 (XLA's CPU runs with flush-to-zero).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.formats.format import FP32
+from ...core.inputs import exact_float64
+from ...models.orders.basic import Order
+from ...models.orders.cpu import XlaChunks
+from ...models.orders.ynnpack import YnnSum
+from .model import simulate_softmax
+
+__all__ = ["jax_cpu_softmax", "jax_softmax_order", "YNN_FROM"]
+
+YNN_FROM = 4096     # inputs of at least this many elements are summed by YNNPACK (jax 0.10.2, measured)
+
+
+def jax_softmax_order(size: int) -> Order:
+    """The order of jax 0.10.2's CPU softmax sum of each row, for an input of ``size`` elements in all."""
+    return XlaChunks(32) if size < YNN_FROM else YnnSum("k1")
+
+
+def jax_cpu_softmax(x: Any) -> np.ndarray:
+    """``jax.nn.softmax(x, axis=-1)`` on CPU for float32 x, bit for bit (needs jax: the exp is ``jnp.exp``)."""
+    _, fmt = exact_float64(x, "x")
+    if fmt != FP32:
+        raise ValueError(f"the jax CPU softmax model covers float32 inputs only, got {fmt.name} (bf16 is not "
+                         f"reproduced: docs/composite.md)")
+    import jax.numpy as jnp
+
+    def exp(d: np.ndarray) -> np.ndarray:
+        return np.asarray(jnp.exp(jnp.asarray(d)))
+    y = simulate_softmax(x, jax_softmax_order(int(np.prod(np.shape(x)))), exp=exp)
+    return np.where(np.abs(y) < 2.0**-126, 0.0, y)
