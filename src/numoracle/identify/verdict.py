@@ -107,6 +107,12 @@ def _portable(c: Candidate) -> Candidate | None:
     return replace(c, order=order.orders[0]) if len(order.orders) == 1 else None
 
 
+def _confirm_rows(p: Any, ev: Evidence) -> int:
+    """Rows (dots: calls) of fresh inputs whose outputs reach the evidence needed, twice over (16 .. 256)."""
+    per_row = 1 if p.op == "dot" else max(1, p.codes.size // max(1, p.n_rows))
+    return int(min(256, max(16, 2 * -(-(ev.outputs_needed() or 128) // per_row))))
+
+
 def _fresh_shape(p: Any, rows: int) -> tuple:
     if p.op == "matmul":
         return (max(rows, p.inputs[0].shape[0]), p.K, p.inputs[1].shape[1])
@@ -134,20 +140,20 @@ def settle(search: Any, win: Candidate, tried: list) -> Settled:
     ev = None if given else evidence({k: v for k, v in p.predictions.items() if k not in twins}, p.watched(),
                                      p.codes.size)
     separating = None
+    weak = ev is not None and not ev.enough
+    confirm = _confirm_rows(p, ev) if weak else 1     # outputs enough to confirm what the rerun names
     if len(classes) > 1:
         reps = [cls[0] for cls in classes]
-        rows = max(16, 2 * len(reps))      # room for a row per pair to separate, at least the kernel's rows
+        rows = max(16, 2 * len(reps), confirm)     # room for a row per pair to separate, at least the kernel's rows
         separating = separating_inputs(reps, p.op, _fresh_shape(p, rows), p.in_fmt, acc=p.acc, out=p.out,
-                                       calls=rows if p.op == "dot" else 1)
+                                       calls=rows if p.op == "dot" else 1, min_calls=confirm)
         separating.row_calls = p.vector     # the kernel sums one vector: one call per row of the inputs
         search.notes.append(f"AMBIGUOUS among {len(classes)} arithmetics: rerun the kernel on rep.separating.inputs "
                             "(rep.separating.calls: the calls to make) and call rep.separating.which(new_output), "
                             "or call rep.separating.rerun(kernel)")
-    elif ev is not None and not ev.enough:
-        # fresh inputs on which the one class predicts bits: outputs enough for the evidence, twice over
-        need = ev.outputs_needed()
-        per_row = 1 if p.op == "dot" else max(1, p.codes.size // max(1, p.n_rows))
-        rows = int(min(256, max(16, 2 * -(-(need or 128) // per_row))))
+    elif weak:
+        # fresh inputs on which the one class predicts bits
+        rows = confirm
         one = _portable(classes[0][0])
         if one is None:             # per-element orders: they predict the recorded shape only
             one, rows = classes[0][0], (1 if p.op == "dot" else p.n_rows)
