@@ -65,7 +65,8 @@ VARIANTS: tuple[KernelVariant, ...] = (
     # added one by one to lane 0 (reveal_order's trees at n = 5 .. 40; fitted on seed 5, confirmed on seeds 6, 7)
     KernelVariant("MKL (torch 2.13.0+cpu)", "sdot", "AMD Zen 5 (any MKL_ENABLE_INSTRUCTIONS)",
                   MklDot(4, 4, fma=False, registers="order", lanes="halves", rest="lane0"), ("sse2",),
-                  "fp32 dot, n = 1 .. 69 and 8 sizes to 4099, normal and wide data, three seeds"),
+                  "fp32 dot, n = 1 .. 69 and 8 sizes to 4099, normal and wide data, three seeds; inputs on 16-byte "
+                  "aligned addresses (fresh arrays): elsewhere MKL peels terms to an aligned address, another order"),
 )
 
 

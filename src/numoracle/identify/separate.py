@@ -149,10 +149,12 @@ class SeparatingInputs:
         """The kernel's calls these inputs make: one, or for a dot given several vectors, one per row of
         ``inputs[0]`` against ``inputs[1]`` (a single dot has one output: one call cannot tell more than two
         orders apart, several can)."""
+        # each row a fresh array (not a view into the rows' block): a kernel may pick its order by the data's
+        # alignment (MKL's dot peels to an aligned address), and a recorded call had an array of its own
         if self.op == "dot" and self.inputs[0].ndim == 2:
-            return [(a, self.inputs[1]) for a in self.inputs[0]]
+            return [(np.array(a), self.inputs[1]) for a in self.inputs[0]]
         if self.row_calls and self.inputs[0].ndim == 2:    # a kernel that sums one vector: a call per row
-            return [(a,) for a in self.inputs[0]]
+            return [(np.array(a),) for a in self.inputs[0]]
         return [self.inputs]
 
     def rerun(self, fn: Any) -> list[str]:
