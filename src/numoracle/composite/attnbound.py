@@ -19,6 +19,12 @@ o = sum_s w_s o_s with w_s = exp(lse_s - lse); with Lam the largest error of an 
 relative error (exp(2 Lam + u R_lse)(1 + mu_exp)(1 + mu_div) over the normalising sum),
 |o^ - o| <= (1 + omega)(1 + gamma_S) max_s(alpha_s + beta_s) A + (omega + gamma_S (1 + omega)) A,
 A = sum_j P_j |v_j| (our derivation; no published bound was found for either).
+
+``normalize="before"`` (jax 0.10.2's ``dot_product_attention``: P = softmax(s) in fp32, rounded to ``p_format``, then
+o = P v): p^_j = e^_j / l^ (1 + delta_div) lies within P_j (1 + rho_j)(1 + mu_div) / (1 - lam) - P_j (the same
+symmetric argument as softmax's, BHH 2021), then (1 + u_p) and the PV sum's gamma_pv on every term, so
+|o^ - o| <= A [(1 + mu_div)/(1 - lam) (1 + rho)(1 + u_p)(1 + gamma_pv) - 1] = alpha A + beta A: the form above with
+|o| replaced by A >= |o| (one-pass plain attention only; online blocks and split-KV normalise after).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from .boundbase import MARGIN, CompositeBound, Setting, component, gamma, out_te
 
 __all__ = ["attention_bound"]
 
-_EXTRA = ("head_dim", "block", "splits", "p_format", "score_order", "scale_rounded")
+_EXTRA = ("head_dim", "block", "splits", "p_format", "score_order", "scale_rounded", "normalize")
 
 
 def _depths(st: Setting, n: int) -> tuple[float, float, int]:
@@ -81,8 +87,10 @@ def _components(st: Setting) -> list[Component]:
 
 def attention_bound(op: str, dtype: Any, K: int, **kw: Any) -> CompositeBound:
     st = setting(op, dtype, K, kw, _EXTRA)
-    if st.kind != "worst":
-        raise ValueError("attention: only kind='worst' is modelled")
+    if st.extra.get("normalize", "after") not in ("after", "before"):
+        raise ValueError("normalize must be 'after' (o = (P v) / l) or 'before' (P = e / l, then P v)")
+    if st.extra.get("normalize") == "before" and (st.extra.get("block") or st.extra.get("splits")):
+        raise ValueError("normalize='before' is the one-pass kernel: pass block=None and splits=None")
     for name in ("block", "splits"):
         val = st.extra.get(name)
         if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
@@ -183,7 +191,8 @@ def _entry_bound(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray
         A = P @ np.abs(v)
         o = P @ v
         if S == 1:
-            err = terms[0][0][:, None] * np.abs(o) + terms[0][1][:, None] * A
+            lead = A if st.extra.get("normalize") == "before" else np.abs(o)
+            err = terms[0][0][:, None] * lead + terms[0][1][:, None] * A
         else:
             ab = np.max([t[0] + t[1] for t in terms], axis=0)[:, None]
             lse = np.array([t[2] for t in terms])
