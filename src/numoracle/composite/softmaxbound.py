@@ -161,7 +161,8 @@ def _row_terms(st: Setting, comps: list[Component], x: Any, mask: Any, axis: int
         rho = (np.expm1(u_d * ad) * (1 + mu_e) + mu_e) * (1 + u_o) + u_o
         eta_e = (float(st.exp.ulps) + float(st.exp.per_arg) * ad.max(axis=1) + 0.5) * float(f.min_subnormal)
         eta_e = eta_e * (1 + u_o) + eta_o
-        g = summation_gamma(st, [c for c in comps if c.name.startswith("accumulation")], r.v.shape[0])
+        g = summation_gamma(st, [c for c in comps if c.name.startswith("accumulation")],
+                            r.v.shape[0] * st.K)  # every term's path in every row
         sigma = ((1 + g) * (1 + (p * rho).sum(axis=1) + st.K * eta_e) * (1 + u_s) - 1) * MARGIN
         sigma = np.where(sigma < 1, sigma, np.inf)
         L = np.log(S)
