@@ -96,7 +96,7 @@ def _softmax_rows(torch, fmt: str, dt, rng) -> None:
         _stats(f"{op} {fmt}", how + ", exp/log SLEEF u10", rows, ratios)
 
 
-def _norm_rows(torch, fmt: str, dt, rng) -> None:
+def _norm_rows(torch, fmt: str, dt, rng, kind: str = "worst") -> None:
     F = torch.nn.functional
     for op in ("layer_norm", "rms_norm"):
         ratios, rows = [], 0
@@ -106,22 +106,24 @@ def _norm_rows(torch, fmt: str, dt, rng) -> None:
                 w, bb = (torch.tensor(rng.standard_normal(K)).to(dt) for _ in range(2))
                 if op == "layer_norm":
                     b = expected_error_bound("layernorm", fmt, K, acc="fp32", out=fmt, eps=1e-5, affine="folded",
-                                             rsqrt=1, variance="welford", moments_depth=torch_moments_depth(K))
+                                             rsqrt=1, variance="welford", moments_depth=torch_moments_depth(K),
+                                             kind=kind)
                     got = F.layer_norm(x, (K,), w, bb, eps=1e-5).double().numpy()
                     ex = F.layer_norm(x.double(), (K,), w.double(), bb.double(), eps=1e-5).numpy()
                     ratios.append(np.abs(got - ex) / (b.tolerance(x, w, bb, eps=1e-5) + 1e-13 * (np.abs(ex) + 1)))
                 else:
-                    b = expected_error_bound("rmsnorm", fmt, K, acc="fp32", out=fmt, eps=1e-6, rsqrt=1)
+                    b = expected_error_bound("rmsnorm", fmt, K, acc="fp32", out=fmt, eps=1e-6, rsqrt=1, kind=kind)
                     got = F.rms_norm(x, (K,), w, eps=1e-6).double().numpy()
                     ex = F.rms_norm(x.double(), (K,), w.double(), eps=1e-6).numpy()
                     ratios.append(np.abs(got - ex) / (b.tolerance(x, w, eps=1e-6) + 1e-13 * (np.abs(ex) + 1)))
                 rows += R
         how = ('variance="welford", moments_depth (RowwiseMoments), affine="folded"' if op == "layer_norm"
-               else "composite: squares, sum, 1/sqrt") + ", rsqrt 1 ulp (1/fl(sqrt))"
+               else "composite: squares, sum, 1/sqrt") + ", rsqrt 1 ulp (1/fl(sqrt))" + (
+                   ', kind="probabilistic"' if kind != "worst" else "")
         _stats(f"{op} {fmt}", how, rows, ratios)
 
 
-def _attention_rows(torch, fmt: str, dt, rng) -> None:
+def _attention_rows(torch, fmt: str, dt, rng, kind: str = "worst") -> None:
     F = torch.nn.functional
     ratios, rows = [], 0
     for L, D, causal, sc, masked in ((64, 32, False, 1, False), (256, 64, True, 1, False), (512, 128, True, 1, False),
@@ -137,11 +139,11 @@ def _attention_rows(torch, fmt: str, dt, rng) -> None:
         ex = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=am,
                                             is_causal=causal).numpy()
         b = expected_error_bound("attention", fmt, L, acc="fp32", out=fmt, exp="sleef_u35", scale_rounded=True,
-                                 block=32)
+                                 block=32, kind=kind)
         ratios.append(np.abs(got - ex) / (b.tolerance(q, k, v, causal=causal, mask=keep) + 1e-13 * (np.abs(ex) + 1)))
         rows += 4 * L
-    _stats(f"scaled_dot_product_attention {fmt} (default CPU backend)", 'block=32, scale_rounded, exp "sleef_u35"',
-           rows, ratios)
+    _stats(f"scaled_dot_product_attention {fmt} (default CPU backend)", 'block=32, scale_rounded, exp "sleef_u35"'
+           + (', kind="probabilistic"' if kind != "worst" else ""), rows, ratios)
 
 
 def table() -> None:
@@ -157,6 +159,9 @@ def table() -> None:
         _softmax_rows(torch, fmt, dt, rng)
         _norm_rows(torch, fmt, dt, rng)
         _attention_rows(torch, fmt, dt, rng)
+    for fmt, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):  # the probabilistic forms (HM 2019)
+        _norm_rows(torch, fmt, dt, rng, "probabilistic")
+        _attention_rows(torch, fmt, dt, rng, "probabilistic")
 
 
 def jax_table() -> None:

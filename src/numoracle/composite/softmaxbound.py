@@ -65,6 +65,7 @@ SOFTMAX_OPS = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
 
 
 _EXTRA = ("stats", "form")
+_OURS = "our derivation in Blanchard, Higham & Higham 2021's framework (module docstring; docs/composite.md)"
 
 
 def _stats_u(st: Setting) -> tuple[float, float, float]:
@@ -86,16 +87,16 @@ def _components(st: Setting) -> list[Component]:
                        "relative error exp(u |d_i|) - 1 (per element: the data decide)")]
     if u_o:
         comps.append(component("shift stored", st.out.unit_roundoff("rne"), 1, f"d_i stored in {st.out.name} "
-                               "(form='composed')"))
+                               "(form='composed')", _OURS))
     comps.append(Component("exp", st.exp.relative(f), 1, f"e_i = exp(d_i) by {st.exp.name}", st.exp.source))
     if u_o:
         comps.append(component("exp stored", st.out.unit_roundoff("rne"), 1, f"e_i stored in {st.out.name} "
-                               "(form='composed')"))
+                               "(form='composed')", _OURS))
     comps += sum_components(st, st.K, "S = sum exp")
     if u_s:
         sf = st.out if u_o else format_of(st.extra["stats"])
         comps.append(component("statistics stored", sf.unit_roundoff("rne"), 1 if st.op == "softmax" else 2,
-                               f"S (and log S) stored in {sf.name} between the steps"))
+                               f"S (and log S) stored in {sf.name} between the steps", _OURS))
     if st.op == "softmax":
         comps.append(Component("division", st.div.relative(f), 1, f"y_i = e_i / S by {st.div.name}", st.div.source))
     else:
