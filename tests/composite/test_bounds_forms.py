@@ -67,6 +67,15 @@ def test_welford_bound_covers_the_models_including_offset_rows(variance):
             assert (np.abs(got - exact) <= b.tolerance(x, eps=1e-5) + 2.0**-24 * np.abs(exact)).all()
 
 
+def test_vacuous_welford_bound_is_infinite_not_nan():
+    """Regression: a row whose Welford bound is vacuous gave NaN (0 * inf) on an element equal to the mean."""
+    x = (100.0 + np.arange(4095) % 3 - 1).astype(np.float32)[None]  # the mean, 100, is an element
+    for affine in ("centered", "folded"):
+        t = expected_error_bound("layernorm", "fp32", 4095, eps=1e-5, variance="welford", affine=affine).tolerance(
+            x, eps=1e-5)
+        assert np.isposinf(t).all(), affine
+
+
 def test_welford_bound_grows_with_depth_and_offset():
     x = np.random.default_rng(104).standard_normal((2, 256)).astype(np.float32)
     t = [expected_error_bound("layernorm", "fp32", 256, eps=1e-5, variance="welford", moments_depth=h).tolerance(

@@ -209,7 +209,8 @@ def _layer(st: Setting, comps: list[Component], X: np.ndarray, w: Any, b: Any, e
         ms = (np.abs(mu)[:, None] + E_mu[:, None]) * s * (1 + eps_s) * (1 + u)
         err = ad * s * eps_s + E_mu[:, None] * s * (1 + eps_s) + u * ms + u * (bb + ms)
         err = err + u * (np.abs(y) + err) + 3 * eta
-    return err, y
+    vacuous = ~np.isfinite(eps_r) | ~np.isfinite(E_mu)  # tau >= 1: +inf for the row (never 0 * inf = NaN)
+    return np.where(vacuous[:, None], np.inf, err), y
 
 
 def _welford(st: Setting, X: np.ndarray, var: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray]:
