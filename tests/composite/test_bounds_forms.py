@@ -105,3 +105,10 @@ def test_normalize_before_bounds_with_A_not_o():
     after = expected_error_bound("attention", "bf16", 32, **kw).tolerance(q, k, v)
     before = expected_error_bound("attention", "bf16", 32, normalize="before", **kw).tolerance(q, k, v)
     assert (before >= after).all() and (before > after).any()
+
+
+def test_vacuous_attention_bound_is_infinite_even_where_o_is_zero():
+    q = np.zeros((1, 4, 2), np.float32)
+    v = np.zeros((1, 4, 2), np.float32)
+    t = expected_error_bound("attention", "bf16", 4, acc="bf16", exp=10**6).tolerance(q, q, v)
+    assert np.isposinf(t).all()

@@ -214,6 +214,7 @@ def _entry_bound(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray
         if S == 1:
             lead = A if st.extra.get("normalize") == "before" else np.abs(o)
             err = terms[0][0][:, None] * lead + terms[0][1][:, None] * A
+            err = np.where(np.isfinite(terms[0][0] + terms[0][1])[:, None], err, np.inf)  # vacuous: +inf, not NaN
         else:
             ab = np.max([t[0] + t[1] for t in terms], axis=0)[:, None]
             lse = np.array([t[2] for t in terms])
