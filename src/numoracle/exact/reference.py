@@ -68,7 +68,7 @@ from ..core.formats.format import FP32, FP64, AnyFormat, format_of
 from ..core.formats.interop import to_codes
 from ..core.inputs import value_table
 from ..core.npcompat import normalize_axis_tuple
-from . import ozaki
+from . import ozaki, ozaki2
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
@@ -385,8 +385,8 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     ri, ci = np.flatnonzero(rows_ok), np.flatnonzero(cols_ok)
     if ri.size and ci.size:
         whole = ri.size == M and ci.size == N
-        a, b, c = ozaki.ozaki_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci],
-                                      sB[ci], exact)
+        a, b, c = ozaki2.exact_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci],
+                                       sB[ci], exact)
         a, b = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
         if whole:  # every entry from the split: its arrays as they are
             rne, ro, fr = a, b, None if c is None else c.reshape(M, N)
