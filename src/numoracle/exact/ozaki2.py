@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -73,15 +74,16 @@ def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
     return r * (1 + (K + 8) * 2.0**-52)
 
 
-def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> float:
-    """>= max |(Ah @ Bh)_ij|: min(sum |Ah_i| max |Bh_j|, max |Ah_i| sum |Bh_j|), sum |Ah_i| <= 2^(pA-1) rA + K/2."""
-    a, b = 2.0 ** (pA - 1), 2.0 ** (pB - 1)
-    return min((a * rA + K / 2) * b, a * (b * rB + K / 2)) * (1 + 2.0**-40)
+def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> int:
+    """>= max |(Ah @ Bh)_ij| (an integer, in exact arithmetic): min(sum |Ah_i| max |Bh_j|, max |Ah_i| sum |Bh_j|)
+    with sum |Ah_i| <= 2^(pA - 1) rA + K/2 (|rint(t)| <= |t| + 1/2) and max |Bh_j| <= 2^(pB - 1)."""
+    a, b = Fraction(2) ** (pA - 1), Fraction(2) ** (pB - 1)
+    return math.ceil(min((a * Fraction(rA) + Fraction(K, 2)) * b, a * (b * Fraction(rB) + Fraction(K, 2))))
 
 
-def _count(bound: float, primes: tuple[int, ...]) -> int:
+def _count(bound: int, primes: tuple[int, ...]) -> int:
     """The fewest leading primes whose product exceeds 2 bound + 1 (len(primes) + 1 if none do)."""
-    need, prod = 2 * math.ceil(bound) + 1, 1
+    need, prod = 2 * bound + 1, 1
     for n, p in enumerate(primes, 1):
         prod *= p
         if prod > need:
@@ -204,30 +206,35 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
 
 # ---- reconstruction ---------------------------------------------------------------------------------
 def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
-    """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j], as int64 limbs (nl, n).
+    """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j] (C: float64 integers
+    with |C| <= 2^53), as int64 limbs (nl, n).
 
     Balanced mixed-radix digits (Garner): x = sum_j v_j W_j, W_j = p_0 ... p_(j-1), |v_j| <= (p_j - 1)/2,
-    v_j = (C_j - sum_(i<j) v_i W_i) / W_j mod p_j; every step in int64 below 2^50. The limbs are
-    sum_j v_j w_jk with w_jk W_j's 32-bit limbs: |v_j w_jk| < 2^53, a sum of at most _MAX_PRIMES of them < 2^62."""
+    v_j = (C_j - sum_(i<j) v_i W_i) / W_j mod p_j, in float64 integers that stay below 2^51 (``balanced``:
+    exact): C = c1 2^26 + c0 (exact truncation) reduces to c1 (2^26 mod p) + c0 < 2^49; the sum of at most
+    _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47; the product by W_j's inverse < 2^44. The limbs are
+    sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53, their sum < 2^58."""
     n = len(primes)
     v: list[np.ndarray] = []
     for j, p in enumerate(primes):
-        acc = np.asarray(C[j], np.int64) % p
+        c = np.asarray(C[j], np.float64)
+        c1 = np.trunc(c * 2.0**-26)
+        acc = balanced(c1 * float((1 << 26) % p) + (c - c1 * 2.0**26), float(p))
         if j:
             W, s = 1, np.zeros_like(acc)
             for i in range(j):
-                s += v[i] * (W % p)
+                s += v[i] * float(W % p)
                 W *= primes[i]
-            acc = (acc - s) % p * pow(W % p, -1, p) % p
-        acc[acc > p // 2] -= p
+            acc = balanced(balanced(acc - s, float(p)) * float(pow(W % p, -1, p)), float(p))
         v.append(acc)
     limbs = np.zeros((nl, v[0].size if n else 0), np.int64)
     W = 1 << shift
     for j in range(n):
+        vj = v[j].astype(np.int64)
         for k in range(nl):
             w = (W >> (L * k)) & ((1 << L) - 1)
             if w:
-                limbs[k] += v[j] * w
+                limbs[k] += vj * w
         if (W * primes[j]) >> (L * nl - 2):
             raise AssertionError("internal: too few limbs for the CRT")
         W *= primes[j]
