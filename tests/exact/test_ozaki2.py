@@ -45,6 +45,8 @@ def cases():
     out.append(("fp64 2^+-300", a, b))
     a, b = rng.standard_normal((6, 128)), rng.standard_normal((128, 5))
     out.append(("fp64 normal", a, b))
+    a, b = spread(rng, (7, 3), -100, 100), spread(rng, (3, 6), -100, 100)
+    out.append(("fp64 2^+-100, K=3 (the largest primes)", a, b))
     a, b = spread(rng, (5, 200), -12, 12), spread(rng, (200, 6), -12, 12)
     out.append(("fp16", a.astype(np.float16), b.astype(np.float16)))
     out.append(("bf16", a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)))
@@ -127,7 +129,9 @@ def test_primes_are_prime_and_their_products_exact_in_float64():
         assert len(set(ps)) == len(ps) and ps == tuple(sorted(ps, reverse=True))
         assert all(p % 2 and all(p % d for d in range(3, int(p**0.5) + 1, 2)) for p in ps)
         h = (ps[0] - 1) // 2
-        assert K * h * h <= 2**53 < K * (h + 1) ** 2 or ps[0] + 2 > 2 * h + 1  # the largest below the bound
+        assert K * h * h <= 2**53 and ps[0] < 2**22
+        top = min(2 * int((2**53 // K) ** 0.5) + 1, 2**22 - 1)
+        assert all(any(q % d == 0 for d in range(3, int(q**0.5) + 1, 2)) for q in range(ps[0] + 2, top + 1, 2))
 
 
 def test_garner_limbs_against_python_integers():

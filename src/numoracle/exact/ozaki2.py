@@ -42,8 +42,9 @@ def _kernels():
 
 @lru_cache(maxsize=8)
 def primes_below(K: int, count: int = _MAX_PRIMES) -> tuple[int, ...]:
-    """The ``count`` largest odd primes p with K ((p - 1) / 2)^2 <= 2^53, largest first."""
-    h = math.isqrt((1 << 53) // max(K, 1))  # (p - 1) / 2 <= h
+    """The ``count`` largest odd primes p < 2^22 with K ((p - 1) / 2)^2 <= 2^53, largest first (below 2^22 the
+    residue and Garner steps stay below 2^51: see ``residues``, ``garner_limbs``; K >= 4096 is not capped)."""
+    h = min(math.isqrt((1 << 53) // max(K, 1)), (1 << 21) - 1)  # (p - 1) / 2 <= h
     out, p = [], 2 * h + 1
     while len(out) < count and p > 2:
         if all(p % d for d in range(3, math.isqrt(p) + 1, 2)):
@@ -67,11 +68,12 @@ class Plan:
 
 
 def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
-    """An upper bound on max over lines of sum |x| / 2^E (>= 0), rounding errors covered."""
+    """An upper bound on max over lines of sum |x| / 2^E (>= 0). Each |x| 2^-E <= 1 is exact or underflows
+    by < 2^-1075; the sums of K of them round to nearest: the result plus K 2^-1074, times 1 + (K + 8) 2^-52."""
     K = X.shape[axis]
-    s = np.abs(X).sum(axis=axis, dtype=np.float64)
-    r = float(np.ldexp(s, (-E).astype(np.int32)).max(initial=0.0))
-    return r * (1 + (K + 8) * 2.0**-52)
+    k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
+    s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis)
+    return (float(s.max(initial=0.0)) + K * 2.0**-1074) * (1 + (K + 8) * 2.0**-52)
 
 
 def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> int:

@@ -33,6 +33,12 @@ Algorithms (the integer machinery is in ``exactsum.py``):
   rounded result (not ``exact=True``) is rounded from the leading slice pairs wherever a
   rigorous bound on the others cannot change it (``ozakitail.py``); the other entries are
   computed in full. The compiled twins of the non-GEMM passes are in ``jitozaki.py``.
+  Where it takes fewer GEMMs (wide exponent ranges: about six against the split's nine on data spread
+  over 2^+-40), the product goes by Ozaki scheme II instead (``ozaki2.py``; Ozaki, Uchino & Imamura):
+  each row of A / column of B scaled to integers of P bits, their product modulo odd primes p with
+  K ((p - 1)/2)^2 <= 2^53 (one exact float64 GEMM of balanced residues each), rebuilt exactly by the
+  Chinese remainder theorem (Garner) into the same limbs; the bits below the integers enter through two
+  plain float64 GEMMs with a rigorous error bound, and the early rounding's bracket decides as above.
   Rows/columns the split cannot scale exactly in float64 (FP64 data spanning > 1000 binades,
   int64 values beyond 2^53) get their entries as exact dot products instead (slower).
   The argument assumes a classical GEMM (every output a sum of the K products, in any order
