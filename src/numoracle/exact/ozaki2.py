@@ -68,12 +68,18 @@ class Plan:
 
 
 def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
-    """An upper bound on max over lines of sum |x| / 2^E (>= 0). Each |x| 2^-E <= 1 is exact or underflows
-    by < 2^-1075; the sums of K of them round to nearest: the result plus K 2^-1074, times 1 + (K + 8) 2^-52."""
+    """An upper bound on max over lines of sum |x| / 2^E (>= 0): the float64 sums (K terms, rounded to
+    nearest) times 1 + (K + 8) 2^-52, scaled by 2^-E (exact: a sum of a nonzero line is >= 2^(E - 1)). A sum
+    that overflows is taken again from the values scaled first (each |x| 2^-E <= 1 exact or underflowing by
+    < 2^-1075: plus K 2^-1074)."""
     K = X.shape[axis]
-    k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
-    s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis)
-    return (float(s.max(initial=0.0)) + K * 2.0**-1074) * (1 + (K + 8) * 2.0**-52)
+    s = np.abs(X).sum(axis=axis, dtype=np.float64)
+    if not np.isfinite(s).all():
+        k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
+        s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis) + K * 2.0**-1074
+    else:
+        s = np.ldexp(s, (-E).astype(np.int32))
+    return float(s.max(initial=0.0)) * (1 + (K + 8) * 2.0**-52)
 
 
 def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> int:
@@ -128,20 +134,34 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
 
 def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | None:
     """This engine's plan where it takes fewer GEMMs than the split (ozaki.planned_gemms), else None."""
-    p = plan(A, B, EA, sA, EB, sB, exact)
-    if p is None:
-        return None
     M, K = A.shape
     split = ozaki.planned_gemms(sA, sB, K, M, B.shape[1], exact)
-    return p if p.gemms + _OVERHEAD < split else None
+    if least_gemms(sA, sB, K, exact) + _OVERHEAD >= split:  # without the row sums' passes
+        return None
+    p = plan(A, B, EA, sA, EB, sB, exact)
+    return p if p is not None and p.gemms + _OVERHEAD < split else None
+
+
+def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
+    """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
+    over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
+    fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
+    P = max(K - 1, 1).bit_length() + 1 + _MARGIN
+    pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
+    primes = primes_below(K)
+
+    def gemms(qA: int, qB: int) -> int:
+        n = _count(_head_bound(qA, qB, 0.5, 0.5, 0), primes) if qA + qB <= 2100 else len(primes) + 1
+        return n + (qA < fullA) + (qB < fullB)
+    return min(gemms(qA, qB) for qA in {pA, fullA} for qB in {pB, fullB})
 
 
 # ---- residues ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Residues:
     """One operand's balanced residues (a float64 plane a prime, shaped like the operand), per line the
-    statistics of the integers h and remainders d: sum |h|, max |h|, sum |d|, max |d| (4, lines), and h
-    with either the scaled operand t (``want_t``) or d = t - h (all exact; the other one None)."""
+    statistics of the integers h and remainders d: sum |h|, max |h|, sum |d|, max |d| (4, lines), h, d = t - h
+    and (``want_t``; else None) the scaled operand t, all exact."""
 
     planes: np.ndarray
     stats: np.ndarray
@@ -181,7 +201,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     h = m 2^z with z = max(e - 53, 0) (frexp's e): m is an integer below 2^53 (exact: h's bits lie at
     2^z and above), m = m1 2^27 + m0 with |m1| < 2^26, |m0| < 2^27 (exact truncation), and
     h mod p = m1 (2^(z+27) mod p) + m0 (2^z mod p): each term < 2^49 and their sum < 2^50, exact.
-    The compiled twin (exact/kernels/crt.py) gives the same planes, h, t and d; its sums in the stats
+    The compiled twin (exact/kernels/crt.py) gives the same planes, h, d and t; its sums in the stats
     may differ in the last bits (another order), which the bounds that read them cover."""
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (bits - 1 - E).astype(np.int64)
@@ -190,8 +210,8 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     step = ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous))
     kern = jit.kernel_for(step, _kernels)
     if kern is not None:
-        planes, keep, h, stats = kern.residues(X, k, axis, primes, T, want_t)
-        return Residues(planes, stats, h, keep if want_t else None, None if want_t else keep)
+        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits)
+        return Residues(planes, stats, h, t, d)
     t = np.ldexp(X.astype(np.float64, copy=False), k.reshape(shape).astype(np.int32))  # exact (see ozaki._digits)
     h = np.rint(t)
     d = t - h  # exact: t's bits below the unit (or t when h = 0)
@@ -203,7 +223,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     m1 = np.trunc(m * 2.0**-27)
     m0 = m - m1 * 2.0**27
     planes = np.array([balanced(m1 * T[j][z + 27] + m0 * T[j][z], float(p)) for j, p in enumerate(primes)])
-    return Residues(planes, stats, h, t if want_t else None, None if want_t else d)
+    return Residues(planes, stats, h, t if want_t else None, d)
 
 
 # ---- reconstruction ---------------------------------------------------------------------------------
@@ -273,7 +293,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
         return rne, ro, fr
     if exact:
         raise AssertionError("internal: an exact plan left remainders")
-    G = ([ra.d @ rb.t] if dA else []) + ([ra.h @ (rb.t - rb.h)] if dB else [])
+    G = ([ra.d @ rb.t] if dA else []) + ([ra.h @ rb.d] if dB else [])
     err = tail_error(ra.stats, rb.stats, K, dA, dB)
     top = max(float(np.abs(g).max(initial=0.0)) for g in G)
     s = 52 - (int(np.frexp(top)[1]) if top > 0 else 0)  # 2^s |G| < 2^52: rint(2^s G) fits 53 bits

@@ -30,8 +30,8 @@ _MAGIC = 1.5 * 2.0**52  # y + _MAGIC - _MAGIC = rint(y) for |y| < 2^51, in float
 
 @njit(inline="always")
 def _rint(y: float) -> float:
-    """np.rint(y) for |y| < 2^51 (branch-free: the loops vectorise)."""
-    return (y + _MAGIC) - _MAGIC
+    """np.rint(y) for |y| < 2^51, the sign of a zero too (branch-free: the loops vectorise)."""
+    return math.copysign((y + _MAGIC) - _MAGIC, y)
 
 
 @njit
@@ -54,30 +54,47 @@ def _residue(h: float, primes: np.ndarray, inv: np.ndarray, T: np.ndarray, plane
 
 
 @njit
-def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, primes: np.ndarray, inv: np.ndarray,
-            T: np.ndarray, planes: np.ndarray, keep_t: np.ndarray, h_out: np.ndarray, stats: np.ndarray,
-            want_t: bool) -> None:
-    """t = x lo hi per line, h = rint(t); keep_t gets t (want_t) or t - h; stats (4, lines): sum |h|,
-    max |h|, sum |t - h|, max |t - h|. A row whose |h| are all below 2^53 (the common case) takes its
-    residues in loops over the row, one prime at a time (they vectorise); others value by value."""
+def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small: bool, primes: np.ndarray,
+            inv: np.ndarray, T: np.ndarray, planes: np.ndarray, t_out: np.ndarray, d_out: np.ndarray,
+            h_out: np.ndarray, stats: np.ndarray, want_t: bool) -> None:
+    """t = x lo hi per line, h = rint(t), d = t - h (into t_out when want_t, d_out always); stats (4, lines):
+    sum |h|, max |h|, sum |d|, max |d|. ``small``: every |t| < 2^51 (rint branch-free). A row whose |h| are
+    all below 2^53 (the common case) takes its residues in loops over the row, one prime at a time (they
+    vectorise); others value by value."""
     n0, n1 = X.shape
     m1 = np.empty(n1)
     m0 = np.empty(n1)
     for i in range(n0):
-        big = 0.0
         for j in range(n1):
             line = i if by_rows else j
             t = np.float64(X[i, j]) * lo[line] * hi[line]
-            h = np.rint(t)
-            d = t - h
+            h = _rint(t) if small else np.rint(t)
             h_out[i, j] = h
-            keep_t[i, j] = t if want_t else d
-            ah, ad = abs(h), abs(d)
-            big = max(big, ah)
-            stats[0, line] += ah
-            stats[1, line] = max(stats[1, line], ah)
-            stats[2, line] += ad
-            stats[3, line] = max(stats[3, line], ad)
+            d_out[i, j] = t - h
+            if want_t:
+                t_out[i, j] = t
+        big = 0.0
+        if by_rows:
+            s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+            for j in range(n1):
+                ah, ad = abs(h_out[i, j]), abs(d_out[i, j])
+                s0 += ah
+                s1 = max(s1, ah)
+                s2 += ad
+                s3 = max(s3, ad)
+            stats[0, i] += s0
+            stats[1, i] = max(stats[1, i], s1)
+            stats[2, i] += s2
+            stats[3, i] = max(stats[3, i], s3)
+            big = s1
+        else:
+            for j in range(n1):
+                ah, ad = abs(h_out[i, j]), abs(d_out[i, j])
+                stats[0, j] += ah
+                stats[1, j] = max(stats[1, j], ah)
+                stats[2, j] += ad
+                stats[3, j] = max(stats[3, j], ad)
+                big = max(big, ah)
         if big >= _TWO53:
             for j in range(n1):
                 _residue(h_out[i, j], primes, inv, T, planes, i, j)
@@ -96,11 +113,12 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, primes
 
 
 def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T: np.ndarray,
-             want_t: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(planes (n, *X.shape), t or t - h, h, stats (4, lines)) of ozaki2.residues, in one compiled pass.
+             want_t: bool, bits: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass.
 
     The scaling 2^k is applied as two factors 2^(k // 2) 2^(k - k // 2), each representable; every
-    intermediate lies between x and t in magnitude and in its lowest bit, so both products are exact."""
+    intermediate lies between x and t in magnitude and in its lowest bit, so both products are exact.
+    |t| < 2^(bits - 1): with bits <= 52 the rounding to integers is the branch-free ``_rint``."""
     calls.add()
     X = np.ascontiguousarray(X)
     k = k.astype(np.int64)
@@ -108,7 +126,9 @@ def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T
     hi = np.ldexp(1.0, (k - k // 2).astype(np.int32))
     p = np.array(primes, np.float64)
     planes = np.empty((len(primes),) + X.shape)
-    keep, h = np.empty(X.shape), np.empty(X.shape)
+    d, h = np.empty(X.shape), np.empty(X.shape)
+    t = np.empty(X.shape) if want_t else np.empty((1, 1))
     stats = np.zeros((4, X.shape[0] if axis == 1 else X.shape[1]))
-    _kernel(X, lo, hi, axis == 1, p, 1.0 / p, T, planes, keep, h, stats, want_t)
-    return planes, keep, h, stats
+    _kernel(X, lo, hi, axis == 1, bits <= 52, p, 1.0 / p, T, planes, t, d, h, stats, want_t)
+    return planes, (t if want_t else None), d, h, stats
+
