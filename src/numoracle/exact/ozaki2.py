@@ -32,7 +32,8 @@ from .exactsum import L, limbs_to_fractions, round_limbs
 
 _MARGIN = 16  # bits beyond 54 + log2(row sums / row maxima) kept for a rounded result (see plan)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
-_OVERHEAD = 0.6  # the residue passes and the reconstruction, in GEMMs, against the split's (measured)
+_BYTES = 1 << 30  # the most memory the engine holds at once (it does not go in blocks); beyond: the split
+_OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
 
 
 def _kernels():
@@ -142,7 +143,11 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     if least_gemms(sA, sB, K, exact) + _OVERHEAD >= split:  # without the row sums' passes
         return None
     p = plan(A, B, EA, sA, EB, sB, exact)
-    return p if p is not None and p.gemms + _OVERHEAD < split else None
+    if p is None or p.gemms + _OVERHEAD >= split:
+        return None
+    n, N = len(p.primes), B.shape[1]
+    held = 8 * ((n + 3) * (M + N) * K + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes, products, limbs
+    return p if held <= _BYTES else None
 
 
 def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
