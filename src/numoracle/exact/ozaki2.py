@@ -11,9 +11,10 @@ algorithm in balanced digits gives the exact integer (primes enough that their p
 a bound on |Ah @ Bh|), its digits times the primes' partial products go into int64 limbs (exactsum.py).
 
 With pA, pB covering every line's bits (span + 1) the remainders are 0 and the result is exact. Else
-(a rounded result) the remainders' part is bounded from the rows' and columns' sums and maxima, and the
-entries that bound cannot change are rounded at once (ozakitail.round_bracketed); the others are
-computed exactly (one by one when few, else by an exact product of their rows and columns).
+(a rounded result, P bits a side: see ``plan``) the remainders' part dA tB + Ah dB is two plain float64
+GEMMs, within a rigorous bound of its exact value (``tail_error``, from the rows' and columns' sums and
+maxima), and the entries that this bound cannot change are rounded at once (ozakitail.round_bracketed);
+the others are computed exactly (one by one when few, else by an exact product of their rows and columns).
 ``choose`` takes this engine where its GEMMs are fewer than the split's.
 """
 
@@ -30,7 +31,7 @@ from ..core import jit
 from . import ozaki, ozakitail
 from .exactsum import L, limbs_to_fractions, round_limbs
 
-_MARGIN = 16  # bits beyond 54 + log2(row sums / row maxima) kept for a rounded result (see plan)
+_MARGIN = 16  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
 _BYTES = 1 << 30  # the most memory the engine holds at once (it does not go in blocks); beyond: the split
 _OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
@@ -325,8 +326,8 @@ def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> 
     K + 1 underflow errors of 2^-1075 each (Higham, Accuracy and Stability, 3.1 and 2.2);
     sum_k |x_k y_k| <= min(sum |x| max |y|, max |x| sum |y|), from the stats of ``residues``
     (|tB| <= |Bh| + |dB| per entry). The bound's own float64 steps round to nearest: the result times
-    1 + (K + 16) 2^-51 covers them (no underflow: the stats are 0 or >= 2^-1074 and enter products
-    with factors >= 1 or sums; overflow gives inf, which leaves the entry undecided)."""
+    1 + (K + 16) 2^-51 covers them, and 12 more units of 2^-1074 the at most six that underflow (overflow
+    gives inf, which leaves the entry undecided)."""
     sa, ma, sda, mda = (x[:, None] for x in sta)
     sb, mb, sdb, mdb = (x[None, :] for x in stb)
     st, mt = sb + sdb, mb + mdb
@@ -337,7 +338,7 @@ def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> 
             S += np.minimum(sda * mt, mda * st)
         if dB:
             S += np.minimum(sa * mdb, ma * sdb)
-        return (S * gamma + (2 * K + 4) * 2.0**-1074) * (1 + (K + 16) * 2.0**-51)
+        return (S * gamma + (2 * K + 16) * 2.0**-1074) * (1 + (K + 16) * 2.0**-51)
 
 
 def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.ndarray, np.ndarray]:
