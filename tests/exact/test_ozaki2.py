@@ -224,3 +224,27 @@ def test_least_gemms_is_a_lower_bound_of_the_plan():
             pl = ozaki2.plan(A, B, EA, sA, EB, sB, exact)
             if pl is not None:
                 assert ozaki2.least_gemms(sA, sB, A.shape[1], exact) <= pl.gemms, name
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_chunks_along_k_give_the_same_results_and_statistics(monkeypatch, kernels):
+    """K in chunks of 37 (the exact GEMMs' partial sums, the remainder GEMMs' sums, the joined statistics)."""
+    for name, a, b in [c for c in CASES if "cancel" in c[0] or "normal" in c[0]]:
+        A = np.where(np.isfinite(a), a, 0).astype(np.float64)
+        B = np.where(np.isfinite(b), b, 0).astype(np.float64)
+        EA, sA = ozaki.line_bit_range(A, 1)
+        EB, sB = ozaki.line_bit_range(B, 0)
+        pl = ozaki2.plan(A, B, EA, sA, EB, sB, False)
+        with (jit.forced() if kernels else jit.disabled()):
+            whole = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
+            monkeypatch.setattr(ozaki2, "_chunk", lambda *x: 37)
+            chunked = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
+            monkeypatch.undo()
+        assert same(whole[0], chunked[0]) and same(whole[1], chunked[1]), name
+        primes = pl.primes
+        st = np.zeros((4, A.shape[0]))
+        for k0 in range(0, A.shape[1], 37):
+            ozaki2.merge_stats(st, ozaki2.residues(A[:, k0:k0 + 37], EA, pl.pA, 1, primes).stats)
+        full = ozaki2.residues(A, EA, pl.pA, 1, primes).stats
+        assert same(st[[1, 3]], full[[1, 3]])
+        np.testing.assert_allclose(st[[0, 2]], full[[0, 2]], rtol=1e-12)

@@ -33,7 +33,9 @@ from .exactsum import L, limbs_to_fractions, round_limbs
 
 _MARGIN = 16  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
-_BYTES = 1 << 30  # the most memory the engine holds at once (it does not go in blocks); beyond: the split
+_BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
+_CHUNK_BYTES = 1 << 23
+_MIN_CHUNK = 512
 _OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
 
 
@@ -147,7 +149,8 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     if p is None or p.gemms + _OVERHEAD >= split:
         return None
     n, N = len(p.primes), B.shape[1]
-    held = 8 * ((n + 3) * (M + N) * K + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes, products, limbs
+    held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,
+    # products, limbs
     return p if held <= _BYTES else None
 
 
@@ -289,12 +292,27 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     M, K = A.shape
     N = B.shape[1]
     kern = ozaki.compiled("split", A)
-    ra = residues(A, EA, pl.pA, 1, pl.primes)
-    rb = residues(B, EB, pl.pB, 0, pl.primes, want_t=True)
-    C = [(x @ y).ravel() for x, y in zip(ra.planes, rb.planes)]  # exact: K ((p-1)/2)^2 <= 2^53
+    n = len(pl.primes)
+    C = np.zeros((n, M, N))
+    G = np.zeros((2, M, N))
+    sta, stb = np.zeros((4, M)), np.zeros((4, N))
+    kc = _chunk(n, M, N, K)
+    for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
+        k1 = min(K, k0 + kc)
+        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes)
+        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True)
+        for j in range(n):
+            C[j] += ra.planes[j] @ rb.planes[j]
+        if ra.stats[2].any():
+            G[0] += ra.d @ rb.t
+        if rb.stats[2].any():
+            G[1] += ra.h @ rb.d
+        merge_stats(sta, ra.stats)
+        merge_stats(stb, rb.stats)
+    C = list(C.reshape(n, M * N))
     base = ((EA - pl.pA + 1)[:, None] + (EB - pl.pB + 1)[None, :]).ravel().astype(np.int64)
     rnd = kern.round_limbs if kern is not None else round_limbs
-    dA, dB = ra.stats[2].any(), rb.stats[2].any()
+    dA, dB = sta[2].any(), stb[2].any()
     if not (dA or dB):  # every bit in the integers: the product is exact
         limbs = garner_limbs(C, pl.primes, limb_count(pl.primes), 0)
         fr = limbs_to_fractions(limbs, base) if exact else None
@@ -302,8 +320,8 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
         return rne, ro, fr
     if exact:
         raise AssertionError("internal: an exact plan left remainders")
-    G = ([ra.d @ rb.t] if dA else []) + ([ra.h @ rb.d] if dB else [])
-    err = tail_error(ra.stats, rb.stats, K, dA, dB)
+    G = ([G[0]] if dA else []) + ([G[1]] if dB else [])
+    err = tail_error(sta, stb, K, dA, dB)
     top = max(float(np.abs(g).max(initial=0.0)) for g in G)
     s = 52 - (int(np.frexp(top)[1]) if top > 0 else 0)  # 2^s |G| < 2^52: rint(2^s G) fits 53 bits
     sh = max(s, 0)
@@ -317,6 +335,22 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     if und.size:
         rne[und], ro[und] = undecided(A, B, EA, sA, EB, sB, und, N, kern)
     return rne, ro, None
+
+
+def merge_stats(st: np.ndarray, new: np.ndarray) -> None:
+    """st (4, lines) of the columns so far (sum |h|, max |h|, sum |d|, max |d|) joined with a chunk's, in place."""
+    st[0] += new[0]
+    st[2] += new[2]
+    np.maximum(st[1], new[1], out=st[1])
+    np.maximum(st[3], new[3], out=st[3])
+
+
+def _chunk(n: int, M: int, N: int, K: int) -> int:
+    """Columns of A (rows of B) a chunk: the residue planes, integers and remainders of both operands in about
+    _CHUNK_BYTES (they stay in cache from the residue pass to the GEMMs), a power of two of at least _MIN_CHUNK."""
+    per = 8 * ((n + 2) * M + (n + 3) * N)
+    kc = 1 << max(_MIN_CHUNK.bit_length() - 1, (_CHUNK_BYTES // max(per, 1)).bit_length() - 1)
+    return max(1, min(kc, K))
 
 
 def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> np.ndarray:
