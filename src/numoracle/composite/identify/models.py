@@ -113,8 +113,10 @@ def _norms(op: str, fmt: Format, rsqrts: dict, weight: Any, bias: Any, eps: floa
         models.append(CompositeModel("torch_cpu_layer_norm (torch 2.13.0 CPU)",
                                      lambda x: tc.torch_cpu_layer_norm(x, weight, bias, e),
                                      {"model": "torch_cpu_layer_norm"}))
-    forms = [("two_pass", o) for o in SUM_ORDERS] + [("welford", None)] + [("rowwise", k) for k in (8, 16)]
-    for (var, o), (rn, r), aff, con in product(forms, rsqrts.items(), ("centered", "folded", "scaled"), (False, True)):
+    forms = [("two_pass", o, "centered", c) for o in SUM_ORDERS for c in (False, True)]
+    forms += [("welford", None, "centered", c) for c in (False, True)]
+    forms += [("rowwise", k, a, True) for k in (8, 16) for a in ("centered", "scaled")]
+    for (var, o, aff, con), (rn, r) in product(forms, rsqrts.items()):
         kw: dict[str, Any] = {"variance": var, "rsqrt": r, "affine": aff, "contract": con}
         what = {"two_pass": f"two-pass variance along {order_text(o)}", "welford": "Welford",
                 "rowwise": f"RowwiseMoments({o} lanes)"}[var]
@@ -134,7 +136,8 @@ def composite_models(op: str, fmt: Format, *, exp: Any = None, log: Any = None, 
     """The auto grid of candidate models of ``op`` for inputs of ``fmt``: torch's CPU model (named) first, then
     every sum order of SUM_ORDERS with each elementwise function (correctly rounded, SLEEF's where torch uses it,
     and the callables given as ``exp`` / ``log`` / ``rsqrt``) and each step form (softmax: reciprocal or divide;
-    norms: squares, scale, affine, FMAs, the variance's algorithm)."""
+    rms_norm: squares rounded or fused, scale separate or folded; layer_norm: the variance two-pass along each
+    order, Welford or torch's RowwiseMoments of 8 / 16 lanes, with and without FMAs)."""
     if op in ("softmax", "log_softmax", "logsumexp"):
         return _softmax_family(op, fmt, named_fns(exp, "exp"), named_fns(log, "log"))
     return _norms(op, fmt, named_fns(rsqrt, "rsqrt"), weight, bias, eps)
