@@ -56,6 +56,8 @@ def test_row_position_axis_and_refusals():
         check_invariance(kernel, "softmax", vary={"M": [1, 2]}, at={"K": 8}, evidence="reveal")
     with pytest.raises(NumoracleError, match="workers"):
         check_invariance(kernel, "softmax", vary={"M": [1, 2]}, at={"K": 8}, workers=2)
+    with pytest.raises(TypeError, match="models"):
+        check_invariance(kernel, "softmax", vary={"M": [1, 2]}, at={"K": 8}, models=[3])
 
 
 def test_torch_cpu_softmax_is_batch_invariant_over_m_1_to_64():

@@ -146,7 +146,7 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
               "reveal_seconds"), (call_seconds, "call_seconds"))]
     composite = op in COMPOSITE_OPS
     if composite:
-        check_composite_args(op, evidence, workers, executor)
+        models = check_composite_args(op, evidence, workers, executor, models)
     name, dt = _dtype(dtype)
     space = Space.build(op, vary, at or {}, make_fn is not None)
     say = (lambda s: print(s, file=sys.stderr)) if progress is True else progress if callable(progress) else None

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..composite.identify.models import as_models
 from ..composite.identify.search import identify_composite
 from ..core.errors import NumoracleError
 from ..core.formats.interop import native_dtype
@@ -186,9 +187,13 @@ def composite_notes(sweep: Any, complete: bool, ces: list[Counterexample], elaps
     return notes
 
 
-def check_composite_args(op: str, evidence: str, workers: int, executor: Any) -> None:
+def check_composite_args(op: str, evidence: str, workers: int, executor: Any, models: Any) -> Any:
+    """The composite path's refusals; returns ``models`` checked ("auto", None or a list of CompositeModel)."""
     if evidence != "match":
         raise NumoracleError(f"{op}: composite ops are compared by their outputs; evidence='reveal' is for sum, dot "
                              "and matmul (leave evidence='match')")
     if workers or executor is not None:
         raise NumoracleError(f"{op}: workers / executor are not supported for composite ops yet; leave them unset")
+    if models is None or (isinstance(models, str) and models == "auto"):
+        return models
+    return as_models(models, "models")

@@ -20,7 +20,7 @@ from ..sim import elementwise as ew
 from ..sim import model as sm
 from ..sim import torchcpu as tc
 
-__all__ = ["CompositeModel", "composite_models", "OPS", "SUM_ORDERS", "named_fns"]
+__all__ = ["CompositeModel", "composite_models", "as_models", "OPS", "SUM_ORDERS", "named_fns"]
 
 OPS = ("softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm")
 
@@ -141,3 +141,24 @@ def composite_models(op: str, fmt: Format, *, exp: Any = None, log: Any = None, 
     if op in ("softmax", "log_softmax", "logsumexp"):
         return _softmax_family(op, fmt, named_fns(exp, "exp"), named_fns(log, "log"))
     return _norms(op, fmt, named_fns(rsqrt, "rsqrt"), weight, bias, eps)
+
+
+def as_models(candidates: Any, what: str = "candidates") -> list[CompositeModel]:
+    """Given candidates as CompositeModel values: CompositeModel values, callables ``f(x) -> outputs`` (named by
+    their ``__name__``), or a name -> callable mapping."""
+    items = candidates.items() if isinstance(candidates, Mapping) else None
+    if items is None:
+        seq = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
+        items = [(c.name, c) if isinstance(c, CompositeModel) else (getattr(c, "__name__", repr(c)), c) for c in seq]
+    out = []
+    for name, c in items:
+        if isinstance(c, CompositeModel):
+            out.append(c)
+        elif callable(c):
+            out.append(CompositeModel(str(name), c))
+        else:
+            raise TypeError(f"{what} must be 'auto', CompositeModel values, callables x -> outputs or a name -> "
+                            f"callable mapping, got {type(c).__name__}")
+    if not out:
+        raise ValueError(f"{what} is empty: give at least one model, or 'auto'")
+    return out

@@ -20,30 +20,11 @@ from ...core.formats.format import Format
 from ...core.formats.interop import as_native, to_codes
 from ...core.inputs import exact_float64
 from ...identify.report import ulp_histogram
-from .models import OPS, CompositeModel, composite_models
+from .models import OPS, as_models, composite_models
 from .pool import KINDS, draw_rows, group_by_bits, same_bits, separate
 from .report import CompositeCandidate, CompositeIdentifyReport
 
 __all__ = ["identify_composite"]
-
-
-def _as_models(candidates: Any) -> list[CompositeModel]:
-    items = candidates.items() if isinstance(candidates, Mapping) else None
-    if items is None:
-        seq = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
-        items = [(c.name, c) if isinstance(c, CompositeModel) else (getattr(c, "__name__", repr(c)), c) for c in seq]
-    out = []
-    for name, c in items:
-        if isinstance(c, CompositeModel):
-            out.append(c)
-        elif callable(c):
-            out.append(CompositeModel(str(name), c))
-        else:
-            raise TypeError(f"candidates must be 'auto', CompositeModel values, callables x -> outputs or a name -> "
-                            f"callable mapping, got {type(c).__name__}")
-    if not out:
-        raise ValueError("candidates is empty: give at least one model, or 'auto'")
-    return out
 
 
 def _ulps(a: np.ndarray, b: np.ndarray, fmt: Format) -> dict[str, int]:
@@ -133,7 +114,7 @@ def identify_composite(actual: Any, op: str, x: Any, *, candidates: Any = "auto"
     pool_rows = check_int(pool_rows, "pool_rows", 1, 4096)
     X, A, in_fmt, out_fmt, shape = _inputs(actual, op, x)
     given = not (isinstance(candidates, str) and candidates == "auto")
-    models = _as_models(candidates) if given else composite_models(op, in_fmt, exp=exp, log=log, rsqrt=rsqrt,
+    models = as_models(candidates) if given else composite_models(op, in_fmt, exp=exp, log=log, rsqrt=rsqrt,
                                                                    weight=weight, bias=bias, eps=eps)
     R = X.shape[0]
     rng = np.random.default_rng(seed)
