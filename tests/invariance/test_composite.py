@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from numoracle import check_invariance
-from numoracle.composite import simulate_rms_norm, simulate_softmax, torch_cpu_softmax
+from numoracle.composite import simulate_rms_norm, simulate_softmax, sleef_expf_u10, torch_cpu_softmax
 from numoracle.core.errors import NumoracleError
 from numoracle.orders import Interleaved, Pairwise, Sequential
 from optional import needs
@@ -71,3 +71,15 @@ def test_torch_cpu_softmax_is_batch_invariant_over_m_1_to_64():
     assert rep.classes[0].order.startswith("torch_cpu_softmax")
     X = np.random.default_rng(3).standard_normal((5, 100)).astype(np.float32)
     assert (torch_cpu_softmax(X) == kernel(X).double().numpy()).all()
+
+
+def test_ambiguous_class_named_after_the_kernel_runs_the_separating_rows():
+    # K = 7: on the 12 check rows a sequential sum and others give the same bits; the separating rows, put in the
+    # watched row and given to the kernel, leave one model
+    def kernel(X):
+        return simulate_softmax(X, Sequential(), exp=sleef_expf_u10).astype(np.float32)
+    rep = check_invariance(kernel, "softmax", vary={"M": [1, 2]}, at={"K": 7}, draws=3)
+    c = rep.classes[0]
+    assert rep.verdict == "INVARIANT" and c.order is not None, str(rep)
+    assert c.model_verdict.startswith("REPRODUCED after"), c.model_verdict
+    assert c.order.startswith("Sequential(), sleef_expf_u10, reciprocal") or c.order.startswith("torch_cpu_softmax")

@@ -5,11 +5,11 @@
                          [--call-seconds S] [--workers N] [--progress] [--json]
 
 The kernel: ``fn(X[M, K]) -> [M]`` (sum over the last axis), ``fn(A[M, K], B[M, K]) -> [M]`` (dot, one per row)
-or ``fn(A[M, K], B[K, N]) -> [M, N]`` (matmul) or ``fn(X[M, K]) -> [M, K]`` (softmax, log_softmax, rms_norm,
-layer_norm: the watched row's outputs compared bit for bit, docs/invariance.md); with ``--factory``, FUNCTION is ``make_fn(**params)`` and the
-axes other than M, row, K, N are its parameters. Prints a table of the classes (configurations sharing one order),
-the thresholds and counterexamples; exit status 0 when INVARIANT, 1 otherwise (VARIANT, UNDETERMINED, NOT
-DETERMINISTIC), 2 on a usage error.
+or ``fn(A[M, K], B[K, N]) -> [M, N]`` (matmul) or ``fn(X[M, K]) -> [M, K]`` (softmax, log_softmax,
+rms_norm, layer_norm: the watched row's outputs compared bit for bit, docs/invariance.md); with ``--factory``,
+FUNCTION is ``make_fn(**params)`` and the axes other than M, row, K, N are its parameters. Prints a table of the
+classes (configurations sharing one order), the thresholds and counterexamples; exit status 0 when INVARIANT, 1
+otherwise (VARIANT, UNDETERMINED, NOT DETERMINISTIC), 2 on a usage error.
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ from ..core.errors import ArgumentTypeError, NumoracleError
 from ..core.formats.format import Format, format_of
 from ..core.formats.interop import native_dtype
 from ..testing.runs import compare_runs
-from .composite import (COMPOSITE_OPS, CompositeSweep, check_composite_args, composite_counterexamples,
-                        composite_notes)
+from .composite import COMPOSITE_OPS, CompositeSweep, check_composite_args, composite_counterexamples, composite_notes
 from .counter import find_counterexample
 from .kernel import kernel_factory
 from .report import Counterexample, InvarianceReport, Threshold
@@ -154,8 +153,8 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     seed = check_int(seed, "seed", 0)
     kernel_at = kernel_factory(fn, make_fn, op, dt, limits[2], seed, max(space.axes["M"]))
     reveal_kw = {"max_seconds": limits[1], "max_calls": check_int(reveal_calls, "reveal_calls", 1)}
-    kw = {"evidence": evidence, "draws": draws, "reveal_kw": reveal_kw, "deadline": t0 + limits[0], "progress": say,
-          "seed": seed}
+    kw: dict[str, Any] = {"evidence": evidence, "draws": draws, "reveal_kw": reveal_kw, "deadline": t0 + limits[0],
+                          "progress": say, "seed": seed}
     sweep = (CompositeSweep(kernel_at, space, op, name, models=models, model_kw={}, **kw) if composite else
              Sweep(kernel_at, space, op, name, **kw))
     if workers or executor is not None:
@@ -172,12 +171,13 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     undetermined = [p for p in sweep.points.values() if p.evidence == "undetermined"]
     verdict = _verdict(sweep, complete, ces, undetermined)
     elapsed = time.perf_counter() - t0
+    notes = composite_notes if composite else _notes
     calls = sum(k.calls for k in sweep.kernels.values()) + sweep.calls_elsewhere
     return InvarianceReport(verdict, op, name, space.axes, space.varying, sweep.classes, list(sweep.points.values()),
                             thresholds, gaps, ces, undetermined,
                             _explain_nondeterminism(sweep) if sweep.nondet else None,
                             sum(space.valid(c) for c in _all_configs(space)), sweep.reveals, sweep.matches, calls,
-                            elapsed, (composite_notes if composite else _notes)(sweep, complete, ces, elapsed, limits[0]))
+                            elapsed, notes(sweep, complete, ces, elapsed, limits[0]))
 
 
 def _all_configs(space: Space) -> Any:

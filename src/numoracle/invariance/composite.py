@@ -56,6 +56,7 @@ class OutputClass(OrderClass):
     composite model that reproduces them (None when no candidate does), ``model_verdict`` identify_composite's
     verdict on them."""
 
+    order: Any
     model_verdict: str = ""
 
     @property
@@ -119,8 +120,7 @@ class CompositeSweep(Sweep):
                                      **self.model_kw)
             name = rep.name
             if rep.verdict == "AMBIGUOUS":
-                verdict = ("reproduced by models that differ on other rows: "
-                           + " | ".join(cls[0].name for cls in rep.classes))
+                name, verdict = self._settle(k, rep)
             elif rep.verdict == "NOT REPRODUCED" and rep.best is not None:
                 verdict = (f"no candidate model reproduces them (the closest, {rep.best.name}, "
                            f"{100 * rep.best.fraction:.1f} %)")
@@ -133,6 +133,25 @@ class CompositeSweep(Sweep):
         self.matches += 1
         what = f"model {name}" if name else "no candidate model"
         return Point(c, cls.name, "matched", f"new outputs on the {len(rows)} check rows ({what} reproduces them)")
+
+
+    def _settle(self, k: KernelAt, rep: Any) -> tuple[str | None, str]:
+        """An AMBIGUOUS naming settled by the kernel itself: each separating row put in the watched row here, the
+        watched outputs compared with each class's model (a name only when exactly one class gives them)."""
+        names = " | ".join(cls[0].name for cls in rep.classes)
+        sep = rep.separating
+        before = k.calls
+        try:
+            got = np.stack([k.watched(RowData(r, None, "separating")) for r in sep.inputs])
+        except KernelCallError:
+            return None, f"reproduced by models that differ on other rows: {names}"
+        finally:
+            self.calls += k.calls - before
+        which = sep.which(got)
+        if len(which) == 1:
+            return which[0], (f"REPRODUCED after {len(sep.inputs)} separating row(s) given to the kernel (the check "
+                              f"rows alone also fit: {names})")
+        return None, f"reproduced by models that differ on other rows: {names}; the separating rows fit {which}"
 
 
 def _name(i: int) -> str:
@@ -183,7 +202,8 @@ def composite_notes(sweep: Any, complete: bool, ces: list[Counterexample], elaps
     named = [x for x in sweep.classes if x.order is not None]
     if named:
         notes.append("classes named by a model: " + "; ".join(f"{x.name} = {x.order}" for x in named))
-    notes += [f"class {x.name}: {x.model_verdict}" for x in sweep.classes if x.order is None]
+    notes += [f"class {x.name}: {x.model_verdict}" for x in sweep.classes
+              if x.order is None or x.model_verdict.startswith("REPRODUCED after")]
     return notes
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import product
 from typing import Any
 
@@ -99,13 +100,13 @@ def _norms(op: str, fmt: Format, rsqrts: dict, weight: Any, bias: Any, eps: floa
     if op == "rms_norm":
         if fmt in (FP32, BF16):
             models.append(CompositeModel("torch_cpu_rms_norm (torch 2.13.0 CPU)",
-                                         lambda x: tc.torch_cpu_rms_norm(x, weight, eps), {"model": "torch_cpu_rms_norm"}))
+                                         lambda x: tc.torch_cpu_rms_norm(x, weight, eps),
+                                         {"model": "torch_cpu_rms_norm"}))
         e = 2.0**-23 if eps is None else eps
         for o, (rn, r), sq, sc in product(SUM_ORDERS, rsqrts.items(), ("rounded", "fma"), ("separate", "folded")):
             models.append(CompositeModel(
                 f"{order_text(o)}, squares {sq}, {rn}, scale {sc}",
-                lambda x, o=o, r=r, sq=sq, sc=sc: sm.simulate_rms_norm(x, weight, eps=e, order=o, rsqrt=r, squares=sq,
-                                                                      scale=sc),
+                partial(sm.simulate_rms_norm, weight=weight, eps=e, order=o, rsqrt=r, squares=sq, scale=sc),
                 {"order": o, "rsqrt": rn, "squares": sq, "scale": sc}))
         return models
     e = 1e-5 if eps is None else eps
@@ -113,7 +114,8 @@ def _norms(op: str, fmt: Format, rsqrts: dict, weight: Any, bias: Any, eps: floa
         models.append(CompositeModel("torch_cpu_layer_norm (torch 2.13.0 CPU)",
                                      lambda x: tc.torch_cpu_layer_norm(x, weight, bias, e),
                                      {"model": "torch_cpu_layer_norm"}))
-    forms = [("two_pass", o, "centered", c) for o in SUM_ORDERS for c in (False, True)]
+    forms: list[tuple[str, Any, str, bool]] = [("two_pass", o, "centered", c) for o in SUM_ORDERS
+                                               for c in (False, True)]
     forms += [("welford", None, "centered", c) for c in (False, True)]
     forms += [("rowwise", k, a, True) for k in (8, 16) for a in ("centered", "scaled")]
     for (var, o, aff, con), (rn, r) in product(forms, rsqrts.items()):
@@ -126,7 +128,7 @@ def _norms(op: str, fmt: Format, rsqrts: dict, weight: Any, bias: Any, eps: floa
             kw["lanes"] = o
             kw["load"] = 2 if fmt == BF16 else 1
         models.append(CompositeModel(f"{what}, {rn}, affine {aff}" + (", FMAs" if con else ""),
-                                     lambda x, kw=kw: sm.simulate_layer_norm(x, weight, bias, eps=e, **kw),
+                                     partial(sm.simulate_layer_norm, weight=weight, bias=bias, eps=e, **kw),
                                      {**kw, "rsqrt": rn, "order": o}))
     return models
 
@@ -146,8 +148,9 @@ def composite_models(op: str, fmt: Format, *, exp: Any = None, log: Any = None, 
 def as_models(candidates: Any, what: str = "candidates") -> list[CompositeModel]:
     """Given candidates as CompositeModel values: CompositeModel values, callables ``f(x) -> outputs`` (named by
     their ``__name__``), or a name -> callable mapping."""
-    items = candidates.items() if isinstance(candidates, Mapping) else None
-    if items is None:
+    if isinstance(candidates, Mapping):
+        items: list[tuple[Any, Any]] = list(candidates.items())
+    else:
         seq = list(candidates) if isinstance(candidates, (list, tuple)) else [candidates]
         items = [(c.name, c) if isinstance(c, CompositeModel) else (getattr(c, "__name__", repr(c)), c) for c in seq]
     out = []

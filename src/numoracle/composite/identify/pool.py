@@ -75,6 +75,10 @@ class SeparatingRows:
         v, _ = exact_float64(output, "output")
         return [n for n, y in self.outputs.items() if y.shape == v.shape and same_bits(y, v).all()]
 
+    def rerun(self, kernel: Any) -> list[str]:
+        """``which(kernel(inputs))``: the kernel called once on the separating rows (as their native array)."""
+        return self.which(kernel(self.inputs))
+
     def instructions(self) -> str:
         return (f"call the kernel on rep.separating.inputs ({self.inputs.shape[0]} rows of {self.inputs.shape[1]}) "
                 "and pass its output to rep.separating.which(output): it names the class that reproduces it")

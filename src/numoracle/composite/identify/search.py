@@ -8,7 +8,6 @@ with separating rows otherwise, NOT REPRODUCED with the closest when none does."
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from ...core.formats.format import Format
 from ...core.formats.interop import as_native, to_codes
 from ...core.inputs import exact_float64
 from ...identify.report import ulp_histogram
-from .models import OPS, as_models, composite_models
+from .models import OPS, CompositeModel, as_models, composite_models
 from .pool import KINDS, draw_rows, group_by_bits, same_bits, separate
 from .report import CompositeCandidate, CompositeIdentifyReport
 
@@ -32,8 +31,8 @@ def _ulps(a: np.ndarray, b: np.ndarray, fmt: Format) -> dict[str, int]:
     nan = np.isnan(a) != np.isnan(b)
     d = ~same_bits(a, b) & ~np.isnan(a) & ~np.isnan(b)
     with np.errstate(all="ignore"):
-        ka = to_key(cast(a[d], fmt), fmt).astype(np.int64)
-        kb = to_key(cast(b[d], fmt), fmt).astype(np.int64)
+        ka = to_key(np.asarray(cast(a[d], fmt)), fmt).astype(np.int64)
+        kb = to_key(np.asarray(cast(b[d], fmt)), fmt).astype(np.int64)
     return ulp_histogram(ka - kb, int(nan.sum()))
 
 
@@ -77,7 +76,7 @@ def _classes(reproducing: list[CompositeCandidate], op: str, K: int, fmt: Format
     return classes, sep, pool.shape[0]
 
 
-def _inputs(actual: Any, op: str, x: Any) -> tuple[np.ndarray, np.ndarray, Format, Format, tuple]:
+def _inputs(actual: Any, op: str, x: Any) -> tuple[np.ndarray, np.ndarray, Any, Any, tuple]:
     """x as native rows (R, K), the kernel's outputs as float64 (R, K) or (R,), their formats, x's shape."""
     codes, in_fmt = to_codes(x, "x")
     if in_fmt.is_integer or codes.ndim == 0:
