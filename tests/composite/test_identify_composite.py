@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from numoracle.composite import CompositeModel, identify_composite, simulate_softmax, sleef_expf_u10, torch_cpu_rms_norm
+from numoracle import identify_order
 from numoracle.orders import Interleaved, Sequential
 from optional import needs
 
@@ -112,5 +113,7 @@ def test_refusals():
         identify_composite(x[:1], "softmax", x)
     with pytest.raises(ValueError, match="op"):
         identify_composite(x, "softmin", x)
+    with pytest.raises(ValueError, match="identify_composite"):
+        identify_order(x, "softmax", x)
     with pytest.raises(TypeError, match="candidates"):
         identify_composite(x, "softmax", x, candidates=[3])
