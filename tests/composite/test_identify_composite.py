@@ -62,6 +62,15 @@ def test_torch_ambiguity_settled_by_the_separating_rows():
     assert len(settled) == 1 and settled[0].startswith("torch_cpu_softmax")
 
 
+def test_a_library_exp_joins_the_grid_when_given():
+    torch = needs("torch")
+    x = _logits(61, 12, 300)
+    actual = simulate_softmax(x, Interleaved(16, combine="halving"), exp=torch.exp).astype(np.float32)
+    assert identify_composite(actual, "softmax", x).verdict == "NOT REPRODUCED"
+    rep = identify_composite(actual, "softmax", x, exp=torch.exp)
+    assert rep.verdict == "REPRODUCED" and rep.model.parts["exp"] == "torch.exp", str(rep)
+
+
 def test_numpy_softmax_of_known_order_is_found():
     x = _logits(21, 24, 1000)
     rep = identify_composite(numpy_softmax_lanes8(x), "softmax", x)
