@@ -29,6 +29,10 @@ API = {
             "torch_softmax_order", "torch_softmax_exp"),
     **_from(".sim.jaxcpu", "jax_cpu_softmax", "jax_softmax_order"),
     **_from(".sim.attention", "simulate_attention"),
+    **_from(".identify.search", "identify_composite"),
+    **_from(".identify.report", "CompositeIdentifyReport", "CompositeCandidate"),
+    **_from(".identify.models", "CompositeModel", "composite_models"),
+    **_from(".identify.pool", "SeparatingRows"),
 }
 
 __all__, __getattr__, __dir__ = namespace(__name__, API)

@@ -84,7 +84,10 @@ class Problem:
     def __init__(self, actual: Any, op: str, inputs: tuple, acc: Any, out: Any, rows: Any):
         self.op = str(op).lower()
         if self.op not in ("sum", "dot", "matmul"):
-            raise ValueError(f"unknown op {op!r}; identify_order supports sum, dot, matmul")
+            composite = self.op in ("softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm")
+            raise ValueError(f"unknown op {op!r}; identify_order supports sum, dot, matmul" + (
+                f" (for {self.op} call numoracle.composite.identify_composite(actual, {self.op!r}, x): it scores "
+                "whole-kernel models, docs/identify.md)" if composite else ""))
         need = 1 if self.op == "sum" else 2
         if len(inputs) != need:
             raise TypeError(f"identify_order({self.op!r}) takes {need} input array(s), got {len(inputs)}")
