@@ -18,13 +18,13 @@ import numpy as np
 from ..core.args import check_bool, check_choice, check_int, check_number
 from ..core.errors import ArgumentTypeError
 from ..core.formats.format import FP32, Format
-from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
 from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import BudgetExhausted, Prober, RevealError, input_format
+from .replay import replay
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -131,22 +131,6 @@ def _run(p: Prober, inputs: tuple) -> np.ndarray:
     return p.call(*inputs)
 
 
-def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
-    return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
-
-
-def _sim_many(op: str, inputs: list[tuple], order: Order) -> list[np.ndarray]:
-    """simulate on several inputs, batched in one call where the op allows: sums stacked as rows, dot products as
-    the diagonal of one matmul (each output is the same model either way)."""
-    if len(inputs) > 1 and op == "sum":
-        x = np.stack([i[0] for i in inputs])
-        return list(_sim("sum", (x.reshape(-1, x.shape[-1]),), order).reshape(len(inputs), -1))
-    if len(inputs) > 1 and op == "dot":
-        got = _sim("matmul", (np.stack([i[0] for i in inputs]), np.stack([i[1] for i in inputs], axis=1)), order)
-        return list(got.reshape(len(inputs), len(inputs)).diagonal()[:, None])
-    return [_sim(op, i, order) for i in inputs]
-
-
 FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
 
 
@@ -172,9 +156,10 @@ class _Data:
                     self._items.append((kind, ins, _run(p, ins)))
         return self._items
 
-    def score(self, op: str, order: Order, positions: np.ndarray) -> int:
+    def score(self, p: Prober, order: Order, positions: np.ndarray) -> int:
+        """Outputs at ``positions`` where the order differs from fn (only those positions simulated)."""
         try:
-            gots = _sim_many(op, [ins for _, ins, _ in self.items], order)
+            gots = replay(p.op, [ins for _, ins, _ in self.items], order, p.fmt, positions)
         except (ValueError, OverflowError):
             return 1 << 30
         return sum(int((~_same(got[positions], want[positions])).sum()) for got, (_, _, want) in zip(gots, self.items))
@@ -210,7 +195,7 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
                          f"probed; modelled with the commonest ({f}), which is not every node's arithmetic")
         nt = max(sum(c < p.n for c in nodes[i]) for i in fused)
         cands = [with_step(base, c) for c in fused_candidates(f, nt, None)]
-        scores = [data.score(p.op, c, positions) for c in cands]
+        scores = [data.score(p, c, positions) for c in cands]
         best = int(np.argmin(scores))
         base = cands[best]
         fit = ("reproduces every random output" if scores[best] == 0 else
@@ -266,15 +251,18 @@ def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, dra
     """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
     twice."""
     c0 = p.calls
-    mism: dict[str, tuple[int, int]] = {}
     det = True
+    ins, wants = [], []
     for kind in kinds:
-        ins = [p.inputs_of(rng, kind) for _ in range(draws)]
-        wants = [_run(p, i) for i in ins]
-        if not _same(wants[0], _run(p, ins[0])).all():
+        ins += [p.inputs_of(rng, kind) for _ in range(draws)]
+        wants += [_run(p, i) for i in ins[-draws:]]
+        if not _same(wants[-draws], _run(p, ins[-draws])).all():
             det = False
-        gots = _sim_many(p.op, ins, order)
-        mism[kind] = (sum(int((~_same(g, w)).sum()) for g, w in zip(gots, wants)), sum(w.size for w in wants))
+    gots = replay(p.op, ins, order, p.fmt)      # every draw of every kind in one batch (reveal/replay.py)
+    mism: dict[str, tuple[int, int]] = {}
+    for k, kind in enumerate(kinds):
+        g, w = gots[k * draws:(k + 1) * draws], wants[k * draws:(k + 1) * draws]
+        mism[kind] = (sum(int((~_same(a, b)).sum()) for a, b in zip(g, w)), sum(b.size for b in w))
     return mism, det, p.calls - c0
 
 
@@ -302,7 +290,7 @@ def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: lis
     data = _Data(p, rng, ("normal", "mixed"), 3 if p.op == "matmul" or p.rows else 4)
     order = _order_of(p, res.found, data, notes, mask.eM)
     lanes = {"rows": "row of A" if p.op == "matmul" else "row", "cols": "column of B"}.get(res.mode)
-    if lanes and check and data.score(p.op, order, np.arange(data.items[0][2].size)):
+    if lanes and check and data.score(p, order, np.arange(data.items[0][2].size)):
         notes.append(_UNPACK.format(lanes))
         return _search_order(p, mask, rng, notes, packed=False)
     if lanes:
@@ -421,7 +409,7 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
     where = describe(carry)
     data = _Data(p, rng, ("normal", "mixed", "cancelling"), 3)
     cands = compensated_candidates(carry)
-    scores = [data.score(p.op, c, np.arange(p.npos)) for c in cands]
+    scores = [data.score(p, c, np.arange(p.npos)) for c in cands]
     ranked = [cands[int(k)] for k in np.argsort(scores, kind="stable")]
     tied = sum(sc == min(scores) for sc in scores)
     tie_note = ""
