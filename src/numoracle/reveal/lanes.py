@@ -55,6 +55,7 @@ class Lanes:
         x = self.args[0]
         self._one = (x, x[0], *self.p.native(np.array([M, -M]), "probe")) if mode == "all" and p.op == "sum" \
             and x.ndim == 1 else None
+        self._pair = self._pair_values() if mode == "all" and p.op == "dot" else None
         self.recent: list[tuple] = []                # the last batch's last calls, for a determinism check
 
     def _layout(self, v: np.ndarray) -> tuple[tuple, Callable]:
@@ -112,6 +113,8 @@ class Lanes:
         A, J = a.tolist(), j.tolist()
         if L == 1 and zero is None and self._one is not None:
             raws = self._run_one(A, J)
+        elif zero is None and self._pair is not None:
+            raws = self._run_pair(A, J)
         else:
             raws = self._run_lanes(A, J, zero)
         vals = p.read_many(raws)                         # (calls, output positions)
@@ -128,6 +131,20 @@ class Lanes:
         """One probe per call into a 1-D input (a sum's x[n]): FPRev's in-place edits, the tightest loop."""
         x, unit, plus, minus = self._one
         return self.p.loop(x, A, J, plus, minus, unit)
+
+    def _pair_values(self) -> tuple:
+        """(a, b, (x, y) factors of +M, of -M, of the unit) of a dot's inputs, read back from the layout."""
+        a, b = self.args
+        vals = []
+        for c in (PLUS, MINUS, UNIT):
+            self._put(0, 0, c)
+            vals.append((a[0], b[0]))
+        return (a, b, *vals)
+
+    def _run_pair(self, A: list, J: list) -> list:
+        """One probe per call of a dot: both factors of the two terms edited in place (Prober.loop_pair)."""
+        a, b, plus, minus, unit = self._pair
+        return self.p.loop_pair(a, b, A, J, plus, minus, unit)
 
     def _run_lanes(self, A: list, J: list, zero: list | None) -> list:
         L, put, call, args, raws = self.lanes, self._put, self.p.raw_call, self.args, []
