@@ -25,6 +25,7 @@ from .compensation import carry_probes, compensated_candidates, describe, discri
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import BudgetExhausted, Prober, RevealError, input_format
 from .replay import replay
+from .classes import FINGERPRINTS
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -54,6 +55,7 @@ class RevealReport:
     notes: list = field(default_factory=list)
     probes_per_call: float = 1.0   # masking probes each call of the tree search carried (packed rows), on average
     carry_calls: int = 0           # calls of the carry probes (reveal/compensation.py), made when a tree differs
+    lane_classes: tuple = ()       # packed probes: the lanes (rows / columns) grouped by tree (reveal/classes.py)
 
     @property
     def verified(self) -> bool:
@@ -276,6 +278,7 @@ class _Found:
     node_calls: int
     per_call: float
     mode: str
+    classes: tuple = ()
 
 
 def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: list, packed: bool = True,
@@ -295,11 +298,18 @@ def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: lis
         return _search_order(p, mask, rng, notes, packed=False)
     if lanes:
         notes.append(f"packed probes: one pair per {lanes}, {res.per_call:.1f} probes per call on average")
+    if lanes and len(res.classes) > 1:
+        sizes = ", ".join(str(len(c)) for c in res.classes[:8]) + (", ..." if len(res.classes) > 8 else "")
+        notes.append(f"lane classes: the {_PLURAL[res.mode] if p.op == 'matmul' else 'rows'} fall in {len(res.classes)} classes of {sizes} by "
+                     f"{FINGERPRINTS} fingerprint probes (reveal/classes.py); one search each, its probes packed "
+                     "in its own lanes; equal trees merged")
     if mask.sign < 0:
         notes.append("masking with negative units: the kernel rounds upward or toward zero (module tree.py)")
-    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode)
+    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode,
+                  tuple(tuple(c) for c in res.classes))
 
 
+_PLURAL = {"rows": "rows of A", "cols": "columns of B"}
 _UNPACK = ("packed probes (one pair per {}) assumed one tree for every lane; the random data says otherwise: "
            "searched again with every output seeing every probe")
 
@@ -452,4 +462,5 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
 
 
 def _counts(f: _Found) -> dict:
-    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call}
+    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call,
+            "lane_classes": f.classes}
