@@ -35,8 +35,11 @@ FORMATS_BY_PRECISION = {53: FP64, 24: FP32, 11: FP16, 8: BF16}
 class NodeProbe:
     """Probes of one tree's nodes, read at output position ``pos``."""
 
-    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int, top: int):
+    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int, top: int,
+                 spots: list[int] | None = None):
         self.p, self.nodes, self.pos, self.n, self.top = p, nodes, pos, p.n, top
+        # a matmul's output positions of this tree in distinct rows and columns: independent probes, one call
+        self.spots = spots if spots and p.op == "matmul" else [pos]
         self.parent = np.full(self.n + len(nodes), -1, np.int64)
         for i, ch in enumerate(nodes):
             self.parent[list(ch)] = self.n + i
@@ -134,14 +137,21 @@ class NodeProbe:
         a = 1 + 2.0**-h
         g = max(1, (bits - 2) // 2)
         out: dict[int, bool] = {}
-        for group in _disjoint_groups(self, ks, g):
+        groups, probes = _disjoint_groups(self, ks, g), []
+        for group in groups:
             fa, fb = np.zeros(self.n), np.ones(self.n)
             for i, k in enumerate(group):
                 par = self.parent[k]
                 sib = [c for c in self.nodes[par - self.n] if c != k][0]
                 fa[k] = fb[k] = a * 2.0**i
                 fa[self.first[sib]], fb[self.first[sib]] = -(1 + 2.0 ** (1 - h)) * 2.0**i, 2.0**i
-            v = float(self.p.factors(fa, fb, self.pos)[self.pos]) * 2.0 ** (2 * h)
+            probes.append((fa, fb))
+        if len(self.spots) > 1:
+            outs = self.p.factors_at(probes, self.spots)
+        else:
+            outs = [float(self.p.factors(fa, fb, self.pos)[self.pos]) for fa, fb in probes]
+        for group, o in zip(groups, outs):
+            v = float(o) * 2.0 ** (2 * h)
             code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
             if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
                 out.update({k: self.leaf_rounded(k, p_in) for k in group})

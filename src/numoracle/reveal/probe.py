@@ -277,6 +277,26 @@ class Prober:
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
 
+    def factors_at(self, probes: list[tuple[np.ndarray, np.ndarray]], spots: list[int]) -> np.ndarray:
+        """fn on many (a, b) factor probes of a matmul, ``len(spots)`` per call: probe g goes into row r and column
+        c of output position spots[g] = (r, c) (the spots in distinct rows and columns, so no two probes share a
+        row of A or a column of B; the other rows and columns zero). Each probe's output at its own spot."""
+        M, _, N = self.shape  # type: ignore[misc]
+        A, B = self._zeros()
+        out = np.empty(len(probes))
+        for lo in range(0, len(probes), len(spots)):
+            chunk = probes[lo:lo + len(spots)]
+            rc = [divmod(q, N) for q in spots[:len(chunk)]]
+            for (r, c), (a, b) in zip(rc, chunk):
+                A[r], B[:, c] = self.native(a, "probe"), self.native(b, "probe")
+            try:
+                vals = self.call(A, B)
+            finally:
+                for r, c in rc:
+                    A[r], B[:, c] = 0, 0
+            out[lo:lo + len(chunk)] = vals[[q for q in spots[:len(chunk)]]]
+        return out
+
     def _zeros(self) -> tuple[np.ndarray, ...]:
         """Inputs of zeros kept for :meth:`terms` at one position (made once)."""
         if getattr(self, "_zero_inputs", None) is None:

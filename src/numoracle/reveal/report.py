@@ -171,7 +171,7 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     """The TreeOrder of one revealed tree: node formats and roundings probed, fused nodes and leaves fitted."""
     nodes = to_nodes(nested, p.n)
     fused = [i for i, ch in enumerate(nodes) if len(ch) > 2]
-    probe = NodeProbe(p, nodes, int(positions[0]), top)
+    probe = NodeProbe(p, nodes, int(positions[0]), top, _spots(p, positions))
     steps, kinds, ns = node_steps(probe)
     notes += ns
     fmts = [s[0] for s in steps if s[0] is not None]
@@ -207,6 +207,22 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     if p.op != "sum":
         base = _leaves(p, base, probe, notes)
     return base
+
+
+def _spots(p: Prober, positions: np.ndarray) -> list[int]:
+    """A matmul's positions among ``positions`` in distinct rows and distinct columns (greedy): node probes at
+    them are independent, one call carries them all (Prober.factors_at)."""
+    if p.op != "matmul":
+        return [int(positions[0])]
+    N = p.out_shape[1]
+    rows, cols, out = set(), set(), []
+    for q in positions.tolist():
+        r, c = divmod(int(q), N)
+        if r not in rows and c not in cols:
+            rows.add(r)
+            cols.add(c)
+            out.append(int(q))
+    return out
 
 
 def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Order:
