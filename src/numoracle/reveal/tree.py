@@ -352,9 +352,10 @@ def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = Tr
             continue
         found, k = [], 0
         try:
-            for which in cls.classes:
-                f, kk = _search_all(p, mask, cls.mode, twins, which)
-                k += kk
+            for which in cls.classes:      # trees of earlier classes confirmed first, the rest searched
+                f, todo, kk = _confirm_known(p, mask, cls.mode, which, [t for t, _ in found])
+                f2, kk2 = _search_all(p, mask, cls.mode, twins, which, todo)
+                f, k = f + f2, k + kk + kk2
                 found += [(t, np.sort(np.concatenate([_outputs(p, cls.mode, int(q), which) for q in qs])))
                           for t, qs in f]
         except (_NotATree, RecursionError):
@@ -364,6 +365,26 @@ def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = Tr
                             [c.tolist() for c in cls.classes])
     found, k = _search_all(p, mask, "all", twins)
     return SearchResult(found, "all", p.calls - c0, probes + k)
+
+
+def _confirm_known(p: Prober, mask: Masking, mode: str, which: np.ndarray, trees: list) -> tuple:
+    """([(tree, lane positions)], lane positions left, probes): each known binary tree's certificate
+    (reveal/twins.py: one probe per node) run in the lanes ``which``; the positions that answer every probe as
+    the tree says hold that tree (certified, not assumed)."""
+    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode, which)
+    todo, out, probes = np.arange(lanes.per), [], 0
+    for t in dict.fromkeys(trees):
+        cert = certificate(t) if todo.size else None
+        if not cert:
+            continue
+        x, y, want = (np.array(v, np.int64) for v in zip(*cert))
+        c = lanes.run(x, y)[:, todo] / (lanes.sign * mask.u)
+        probes += x.size
+        ok = (p.n - c == want[:, None]).all(axis=0)
+        if ok.any():
+            out.append((t, todo[ok]))
+            todo = todo[~ok]
+    return out, todo, probes
 
 
 def _merged(found: list) -> list:
@@ -384,11 +405,12 @@ def _outputs(p: Prober, mode: str, q: int, which: np.ndarray) -> np.ndarray:
 
 
 def _search_all(p: Prober, mask: Masking, mode: str, twins: bool = True,
-                which: np.ndarray | None = None) -> tuple[list, int]:
+                which: np.ndarray | None = None, todo: np.ndarray | None = None) -> tuple[list, int]:
     """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one;
-    probes packed in the lanes ``which`` (every lane of the mode where None)."""
+    probes packed in the lanes ``which`` (every lane of the mode where None), at the lane positions ``todo``
+    (every one where None)."""
     lanes = Lanes(p, mask.u, mask.M, mask.sign, mode, which)
-    todo = np.arange(lanes.per)
+    todo = np.arange(lanes.per) if todo is None else todo
     found = []
     mask.probes = 0
     while todo.size:
