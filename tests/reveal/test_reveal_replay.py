@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reveal_trees import numpy_tree, pairwise_tree, sequential_tree
 
 from numoracle import reveal_order, simulate
 from numoracle.core.formats.format import FP32
 from numoracle.models.orders.tree import PerPosition
 from numoracle.reveal import report
 from numoracle.reveal.replay import replay
-
-from reveal_trees import numpy_tree, pairwise_tree, sequential_tree
 
 
 def _draws(rng, shapes, k):

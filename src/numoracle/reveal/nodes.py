@@ -253,7 +253,7 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
         found[v] = probe.precision(v, likely)
         likely = (found[v],) + tuple(q for q in likely if q != found[v])
     rest = [v for v in pick if v not in found]
-    if rest and len(getattr(probe, "spots", ())) > 1:   # the commonest precision tested at every node at once (packed: a matmul)
+    if rest and len(getattr(probe, "spots", ())) > 1:   # the commonest precision at every node at once (a matmul)
         q = likely[0]
         got = probe.kept_many(rest + rest, [2.0 ** (1 - q)] * len(rest) + [2.0**-q] * len(rest))
         for v, a, b in zip(rest, got[:len(rest)], got[len(rest):]):

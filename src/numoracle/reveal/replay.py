@@ -1,13 +1,14 @@
 """An order simulated on many inputs at once, for the verification and the fits on random data (reveal/report.py).
 
 Every output of a sum, a dot or a matmul is the order applied to its n terms: the inputs themselves (a sum) or
-the products a_k b_k, which are exact in float64 where the input format has at most 26 significand bits (p_a +
-p_b <= 53; every format but FP64) and no node is fused (a BlockFMA node). So the outputs of all draws, of every kind, are rows of one matrix of terms
-and one ``simulate("sum", terms, order=...)`` call gives them all: the order's steps run once per batch (their
-Python cost paid once, not once per draw and kind), and a PerPosition order runs each of its trees on the rows
-of its own positions only. The terms are built in chunks of about ``CHUNK`` values (a 64 x 4096 x 64 matmul has
-16 M terms a draw). Other dots and matmuls go through ``simulate(op, ...)`` draw by draw. That both routes
-give the same bits is tested (tests/reveal/test_reveal_replay.py).
+the products a_k b_k, exact in float64 where the input format has at most 26 significand bits (p_a + p_b <= 53:
+every format but FP64). Where no node is fused (a BlockFMA step reads its products as products), the outputs of
+all draws, of every kind, are rows of one matrix of terms, and one ``simulate("sum", terms, order=...)`` call
+gives them all: the order's steps run once per batch (their Python cost paid once, not once per draw and kind),
+and a PerPosition order runs each of its trees on the rows of its own positions only. The terms are built in
+chunks of about ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
+through ``simulate(op, ...)`` draw by draw. That both routes give the same bits is tested
+(tests/reveal/test_reveal_replay.py).
 """
 
 from __future__ import annotations

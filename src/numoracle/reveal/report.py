@@ -21,11 +21,11 @@ from ..core.formats.format import FP32, Format
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
+from .classes import FINGERPRINTS
 from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import BudgetExhausted, Prober, RevealError, input_format
 from .replay import replay
-from .classes import FINGERPRINTS
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -316,7 +316,8 @@ def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: lis
         notes.append(f"packed probes: one pair per {lanes}, {res.per_call:.1f} probes per call on average")
     if lanes and len(res.classes) > 1:
         sizes = ", ".join(str(len(c)) for c in res.classes[:8]) + (", ..." if len(res.classes) > 8 else "")
-        notes.append(f"lane classes: the {_PLURAL[res.mode] if p.op == 'matmul' else 'rows'} fall in {len(res.classes)} classes of {sizes} by "
+        what = _PLURAL[res.mode] if p.op == "matmul" else "rows"
+        notes.append(f"lane classes: the {what} fall in {len(res.classes)} classes of {sizes} by "
                      f"{FINGERPRINTS} fingerprint probes (reveal/classes.py); one search each, its probes packed "
                      "in its own lanes; equal trees merged")
     if mask.sign < 0:
