@@ -189,3 +189,15 @@ def test_a_class_that_hides_two_trees_is_caught(monkeypatch):
     rep = reveal_order(fn, "matmul", shape=(8, 32, 8), dtype="fp32")
     assert rep.verdict == "reproduced" and rep.trees == 2, str(rep)
     assert rep.lane_classes == () or any("random data says otherwise" in x for x in rep.notes)
+
+
+def test_a_class_whose_tree_is_new_is_searched_not_certified():
+    """Rows 0, 2, 4, 6 sequential, 1, 3, 5, 7 pairwise, one column: the second class fails the first class's
+    certificate (a sequential tree) and is searched."""
+    per = O.PerPosition((O.Sequential(), O.Pairwise()), (np.arange(8) % 2)[:, None])
+    rep = reveal_order(lambda A, B: no.simulate("matmul", A, B, order=per), "matmul", shape=(8, 32, 1))
+    assert rep.verdict == "reproduced" and rep.trees == 2, str(rep)
+    assert sorted(map(sorted, rep.lane_classes)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    got = np.asarray(rep.order.index)
+    assert (got[0::2] == got[0]).all() and (got[1::2] == got[1]).all() and got[0] != got[1]
+    assert rep.order.orders[got[0]].depth == 32 and rep.order.orders[got[1]].depth <= 6   # (+0 start: {0})
