@@ -6,7 +6,7 @@ every format but FP64). Where no node is fused (a BlockFMA step reads its produc
 all draws, of every kind, are rows of one matrix of terms, and one ``simulate("sum", terms, order=...)`` call
 gives them all: the order's steps run once per batch (their Python cost paid once, not once per draw and kind),
 and a PerPosition order runs each of its trees on the rows of its own positions only. The terms are built in
-chunks of about ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
+chunks of under ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
 through ``simulate(op, ...)`` draw by draw. That both routes give the same bits is tested
 (tests/reveal/test_reveal_replay.py).
 """
@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..core import jit
 from ..core.formats.format import Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
@@ -24,7 +25,9 @@ from ..models.orders.tree import TreeOrder
 
 __all__ = ["replay", "CHUNK"]
 
-CHUNK = 1 << 20       # terms per simulate call (8 MB of float64)
+# terms per simulate call (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
+# (core/jit.py), whose first load in a process (about a second) a reveal would not repay
+CHUNK = jit.MIN_WORK - 1
 
 
 def _as_sums(op: str, order: Order, fmt: Format) -> bool:
@@ -54,6 +57,7 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     else:
         A, B = stacks                                                 # (draws, M, K), (draws, K, N)
         npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
+        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
     out = np.full((len(inputs), npos), np.nan)
     pos = np.arange(npos) if positions is None else np.asarray(list(positions), np.int64)
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
@@ -70,6 +74,6 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                 T = stacks[0][dd].astype(np.float64) * stacks[1][dd].astype(np.float64)
             else:
                 r, c = np.divmod(qq, N)
-                T = A[dd, r].astype(np.float64) * B[dd, :, c].astype(np.float64)
+                T = A[dd, r].astype(np.float64) * Bt[dd, c].astype(np.float64)
             out[dd, qq] = np.asarray(simulate("sum", T, order=o), np.float64).reshape(-1)
     return list(out)
