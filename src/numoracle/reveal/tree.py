@@ -368,23 +368,29 @@ def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = Tr
 
 
 def _confirm_known(p: Prober, mask: Masking, mode: str, which: np.ndarray, trees: list) -> tuple:
-    """([(tree, lane positions)], lane positions left, probes): each known binary tree's certificate
-    (reveal/twins.py: one probe per node) run in the lanes ``which``; the positions that answer every probe as
-    the tree says hold that tree (certified, not assumed)."""
+    """([(tree, lane positions)], lane positions left, probes): the known binary trees' certificates
+    (reveal/twins.py: one probe per node; a pair shared by several trees probed once) run in the lanes ``which``;
+    the positions that answer every probe of a tree as it says hold that tree (certified, not assumed)."""
     lanes = Lanes(p, mask.u, mask.M, mask.sign, mode, which)
-    todo, out, probes = np.arange(lanes.per), [], 0
-    for t in dict.fromkeys(trees):
-        cert = certificate(t) if todo.size else None
-        if not cert:
-            continue
-        x, y, want = (np.array(v, np.int64) for v in zip(*cert))
-        c = lanes.run(x, y)[:, todo] / (lanes.sign * mask.u)
-        probes += x.size
-        ok = (p.n - c == want[:, None]).all(axis=0)
+    todo, out = np.arange(lanes.per), []
+    certs = [(t, c) for t in dict.fromkeys(trees) for c in [certificate(t)] if c]
+    if not certs:
+        return out, todo, 0
+    pairs: dict[tuple[int, int], int] = {}      # the certificates' probes, each pair once (trees share most nodes)
+    for _, c in certs:
+        for x, y, _ in c:
+            pairs.setdefault((x, y), len(pairs))
+    xy = np.array(list(pairs), np.int64)
+    counts = p.n - lanes.run(xy[:, 0], xy[:, 1]) / (lanes.sign * mask.u)     # (probes, lane positions)
+    left = np.ones(lanes.per, bool)
+    for t, c in certs:
+        rows = np.array([pairs[x, y] for x, y, _ in c], np.int64)
+        want = np.array([w for _, _, w in c], np.float64)
+        ok = left & (counts[rows] == want[:, None]).all(axis=0)
         if ok.any():
-            out.append((t, todo[ok]))
-            todo = todo[~ok]
-    return out, todo, probes
+            out.append((t, np.flatnonzero(ok)))
+            left &= ~ok
+    return out, np.flatnonzero(left), len(pairs)
 
 
 def _merged(found: list) -> list:
