@@ -157,3 +157,47 @@ def test_products_probed_several_per_call_as_one_by_one(fn, n):
     c1 = p.calls
     assert many == {k: probe.leaf_rounded(k, 24) for k in cands}
     assert c1 - c0 < len(cands) / 3
+
+
+# ---- lane classes (reveal/classes.py) ------------------------------------------------------------------------
+
+def _tiled(M, K, N):
+    """A matmul whose output (r, c) adds sequentially where r + c is even, pairwise where odd: rows (and columns)
+    fall in two classes, each holding both trees at alternate positions."""
+    idx = (np.arange(M)[:, None] + np.arange(N)[None, :]) % 2
+    per = O.PerPosition((O.Sequential(), O.Pairwise()), idx)
+    return lambda A, B: no.simulate("matmul", A, B, order=per), idx
+
+
+def test_lane_classes_group_rows_by_tree():
+    fn, idx = _tiled(8, 32, 8)
+    rep = reveal_order(fn, "matmul", shape=(8, 32, 8), dtype="fp32")
+    assert rep.verdict == "reproduced" and rep.trees == 2, str(rep)
+    assert sorted(map(sorted, rep.lane_classes)) == [[0, 2, 4, 6], [1, 3, 5, 7]], rep.lane_classes
+    assert rep.probes_per_call > 2 and any(x.startswith("lane classes: ") for x in rep.notes)
+    got = np.asarray(rep.order.index).reshape(8, 8)
+    assert ((got == got[0, 0]) == (idx == 0)).all() and got[0, 0] != got[0, 1]
+
+
+def test_a_class_that_hides_two_trees_is_caught(monkeypatch):
+    """One fingerprint (terms 0 and 1 meet first in both trees) cannot tell the rows apart: the packed search over
+    the merged class gives a tree the verification refutes (or answers no tree gives), and reveal searches again
+    with every output seeing every probe."""
+    from numoracle.reveal import classes
+    monkeypatch.setattr(classes, "FINGERPRINTS", 1)
+    fn, _ = _tiled(8, 32, 8)
+    rep = reveal_order(fn, "matmul", shape=(8, 32, 8), dtype="fp32")
+    assert rep.verdict == "reproduced" and rep.trees == 2, str(rep)
+    assert rep.lane_classes == () or any("random data says otherwise" in x for x in rep.notes)
+
+
+def test_a_class_whose_tree_is_new_is_searched_not_certified():
+    """Rows 0, 2, 4, 6 sequential, 1, 3, 5, 7 pairwise, one column: the second class fails the first class's
+    certificate (a sequential tree) and is searched."""
+    per = O.PerPosition((O.Sequential(), O.Pairwise()), (np.arange(8) % 2)[:, None])
+    rep = reveal_order(lambda A, B: no.simulate("matmul", A, B, order=per), "matmul", shape=(8, 32, 1))
+    assert rep.verdict == "reproduced" and rep.trees == 2, str(rep)
+    assert sorted(map(sorted, rep.lane_classes)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    got = np.asarray(rep.order.index)
+    assert (got[0::2] == got[0]).all() and (got[1::2] == got[1]).all() and got[0] != got[1]
+    assert rep.order.orders[got[0]].depth == 32 and rep.order.orders[got[1]].depth <= 6   # (+0 start: {0})

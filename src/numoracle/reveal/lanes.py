@@ -47,19 +47,25 @@ def packed_modes(p: Prober, u: float, M: float) -> list[str]:
 class Lanes:
     """The kernel's inputs laid out for masking probes (module docstring), and the loop that runs them."""
 
-    def __init__(self, p: Prober, u: float, M: float, sign: int = 1, mode: str = "all"):
+    def __init__(self, p: Prober, u: float, M: float, sign: int = 1, mode: str = "all",
+                 which: np.ndarray | None = None):
         self.p, self.u, self.M, self.sign, self.mode = p, u, M, sign, mode
-        self.lanes = 1 if mode == "all" else p.out_shape[0] if mode == "rows" else p.out_shape[-1]
-        self.per = p.npos // self.lanes              # output positions each lane is read at
+        width = 1 if mode == "all" else p.out_shape[0] if mode == "rows" else p.out_shape[-1]
+        # the rows / columns this layout probes in (a lane class, reveal/classes.py): lane l is row which[l]
+        self.which = np.arange(width) if which is None or mode == "all" else np.asarray(which, np.int64)
+        self.lanes = self.which.size
+        self.per = p.npos // width                   # output positions each lane is read at
+        self._all = self.lanes == width and bool((self.which == np.arange(width)).all())
         self.args, self._put = self._layout(np.array([sign * u, M, -M, 0.0]))
         x = self.args[0]
         self._one = (x, x[0], *self.p.native(np.array([M, -M]), "probe")) if mode == "all" and p.op == "sum" \
             and x.ndim == 1 else None
+        self._pair = self._pair_values() if mode == "all" and p.op == "dot" else None
         self.recent: list[tuple] = []                # the last batch's last calls, for a determinism check
 
     def _layout(self, v: np.ndarray) -> tuple[tuple, Callable]:
         """The inputs (units everywhere) and put(lane, terms, code) writing code's value at those terms."""
-        p, n = self.p, self.p.n
+        p, n, at = self.p, self.p.n, self.which.tolist()
         if self.mode == "all" and p.op != "sum":
             fa, fb = p.split(v[:3])
             fa, fb = np.append(fa, 0.0), np.append(fb, fb[0])
@@ -81,7 +87,7 @@ class Lanes:
             x = np.full((p.rows, n) if p.rows else (n,), tv[0])
             if self.mode == "rows":
                 def put_row(lane: int, k: Any, c: int) -> None:
-                    x[lane, k] = tv[c]
+                    x[at[lane], k] = tv[c]
                 return (x,), put_row
             if x.ndim == 2:
                 def put_all(lane: int, k: Any, c: int) -> None:
@@ -97,12 +103,12 @@ class Lanes:
             A, B = np.full((Mr, n), tv[0]), np.full((n, N), one)
 
             def put_arow(lane: int, k: Any, c: int) -> None:
-                A[lane, k] = tv[c]
+                A[at[lane], k] = tv[c]
             return (A, B), put_arow
         A, B = np.full((Mr, n), one), np.full((n, N), tv[0])
 
         def put_bcol(lane: int, k: Any, c: int) -> None:
-            B[k, lane] = tv[c]
+            B[k, at[lane]] = tv[c]
         return (A, B), put_bcol
 
     def run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
@@ -112,12 +118,15 @@ class Lanes:
         A, J = a.tolist(), j.tolist()
         if L == 1 and zero is None and self._one is not None:
             raws = self._run_one(A, J)
+        elif zero is None and self._pair is not None:
+            raws = self._run_pair(A, J)
         else:
             raws = self._run_lanes(A, J, zero)
         vals = p.read_many(raws)                         # (calls, output positions)
         if L > 1:   # lane l of each call: row l (rows) or column l (cols) of the outputs
             v = vals.reshape(len(raws), p.out_shape[0], -1)
-            vals = (v if self.mode == "rows" else v.transpose(0, 2, 1)).reshape(len(raws) * L, self.per)
+            v = v if self.mode == "rows" else v.transpose(0, 2, 1)
+            vals = (v if self._all else v[:, self.which]).reshape(len(raws) * L, self.per)
         vals = vals[:len(A)]
         starts = range(0, len(A), L)[-_RECHECK:]
         self.recent = [(a[lo:lo + L], j[lo:lo + L], None if zero is None else zero[lo:lo + L], vals[lo:lo + L])
@@ -128,6 +137,20 @@ class Lanes:
         """One probe per call into a 1-D input (a sum's x[n]): FPRev's in-place edits, the tightest loop."""
         x, unit, plus, minus = self._one
         return self.p.loop(x, A, J, plus, minus, unit)
+
+    def _pair_values(self) -> tuple:
+        """(a, b, (x, y) factors of +M, of -M, of the unit) of a dot's inputs, read back from the layout."""
+        a, b = self.args
+        vals = []
+        for c in (PLUS, MINUS, UNIT):
+            self._put(0, 0, c)
+            vals.append((a[0], b[0]))
+        return (a, b, *vals)
+
+    def _run_pair(self, A: list, J: list) -> list:
+        """One probe per call of a dot: both factors of the two terms edited in place (Prober.loop_pair)."""
+        a, b, plus, minus, unit = self._pair
+        return self.p.loop_pair(a, b, A, J, plus, minus, unit)
 
     def _run_lanes(self, A: list, J: list, zero: list | None) -> list:
         L, put, call, args, raws = self.lanes, self._put, self.p.raw_call, self.args, []

@@ -35,8 +35,11 @@ FORMATS_BY_PRECISION = {53: FP64, 24: FP32, 11: FP16, 8: BF16}
 class NodeProbe:
     """Probes of one tree's nodes, read at output position ``pos``."""
 
-    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int, top: int):
+    def __init__(self, p: Prober, nodes: list[tuple[int, ...]], pos: int, top: int,
+                 spots: list[int] | None = None):
         self.p, self.nodes, self.pos, self.n, self.top = p, nodes, pos, p.n, top
+        # a matmul's output positions of this tree in distinct rows and columns: independent probes, one call
+        self.spots = spots if spots and p.op == "matmul" else [pos]
         self.parent = np.full(self.n + len(nodes), -1, np.int64)
         for i, ch in enumerate(nodes):
             self.parent[list(ch)] = self.n + i
@@ -55,8 +58,8 @@ class NodeProbe:
         prod = 1 if self.p.op == "sum" else 2
         return min(self.top - 1, max(0, prod * (f.emin - f.man_bits) + 62))
 
-    def _kept(self, v: int, small: float, sign: float = 1.0) -> float:
-        """Output of the probe 1 (under v's first child), small (under its second), -1 (under v's sibling)."""
+    def _kept_terms(self, v: int, small: float, sign: float = 1.0) -> tuple[np.ndarray, float]:
+        """The terms of :meth:`_kept`'s probe, scaled by E, and what to subtract from output / E."""
         ch = self.nodes[v - self.n]
         par = self.parent[v]
         E = 2.0 ** self._scale()
@@ -64,10 +67,24 @@ class NodeProbe:
         t[self.first[ch[0]]] = sign * E
         t[self.first[ch[1]]] = sign * small * E
         if par < 0:    # the root: no cancellation, the output itself (1 + small, as the output format keeps it)
-            return self.out(t) / E - sign
+            return t, sign
         sib = [c for c in self.nodes[par - self.n] if c != v][0]
         t[self.first[sib]] = -sign * E
-        return self.out(t) / E
+        return t, 0.0
+
+    def _kept(self, v: int, small: float, sign: float = 1.0) -> float:
+        """Output of the probe 1 (under v's first child), small (under its second), -1 (under v's sibling)."""
+        t, off = self._kept_terms(v, small, sign)
+        return self.out(t) / 2.0 ** self._scale() - off
+
+    def kept_many(self, vs: list[int], smalls: list[float]) -> np.ndarray:
+        """:meth:`_kept` of many probes; a matmul's at its spots, up to one per row and column in each call."""
+        probes = [self._kept_terms(v, sm) for v, sm in zip(vs, smalls)]
+        if len(self.spots) > 1 and probes:
+            outs = self.p.factors_at([self.p.split(t) for t, _ in probes], self.spots)
+        else:
+            outs = np.array([self.out(t) for t, _ in probes])
+        return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, off in probes])
 
     def _exact(self, v: int, k: int) -> bool:
         """Does v keep 1 + 2^-k exactly? (A directed rounding may move it to 1 + ulp instead of 1: not kept.)"""
@@ -134,14 +151,21 @@ class NodeProbe:
         a = 1 + 2.0**-h
         g = max(1, (bits - 2) // 2)
         out: dict[int, bool] = {}
-        for group in _disjoint_groups(self, ks, g):
+        groups, probes = _disjoint_groups(self, ks, g), []
+        for group in groups:
             fa, fb = np.zeros(self.n), np.ones(self.n)
             for i, k in enumerate(group):
                 par = self.parent[k]
                 sib = [c for c in self.nodes[par - self.n] if c != k][0]
                 fa[k] = fb[k] = a * 2.0**i
                 fa[self.first[sib]], fb[self.first[sib]] = -(1 + 2.0 ** (1 - h)) * 2.0**i, 2.0**i
-            v = float(self.p.factors(fa, fb, self.pos)[self.pos]) * 2.0 ** (2 * h)
+            probes.append((fa, fb))
+        if len(self.spots) > 1:
+            outs = self.p.factors_at(probes, self.spots)
+        else:
+            outs = [float(self.p.factors(fa, fb, self.pos)[self.pos]) for fa, fb in probes]
+        for group, o in zip(groups, outs):
+            v = float(o) * 2.0 ** (2 * h)
             code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
             if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
                 out.update({k: self.leaf_rounded(k, p_in) for k in group})
@@ -225,9 +249,20 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
         pick = sorted(set(rng.choice(cands, sample, replace=False).tolist()) | set(cands[:16]) | set(cands[-32:]))
     likely: tuple = ()
     found: dict[int, int] = {}
-    for v in pick:
+    for v in pick[:1]:
         found[v] = probe.precision(v, likely)
         likely = (found[v],) + tuple(q for q in likely if q != found[v])
+    rest = [v for v in pick if v not in found]
+    if rest and len(getattr(probe, "spots", ())) > 1:   # the commonest precision at every node at once (a matmul)
+        q = likely[0]
+        got = probe.kept_many(rest + rest, [2.0 ** (1 - q)] * len(rest) + [2.0**-q] * len(rest))
+        for v, a, b in zip(rest, got[:len(rest)], got[len(rest):]):
+            if a == 2.0 ** (1 - q) and b != 2.0**-q:      # precision's own test of a likely q
+                found[v] = q
+    for v in pick:
+        if v not in found:
+            found[v] = probe.precision(v, likely)
+            likely = (found[v],) + tuple(q for q in likely if q != found[v])
     if len(set(found.values())) > 1 and len(cands) <= 4096:
         for v in cands:
             if v not in found:

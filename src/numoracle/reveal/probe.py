@@ -132,6 +132,43 @@ class Prober:
             self.calls += len(raws)
         return raws
 
+    def loop_pair(self, x: np.ndarray, y: np.ndarray, A: list, J: list, plus: tuple, minus: tuple,
+                  unit: tuple) -> list:
+        """:meth:`loop` for a dot fn(x, y): term i is x[i] * y[i], so each edit writes both (plus, minus, unit:
+        the (x, y) factor pairs)."""
+        if self.calls == 0 or self.max_calls - self.calls < len(A):
+            raws = []
+            for i, k in zip(A, J):       # the general path, as loop's
+                x[i], y[i], x[k], y[k] = *plus, *minus
+                try:
+                    raws.append(self.raw_call((x, y)))
+                finally:
+                    x[i], y[i], x[k], y[k] = *unit, *unit
+            return raws
+        fn, hold, raws = self.fn, self._hold, []
+        (px, py), (mx, my), (ux, uy) = plus, minus, unit
+        clock, deadline = time.perf_counter, self.deadline
+        try:
+            for i, k in zip(A, J):
+                x[i] = px
+                y[i] = py
+                x[k] = mx
+                y[k] = my
+                try:
+                    out = fn(x, y)
+                    raws.append(out if hold is _same_object else hold(out))
+                except Exception as e:
+                    raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
+                finally:
+                    x[i] = x[k] = ux
+                    y[i] = y[k] = uy
+                if clock() > deadline:
+                    raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
+                                          f"{self.max_seconds})")
+        finally:
+            self.calls += len(raws)
+        return raws
+
     def raw_call(self, args: tuple) -> Any:
         """One call of fn within the budgets, its output as fn returned it (read later by :meth:`read_many`)."""
         if self.calls >= self.max_calls or time.perf_counter() > self.deadline or self.calls == 0:
@@ -239,6 +276,26 @@ class Prober:
         A = np.ascontiguousarray(np.broadcast_to(an[None, :], (M, self.n)))
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
+
+    def factors_at(self, probes: list[tuple[np.ndarray, np.ndarray]], spots: list[int]) -> np.ndarray:
+        """fn on many (a, b) factor probes of a matmul, ``len(spots)`` per call: probe g goes into row r and column
+        c of output position spots[g] = (r, c) (the spots in distinct rows and columns, so no two probes share a
+        row of A or a column of B; the other rows and columns zero). Each probe's output at its own spot."""
+        M, _, N = self.shape  # type: ignore[misc]
+        A, B = self._zeros()
+        out = np.empty(len(probes))
+        for lo in range(0, len(probes), len(spots)):
+            chunk = probes[lo:lo + len(spots)]
+            rc = [divmod(q, N) for q in spots[:len(chunk)]]
+            for (r, c), (a, b) in zip(rc, chunk):
+                A[r], B[:, c] = self.native(a, "probe"), self.native(b, "probe")
+            try:
+                vals = self.call(A, B)
+            finally:
+                for r, c in rc:
+                    A[r], B[:, c] = 0, 0
+            out[lo:lo + len(chunk)] = vals[[q for q in spots[:len(chunk)]]]
+        return out
 
     def _zeros(self) -> tuple[np.ndarray, ...]:
         """Inputs of zeros kept for :meth:`terms` at one position (made once)."""

@@ -18,13 +18,14 @@ import numpy as np
 from ..core.args import check_bool, check_choice, check_int, check_number
 from ..core.errors import ArgumentTypeError
 from ..core.formats.format import FP32, Format
-from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.compensated import CompensatedTree
 from ..models.orders.tree import PerPosition, TreeOrder
+from .classes import FINGERPRINTS
 from .compensation import carry_probes, compensated_candidates, describe, discriminate, recovers_units
 from .nodes import NodeProbe, fused_candidates, node_steps, root_format, with_step
 from .probe import BudgetExhausted, Prober, RevealError, input_format
+from .replay import replay
 from .tree import Masking, NotATree, search_tree, to_nodes
 
 __all__ = ["reveal_order", "RevealReport", "KINDS"]
@@ -54,6 +55,7 @@ class RevealReport:
     notes: list = field(default_factory=list)
     probes_per_call: float = 1.0   # masking probes each call of the tree search carried (packed rows), on average
     carry_calls: int = 0           # calls of the carry probes (reveal/compensation.py), made when a tree differs
+    lane_classes: tuple = ()       # packed probes: the lanes (rows / columns) grouped by tree (reveal/classes.py)
 
     @property
     def verified(self) -> bool:
@@ -131,22 +133,6 @@ def _run(p: Prober, inputs: tuple) -> np.ndarray:
     return p.call(*inputs)
 
 
-def _sim(op: str, inputs: tuple, order: Order) -> np.ndarray:
-    return np.asarray(simulate(op, *inputs, order=order), np.float64).reshape(-1)
-
-
-def _sim_many(op: str, inputs: list[tuple], order: Order) -> list[np.ndarray]:
-    """simulate on several inputs, batched in one call where the op allows: sums stacked as rows, dot products as
-    the diagonal of one matmul (each output is the same model either way)."""
-    if len(inputs) > 1 and op == "sum":
-        x = np.stack([i[0] for i in inputs])
-        return list(_sim("sum", (x.reshape(-1, x.shape[-1]),), order).reshape(len(inputs), -1))
-    if len(inputs) > 1 and op == "dot":
-        got = _sim("matmul", (np.stack([i[0] for i in inputs]), np.stack([i[1] for i in inputs], axis=1)), order)
-        return list(got.reshape(len(inputs), len(inputs)).diagonal()[:, None])
-    return [_sim(op, i, order) for i in inputs]
-
-
 FUSED_PROBES = 8      # fused nodes whose window _tree_order probes
 
 
@@ -172,9 +158,10 @@ class _Data:
                     self._items.append((kind, ins, _run(p, ins)))
         return self._items
 
-    def score(self, op: str, order: Order, positions: np.ndarray) -> int:
+    def score(self, p: Prober, order: Order, positions: np.ndarray) -> int:
+        """Outputs at ``positions`` where the order differs from fn (only those positions simulated)."""
         try:
-            gots = _sim_many(op, [ins for _, ins, _ in self.items], order)
+            gots = replay(p.op, [ins for _, ins, _ in self.items], order, p.fmt, positions)
         except (ValueError, OverflowError):
             return 1 << 30
         return sum(int((~_same(got[positions], want[positions])).sum()) for got, (_, _, want) in zip(gots, self.items))
@@ -184,7 +171,7 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     """The TreeOrder of one revealed tree: node formats and roundings probed, fused nodes and leaves fitted."""
     nodes = to_nodes(nested, p.n)
     fused = [i for i, ch in enumerate(nodes) if len(ch) > 2]
-    probe = NodeProbe(p, nodes, int(positions[0]), top)
+    probe = NodeProbe(p, nodes, int(positions[0]), top, _spots(p, positions))
     steps, kinds, ns = node_steps(probe)
     notes += ns
     fmts = [s[0] for s in steps if s[0] is not None]
@@ -210,7 +197,7 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
                          f"probed; modelled with the commonest ({f}), which is not every node's arithmetic")
         nt = max(sum(c < p.n for c in nodes[i]) for i in fused)
         cands = [with_step(base, c) for c in fused_candidates(f, nt, None)]
-        scores = [data.score(p.op, c, positions) for c in cands]
+        scores = [data.score(p, c, positions) for c in cands]
         best = int(np.argmin(scores))
         base = cands[best]
         fit = ("reproduces every random output" if scores[best] == 0 else
@@ -220,6 +207,22 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     if p.op != "sum":
         base = _leaves(p, base, probe, notes)
     return base
+
+
+def _spots(p: Prober, positions: np.ndarray) -> list[int]:
+    """A matmul's positions among ``positions`` in distinct rows and distinct columns (greedy): node probes at
+    them are independent, one call carries them all (Prober.factors_at)."""
+    if p.op != "matmul":
+        return [int(positions[0])]
+    N = p.out_shape[1]
+    rows, cols, out = set(), set(), []
+    for q in positions.tolist():
+        r, c = divmod(int(q), N)
+        if r not in rows and c not in cols:
+            rows.add(r)
+            cols.add(c)
+            out.append(int(q))
+    return out
 
 
 def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Order:
@@ -266,15 +269,18 @@ def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, dra
     """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
     twice."""
     c0 = p.calls
-    mism: dict[str, tuple[int, int]] = {}
     det = True
+    ins, wants = [], []
     for kind in kinds:
-        ins = [p.inputs_of(rng, kind) for _ in range(draws)]
-        wants = [_run(p, i) for i in ins]
-        if not _same(wants[0], _run(p, ins[0])).all():
+        ins += [p.inputs_of(rng, kind) for _ in range(draws)]
+        wants += [_run(p, i) for i in ins[-draws:]]
+        if not _same(wants[-draws], _run(p, ins[-draws])).all():
             det = False
-        gots = _sim_many(p.op, ins, order)
-        mism[kind] = (sum(int((~_same(g, w)).sum()) for g, w in zip(gots, wants)), sum(w.size for w in wants))
+    gots = replay(p.op, ins, order, p.fmt)      # every draw of every kind in one batch (reveal/replay.py)
+    mism: dict[str, tuple[int, int]] = {}
+    for k, kind in enumerate(kinds):
+        g, w = gots[k * draws:(k + 1) * draws], wants[k * draws:(k + 1) * draws]
+        mism[kind] = (sum(int((~_same(a, b)).sum()) for a, b in zip(g, w)), sum(b.size for b in w))
     return mism, det, p.calls - c0
 
 
@@ -288,6 +294,7 @@ class _Found:
     node_calls: int
     per_call: float
     mode: str
+    classes: tuple = ()
 
 
 def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: list, packed: bool = True,
@@ -302,16 +309,24 @@ def _search_order(p: Prober, mask: Masking, rng: np.random.Generator, notes: lis
     data = _Data(p, rng, ("normal", "mixed"), 3 if p.op == "matmul" or p.rows else 4)
     order = _order_of(p, res.found, data, notes, mask.eM)
     lanes = {"rows": "row of A" if p.op == "matmul" else "row", "cols": "column of B"}.get(res.mode)
-    if lanes and check and data.score(p.op, order, np.arange(data.items[0][2].size)):
+    if lanes and check and data.score(p, order, np.arange(data.items[0][2].size)):
         notes.append(_UNPACK.format(lanes))
         return _search_order(p, mask, rng, notes, packed=False)
     if lanes:
         notes.append(f"packed probes: one pair per {lanes}, {res.per_call:.1f} probes per call on average")
+    if lanes and len(res.classes) > 1:
+        sizes = ", ".join(str(len(c)) for c in res.classes[:8]) + (", ..." if len(res.classes) > 8 else "")
+        what = _PLURAL[res.mode] if p.op == "matmul" else "rows"
+        notes.append(f"lane classes: the {what} fall in {len(res.classes)} classes of {sizes} by "
+                     f"{FINGERPRINTS} fingerprint probes (reveal/classes.py); one search each, its probes packed "
+                     "in its own lanes; equal trees merged")
     if mask.sign < 0:
         notes.append("masking with negative units: the kernel rounds upward or toward zero (module tree.py)")
-    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode)
+    return _Found(order, len(res.found), tree_calls, p.calls - c0, res.per_call, res.mode,
+                  tuple(tuple(c) for c in res.classes))
 
 
+_PLURAL = {"rows": "rows of A", "cols": "columns of B"}
 _UNPACK = ("packed probes (one pair per {}) assumed one tree for every lane; the random data says otherwise: "
            "searched again with every output seeing every probe")
 
@@ -421,7 +436,7 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
     where = describe(carry)
     data = _Data(p, rng, ("normal", "mixed", "cancelling"), 3)
     cands = compensated_candidates(carry)
-    scores = [data.score(p.op, c, np.arange(p.npos)) for c in cands]
+    scores = [data.score(p, c, np.arange(p.npos)) for c in cands]
     ranked = [cands[int(k)] for k in np.argsort(scores, kind="stable")]
     tied = sum(sc == min(scores) for sc in scores)
     tie_note = ""
@@ -464,4 +479,5 @@ def _compensated(p: Prober, tree: TreeOrder, mask: Masking, rng: np.random.Gener
 
 
 def _counts(f: _Found) -> dict:
-    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call}
+    return {"tree_calls": f.tree_calls, "node_calls": f.node_calls, "trees": f.trees, "probes_per_call": f.per_call,
+            "lane_classes": f.classes}

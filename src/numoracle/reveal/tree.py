@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .classes import lane_classes
 from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
 from .twins import certificate, shifted, twin_key
@@ -126,6 +127,7 @@ class SearchResult:
     mode: str                    # lane layout: "all", "rows" or "cols"
     calls: int
     probes: int
+    classes: list = field(default_factory=list)   # the lane classes searched (lane indices), packed modes only
 
     @property
     def per_call(self) -> float:
@@ -160,7 +162,7 @@ class _Search:
         return c, (c == np.round(c)) & (c >= 0) & (c <= self.n - 2)
 
     def _relayout(self, sign: int) -> None:
-        self.lanes = Lanes(self.p, self.m.u, self.m.M, sign, self.lanes.mode)
+        self.lanes = Lanes(self.p, self.m.u, self.m.M, sign, self.lanes.mode, self.lanes.which)
         self.m.sign, self.m.last = sign, self.lanes
 
     def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
@@ -342,31 +344,79 @@ def search_tree(p: Prober, mask: Masking, packed: bool = False, twins: bool = Tr
     without ``packed`` if not); the positions inside a lane (a matmul's columns or rows) may differ, each distinct
     tree searched again with its own leader. Falls back to one probe per call where no packed layout fits."""
     c0, probes = p.calls, 0
-    for mode in packed_modes(p, mask.u, mask.M) if packed else []:
-        try:
-            found, k = _search_all(p, mask, mode, twins)
-        except (_NotATree, RecursionError):
-            probes += mask.probes
+    modes = packed_modes(p, mask.u, mask.M) if packed else []
+    options = [lane_classes(p, mask.u, mask.M, mask.sign, m) for m in modes]    # reveal/classes.py
+    probes += sum(o.probes for o in options)
+    for cls in sorted(options, key=lambda o: o.cost):
+        if len(cls.classes[0]) < 2:           # no two lanes alike: packing gains nothing
             continue
-        found = [(t, np.sort(np.concatenate([_outputs(p, mode, int(q)) for q in qs]))) for t, qs in found]
-        return SearchResult(found, mode, p.calls - c0, probes + k)
+        found, k = [], 0
+        try:
+            for which in cls.classes:      # trees of earlier classes confirmed first, the rest searched
+                f, todo, kk = _confirm_known(p, mask, cls.mode, which, [t for t, _ in found])
+                f2, kk2 = _search_all(p, mask, cls.mode, twins, which, todo)
+                f, k = f + f2, k + kk + kk2
+                found += [(t, np.sort(np.concatenate([_outputs(p, cls.mode, int(q), which) for q in qs])))
+                          for t, qs in f]
+        except (_NotATree, RecursionError):
+            probes += k + mask.probes
+            continue
+        return SearchResult(_merged(found), cls.mode, p.calls - c0, probes + k,
+                            [c.tolist() for c in cls.classes])
     found, k = _search_all(p, mask, "all", twins)
     return SearchResult(found, "all", p.calls - c0, probes + k)
 
 
-def _outputs(p: Prober, mode: str, q: int) -> np.ndarray:
-    """The output positions of lane position q: column q of every row (rows of A), row q (columns of B), every
-    row of a sum (its lanes hold one position each)."""
+def _confirm_known(p: Prober, mask: Masking, mode: str, which: np.ndarray, trees: list) -> tuple:
+    """([(tree, lane positions)], lane positions left, probes): the known binary trees' certificates
+    (reveal/twins.py: one probe per node; a pair shared by several trees probed once) run in the lanes ``which``;
+    the positions that answer every probe of a tree as it says hold that tree (certified, not assumed)."""
+    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode, which)
+    todo, out = np.arange(lanes.per), []
+    certs = [(t, c) for t in dict.fromkeys(trees) for c in [certificate(t)] if c]
+    if not certs:
+        return out, todo, 0
+    pairs: dict[tuple[int, int], int] = {}      # the certificates' probes, each pair once (trees share most nodes)
+    for _, c in certs:
+        for x, y, _ in c:
+            pairs.setdefault((x, y), len(pairs))
+    xy = np.array(list(pairs), np.int64)
+    counts = p.n - lanes.run(xy[:, 0], xy[:, 1]) / (lanes.sign * mask.u)     # (probes, lane positions)
+    left = np.ones(lanes.per, bool)
+    for t, c in certs:
+        rows = np.array([pairs[x, y] for x, y, _ in c], np.int64)
+        want = np.array([w for _, _, w in c], np.float64)
+        ok = left & (counts[rows] == want[:, None]).all(axis=0)
+        if ok.any():
+            out.append((t, np.flatnonzero(ok)))
+            left &= ~ok
+    return out, np.flatnonzero(left), len(pairs)
+
+
+def _merged(found: list) -> list:
+    """Equal trees found in several lane classes as one (tree, positions)."""
+    out: dict[Any, list] = {}
+    for t, pos in found:
+        out.setdefault(t, []).append(pos)
+    return [(t, np.sort(np.concatenate(ps))) for t, ps in out.items()]
+
+
+def _outputs(p: Prober, mode: str, q: int, which: np.ndarray) -> np.ndarray:
+    """The output positions of lane position q in the lanes ``which``: column q of those rows (rows of A), row q
+    of those columns (columns of B), those rows of a sum (its lanes hold one position each)."""
     if p.op == "sum":
-        return np.arange(p.npos)
-    Mr, N = p.out_shape
-    return q + N * np.arange(Mr) if mode == "rows" else q * N + np.arange(N)
+        return np.asarray(which, np.int64)
+    N = p.out_shape[1]
+    return q + N * which if mode == "rows" else q * N + which
 
 
-def _search_all(p: Prober, mask: Masking, mode: str, twins: bool = True) -> tuple[list, int]:
-    """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one."""
-    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode)
-    todo = np.arange(lanes.per)
+def _search_all(p: Prober, mask: Masking, mode: str, twins: bool = True,
+                which: np.ndarray | None = None, todo: np.ndarray | None = None) -> tuple[list, int]:
+    """([(tree, lane positions it holds for)], probes): the leader's tree, then again for every diverged one;
+    probes packed in the lanes ``which`` (every lane of the mode where None), at the lane positions ``todo``
+    (every one where None)."""
+    lanes = Lanes(p, mask.u, mask.M, mask.sign, mode, which)
+    todo = np.arange(lanes.per) if todo is None else todo
     found = []
     mask.probes = 0
     while todo.size:

@@ -1,0 +1,79 @@
+"""An order simulated on many inputs at once, for the verification and the fits on random data (reveal/report.py).
+
+Every output of a sum, a dot or a matmul is the order applied to its n terms: the inputs themselves (a sum) or
+the products a_k b_k, exact in float64 where the input format has at most 26 significand bits (p_a + p_b <= 53:
+every format but FP64). Where no node is fused (a BlockFMA step reads its products as products), the outputs of
+all draws, of every kind, are rows of one matrix of terms, and one ``simulate("sum", terms, order=...)`` call
+gives them all: the order's steps run once per batch (their Python cost paid once, not once per draw and kind),
+and a PerPosition order runs each of its trees on the rows of its own positions only. The terms are built in
+chunks of under ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
+through ``simulate(op, ...)`` draw by draw. That both routes give the same bits is tested
+(tests/reveal/test_reveal_replay.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..core import jit
+from ..core.formats.format import Format
+from ..models.engine.simulation import simulate
+from ..models.orders.basic import BlockFMA, Order
+from ..models.orders.tree import TreeOrder
+
+__all__ = ["replay", "CHUNK"]
+
+# terms per simulate call (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
+# (core/jit.py), whose first load in a process (about a second) a reveal would not repay
+CHUNK = jit.MIN_WORK - 1
+
+
+def _as_sums(op: str, order: Order, fmt: Format) -> bool:
+    """Can the outputs be simulated as sums of their terms? A sum always; a dot or matmul where the products are
+    exact in float64 and no node is fused (a BlockFMA step reads its products as products: simulate(op))."""
+    if op == "sum":
+        return True
+    trees = order.orders if getattr(order, "per_position", False) else (order,)
+    return 2 * fmt.precision <= 53 and all(
+        isinstance(t, TreeOrder) and not any(isinstance(st, BlockFMA) for st in t.steps) for t in trees)
+
+
+def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
+           positions: Iterable[int] | None = None) -> list[np.ndarray]:
+    """The order's outputs on every input of ``inputs`` (each fn's arguments), flattened over output positions:
+    one float64 array per input, of every position (NaN at those not in ``positions``, where given)."""
+    if not inputs:
+        return []
+    if not _as_sums(op, order, fmt):
+        return [np.asarray(simulate(op, *i, order=order), np.float64).reshape(-1) for i in inputs]
+    stacks = [np.stack([np.asarray(i[k]) for i in inputs]) for k in range(len(inputs[0]))]
+    if op == "sum":
+        X = stacks[0].reshape(len(inputs), -1, stacks[0].shape[-1])   # (draws, positions, n)
+        npos, n = X.shape[1], X.shape[2]
+    elif op == "dot":
+        npos, n = 1, stacks[0].shape[-1]
+    else:
+        A, B = stacks                                                 # (draws, M, K), (draws, K, N)
+        npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
+        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
+    out = np.full((len(inputs), npos), np.nan)
+    pos = np.arange(npos) if positions is None else np.asarray(list(positions), np.int64)
+    index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
+    groups = [(order, pos)] if index is None else [(o, pos[index[pos] == j]) for j, o in enumerate(order.orders)]
+    rows = max(1, CHUNK // n)
+    for o, ps in groups:
+        d = np.repeat(np.arange(len(inputs)), ps.size)
+        q = np.tile(ps, len(inputs))
+        for lo in range(0, d.size, rows):
+            dd, qq = d[lo:lo + rows], q[lo:lo + rows]
+            if op == "sum":
+                T = X[dd, qq]                                      # the inputs, as they are
+            elif op == "dot":
+                T = stacks[0][dd].astype(np.float64) * stacks[1][dd].astype(np.float64)
+            else:
+                r, c = np.divmod(qq, N)
+                T = A[dd, r].astype(np.float64) * Bt[dd, c].astype(np.float64)
+            out[dd, qq] = np.asarray(simulate("sum", T, order=o), np.float64).reshape(-1)
+    return list(out)
