@@ -22,7 +22,7 @@ from ...core.formats.format import FP32, Format
 from ..ziv import decide, settle
 
 __all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "sleef_logf_u10",
-           "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
+           "torch_exp_u20", "torch_fexp_u20", "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
 
 _REL = 2.0**-45      # the bound on numpy's float64 exp / log / sqrt error, relative (as composite/ziv.py)
 
@@ -132,6 +132,69 @@ def sleef_expf_u10(x: Any, fmt: Format = FP32) -> np.ndarray:
     return u.astype(np.float64)
 
 
+def _bits32(b: int) -> np.float32:
+    return np.array([b], np.uint32).view(np.float32)[0]
+
+
+# ATen's Vectorized<float>::exp_u20 (vec512_float.h / vec256_float.h): constants as the kernel writes them
+_U20_POLY = tuple(np.float32(c) for c in ("0.00828929059", "0.0418978221", "0.166676521", "0.499991506",
+                                          "0.999999701"))
+_U20_LOG2E, _U20_LN2 = _bits32(0x3FB8AA3B), _bits32(0x3F317218)
+_U20_MIN, _U20_MAX = _bits32(0xC2AEAC50), _bits32(0x42B17218)
+
+
+def torch_exp_u20(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """ATen's ``Vectorized<float>::exp_u20`` (torch's CPU flash attention's exp; "ULP=20"), bit for bit:
+    s = clamp(x, ln FLT_MIN, ln FLT_MAX), n = floor(fma(s, log2 e, 0.5)), r = fl(s - n ln2) (one FNMADD), a
+    degree-5 polynomial by FMAs (Horner, constants 0.00828929059 ... 0.999999701, 1), then fl(fl(p 2^(n-1)) 2);
+    0 where x < ln FLT_MIN. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"torch_exp_u20 is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    d = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        low = d < _U20_MIN
+        s = np.maximum(np.minimum(d, _U20_MAX), _U20_MIN)
+        fx = np.floor(fma32(s, _U20_LOG2E, np.float32(0.5)).astype(np.float64))
+        n = np.where(np.isfinite(fx), fx, 0).astype(np.int64)
+        r = fma32(-n.astype(np.float32), _U20_LN2, s)
+        p = fma32(r, _U20_POLY[0], _U20_POLY[1])
+        for c in _U20_POLY[2:] + (np.float32(1),):
+            p = fma32(r, p, c)
+        two = (((n - 1 + 127) & 0x1FF) << 23).astype(np.uint32).view(np.float32)
+        two = np.where(low, np.float32(0), two)
+        y = ((p * two).astype(np.float32) * np.float32(2)).astype(np.float32)
+    return y.astype(np.float64)
+
+
+# ATen's _mm512_fexp_u20_ps / Vectorized<float>::fexp_u20 (Malossi et al.'s fast exp): constants as the kernel's
+_FEXP_C = tuple(np.float32(c) for c in ("-0.079204240219773236", "-0.22433836478672356", "0.30354260500649682",
+                                        "0.00010703434948458272"))
+_FEXP_A, _FEXP_B = np.float32(2.0**23), np.float32(2.0**23 * 127)
+
+
+def torch_fexp_u20(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """ATen's ``fexp_u20`` (torch's CPU flash attention's exp for bf16 / fp16 inputs), bit for bit: t = fl(x log2 e),
+    f = fl(t - floor t), a cubic c(f) by FMAs (Horner), u = fl(t - c), the float32 whose bits are
+    trunc(fma(2^23, u, 127 2^23)); 0 where x < ln FLT_MIN, +inf where x > ln FLT_MAX. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"torch_fexp_u20 is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    d = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        t = (d * _U20_LOG2E).astype(np.float32)
+        frac = (t - np.floor(t)).astype(np.float32)
+        c = fma32(frac, _FEXP_C[0], _FEXP_C[1])
+        c = fma32(frac, c, _FEXP_C[2])
+        c = fma32(frac, c, _FEXP_C[3])
+        u = (t - c).astype(np.float32)
+        tmp = np.asarray(fma32(_FEXP_A, u, _FEXP_B), np.float64)
+        ok = np.isfinite(tmp) & (np.abs(tmp) < 2.0**31)
+        bits = np.where(ok, np.trunc(np.where(ok, tmp, 0)), 0).astype(np.int64) & 0xFFFFFFFF
+        y = bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        y = np.where(d < _U20_MIN, 0.0, y)
+        y = np.where(d > _U20_MAX, np.inf, y)
+    return y
+
+
 def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
     """fl(1 / fl(sqrt(x))): two roundings (``1 / std::sqrt(v)``, torch's CPU norms; ``Vectorized::rsqrt``)."""
     with np.errstate(all="ignore"):
@@ -139,7 +202,8 @@ def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
 
 
 ELEMENTWISE_FNS = {"exp_cr": exp_cr, "log_cr": log_cr, "sqrt_cr": sqrt_cr, "rsqrt_cr": rsqrt_cr,
-                   "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10}
+                   "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10, "torch_exp_u20": torch_exp_u20,
+                   "torch_fexp_u20": torch_fexp_u20}
 
 
 # ---- SLEEF's xlogf_u1 (Sleef_logf16_u10), AVX-512 branch: getexp / getmant and double-float steps with FMA ----

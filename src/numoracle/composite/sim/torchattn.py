@@ -1,0 +1,76 @@
+"""torch's CPU ``scaled_dot_product_attention`` as composite models (torch 2.13.0+cpu, x86-64, CPU capability
+AVX512, MKL 2024.2; docs/composite.md, "Bit-exact models"): ``torch_cpu_sdpa(q, k, v, backend=...)``.
+
+* The GEMMs (MKL ``sgemm``, one thread or many): each output a chain of FMAs from +0 over K blocks, the block
+  results added in order (``torch_gemm_order``): one block for K <= 192, two of K // 2 (and the rest, one term
+  when K is odd) for 192 < K < 384, blocks of 192 from K = 384; the same for every M and N tried and for both
+  operand layouts.
+* ``backend="math"`` (ATen ``_scaled_dot_product_attention_math``): bf16 inputs upcast to fp32; q and k each
+  multiplied by fl(sqrt(scale)); S = q k^T; the causal mask added (-inf / 0); torch's CPU softmax (SLEEF
+  ``expf_u10``, its sum order, e fl(1/S)); O = P v; rounded to the input's type.
+* ``backend="flash"`` (ATen ``cpu_flash_attention``, ``FlashAttentionKernel.cpp``), one key block (Lk <= 512, its
+  kv split): S = q k^T (bf16: products of bf16 values, accumulated in fp32), s = fl(S fl(scale)), m = max,
+  e = ATen's ``exp_u20`` on the first Lk - Lk % 16 columns and ``std::exp`` (correctly rounded) on the rest,
+  l = 16 lanes over the full vectors, halving, then the tail in order; bf16: e rounded to bf16 before PV;
+  O = e v; out = fl(O fl(1/l)) rounded to the input's type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.formats.format import BF16, FP32, format_of
+from ...core.inputs import exact_float64
+from ...models.orders.basic import Blocked, Order, Sequential
+from ...models.orders.cpu import Interleaved
+from . import elementwise as ew
+from .attention import simulate_attention
+from .torchcpu import torch_softmax_order
+
+__all__ = ["torch_cpu_sdpa", "torch_gemm_order", "torch_flash_exp", "FLASH_KV_SPLIT", "SDPA_BACKENDS"]
+
+FLASH_KV_SPLIT = 512        # cpu_flash_attention's kv split size: keys per block
+SDPA_BACKENDS = ("math", "flash")
+_LANES = 16
+
+
+def torch_gemm_order(k: int) -> Order:
+    """The K order of torch 2.13.0's CPU float32 GEMM (MKL sgemm, this build) for a dot of k terms."""
+    if k <= 192:
+        return Sequential()
+    return Blocked(k // 2 if k < 384 else 192)
+
+
+def torch_flash_exp(fmt: Any = FP32) -> Any:
+    """The exp of torch's CPU flash kernel on a (rows, n) block for inputs of ``fmt``: on the full 16-lane vectors
+    ``exp_u20`` (fp32) or ``fexp_u20`` (bf16), on the tail ``std::exp`` (correctly rounded)."""
+    vec = ew.torch_fexp_u20 if format_of(fmt) == BF16 else ew.torch_exp_u20
+
+    def exp(d: np.ndarray) -> np.ndarray:
+        main = d.shape[-1] - d.shape[-1] % _LANES
+        return np.concatenate([vec(d[..., :main]), ew.exp_cr(d[..., main:])], axis=-1)
+    return exp
+
+
+def torch_cpu_sdpa(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+                   backend: str = "math") -> np.ndarray:
+    """``F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)`` on CPU with the given backend
+    (``SDPBackend.MATH`` or ``FLASH_ATTENTION``), float32 or bfloat16, bit for bit; float64 values of q's type."""
+    _, fmt = exact_float64(q, "q")
+    if fmt not in (FP32, BF16):
+        raise ValueError(f"the torch CPU attention models cover float32 and bfloat16 inputs, got {fmt.name}")
+    if backend == "math":
+        return simulate_attention(q, k, v, scale=scale, causal=causal, scaling="inputs", qk_order=torch_gemm_order,
+                                  pv_order=torch_gemm_order, sum_order=lambda n: torch_softmax_order(n, FP32),
+                                  exp=ew.sleef_expf_u10, normalize="before")
+    if backend != "flash":
+        raise ValueError(f"backend must be one of {SDPA_BACKENDS}, got {backend!r}")
+    if np.shape(k)[-2] > FLASH_KV_SPLIT:
+        raise ValueError(f"the flash model covers one key block (at most {FLASH_KV_SPLIT} keys), got "
+                         f"{np.shape(k)[-2]}: several blocks are not modelled (docs/composite.md)")
+    return simulate_attention(q, k, v, scale=scale, causal=causal, qk_order=torch_gemm_order,
+                              pv_order=torch_gemm_order, sum_order=Interleaved(_LANES, combine="halving", tail="after"),
+                              exp=torch_flash_exp(fmt), normalize="after_reciprocal",
+                              p_format=BF16 if fmt == BF16 else None)
