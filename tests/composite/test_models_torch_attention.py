@@ -74,6 +74,51 @@ def test_sdpa_bit_exact(torch, backend, dtype):
     _check(torch, 3800 + (backend == "flash") * 2 + (dtype == "bf16"), FAST, backend, dtype)
 
 
+def test_flash_over_several_key_blocks(torch):
+    """Lk = 812: two key blocks (the second of 300 keys: two K blocks in its PV GEMM), the online rescaling with
+    std::exp, l by one FMA, PV added into fl(alpha O)."""
+    rng = np.random.default_rng(3810)
+    ts = [torch.from_numpy(rng.standard_normal((1, 2, n, 32)).astype(np.float32)) for n in (20, 812, 812)]
+    got = torch_cpu_sdpa(*(t.numpy() for t in ts), backend="flash")
+    want = _sdpa(torch, ts, False, "flash")
+    assert (got == want).all()
+    base = dict(block=512, qk_order=torch_gemm_order, pv_order=torch_gemm_order, alpha_exp=ew.glibc_expf,
+                sum_order=Interleaved(16, combine="halving", tail="after"), exp=torch_flash_exp(FP32),
+                normalize="after_reciprocal", pv_into=True, l_fma=True)
+    arrs = [t.numpy() for t in ts]
+    assert (simulate_attention(*arrs, **base) == want).all()
+    for change in ({"pv_into": False}, {"l_fma": False}):
+        assert (simulate_attention(*arrs, **{**base, **change}) != want).any(), change
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_flash_several_key_blocks_fresh_seeds(torch, dtype):
+    cases = ((1, 1, 600, 64, False), (1, 1, 1024, 32, True), (2, 1, 1100, 32, False))
+    if dtype == "fp32":
+        _check(torch, 3960, cases, "flash", dtype)
+        # the rescaling's std::exp is glibc's expf: correctly rounded, a row here and there differs
+        rng = np.random.default_rng(3962)
+        ts, arrs = _data(torch, rng, (2, 1, 1100, 32), "fp32")
+        base = dict(block=512, qk_order=torch_gemm_order, pv_order=torch_gemm_order, exp=torch_flash_exp(FP32),
+                    sum_order=Interleaved(16, combine="halving", tail="after"), normalize="after_reciprocal",
+                    pv_into=True, l_fma=True)
+        want = _sdpa(torch, ts, False, "flash")
+        assert (simulate_attention(*arrs, alpha_exp=ew.glibc_expf, **base) == want).all()
+        assert (simulate_attention(*arrs, alpha_exp=ew.exp_cr, **base) != want).any()
+        return
+    rng = np.random.default_rng(3961)
+    bad = total = 0
+    for B, H, L, D, causal in cases:
+        ts, arrs = _data(torch, rng, (B, H, L, D), dtype)
+        want = _sdpa(torch, ts, causal, "flash")
+        got = torch_cpu_sdpa(*arrs, causal=causal, backend="flash")
+        rows = torch_flash_modelled_rows(L)
+        bad += int((got[..., rows, :] != want[..., rows, :]).sum())
+        total += got[..., rows, :].size
+    assert bad <= total * 1e-4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["math", "flash"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -124,6 +169,22 @@ def test_what_each_step_pins(torch):
     kw = {**base, "p_format": BF16, "causal": True}
     assert (simulate_attention(*arrs, **{**kw, "exp": torch_flash_exp(BF16)}) == want).all()
     assert (simulate_attention(*arrs, **kw) != want).any()
+
+
+def test_glibc_expf_is_libms():
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library("m")
+    if name is None or "libm.so.6" not in name:
+        pytest.skip("glibc's libm is not here")
+    libm = ctypes.CDLL(name)
+    libm.expf.restype, libm.expf.argtypes = ctypes.c_float, [ctypes.c_float]
+    rng = np.random.default_rng(3997)
+    x = np.concatenate([rng.uniform(-104, 0, 20000), rng.uniform(-1, 1, 5000), rng.uniform(0, 88, 2000),
+                        [-0.11185741424560547]]).astype(np.float32)
+    want = np.array([libm.expf(float(t)) for t in x], np.float32).astype(np.float64)
+    assert (ew.glibc_expf(x) == want).all()
+    assert (ew.exp_cr(x.astype(np.float64)) != want).any()      # glibc's expf is not correctly rounded
 
 
 def test_modelled_rows():

@@ -25,7 +25,7 @@ API = {
             "simulate_rms_norm"),
     **_from(".sim.moments", "rowwise_moments", "Moments"),
     **_from(".sim.elementwise", "exp_cr", "log_cr", "sqrt_cr", "rsqrt_cr", "rsqrt_div_sqrt", "sleef_expf_u10",
-            "sleef_logf_u10", "torch_exp_u20", "torch_fexp_u20", "fma32"),
+            "sleef_logf_u10", "torch_exp_u20", "torch_fexp_u20", "glibc_expf", "fma32"),
     **_from(".sim.torchcpu", "torch_cpu_softmax", "torch_cpu_log_softmax", "torch_cpu_layer_norm", "torch_cpu_rms_norm",
             "torch_softmax_order", "torch_softmax_exp"),
     **_from(".sim.jaxcpu", "jax_cpu_softmax", "jax_softmax_order", "jax_cpu_attention"),

@@ -10,7 +10,8 @@ Masked entries are -inf (``causal``: key j kept for query i when j <= i). ``bloc
 e = exp(fl(s - m)), l = sum e along ``sum_order``; ``normalize="before"``: P = e fl(1/l) (softmax, then P v),
 O = P v; ``"after"``: O = fl(fl(e v) / l); ``"after_reciprocal"``: O = fl(fl(e v) fl(1/l)). ``block=Bc`` (online
 softmax, Dao 2023 Algorithm 1): per key block, m' = max(m, rowmax s_blk), alpha = alpha_exp(fl(m - m')),
-p = exp(fl(s_blk - m')), l = fl(fl(alpha l) + rowsum p), O = fl(fl(alpha O) + p v_blk), then O normalised by l
+p = exp(fl(s_blk - m')), l = fl(fl(alpha l) + rowsum p) (``l_fma``: one FMA), O = fl(fl(alpha O) + p v_blk)
+(``pv_into``: fl(alpha O) + each K block of p v_blk in turn, a GEMM with beta = 1), then O normalised by l
 (alpha = 1 while m' is -inf). ``p_format``: P (or p) rounded to it before the PV product (bf16 kernels).
 
 ``splits=S`` (split-KV, FlashDecoding): the keys are cut into S consecutive ranges of ceil(Lk / S) (the last
@@ -34,6 +35,7 @@ import numpy as np
 from ...core.formats.format import format_of
 from ...core.inputs import exact_float64
 from ...models.engine.simulation import simulate
+from ...models.orders.basic import Blocked, Sequential
 from . import elementwise as ew
 from .accarith import acc_format, add, div, fma, mul, round_to
 from .model import _apply, _order_for, _sum_rows
@@ -48,6 +50,25 @@ def _matmul(a: np.ndarray, b: np.ndarray, f: Any, order: Any) -> np.ndarray:
     """a (m, K) @ b (K, n) accumulated in f along order; a, b hold values of formats within float32."""
     return np.asarray(simulate("matmul", a.astype(np.float32), b.astype(np.float32), acc=f,
                                order=_order_for(order, a.shape[1])), np.float64)
+
+
+def _matmul_into(c: np.ndarray | None, a: np.ndarray, b: np.ndarray, f: Any, order: Any) -> np.ndarray:
+    """C + a b as a GEMM with beta = 1 adds it: each K block of ``order`` (Sequential or Blocked(b) with sequential
+    parts) a chain from +0, added to C in turn (C None: beta = 0)."""
+    o = _order_for(order, a.shape[1])
+    if isinstance(o, Sequential):
+        sizes = [a.shape[1]]
+    elif isinstance(o, Blocked) and o.inner == Sequential() and o.outer == Sequential() and o.outer_acc is None:
+        n = a.shape[1]
+        sizes = [o.b] * (n // o.b) + ([n % o.b] if n % o.b else [])
+    else:
+        raise ValueError(f"pv_into needs pv_order Sequential or Blocked(b) with sequential parts, got {o!r}")
+    pos = 0
+    for size in sizes:
+        part = _matmul(a[:, pos:pos + size], b[pos:pos + size], f, Sequential())
+        c = part if c is None else add(c, part, f)
+        pos += size
+    return c
 
 
 def _rowmax(s: np.ndarray) -> np.ndarray:
@@ -67,6 +88,8 @@ class _Steps:
     alpha_exp: Any
     pf: Any
     normalize: str
+    pv_into: bool = False
+    l_fma: bool = False
 
     def p_round(self, p: np.ndarray) -> np.ndarray:
         return p if self.pf is None else round_to(p, self.pf)
@@ -99,8 +122,13 @@ def _range(s: np.ndarray, v: np.ndarray, st: _Steps) -> tuple[np.ndarray, np.nda
         base = np.where(live, m_new, 0.0)
         alpha = np.where(live, _apply(st.alpha_exp, np.where(live, add(m, -base, f), 0.0), f, "alpha_exp"), 1.0)
         p = _apply(st.exp, add(sb, -base, f), f, "exp")
-        lsum = add(mul(alpha, lsum, f), _sum_rows(p, f, st.sum_order)[:, None], f)
-        o = add(mul(alpha, o, f), _matmul(st.p_round(p), v[b0:b0 + st.block], f, st.pv_order), f)
+        rs = _sum_rows(p, f, st.sum_order)[:, None]
+        lsum = fma(alpha, lsum, rs, f) if st.l_fma else add(mul(alpha, lsum, f), rs, f)
+        pv, vb = st.p_round(p), v[b0:b0 + st.block]
+        if st.pv_into:
+            o = _matmul_into(mul(alpha, o, f) if b0 else None, pv, vb, f, st.pv_order)
+        else:
+            o = add(mul(alpha, o, f), _matmul(pv, vb, f, st.pv_order), f)
         m = m_new
     return m, lsum, st.finish(o, lsum)
 
@@ -147,10 +175,13 @@ def simulate_attention(q: Any, k: Any, v: Any, *, scale: float | None = None, ca
                        block: int | None = None, qk_order: Any = None, pv_order: Any = None, sum_order: Any = None,
                        acc: Any = "fp32", out: Any = None, exp: Any = None, p_format: Any = None,
                        normalize: str = "before", scaling: str = "scores", alpha_exp: Any = None,
-                       splits: int | None = None, log: Any = None) -> np.ndarray:
+                       splits: int | None = None, log: Any = None, pv_into: bool = False,
+                       l_fma: bool = False) -> np.ndarray:
     """Attention's forward pass as a kernel computes it (module docstring); float64 values of ``out``.
     ``exp`` / ``alpha_exp`` / ``log``: the elementwise functions (None: correctly rounded; ``alpha_exp`` None:
-    ``exp``), each a numoracle function or a callable on the (rows, n) array of exact arguments."""
+    ``exp``), each a numoracle function or a callable on the (rows, n) array of exact arguments. Online form:
+    ``l_fma`` makes l = fma(alpha, l, rowsum p) one rounding; ``pv_into`` adds each block's P v into fl(alpha O)
+    as a GEMM with beta = 1 does (each K block of ``pv_order`` added to O in turn)."""
     f = acc_format(acc)
     qv, qfmt = exact_float64(q, "q")
     kv, _ = exact_float64(k, "k")
@@ -172,7 +203,7 @@ def simulate_attention(q: Any, k: Any, v: Any, *, scale: float | None = None, ca
     sc64 = 1 / math.sqrt(D) if scale is None else float(scale)
     dst = qfmt if out is None else format_of(out)
     st = _Steps(f, block, pv_order, sum_order, exp or ew.exp_cr, alpha_exp or exp or ew.exp_cr,
-                None if p_format is None else format_of(p_format), normalize)
+                None if p_format is None else format_of(p_format), normalize, bool(pv_into), bool(l_fma))
     lead = qv.shape[:-2]
     qs, ks, vs = (a.reshape((-1,) + a.shape[-2:]) for a in (round_to(qv, f), round_to(kv, f), round_to(vv, f)))
     if scaling == "inputs":

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from ...core.eft import two_sum_error
+from ...core.eft import two_prod, two_sum, two_sum_error
 from ...core.engine.convert import cast, decode
 from ...core.formats.format import FP32, Format
 from ..ziv import decide, settle
 
 __all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "sleef_logf_u10",
-           "torch_exp_u20", "torch_fexp_u20", "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
+           "torch_exp_u20", "torch_fexp_u20", "glibc_expf", "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
 
 _REL = 2.0**-45      # the bound on numpy's float64 exp / log / sqrt error, relative (as composite/ziv.py)
 
@@ -195,6 +195,64 @@ def torch_fexp_u20(x: Any, fmt: Format = FP32) -> np.ndarray:
     return y
 
 
+# glibc's expf (2.27 on; ARM's optimized-routines e_expf.c): N = 32 table of 2^(i/N), a cubic, all in double
+_GLIBC_N = 32
+_GLIBC_INVLN2N = float.fromhex("0x1.71547652b82fep0") * _GLIBC_N
+_GLIBC_C = (float.fromhex("0x1.c6af84b912394p-5") / _GLIBC_N**3, float.fromhex("0x1.ebfce50fac4f3p-3") / _GLIBC_N**2,
+            float.fromhex("0x1.62e42ff0c52d6p-1") / _GLIBC_N)
+
+
+def _glibc_table() -> np.ndarray:
+    import mpmath
+    with mpmath.workdps(60):
+        vals = [float(mpmath.power(2, mpmath.mpf(i) / _GLIBC_N)) for i in range(_GLIBC_N)]
+    return np.array(vals, np.float64)
+
+
+_GLIBC_T: list = []
+
+
+def _fma64(a: Any, b: Any, c: Any) -> np.ndarray:
+    """fl64(a b + c), one rounding: a b = p + e exactly (TwoProd), p + c = s + t (TwoSum), t + e rounded to odd,
+    then s + that rounded once (the odd rounding keeps the sticky information below s's last place)."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    with np.errstate(all="ignore"):
+        p, e = two_prod(a, b)
+        s, t = two_sum(p, c)
+        u = t + e
+        err = two_sum_error(t, e, u)
+        even = (u.view(np.uint64) & np.uint64(1)) == 0
+        u = np.where((err != 0) & even & np.isfinite(u), np.nextafter(u, np.where(err > 0, np.inf, -np.inf)), u)
+        return s + u
+
+
+def glibc_expf(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """glibc's ``expf`` (``std::exp`` on a float: torch's scalar tails and flash attention's rescaling), bit for
+    bit on this x86-64 build (its FMA variant): z = x N / ln 2, k = rint(z), r = z - k, s = 2^(k / N) from the
+    table, y = fma(fma(C0, r, C1), r^2, fma(C2, r, 1)) s in double, rounded to float32. Not correctly rounded:
+    it differs from ``exp_cr`` on a few arguments in 10^6. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"glibc_expf is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    if not _GLIBC_T:
+        _GLIBC_T.append(_glibc_table())
+    tab = _GLIBC_T[0]
+    xd = np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+    fin = np.isfinite(xd) & (xd > -104) & (xd < 89)
+    v = np.where(fin, xd, 0.0)
+    with np.errstate(all="ignore"):
+        z = _GLIBC_INVLN2N * v
+        kd = np.rint(z)
+        r = z - kd
+        ki = kd.astype(np.int64)
+        s = tab[ki % _GLIBC_N] * np.exp2((ki // _GLIBC_N).astype(np.float64))
+        zz = _fma64(r, _GLIBC_C[0], _GLIBC_C[1])
+        y = _fma64(r, _GLIBC_C[2], 1.0)
+        y = _fma64(zz, r * r, y)
+        y = (y * s).astype(np.float32).astype(np.float64)
+    y = np.where(fin, y, np.where(xd >= 89, np.inf, np.where(np.isnan(xd), xd, 0.0)))
+    return y.reshape(np.shape(x))
+
+
 def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
     """fl(1 / fl(sqrt(x))): two roundings (``1 / std::sqrt(v)``, torch's CPU norms; ``Vectorized::rsqrt``)."""
     with np.errstate(all="ignore"):
@@ -203,7 +261,8 @@ def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
 
 ELEMENTWISE_FNS = {"exp_cr": exp_cr, "log_cr": log_cr, "sqrt_cr": sqrt_cr, "rsqrt_cr": rsqrt_cr,
                    "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10, "torch_exp_u20": torch_exp_u20,
-                   "torch_fexp_u20": torch_fexp_u20}
+                   "torch_fexp_u20": torch_fexp_u20,
+                   "glibc_expf": glibc_expf}
 
 
 # ---- SLEEF's xlogf_u1 (Sleef_logf16_u10), AVX-512 branch: getexp / getmant and double-float steps with FMA ----

@@ -9,11 +9,14 @@ AVX512, MKL 2024.2; docs/composite.md, "Bit-exact models"): ``torch_cpu_sdpa(q, 
 * ``backend="math"`` (ATen ``_scaled_dot_product_attention_math``): bf16 inputs upcast to fp32; q and k each
   multiplied by fl(sqrt(scale)); S = q k^T; the causal mask added (-inf / 0); torch's CPU softmax (SLEEF
   ``expf_u10``, its sum order, e fl(1/S)); O = P v; rounded to the input's type.
-* ``backend="flash"`` (ATen ``cpu_flash_attention``, ``FlashAttentionKernel.cpp``), one key block (Lk <= 512, its
-  kv split): S = q k^T (bf16: products of bf16 values, accumulated in fp32), s = fl(S fl(scale)), m = max,
-  e = ATen's ``exp_u20`` on the first Lk - Lk % 16 columns and ``std::exp`` (correctly rounded) on the rest,
+* ``backend="flash"`` (ATen ``cpu_flash_attention``, ``FlashAttentionKernel.cpp``), per key block of 512 (its kv
+  split): S = q k^T (bf16: products of bf16 values, accumulated in fp32), s = fl(S fl(scale)), m = max,
+  e = ATen's ``exp_u20`` (bf16: ``fexp_u20``) on the block's full 16-lane vectors and the scalar ``exp`` on its
+  tail (correctly rounded reproduces it; glibc's ``expf`` does not),
   l = 16 lanes over the full vectors, halving, then the tail in order; bf16: e rounded to bf16 before PV;
-  O = e v; out = fl(O fl(1/l)) rounded to the input's type. Queries run in blocks of 32 (L < 192), 64 (L < 768)
+  O = e v; after the first block, online (``simulate_attention``'s blocked form): alpha = ``std::exp(m - m')``,
+  glibc's ``expf`` (``glibc_expf``, not correctly rounded), l = fma(alpha, l, rowsum e), O = fl(alpha O) with each K block of e v added to it in turn (the GEMM's beta = 1);
+  out = fl(O fl(1/l)) rounded to the input's type. Queries run in blocks of 32 (L < 192), 64 (L < 768)
   or 256; a last block of at most 3 rows is one of MKL's small-M GEMMs: those rows are not reproduced.
 """
 
@@ -65,7 +68,8 @@ def torch_flash_modelled_rows(L: int) -> np.ndarray:
 
 def torch_flash_exp(fmt: Any = FP32) -> Any:
     """The exp of torch's CPU flash kernel on a (rows, n) block for inputs of ``fmt``: on the full 16-lane vectors
-    ``exp_u20`` (fp32) or ``fexp_u20`` (bf16), on the tail ``std::exp`` (correctly rounded)."""
+    ``exp_u20`` (fp32) or ``fexp_u20`` (bf16), on the tail the kernel's scalar ``exp`` (correctly rounded reproduces it:
+    glibc's ``expf`` does not, so it is taken as C's double ``exp`` rounded to float)."""
     vec = ew.torch_fexp_u20 if format_of(fmt) == BF16 else ew.torch_exp_u20
 
     def exp(d: np.ndarray) -> np.ndarray:
@@ -88,10 +92,8 @@ def torch_cpu_sdpa(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float
                                   exp=ew.sleef_expf_u10, normalize="before")
     if backend != "flash":
         raise ValueError(f"backend must be one of {SDPA_BACKENDS}, got {backend!r}")
-    if np.shape(k)[-2] > FLASH_KV_SPLIT:
-        raise ValueError(f"the flash model covers one key block (at most {FLASH_KV_SPLIT} keys), got "
-                         f"{np.shape(k)[-2]}: several blocks are not modelled (docs/composite.md)")
-    return simulate_attention(q, k, v, scale=scale, causal=causal, qk_order=torch_gemm_order,
+    return simulate_attention(q, k, v, scale=scale, causal=causal, block=FLASH_KV_SPLIT, alpha_exp=ew.glibc_expf,
+                              pv_into=True, l_fma=True, qk_order=torch_gemm_order,
                               pv_order=torch_gemm_order, sum_order=Interleaved(_LANES, combine="halving", tail="after"),
                               exp=torch_flash_exp(fmt), normalize="after_reciprocal",
                               p_format=BF16 if fmt == BF16 else None)
