@@ -98,8 +98,8 @@ def test_flash_several_key_blocks_fresh_seeds(torch, dtype):
     if dtype == "fp32":
         _check(torch, 3960, cases, "flash", dtype)
         # the rescaling's std::exp is glibc's expf: correctly rounded, a row here and there differs
-        rng = np.random.default_rng(3962)
-        ts, arrs = _data(torch, rng, (2, 1, 1100, 32), "fp32")
+        rng = np.random.default_rng(8)          # a case with an alpha where glibc's expf misrounds (row 45, head 1)
+        ts, arrs = _data(torch, rng, (2, 1, 700, 32), "fp32")
         base = dict(block=512, qk_order=torch_gemm_order, pv_order=torch_gemm_order, exp=torch_flash_exp(FP32),
                     sum_order=Interleaved(16, combine="halving", tail="after"), normalize="after_reciprocal",
                     pv_into=True, l_fma=True)

@@ -230,7 +230,7 @@ def glibc_expf(x: Any, fmt: Format = FP32) -> np.ndarray:
     """glibc's ``expf`` (``std::exp`` on a float: torch's scalar tails and flash attention's rescaling), bit for
     bit on this x86-64 build (its FMA variant): z = x N / ln 2, k = rint(z), r = z - k, s = 2^(k / N) from the
     table, y = fma(fma(C0, r, C1), r^2, fma(C2, r, 1)) s in double, rounded to float32. Not correctly rounded:
-    it differs from ``exp_cr`` on a few arguments in 10^6. ``fmt`` must be FP32."""
+    it differs from ``exp_cr`` on about 0.07% of arguments. ``fmt`` must be FP32."""
     if fmt != FP32:
         raise ValueError(f"glibc_expf is a float32 function; got fmt={fmt.name}: pass FP32 values")
     if not _GLIBC_T:
