@@ -7,7 +7,8 @@ FP32, BF16 and FP64, plus an ill-conditioned FP32 set (magnitudes spread over 2^
 and rows that cancel), and a whole ``assert_matmul_close`` on the FP32 set. Prints the median time of
 each over ``--repeat`` interleaved runs and the ratio to BLAS (targets, one thread, issue 26: exact_matmul
 FP32 within 3.8x (three GEMMs are about 3.1x), 10x ill-conditioned; earlier 5x and 15x; the check within
-10x). The BLAS time is float64 ``A @ B`` on the same values.
+10x). The BLAS time is float64 ``A @ B`` on the same values. Issue 39's targets: ill-conditioned within 6x, FP32
+within 3.5x. ``--split`` runs exact_matmul on the digit split alone (no Ozaki scheme II: the engine before issue 39).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ml_dtypes
 import numpy as np
 from timing import median_times, shape_parser
 
+from numoracle.exact import ozaki2
 from numoracle.exact.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
 
@@ -39,7 +41,10 @@ def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 def main() -> None:
     ap = shape_parser(5)
+    ap.add_argument("--split", action="store_true", help="the digit split alone (no Ozaki scheme II)")
     args = ap.parse_args()
+    if args.split:
+        ozaki2.choose = lambda *a: None
     env = {k: v for k, v in os.environ.items() if "BLAS" in k or "OMP" in k or "MKL" in k}
     print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; BLAS/OMP environment: {env or 'none set'}")
     print(f"{'inputs':22s} {'float64 A@B':>12s} {'exact_matmul':>13s} {'ratio':>7s}")

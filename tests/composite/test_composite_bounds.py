@@ -41,7 +41,13 @@ def test_errors_are_clear():
     with pytest.raises(ValueError, match="do not fit the accumulator"):
         expected_error_bound("softmax", "fp32", 8, acc="bf16")
     with pytest.raises(ValueError, match="welford"):
-        expected_error_bound("layernorm", "fp32", 8, variance="welford")
+        expected_error_bound("rmsnorm", "fp32", 8, variance="welford")
+    with pytest.raises(ValueError, match="moments_depth"):
+        expected_error_bound("layernorm", "fp32", 8, variance="welford", moments_depth=8)
+    with pytest.raises(ValueError, match="pass out="):
+        expected_error_bound("logsumexp", "bf16", 8, form="composed")
+    with pytest.raises(ValueError, match="normalize='before'"):
+        expected_error_bound("attention", "bf16", 8, normalize="before", block=4)
     with pytest.raises(TypeError, match="unexpected keyword"):
         expected_error_bound("softmax", "fp32", 8, block=4)
     with pytest.raises(ValueError, match="unknown elementwise"):

@@ -152,7 +152,9 @@ def test_meta_names_the_machine():
 # ---- slow tier: every recording through the search ------------------------------------------------------------
 
 # the sweep on the machine that recorded tests/data/cpu (numpy 2.4.6, torch 2.13.0+cpu, jax 0.10.2; docs/gpu.md)
-EXPECTED = {"named": 103, "resolved": 65, "not": 0}
+# (103 / 65 before the verdict's evidence rule: 15 recordings of one or two outputs, or of fp16 outputs most
+# candidates agree on, became AMBIGUOUS; on an AMD EPYC they resolve to the orders named before, on fresh data too)
+EXPECTED = {"named": 88, "resolved": 80, "not": 0}
 
 
 def sweep() -> tuple[dict, list[str]]:

@@ -122,3 +122,57 @@ def test_identified_dot_arithmetic_rounds_to_the_kernels_output():
     assert rep.verdict == "REPRODUCED"
     got = no.simulate("dot", a, b, arith=rep.arithmetic, codes=True)
     assert int(got) == int(to_codes(np.asarray(y), "kernel")[0])
+
+
+AMD_MKL_DOT = O.MklDot(4, 4, fma=False, registers="order", lanes="halves", rest="lane0")
+
+
+def test_amd_mkl_dot_by_hand_at_6_terms():
+    # products rounded to float32 first; terms 0..3 one per lane of register 0, the rest (4, 5) added one by one
+    # to lane 0; the other registers +0; then the lanes by halves: (v0 + v2) + (v1 + v3)
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        a, b = (rng.standard_normal(6) * np.exp2(rng.integers(-9, 9, 6))).astype(np.float32), \
+            rng.standard_normal(6).astype(np.float32)
+        p = a * b                                                   # float32 products, each rounded
+        v = [((p[0] + p[4]) + p[5]), p[1], p[2], p[3]]
+        want = (v[0] + v[2]) + (v[1] + v[3])
+        got = np.float32(no_simulate(a, b, AMD_MKL_DOT))
+        assert got.view(np.uint32) == np.float32(want).view(np.uint32)
+    assert O.parse(str(AMD_MKL_DOT)) == AMD_MKL_DOT and O.MklDot() == O.MklDot(16, 4, True, "pairwise")
+    for bad in ({"registers": "tree"}, {"lanes": "pairs"}, {"rest": "tail"}):
+        with pytest.raises(ValueError, match="must be one of"):
+            O.MklDot(**bad)
+
+
+@pytest.mark.parametrize("isa", ["avx", "avx2"])
+def test_amd_mkl_dot_is_the_recorded_torch_dot(isa):
+    # torch 2.13.0+cpu's torch.dot recorded on the AMD EPYC under MKL_ENABLE_INSTRUCTIONS=AVX2 (seeds 300 / 400;
+    # the model was fitted on seed 5): every recorded dot, and the variant names it
+    d, meta = _load(isa)
+    assert meta["MKL_ENABLE_INSTRUCTIONS"] == "AVX2" and meta["cpu"] == "AMD EPYC"
+    differs = 0
+    for tag in ("dot_37_normal", "dot_1000_normal", "dot_1000_cancel"):
+        a, b, y = (d[f"fp32__{tag}__{k}"] for k in ("A", "B", "torch_dot"))
+        assert np.float32(no_simulate(a, b, AMD_MKL_DOT)).view(np.uint32) == y.view(np.uint32), tag
+        differs += np.float32(no_simulate(a, b, O.MklDot())).view(np.uint32) != y.view(np.uint32)
+    assert differs       # the Xeon's AVX-512 model is not this kernel
+    assert [v.isa for v in variants_of(AMD_MKL_DOT)] == ["AMD Zen 5 (any MKL_ENABLE_INSTRUCTIONS)"]
+    assert AMD_MKL_DOT in variant_orders()
+
+
+def test_amd_mkl_dot_on_fresh_data():
+    # the live kernel, where it is the recording's: torch 2.13.0+cpu on an AMD CPU (fresh seed 8, n = 1 .. 40, 1000)
+    torch = pytest.importorskip("torch")
+    try:
+        amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        amd = False
+    if torch.__version__ != "2.13.0+cpu" or not amd:
+        pytest.skip("the variant was measured with torch 2.13.0+cpu on an AMD CPU")
+    rng = np.random.default_rng(8)
+    for n in list(range(1, 41)) + [1000]:
+        a = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n))).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        y = torch.dot(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+        assert np.float32(no_simulate(a, b, AMD_MKL_DOT)).view(np.uint32) == y.view(np.uint32), n

@@ -54,3 +54,25 @@ def test_factory_and_errors(tmp_path, capsys):
     assert main(["invariance", f"{f}:pairwise", "matmul", "--vary", "M=1:x", "--at", "K=64"]) == 2
     assert main(["invariance", f"{f}:pairwise", "matmul", "--vary", "M=1:4"]) == 2
     assert "K" in capsys.readouterr().err
+
+
+SOFTMAX = '''
+import numpy as np
+from numoracle.composite import simulate_softmax
+from numoracle.orders import Interleaved, Sequential
+
+def switching(X):
+    return simulate_softmax(X, Sequential() if X.shape[0] < 8 else Interleaved(8, combine="halving")).astype(np.float32)
+'''
+
+
+def test_composite_op_table_and_json(tmp_path, capsys):
+    p = tmp_path / "softmax_kernels.py"
+    p.write_text(SOFTMAX)
+    assert main(["invariance", f"{p}:switching", "softmax", "--vary", "M=1:16", "--at", "K=40"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["class", "outputs", "first", "seen", "at", "tried"]
+    assert "threshold M: 7 -> 8" in out and "CONFIRMED" in out and "model Sequential()" in out
+    assert main(["invariance", f"{p}:switching", "softmax", "--vary", "M=1,2,3", "--at", "K=40", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["verdict"] == "INVARIANT" and d["reveals"] == 0 and d["matches"] == 3

@@ -157,3 +157,13 @@ def test_fp32_accumulator_on_float64_words_rounds_once():
     r = simulate("matmul", a, b, **kw)
     up = 8 * (1 + 2.0**-11 + 2.0**-23)
     assert r[0, 0] == up and r[1, 0] == -8 * (1 + 2.0**-11)     # -M + 2^-80 rounds toward zero
+
+
+def test_fp32_accumulator_on_float64_words_rounds_once_below_min_normal():
+    """The same in FP32's subnormal range, where a midpoint's float64 bits have no fixed pattern: 5 * 2^-150 (a
+    midpoint of the subnormal grid) + 2^-210 rounds once to 3 * 2^-149; through float64 first, to 2 * 2^-149."""
+    a = np.array([[5 * 2.0**-75, 2.0**-105] * 8], np.float32)
+    b = np.array([[2.0**-75, 2.0**-105] * 8], np.float32).T
+    kw = dict(acc=FP32, order=O.Pairwise())
+    assert same("matmul", (a, b), **kw) == 1
+    assert simulate("matmul", a, b, **kw)[0, 0] == 24 * 2.0**-149

@@ -5,10 +5,11 @@
                          [--call-seconds S] [--workers N] [--progress] [--json]
 
 The kernel: ``fn(X[M, K]) -> [M]`` (sum over the last axis), ``fn(A[M, K], B[M, K]) -> [M]`` (dot, one per row)
-or ``fn(A[M, K], B[K, N]) -> [M, N]`` (matmul); with ``--factory``, FUNCTION is ``make_fn(**params)`` and the
-axes other than M, row, K, N are its parameters. Prints a table of the classes (configurations sharing one order),
-the thresholds and counterexamples; exit status 0 when INVARIANT, 1 otherwise (VARIANT, UNDETERMINED, NOT
-DETERMINISTIC), 2 on a usage error.
+or ``fn(A[M, K], B[K, N]) -> [M, N]`` (matmul) or ``fn(X[M, K]) -> [M, K]`` (softmax, log_softmax,
+rms_norm, layer_norm: the watched row's outputs compared bit for bit, docs/invariance.md); with ``--factory``,
+FUNCTION is ``make_fn(**params)`` and the axes other than M, row, K, N are its parameters. Prints a table of the
+classes (configurations sharing one order), the thresholds and counterexamples; exit status 0 when INVARIANT, 1
+otherwise (VARIANT, UNDETERMINED, NOT DETERMINISTIC), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import sys
 
 from ..invariance.check import check_invariance
+from ..invariance.composite import COMPOSITE_OPS
 from ..invariance.report import InvarianceReport
 from ..invariance.space import parse_range
 from .reveal import load_function
@@ -54,7 +56,9 @@ def class_table(rep: InvarianceReport) -> str:
     for c in rep.classes:
         tried = "; ".join(f"{a}: {_spans(sorted({m.get(a) for m in c.members}))}" for a in rep.varying)
         rows.append([c.name, c.description, str(c.revealed_at), tried])
-    return table(rows, ["class", "order", "revealed at", "tried"]) if rows else "(no class: nothing was revealed)"
+    composite = rep.op in COMPOSITE_OPS
+    head = ["class", "outputs" if composite else "order", "first seen at" if composite else "revealed at", "tried"]
+    return table(rows, head) if rows else "(no class: nothing was revealed)"
 
 
 def _cmd_invariance(args: argparse.Namespace) -> tuple[str, int]:
@@ -82,7 +86,7 @@ def add_invariance_parsers(sub: argparse._SubParsersAction) -> None:
                        "invariance numpy:matmul matmul --vary M=1:256 --at K=256 --at N=16. Exit status: 0 "
                        "INVARIANT, 1 otherwise, 2 on an error.")
     s.add_argument("kernel", metavar="MODULE:FUNCTION", help="the kernel (or with --factory, make_fn(**params))")
-    s.add_argument("op", choices=("sum", "dot", "matmul"), help="what the kernel computes")
+    s.add_argument("op", choices=("sum", "dot", "matmul", *COMPOSITE_OPS), help="what the kernel computes")
     s.add_argument("--vary", type=_axis, action="append", metavar="AXIS=VALUES",
                    help="an axis that varies: M, row, K, N or a factory parameter; VALUES LO:HI, LO:HI:STEP or a,b,c")
     s.add_argument("--at", type=_axis, action="append", metavar="AXIS=VALUE", help="a fixed axis (K=4096, N=16)")

@@ -31,6 +31,10 @@ API = {
     **_from(".sim.jaxcpu", "jax_cpu_softmax", "jax_softmax_order", "jax_cpu_attention"),
     **_from(".sim.torchattn", "torch_cpu_sdpa", "torch_gemm_order", "torch_flash_exp", "torch_flash_modelled_rows"),
     **_from(".sim.attention", "simulate_attention"),
+    **_from(".identify.search", "identify_composite"),
+    **_from(".identify.report", "CompositeIdentifyReport", "CompositeCandidate"),
+    **_from(".identify.models", "CompositeModel", "composite_models"),
+    **_from(".identify.pool", "SeparatingRows"),
 }
 
 __all__, __getattr__, __dir__ = namespace(__name__, API)

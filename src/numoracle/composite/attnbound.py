@@ -19,6 +19,16 @@ o = sum_s w_s o_s with w_s = exp(lse_s - lse); with Lam the largest error of an 
 relative error (exp(2 Lam + u R_lse)(1 + mu_exp)(1 + mu_div) over the normalising sum),
 |o^ - o| <= (1 + omega)(1 + gamma_S) max_s(alpha_s + beta_s) A + (omega + gamma_S (1 + omega)) A,
 A = sum_j P_j |v_j| (our derivation; no published bound was found for either).
+
+kind="probabilistic": the three sums' factors (q.k over D, l and PV over the keys, with their block trees) become
+Higham & Mary's 2019 gamma~(lambda) over the same roundings, lambda set by a union bound over the call's
+B Lq Lk (D + 2) paths for ``confidence``; exp, the rescalings, the divisions and the split-KV combine stay worst case.
+
+``normalize="before"`` (jax 0.10.2's ``dot_product_attention``: P = softmax(s) in fp32, rounded to ``p_format``, then
+o = P v): p^_j = e^_j / l^ (1 + delta_div) lies within P_j (1 + rho_j)(1 + mu_div) / (1 - lam) - P_j (the same
+symmetric argument as softmax's, BHH 2021), then (1 + u_p) and the PV sum's gamma_pv on every term, so
+|o^ - o| <= A [(1 + mu_div)/(1 - lam) (1 + rho)(1 + u_p)(1 + gamma_pv) - 1] = alpha A + beta A: the form above with
+|o| replaced by A >= |o| (one-pass plain attention only; online blocks and split-KV normalise after).
 """
 
 from __future__ import annotations
@@ -32,15 +42,26 @@ import numpy as np
 from ..bounds.boundmath import Component
 from ..core.formats.format import format_of
 from ..core.inputs import exact_float64
-from .boundbase import MARGIN, CompositeBound, Setting, component, gamma, out_terms, setting, sum_components
+from .boundbase import (
+    MARGIN,
+    CompositeBound,
+    Setting,
+    component,
+    out_terms,
+    setting,
+    sum_components,
+    summation_gamma,
+)
 
 __all__ = ["attention_bound"]
 
-_EXTRA = ("head_dim", "block", "splits", "p_format", "score_order", "scale_rounded")
+_EXTRA = ("head_dim", "block", "splits", "p_format", "score_order", "scale_rounded", "normalize")
 
 
-def _depths(st: Setting, n: int) -> tuple[float, float, int]:
-    """(gamma_l, gamma_pv, T) for n keys: the row sum's and PV's factors, the number of key blocks."""
+def _depths(st: Setting, n: int, events: int = 1) -> tuple[float, float, int]:
+    """(gamma_l, gamma_pv, T) for n keys: the row sum's and PV's factors, the number of key blocks (worst case, or
+    Higham & Mary 2019's probabilistic factor over ``events`` such paths)."""
+    g = lambda comps: summation_gamma(st, comps, events)  # noqa: E731
     Bc = st.extra.get("block")
     p_fmt = format_of(st.extra["p_format"]) if st.extra.get("p_format") else st.acc
     prod = 0 if 2 * max(p_fmt.precision, st.dtype.precision) <= st.acc.precision or (
@@ -48,10 +69,10 @@ def _depths(st: Setting, n: int) -> tuple[float, float, int]:
     if Bc:
         T = -(-n // Bc)
         inner = sum_components(st, min(Bc, n), "block sum")
-        g = gamma(inner + [component("blocks", st.u, T - 1, "", "")])
-        return g, gamma(inner + [component("blocks", st.u, T - 1 + prod, "", "")]), T
+        return (g(inner + [component("blocks", st.u, T - 1, "", "")]),
+                g(inner + [component("blocks", st.u, T - 1 + prod, "", "")]), T)
     comps = sum_components(st, n, "row")
-    return gamma(comps), gamma(comps + [component("products", st.u, prod, "", "")]), 1
+    return g(comps), g(comps + [component("products", st.u, prod, "", "")]), 1
 
 
 def _components(st: Setting) -> list[Component]:
@@ -81,14 +102,16 @@ def _components(st: Setting) -> list[Component]:
 
 def attention_bound(op: str, dtype: Any, K: int, **kw: Any) -> CompositeBound:
     st = setting(op, dtype, K, kw, _EXTRA)
-    if st.kind != "worst":
-        raise ValueError("attention: only kind='worst' is modelled")
+    if st.extra.get("normalize", "after") not in ("after", "before"):
+        raise ValueError("normalize must be 'after' (o = (P v) / l) or 'before' (P = e / l, then P v)")
+    if st.extra.get("normalize") == "before" and (st.extra.get("block") or st.extra.get("splits")):
+        raise ValueError("normalize='before' is the one-pass kernel: pass block=None and splits=None")
     for name in ("block", "splits"):
         val = st.extra.get(name)
         if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
             raise ValueError(f"{name} must be a positive int, got {val!r}")
     comps = _components(st)
-    g_l, g_pv, T = _depths(st, K)
+    g_l, g_pv, T = _depths(st, K, K)
     mu_e, mu_d = float(st.exp.relative(st.acc)), float(st.div.relative(st.acc))
     u = float(st.u)
     u_p = float(format_of(st.extra["p_format"]).unit_roundoff("rne")) if st.extra.get("p_format") else 0.0
@@ -98,8 +121,11 @@ def attention_bound(op: str, dtype: Any, K: int, **kw: Any) -> CompositeBound:
     coef = Fraction(((1 + mu_d) / (1 - lam) - 1 + beta) * (1 + float(st.u_out)) + float(st.u_out)) * Fraction(MARGIN)
     notes = ("a priori coefficient: for scores all equal and exact (d = 0), times A = sum_j P_j |v_j| >= |o|; "
              "per element: .tolerance(q, k, v, scale=None, causal=False, mask=None)",)
-    return CompositeBound(op, st.dtype, st.acc, K, st.out, st.kind, None, tuple(comps), coef, "worst case (guaranteed)",
-                          notes, dict(st.extra), evaluate=lambda b, *a, **d: _evaluate(st, *a, **d))
+    method = ("worst case (guaranteed)" if st.kind == "worst" else f"probabilistic sums (Higham & Mary 2019, "
+              f"confidence {st.confidence}: q.k, l and PV); exp, rescalings and the combine worst case")
+    return CompositeBound(op, st.dtype, st.acc, K, st.out, st.kind, st.confidence if st.kind != "worst" else None,
+                          tuple(comps), coef, method, notes, dict(st.extra),
+                          evaluate=lambda b, *a, **d: _evaluate(st, *a, **d))
 
 
 def _keep(shape: tuple, causal: bool, mask: Any) -> np.ndarray:
@@ -112,12 +138,14 @@ def _keep(shape: tuple, causal: bool, mask: Any) -> np.ndarray:
 def _split_terms(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray, v: np.ndarray, sc: float) -> tuple:
     """For one split's keys: (alpha, beta) per row (beta: the max over keys), lse, its error, P, A."""
     u, n = float(st.u), s.shape[1]
-    g_qk = gamma(sum_components(st, st.extra.get("head_dim", 1), "scores", st.extra.get("score_order")))
+    events = st.extra.get("events", 1)  # every term's path in the call (the union bound of the probabilistic kind)
+    g_qk = summation_gamma(st, sum_components(st, st.extra.get("head_dim", 1), "scores", st.extra.get("score_order")),
+                           events)
     k_sc = 1 + bool(st.extra.get("scale_rounded"))
     mu_d, u_p = float(st.div.relative(st.acc)), 0.0
     if st.extra.get("p_format"):
         u_p = float(format_of(st.extra["p_format"]).unit_roundoff("rne"))
-    g_l, g_pv, T = _depths(st, n)
+    g_l, g_pv, T = _depths(st, n, events)
     with np.errstate(all="ignore"):
         m = np.where(keep, s, -np.inf).max(axis=1)
         d = np.where(keep, s - np.where(np.isfinite(m), m, 0)[:, None], -np.inf)
@@ -153,7 +181,8 @@ def _evaluate(st: Setting, q: Any, k: Any, v: Any, *, scale: Any = None, causal:
     D, Lk = qv.shape[-1], kv.shape[-2]
     if Lk != st.K:
         raise ValueError(f"the bound was made for K = {st.K} keys; k has {Lk}")
-    st = Setting(**{**st.__dict__, "extra": {**st.extra, "head_dim": D}})
+    events = int(np.prod(qv.shape[:-1])) * Lk * (D + 2)  # paths of q.k, l and PV, every row of every batch entry
+    st = Setting(**{**st.__dict__, "extra": {**st.extra, "head_dim": D, "events": events}})
     sc = 1 / math.sqrt(D) if scale is None else float(scale)
     batch, Lq = qv.shape[:-2], qv.shape[-2]
     keep = _keep((*batch, Lq, Lk), causal, mask)
@@ -183,7 +212,9 @@ def _entry_bound(st: Setting, s: np.ndarray, keep: np.ndarray, absqk: np.ndarray
         A = P @ np.abs(v)
         o = P @ v
         if S == 1:
-            err = terms[0][0][:, None] * np.abs(o) + terms[0][1][:, None] * A
+            lead = A if st.extra.get("normalize") == "before" else np.abs(o)
+            err = terms[0][0][:, None] * lead + terms[0][1][:, None] * A
+            err = np.where(np.isfinite(terms[0][0] + terms[0][1])[:, None], err, np.inf)  # vacuous: +inf, not NaN
         else:
             ab = np.max([t[0] + t[1] for t in terms], axis=0)[:, None]
             lse = np.array([t[2] for t in terms])

@@ -136,9 +136,9 @@ def gamma(comps: list[Component]) -> float:
 
 def summation_gamma(st: Setting, comps: list[Component], events: int) -> float:
     """The summation's relative error factor: worst case, or Higham & Mary 2019's probabilistic form."""
-    if st.kind == "probabilistic":
+    if st.kind == "probabilistic":  # the smaller of the two: the worst case holds always
         g, _, _ = hm2019(comps, max(events, 1), st.confidence)
-        return float(g) * MARGIN
+        return min(float(g) * MARGIN, gamma(comps))
     return gamma(comps)
 
 

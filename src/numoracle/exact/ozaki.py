@@ -403,6 +403,23 @@ def _round_block(limbs: np.ndarray, base: np.ndarray, head: set | None, a: _Side
     return rr, cc
 
 
+def planned_gemms(sA: np.ndarray, sB: np.ndarray, K: int, M: int, N: int, exact: bool) -> float:
+    """The split's GEMM work for ``ozaki_product`` (before any remaining pairs), in full M x K x N GEMMs:
+    the Karatsuba blocks' three products and the plain pairs of its first pass, on the lines they take."""
+    if not (M and N):
+        return 0.0
+    ba, bb, kara = _plan(sA, sB, K, M, N)
+    none = np.empty((0, 0))
+    a = _side(none, sA, slice_counts(sA, ba), ba, 1, kara)
+    b = _side(none, sB, slice_counts(sB, bb), bb, 0, kara)
+    nA, nB = len(a.lines), len(b.lines)
+    rows, cols = [x.size for x in a.lines], [x.size for x in b.lines]
+    head = None if exact else ozakitail.head_pairs(nA, nB, ba, bb, K, rows, cols)
+    blocks, plain = _gemms(a, b, head)
+    work = sum(3 * rows[2 * p] * cols[2 * q] for p, q in blocks) + sum(rows[s] * cols[t] for s, t in plain)
+    return work / (M * N)
+
+
 def ozaki_product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
     """Exact A @ B (finite float64, spans <= MAX_SPAN): (RNE, RO, Fractions or None), raveled."""
     M, K = A.shape

@@ -33,6 +33,12 @@ Algorithms (the integer machinery is in ``exactsum.py``):
   rounded result (not ``exact=True``) is rounded from the leading slice pairs wherever a
   rigorous bound on the others cannot change it (``ozakitail.py``); the other entries are
   computed in full. The compiled twins of the non-GEMM passes are in ``jitozaki.py``.
+  Where it takes fewer GEMMs (wide exponent ranges: about six against the split's nine on data spread
+  over 2^+-40), the product goes by Ozaki scheme II instead (``ozaki2.py``; Ozaki, Uchino & Imamura):
+  each row of A / column of B scaled to integers of P bits, their product modulo odd primes p with
+  K ((p - 1)/2)^2 <= 2^53 (one exact float64 GEMM of balanced residues each), rebuilt exactly by the
+  Chinese remainder theorem (Garner) into the same limbs; the bits below the integers enter through two
+  plain float64 GEMMs with a rigorous error bound, and the early rounding's bracket decides as above.
   Rows/columns the split cannot scale exactly in float64 (FP64 data spanning > 1000 binades,
   int64 values beyond 2^53) get their entries as exact dot products instead (slower).
   The argument assumes a classical GEMM (every output a sum of the K products, in any order
@@ -68,7 +74,7 @@ from ..core.formats.format import FP32, FP64, AnyFormat, format_of
 from ..core.formats.interop import to_codes
 from ..core.inputs import value_table
 from ..core.npcompat import normalize_axis_tuple
-from . import ozaki
+from . import ozaki, ozaki2
 from .exactsum import limbs_to_fractions, product_terms, round_limbs, split_values, sum_terms
 
 __all__ = ["exact_sum", "exact_dot", "exact_matmul"]
@@ -385,8 +391,8 @@ def _matmul_2d(va: np.ndarray, vb: np.ndarray, exact: bool) -> tuple:
     ri, ci = np.flatnonzero(rows_ok), np.flatnonzero(cols_ok)
     if ri.size and ci.size:
         whole = ri.size == M and ci.size == N
-        a, b, c = ozaki.ozaki_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci],
-                                      sB[ci], exact)
+        a, b, c = ozaki2.exact_product(A if whole else A[ri], B if whole else B[:, ci], EA[ri], sA[ri], EB[ci],
+                                       sB[ci], exact)
         a, b = a.reshape(ri.size, ci.size), b.reshape(ri.size, ci.size)
         if whole:  # every entry from the split: its arrays as they are
             rne, ro, fr = a, b, None if c is None else c.reshape(M, N)

@@ -58,9 +58,15 @@ VARIANTS: tuple[KernelVariant, ...] = (
                   OpenBlasDot(4, 8, 0, True, "fp64", "pairwise"), ("avx2", "fma"), _DOT_SIZES),
     KernelVariant("OpenBLAS 0.3.31", "sdot", "SkylakeX (AVX-512)", OpenBlasDot(), ("avx512f",),
                   _DOT_SIZES),
-    # MKL's sdot as torch 2.13.0+cpu calls it with AVX-512 (MKL_ENABLE_INSTRUCTIONS=AVX2 runs another kernel, not
-    # modelled: a recording of it is not reproduced by this one)
+    # MKL's sdot as torch 2.13.0+cpu calls it with AVX-512 (on an Intel Xeon)
     KernelVariant("MKL (torch 2.13.0+cpu)", "sdot", "AVX-512", MklDot(), ("avx512f",), "fp32 dot, n = 1 .. 4099"),
+    # the same on an AMD EPYC (Zen 5), MKL_ENABLE_INSTRUCTIONS=AVX2, AVX512 or unset alike: 4 registers of 4 lanes
+    # (SSE width), products rounded before they are added, registers in order, lanes by halves, the n % 4 rest
+    # added one by one to lane 0 (reveal_order's trees at n = 5 .. 40; fitted on seed 5, confirmed on seeds 6, 7)
+    KernelVariant("MKL (torch 2.13.0+cpu)", "sdot", "AMD Zen 5 (any MKL_ENABLE_INSTRUCTIONS)",
+                  MklDot(4, 4, fma=False, registers="order", lanes="halves", rest="lane0"), ("sse2",),
+                  "fp32 dot, n = 1 .. 69 and 8 sizes to 4099, normal and wide data, three seeds; inputs on 16-byte "
+                  "aligned addresses (fresh arrays): elsewhere MKL peels terms to an aligned address, another order"),
 )
 
 

@@ -75,13 +75,19 @@ def row_index(rows: Any, n: int) -> np.ndarray:
     return idx
 
 
+WATCHED = 1024      # output elements per candidate kept for the verdict's evidence (rows are exchangeable)
+
+
 class Problem:
     """The kernel's inputs and outputs, cut to rows on demand, and the scoring of one candidate."""
 
     def __init__(self, actual: Any, op: str, inputs: tuple, acc: Any, out: Any, rows: Any):
         self.op = str(op).lower()
         if self.op not in ("sum", "dot", "matmul"):
-            raise ValueError(f"unknown op {op!r}; identify_order supports sum, dot, matmul")
+            composite = self.op in ("softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm")
+            raise ValueError(f"unknown op {op!r}; identify_order supports sum, dot, matmul" + (
+                f" (for {self.op} call numoracle.composite.identify_composite(actual, {self.op!r}, x): it scores "
+                "whole-kernel models, docs/identify.md)" if composite else ""))
         need = 1 if self.op == "sum" else 2
         if len(inputs) != need:
             raise TypeError(f"identify_order({self.op!r}) takes {need} input array(s), got {len(inputs)}")
@@ -121,6 +127,8 @@ class Problem:
         self._read: dict = {None: self.inputs}
         self._variants: list | None = None
         self.aliases: list[tuple] = []     # (operand rounding, the earlier one that reads the same values here)
+        self.watch: np.ndarray | None = None   # the rows every candidate is scored on (the pruning rows; None: all)
+        self.predictions: dict[tuple, np.ndarray] = {}   # candidate key -> its output codes on the watched rows
 
     def _shape(self) -> tuple:
         x = self.inputs[0]
@@ -195,6 +203,7 @@ class Problem:
         """Score a model's output codes (of the given rows) against the kernel's; simulated=False marks codes
         computed by a shortcut (a guide for the search: such a score never confirms an order)."""
         ref = self.codes if rows is None or self.op == "dot" else self.codes[rows]
+        self._keep(got, rows, (order, acc, operands))
         bias = self.bias(got, rows)
         got, ref = np.asarray(got).ravel(), np.asarray(ref).ravel()
         nan_g, nan_r = is_nan(got, self.out), is_nan(ref, self.out)
@@ -205,6 +214,22 @@ class Problem:
                                                                                        int((~same & ~known).sum())),
                          float(np.median(np.abs(d[known]))) if known.any() else float("nan"),
                          (rows is None or self.op == "dot") and simulated, bias, simulated, acc, operands)
+
+    def _keep(self, got: np.ndarray, rows: np.ndarray | None, key: tuple) -> None:
+        """Keep a candidate's prediction on the watched rows (its first WATCHED elements), for the verdict's
+        estimate of how the tried candidates spread over the kernel's outputs (:mod:`.evidence`)."""
+        got = np.asarray(got)
+        if self.op != "dot" and rows is None and self.watch is not None:
+            got = got[self.watch]
+        elif self.op != "dot" and rows is not None and (self.watch is None or rows is not self.watch
+                                                        and not np.array_equal(rows, self.watch)):
+            return       # another row subset: not comparable with the others' predictions
+        self.predictions[key] = got.ravel()[:WATCHED].astype(np.uint64)
+
+    def watched(self) -> np.ndarray:
+        """The kernel's output codes on the watched rows, as :meth:`_keep` keeps the candidates'."""
+        ref = self.codes if self.op == "dot" or self.watch is None else self.codes[self.watch]
+        return np.asarray(ref).ravel()[:WATCHED].astype(np.uint64)
 
     def bias(self, codes: np.ndarray, rows: np.ndarray | None) -> float:
         """Mean direction of the outputs' errors: -1 all toward zero (truncation), 0 unbiased, +1 away.

@@ -113,7 +113,9 @@ class IdentifyReport:
 
     verdict: "REPRODUCED" (one arithmetic reproduces every element: one order, or several that no input tried
     tells apart), "AMBIGUOUS" (arithmetically different candidates each reproduce every element: ``classes``
-    lists them, ``separating`` holds inputs on which they differ), "NOT REPRODUCED" (the closest listed)."""
+    lists them, ``separating`` holds inputs on which they differ; or one does, but the outputs are too few to tell
+    it from an order outside the set searched: ``weak``, ``evidence``, and ``separating`` holds fresh inputs on
+    which it predicts bits), "NOT REPRODUCED" (the closest listed)."""
 
     op: str
     shape: tuple
@@ -130,12 +132,20 @@ class IdentifyReport:
     classes: list[list[Candidate]] = field(default_factory=list)   # reproducing candidates, one list per arithmetic
     separating: Any = None       # SeparatingInputs that tell the classes apart (AMBIGUOUS only)
     stopped: str | None = None   # why the search stopped before its end (a time or candidate budget), if it did
+    evidence: Any = None         # Evidence: the outputs' likelihood ratio against an order outside the tried set
+
+    @property
+    def weak(self) -> bool:
+        """One arithmetic reproduces every output, but an open search's outputs are too few to tell it from an
+        order outside the candidates tried (numoracle.identify.evidence): AMBIGUOUS, with fresh inputs to rerun."""
+        return (self.winner is not None and len(self.classes) <= 1 and self.evidence is not None
+                and not self.evidence.enough)
 
     @property
     def verdict(self) -> str:
         if self.winner is None:
             return "NOT REPRODUCED"
-        return "AMBIGUOUS" if len(self.classes) > 1 else "REPRODUCED"
+        return "AMBIGUOUS" if len(self.classes) > 1 or self.weak else "REPRODUCED"
 
     @property
     def order(self) -> Any:
@@ -181,6 +191,11 @@ class IdentifyReport:
                         + (" ..." if len(self.classes) > 4 else "") + f" {what}")
             same = len(self.classes[0]) - 1 if self.classes else 0
             also = f" (and {same} order(s) that are the same arithmetic on these data)" if same else ""
+            if self.weak:
+                return (f"AMBIGUOUS: {w.name} reproduces all {w.total} output element(s) bit for bit{also}, but too "
+                        f"few outputs to decide: an order outside the {len(self.candidates)} tried lands on them by "
+                        f"chance as likely (evidence 10^{self.evidence.log10_ratio:.1f}, REPRODUCED needs "
+                        f"10^{self.evidence.needed:g}); rerun the kernel on rep.separating {what}")
             return f"REPRODUCED: {w.name} reproduces all {w.total} output elements bit for bit{also} {what}"
         b = self.best
         if b is None:
@@ -195,6 +210,11 @@ class IdentifyReport:
 
     def ambiguity_text(self) -> list[str]:
         """Why the verdict is AMBIGUOUS, and how to settle it."""
+        if self.weak:
+            lines = [f"why: {self.evidence.text()}"]
+            if self.separating is not None:
+                lines += ["to settle it: " + line for line in self.separating.instructions().splitlines()]
+            return lines
         if len(self.classes) < 2:
             return []
         lines = ["reproducing every element (one line per arithmetic; orders on one line agree on every input tried):"]
@@ -241,6 +261,7 @@ class IdentifyReport:
                 "in_format": self.in_format.name, "out_format": self.out_format.name, "acc": self.acc.name,
                 "prune_rows": self.prune_rows, "n_rows": self.n_rows, "simulations": self.simulations,
                 "seconds": self.seconds, "notes": list(self.notes), "stopped": self.stopped,
+                "evidence": None if self.evidence is None else self.evidence.to_dict(),
                 "candidates": [c.to_dict() for c in self.candidates]}
 
     def to_json(self, **kw: Any) -> str:

@@ -244,6 +244,7 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
         raise ValueError(f"prune_rows and keep must be >= 1, got {prune_rows} and {keep}")
     rng = np.random.default_rng(seed)
     sub = None if p.n_rows <= prune_rows or p.op == "dot" else np.sort(rng.choice(p.n_rows, prune_rows, replace=False))
+    p.watch = sub
     search = _Search(p, sub, budget_s, max_candidates)
     tried: list = []
     if isinstance(candidates, str) and candidates == "auto":
@@ -266,19 +267,20 @@ def identify_order(actual: Any, op: str, *inputs: Any, candidates: Any = "auto",
                             + " on these inputs (no value where the two differ): the same arithmetic here, "
                             "tried once")
     classes: list = []
-    separating = None
+    separating = evidence = None
     if win is None:
         for c in search.best(tuple({c.stage for c in search.scored}), keep):
             search.confirm(c)
     elif verdict:
         from .verdict import settle
-        classes, separating = settle(search, win, tried)
+        settled = settle(search, win, tried)
+        classes, separating, evidence = settled.classes, settled.separating, settled.evidence
     final = [search.confirmed.get(c.key, c) for c in search.scored]
     final.sort(key=lambda c: (c.key != (win.key if win else None), not (c.confirmed and c.fraction == 1.0),
                               not c.confirmed, -c.fraction, c.median_ulps))
     return IdentifyReport(p.op, () if p.vector else tuple(p.codes.shape), p.out, p.in_fmt, p.acc, final, win,
                           None if sub is None else len(sub), p.n_rows, p.evaluated, time.perf_counter() - t0,
-                          search.notes, classes, separating, search.stopped)
+                          search.notes, classes, separating, search.stopped, evidence)
 
 
 def identify_runs(identify: Any, runs: dict, op: str, inputs: tuple, acc: Any, out: Any, axis: int,

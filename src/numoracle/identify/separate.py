@@ -149,10 +149,12 @@ class SeparatingInputs:
         """The kernel's calls these inputs make: one, or for a dot given several vectors, one per row of
         ``inputs[0]`` against ``inputs[1]`` (a single dot has one output: one call cannot tell more than two
         orders apart, several can)."""
+        # each row a fresh array (not a view into the rows' block): a kernel may pick its order by the data's
+        # alignment (MKL's dot peels to an aligned address), and a recorded call had an array of its own
         if self.op == "dot" and self.inputs[0].ndim == 2:
-            return [(a, self.inputs[1]) for a in self.inputs[0]]
+            return [(np.array(a), self.inputs[1]) for a in self.inputs[0]]
         if self.row_calls and self.inputs[0].ndim == 2:    # a kernel that sums one vector: a call per row
-            return [(a,) for a in self.inputs[0]]
+            return [(np.array(a),) for a in self.inputs[0]]
         return [self.inputs]
 
     def rerun(self, fn: Any) -> list[str]:
@@ -182,7 +184,8 @@ class SeparatingInputs:
 
 
 def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any = FP32, out: Any = None,
-                      seed: int = 0, pools: int = 4, pool_rows: int = 64, calls: int = 1) -> SeparatingInputs:
+                      seed: int = 0, pools: int = 4, pool_rows: int = 64, calls: int = 1,
+                      min_calls: int = 1) -> SeparatingInputs:
     """Inputs of the given shape and format on which the given orders give different outputs.
 
     orders: numoracle orders or :class:`numoracle.Arithmetic` values (an AMBIGUOUS report's ``classes`` work too:
@@ -192,7 +195,9 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
     ``pool_rows`` drawn rows until every pair differs somewhere; pairs still equal are listed (``not_separated``).
     calls: for "dot", how many vectors (kernel calls) may be used: one output tells at most two orders apart, so a
     dot that must separate more gets up to ``calls`` rows in ``inputs[0]``, as many as it needs
-    (:attr:`SeparatingInputs.calls`, :meth:`SeparatingInputs.rerun`).
+    (:attr:`SeparatingInputs.calls`, :meth:`SeparatingInputs.rerun`). min_calls: for "dot", at least this many
+    (up to ``calls``; the others drawn data): outputs enough to confirm the one that reproduces them, not only to
+    tell the candidates apart (an order outside them matches one of two on a single output by chance).
     """
     items = list(orders) if isinstance(orders, (list, tuple)) else [orders]
     items = [c[0] if isinstance(c, list) and c else c for c in items]
@@ -239,8 +244,8 @@ def separating_inputs(orders: Any, op: str, shape: Any, dtype: Any, *, acc: Any 
             chosen.append(pool[r])
             kinds.append(ks[r])
             pairs = {(i, j) for i, j in pairs if np.array_equal(res[i][r], res[j][r])}
-    if op == "dot" and chosen:        # a dot: as many calls as the separation needed
-        M = len(chosen)
+    if op == "dot" and chosen:        # a dot: as many calls as the separation needed (and min_calls)
+        M = max(len(chosen), min(check_int(min_calls, "min_calls", 1), calls))
     while len(chosen) < M:            # the other rows: more drawn data of every kind
         k = KINDS[len(chosen) % len(KINDS)]
         chosen.append(_in_format(_rows(k, 1, K, rng), fmt)[0])

@@ -8,18 +8,22 @@ reproducing candidates are then simulated on drawn inputs (:func:`numoracle.iden
 that differ on some drawn input are arithmetically different, so the outputs cannot tell which one the kernel used
 (AMBIGUOUS);
 two that agree on every drawn input are one arithmetic (REPRODUCED names the first and counts the others).
+An open search's one arithmetic is REPRODUCED only where the outputs are evidence enough that the kernel is it
+rather than an order outside the tried set landing on them by chance (:mod:`numoracle.identify.evidence`); else
+AMBIGUOUS, with fresh inputs on which it predicts bits.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import families as F
+from .evidence import Evidence, evidence
 from .report import Candidate
 from .separate import separating_inputs
 
-__all__ = ["settle"]
+__all__ = ["settle", "Settled"]
 
 
 def _rivals(search: Any, win: Candidate, tried: list) -> None:
@@ -84,8 +88,42 @@ def _operand_twins(search: Any, win: Candidate) -> None:
                 search.confirmed.setdefault(twin.key, twin)
 
 
-def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidate]], Any]:
-    """(classes of reproducing candidates, separating inputs when there are several classes)."""
+@dataclass
+class Settled:
+    """The verdict step's result: the reproducing candidates in classes (the winner's first), the inputs that
+    separate them (or, where the evidence is too weak, on which the one class predicts bits), and the evidence."""
+
+    classes: list[list[Candidate]]
+    separating: Any = None
+    evidence: Evidence | None = None     # None: a closed set (the candidates given), not estimated
+
+
+def _portable(c: Candidate) -> Candidate | None:
+    """The candidate as an order that applies to inputs of any shape: a ``PerPosition`` of one order (the
+    permutation stage's answer for one output) is that order; one of several orders per element is None."""
+    order = c.order
+    if type(order).__name__ != "PerPosition":
+        return c
+    return replace(c, order=order.orders[0]) if len(order.orders) == 1 else None
+
+
+def _confirm_rows(p: Any, ev: Evidence) -> int:
+    """Rows (dots: calls) of fresh inputs whose outputs reach the evidence needed, twice over (16 .. 256)."""
+    per_row = 1 if p.op == "dot" else max(1, p.codes.size // max(1, p.n_rows))
+    return int(min(256, max(16, 2 * -(-(ev.outputs_needed() or 128) // per_row))))
+
+
+def _fresh_shape(p: Any, rows: int) -> tuple:
+    if p.op == "matmul":
+        return (max(rows, p.inputs[0].shape[0]), p.K, p.inputs[1].shape[1])
+    if p.op == "dot":
+        return (p.K,)
+    return (max(rows, p.n_rows), p.K)
+
+
+def settle(search: Any, win: Candidate, tried: list) -> Settled:
+    """Classes of reproducing candidates, separating inputs when there are several classes or when an open search's
+    evidence is too weak for REPRODUCED (:mod:`numoracle.identify.evidence`)."""
     p = search.p
     if win.stage != "permutation":
         budget = search.budget_s, search.max_candidates     # rivals are scored in full: the verdict needs them
@@ -96,20 +134,34 @@ def settle(search: Any, win: Candidate, tried: list) -> tuple[list[list[Candidat
     reproducing = [win] + [c for k, c in search.confirmed.items() if c.fraction == 1.0 and k != win.key]
     classes = _classes(search, reproducing)
     classes.sort(key=lambda cls: win not in cls)
+    given = any(stage == "given" for stage, _ in tried)     # the user's candidates: a closed set
+    # one hypothesis per arithmetic: the winner's class (orders no drawn input tells apart) counts once
+    twins = {c.key for c in classes[0] if c.key != win.key}
+    ev = None if given else evidence({k: v for k, v in p.predictions.items() if k not in twins}, p.watched(),
+                                     p.codes.size)
     separating = None
+    weak = ev is not None and not ev.enough
+    confirm = _confirm_rows(p, ev) if weak else 1     # outputs enough to confirm what the rerun names
     if len(classes) > 1:
         reps = [cls[0] for cls in classes]
-        rows = max(16, 2 * len(reps))      # room for a row per pair to separate, at least the kernel's rows
-        if p.op == "matmul":
-            shape: tuple = (max(rows, p.inputs[0].shape[0]), p.K, p.inputs[1].shape[1])
-        elif p.op == "dot":
-            shape = (p.K,)
-        else:
-            shape = (max(rows, p.n_rows), p.K)
-        separating = separating_inputs(reps, p.op, shape, p.in_fmt, acc=p.acc, out=p.out,
-                                       calls=rows if p.op == "dot" else 1)
+        rows = max(16, 2 * len(reps), confirm)     # room for a row per pair to separate, at least the kernel's rows
+        separating = separating_inputs(reps, p.op, _fresh_shape(p, rows), p.in_fmt, acc=p.acc, out=p.out,
+                                       calls=rows if p.op == "dot" else 1, min_calls=confirm)
         separating.row_calls = p.vector     # the kernel sums one vector: one call per row of the inputs
         search.notes.append(f"AMBIGUOUS among {len(classes)} arithmetics: rerun the kernel on rep.separating.inputs "
                             "(rep.separating.calls: the calls to make) and call rep.separating.which(new_output), "
                             "or call rep.separating.rerun(kernel)")
-    return classes, separating
+    elif weak:
+        # fresh inputs on which the one class predicts bits
+        rows = confirm
+        one = _portable(classes[0][0])
+        if one is None:             # per-element orders: they predict the recorded shape only
+            one, rows = classes[0][0], (1 if p.op == "dot" else p.n_rows)
+        separating = separating_inputs([one], p.op, _fresh_shape(p, rows), p.in_fmt, acc=p.acc, out=p.out,
+                                       calls=rows if p.op == "dot" else 1)
+        separating.row_calls = p.vector
+        search.notes.append("AMBIGUOUS: too few outputs to decide (rep.evidence). Rerun the kernel on "
+                            "rep.separating.inputs (rep.separating.calls: the calls to make) and call "
+                            "rep.separating.which(new_output), or call rep.separating.rerun(kernel): it names the "
+                            "candidate if the kernel is it, and nothing if the kernel is an order outside the set")
+    return Settled(classes, separating, ev)

@@ -18,6 +18,7 @@ from ..core.errors import ArgumentTypeError, NumoracleError
 from ..core.formats.format import Format, format_of
 from ..core.formats.interop import native_dtype
 from ..testing.runs import compare_runs
+from .composite import COMPOSITE_OPS, CompositeSweep, check_composite_args, composite_counterexamples, composite_notes
 from .counter import find_counterexample
 from .kernel import kernel_factory
 from .report import Counterexample, InvarianceReport, Threshold
@@ -104,11 +105,14 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
                      evidence: str = "match", draws: int | None = None, max_seconds: float = 600.0,
                      reveal_seconds: float = 300.0, reveal_calls: int = 5_000_000, call_seconds: float = 60.0,
                      counterexamples: int = 4, progress: Any = False, seed: int = 0, workers: int = 0,
-                     executor: Executor | None = None) -> InvarianceReport:
+                     executor: Executor | None = None, models: Any = "auto") -> InvarianceReport:
     """Is the order of a watched output the same at every configuration? (Batch invariance and its kin.)
 
     fn: the kernel, ``fn(X[M, K]) -> [M]`` (op "sum", over the last axis), ``fn(A[M, K], B[M, K]) -> [M]``
-    ("dot", one per row) or ``fn(A[M, K], B[K, N]) -> [M, N]`` ("matmul"); or None with ``make_fn(**params) ->
+    ("dot", one per row), ``fn(A[M, K], B[K, N]) -> [M, N]`` ("matmul") or ``fn(X[M, K]) -> [M, K]`` (a
+    composite op: "softmax", "log_softmax", "rms_norm", "layer_norm", over the last axis; ``composite.py``: the
+    watched row's K outputs compared bit for bit on seeded rows, each class named by the model of ``models`` that
+    reproduces it: "auto" is identify_composite's grid, None names none); or None with ``make_fn(**params) ->
     fn`` when user parameters vary. vary: axis -> values (``M``, ``row``: the watched row, negative from the end,
     ``K``, ``N``, user parameters), e.g. ``{"M": range(1, 257)}``; at: the fixed axes (``K`` and, for matmul,
     ``N`` are needed; ``M`` defaults to 1, ``row`` to 0). K and N are shapes: orders are compared within one (K, N).
@@ -129,7 +133,7 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     or ``executor`` (a Dask client's ``get_executor()``, say): the first configurations are spread over them in
     contiguous parts, each part's classes merged by structural order equality; bisection runs here.
     """
-    op = check_choice(op, "op", ("sum", "dot", "matmul"))
+    op = check_choice(op, "op", ("sum", "dot", "matmul", *COMPOSITE_OPS))
     if (fn is None) == (make_fn is None):
         raise ArgumentTypeError("give the kernel as fn, or a factory as make_fn=... (not both)")
     if not callable(fn if fn is not None else make_fn):
@@ -139,6 +143,9 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     draws = check_int(draws, "draws", 1, 1000) if draws is not None else (6 if op == "matmul" else 12)
     limits = [check_number(x, name, 0.001, 1e9) for x, name in ((max_seconds, "max_seconds"), (reveal_seconds,
               "reveal_seconds"), (call_seconds, "call_seconds"))]
+    composite = op in COMPOSITE_OPS
+    if composite:
+        models = check_composite_args(op, evidence, workers, executor, models)
     name, dt = _dtype(dtype)
     space = Space.build(op, vary, at or {}, make_fn is not None)
     say = (lambda s: print(s, file=sys.stderr)) if progress is True else progress if callable(progress) else None
@@ -146,8 +153,10 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     seed = check_int(seed, "seed", 0)
     kernel_at = kernel_factory(fn, make_fn, op, dt, limits[2], seed, max(space.axes["M"]))
     reveal_kw = {"max_seconds": limits[1], "max_calls": check_int(reveal_calls, "reveal_calls", 1)}
-    sweep = Sweep(kernel_at, space, op, name, evidence=evidence, draws=draws, reveal_kw=reveal_kw,
-                  deadline=t0 + limits[0], progress=say, seed=seed)
+    kw: dict[str, Any] = {"evidence": evidence, "draws": draws, "reveal_kw": reveal_kw, "deadline": t0 + limits[0],
+                          "progress": say, "seed": seed}
+    sweep = (CompositeSweep(kernel_at, space, op, name, models=models, model_kw={}, **kw) if composite else
+             Sweep(kernel_at, space, op, name, **kw))
     if workers or executor is not None:
         complete = spread(sweep, sweep.grid(exhaustive), fn=fn, make_fn=make_fn, dt=dt, call_seconds=limits[2],
                           max_m=max(space.axes["M"]), workers=check_int(workers, "workers", 0, 256),
@@ -156,17 +165,19 @@ def check_invariance(fn: Callable | None, op: str, *, vary: Mapping[str, Any], a
     else:
         complete = sweep.run(sweep.grid(exhaustive))
     thresholds, gaps = sweep.thresholds_and_gaps()
-    ces = [] if sweep.nondet else _counterexamples(sweep, thresholds, check_int(counterexamples, "counterexamples",
-                                                                                 0), seed)
+    limit = check_int(counterexamples, "counterexamples", 0)
+    ces = ([] if sweep.nondet else composite_counterexamples(sweep, thresholds, limit) if composite else
+           _counterexamples(sweep, thresholds, limit, seed))
     undetermined = [p for p in sweep.points.values() if p.evidence == "undetermined"]
     verdict = _verdict(sweep, complete, ces, undetermined)
     elapsed = time.perf_counter() - t0
+    notes = composite_notes if composite else _notes
     calls = sum(k.calls for k in sweep.kernels.values()) + sweep.calls_elsewhere
     return InvarianceReport(verdict, op, name, space.axes, space.varying, sweep.classes, list(sweep.points.values()),
                             thresholds, gaps, ces, undetermined,
                             _explain_nondeterminism(sweep) if sweep.nondet else None,
                             sum(space.valid(c) for c in _all_configs(space)), sweep.reveals, sweep.matches, calls,
-                            elapsed, _notes(sweep, complete, ces, elapsed, limits[0]))
+                            elapsed, notes(sweep, complete, ces, elapsed, limits[0]))
 
 
 def _all_configs(space: Space) -> Any:

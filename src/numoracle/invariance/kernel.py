@@ -5,7 +5,9 @@ Ops (the kernel's signature at a configuration):
 
 * ``"sum"``: ``fn(X[M, K]) -> [M]``, the sum over the last axis;
 * ``"dot"``: ``fn(A[M, K], B[M, K]) -> [M]``, one dot product per row;
-* ``"matmul"``: ``fn(A[M, K], B[K, N]) -> [M, N]``; the watched output is row ``row`` of the result (N values).
+* ``"matmul"``: ``fn(A[M, K], B[K, N]) -> [M, N]``; the watched output is row ``row`` of the result (N values);
+* a composite op (``"softmax"``, ``"log_softmax"``, ``"rms_norm"``, ``"layer_norm"``: ``composite.py``):
+  ``fn(X[M, K]) -> [M, K]``; the watched outputs are row ``row``'s K values.
 
 The rows other than the watched one hold seeded random filler (the same for every call at a configuration).
 """
@@ -119,13 +121,15 @@ class KernelAt:
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return (self.M, self.N) if self.op == "matmul" else (self.M,)
+        if self.op == "matmul":
+            return (self.M, self.N)
+        return (self.M,) if self.op in ("sum", "dot") else (self.M, self.K)     # a composite op: [M, K]
 
     def batch(self, d: RowData) -> tuple[np.ndarray, ...]:
         """The kernel's inputs: the filler batch with the watched row's inputs put in (copies)."""
         a = self._a.copy()
         a[self.row] = d.x
-        if self.op == "sum":
+        if self.op not in ("dot", "matmul"):        # sum, or a composite op
             return (a,)
         if self.op == "dot":
             b = self._b.copy()

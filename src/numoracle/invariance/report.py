@@ -66,6 +66,11 @@ class OrderClass:
     def description(self) -> str:
         return describe_order(self.order)
 
+    @property
+    def found(self) -> str:
+        """Where and how the class was found."""
+        return f"revealed at {self.revealed_at} ({self.reveal_calls} calls, {self.reveal_seconds:.1f} s)"
+
 
 @dataclass
 class Point:
@@ -189,9 +194,11 @@ class InvarianceReport:
         tried = (f"{len(self.points)} of {self.configurations} configurations tried ({self.reveals} revealed, "
                  f"{self.matches} matched), {self.not_claimed} not claimed")
         if v == "INVARIANT":
-            return f"INVARIANT: one order at every configuration tried; {tried}"
+            one = "one order" if self.op in ("sum", "dot", "matmul") else "the same outputs"
+            return f"INVARIANT: {one} at every configuration tried; {tried}"
         if v == "VARIANT":
-            return (f"VARIANT: {len(self.classes)} orders, {len(self.thresholds)} threshold(s), "
+            what = "orders" if self.op in ("sum", "dot", "matmul") else "classes of outputs"
+            return (f"VARIANT: {len(self.classes)} {what}, {len(self.thresholds)} threshold(s), "
                     f"{sum(c.confirmed for c in self.counterexamples)} counterexample(s) confirmed; {tried}")
         if v == "NOT DETERMINISTIC":
             return "NOT DETERMINISTIC: two calls on the same inputs gave different bits; " + tried
@@ -204,8 +211,8 @@ class InvarianceReport:
         if self.nondeterminism:
             lines += ["  not deterministic:"] + ["    " + s for s in self.nondeterminism.splitlines()]
         for c in self.classes:
-            lines.append(f"  class {c.name}: {c.description}; revealed at {c.revealed_at} ({c.reveal_calls} calls, "
-                         f"{c.reveal_seconds:.1f} s); {len(c.members)} configuration(s): {_members(c.members)}")
+            lines.append(f"  class {c.name}: {c.description}; {c.found}; {len(c.members)} configuration(s): "
+                         f"{_members(c.members)}")
         lines += [f"  threshold {t}" for t in self.thresholds]
         lines += ["  " + c.text() for c in self.counterexamples]
         lines += [f"  undetermined at {p.config}: {p.detail}" for p in self.undetermined]

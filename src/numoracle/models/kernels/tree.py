@@ -402,10 +402,23 @@ def _fig_add(d, x, y, offs, nt, P, P64, lim):
                 d[j] = jr.like(x[j], _exact_add(np.float64(x[j]), np.float64(y[j]), _RNE, P64, lim))
 
 
+@jit.njit(inline="always")
+def _cvt32(s):
+    """(float32(s), 1 where that conversion may round twice): s is the float64 sum of exact operands, rounded once to
+    53 bits; converting it rounds once more, which is the correct rounding of the exact sum unless s lies on an FP32
+    midpoint (its 29 dropped bits 1 then zeros: ties, and the threshold of overflow) or in FP32's subnormal range,
+    where ``_odd32`` redoes it (rare: a float64 sum lands on a midpoint about once in 2^29)."""
+    b = jr.as_bits(s)
+    mid = (b & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+    tiny = abs(s) < 2.0**-126 and s != 0.0
+    return np.float32(s), np.uint8(1) if mid or tiny else np.uint8(0)
+
+
 @jit.njit
 def _n32_add(dr, x, y, a, b, am, bm, tile):
-    """``_n64_add`` with float32 rows (x, y: the operand rows, or None-like where a term): every value of the
-    program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32."""
+    """``_n64_add`` with float32 rows (x, y: the operand rows; a row that is a term's is not read): every value of the
+    program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32. A term's addition
+    is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_odd32``."""
     jr.wide_vectors()
     i0, ni, j0, nt = tile
     if a >= 0 and b >= 0:
@@ -418,18 +431,31 @@ def _n32_add(dr, x, y, a, b, am, bm, tile):
         for ii in range(ni):
             c = am[i0 + ii, k]
             r, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
+            flag = np.uint8(0)
             for j in range(nt):
                 t = _first_nan(c, c * brow[j])
                 v = np.float64(r[j])
-                o[j] = np.float32(_odd32(v, t) if first else _odd32(t, v))
+                o[j], f = _cvt32(_first_nan(v, v + t) if first else _first_nan(t, t + v))
+                flag |= f
+            if flag:
+                for j in range(nt):
+                    t = _first_nan(c, c * brow[j])
+                    v = np.float64(r[j])
+                    o[j] = np.float32(_odd32(v, t) if first else _odd32(t, v))
         return
     ka, kb = -1 - a, -1 - b
     brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
     for ii in range(ni):
         c, e = am[i0 + ii, ka], am[i0 + ii, kb]
         o = dr[ii * nt:(ii + 1) * nt]
+        flag = np.uint8(0)
         for j in range(nt):
-            o[j] = np.float32(_odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j])))
+            t = _first_nan(c, c * brow[j])
+            o[j], f = _cvt32(_first_nan(t, t + _first_nan(e, e * crow[j])))
+            flag |= f
+        if flag:
+            for j in range(nt):
+                o[j] = np.float32(_odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j])))
 
 
 @jit.njit

@@ -1,0 +1,404 @@
+"""exact_matmul's second engine: Ozaki scheme II, the integer product modulo primes, rebuilt by the CRT.
+
+Ozaki, Uchino & Imamura, "Ozaki Scheme II: A GEMM-oriented emulation of floating-point matrix
+multiplication using an integer modular technique" (2024-2025). Row i of A is scaled to integers,
+Ah_i = rint(A_i 2^(pA - 1 - E_i)) (|Ah| <= 2^(pA - 1); the scaling is exact for spans <= ozaki.MAX_SPAN,
+the remainder dA = A_i 2^(pA - 1 - E_i) - Ah_i too, |dA| <= 1/2), B's columns likewise with pB. The
+integer product Ah @ Bh is computed modulo odd primes p with K ((p - 1)/2)^2 <= 2^53: the balanced
+residues' float64 GEMM is exact (every partial sum an integer <= 2^53), one GEMM a prime whatever the
+data's exponent range, against the split's quadratic count of slice pairs (ozaki.py). Garner's
+algorithm in balanced digits gives the exact integer (primes enough that their product exceeds twice
+a bound on |Ah @ Bh|), its digits times the primes' partial products go into int64 limbs (exactsum.py).
+
+With pA, pB covering every line's bits (span + 1) the remainders are 0 and the result is exact. Else
+(a rounded result, P bits a side: see ``plan``) the remainders' part dA tB + Ah dB is two plain float64
+GEMMs, within a rigorous bound of its exact value (``tail_error``, from the rows' and columns' sums and
+maxima), and the entries that this bound cannot change are rounded at once (ozakitail.round_bracketed);
+the others are computed exactly (one by one when few, else by an exact product of their rows and columns).
+``choose`` takes this engine where its GEMMs are fewer than the split's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from ..core import jit
+from . import ozaki, ozakitail
+from .exactsum import L, limbs_to_fractions, round_limbs
+
+_MARGIN = 16  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
+_MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
+_BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
+_CHUNK_BYTES = 1 << 23
+_MIN_CHUNK = 512
+_OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
+
+
+def _kernels():
+    from .kernels import crt
+    return crt
+
+
+@lru_cache(maxsize=8)
+def primes_below(K: int, count: int = _MAX_PRIMES) -> tuple[int, ...]:
+    """The ``count`` largest odd primes p < 2^22 with K ((p - 1) / 2)^2 <= 2^53, largest first (below 2^22 the
+    residue and Garner steps stay below 2^51: see ``residues``, ``garner_limbs``; K >= 4096 is not capped)."""
+    h = min(math.isqrt((1 << 53) // max(K, 1)), (1 << 21) - 1)  # (p - 1) / 2 <= h
+    out, p = [], 2 * h + 1
+    while len(out) < count and p > 2:
+        if all(p % d for d in range(3, math.isqrt(p) + 1, 2)):
+            out.append(p)
+        p -= 2
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Bits pA / pB of A's rows and B's columns as integers, and the primes (one GEMM each)."""
+
+    pA: int
+    pB: int
+    primes: tuple[int, ...]
+    tails: int  # float64 GEMMs of the remainders (sides whose lines keep bits below the integers)
+
+    @property
+    def gemms(self) -> int:
+        return len(self.primes) + self.tails
+
+
+def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
+    """An upper bound on max over lines of sum |x| / 2^E (>= 0): the float64 sums (K terms, rounded to
+    nearest) times 1 + (K + 8) 2^-52, scaled by 2^-E (exact: a sum of a nonzero line is >= 2^(E - 1)). A sum
+    that overflows is taken again from the values scaled first (each |x| 2^-E <= 1 exact or underflowing by
+    < 2^-1075: plus K 2^-1074)."""
+    K = X.shape[axis]
+    s = np.abs(X).sum(axis=axis, dtype=np.float64)
+    if not np.isfinite(s).all():
+        k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
+        s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis) + K * 2.0**-1074
+    else:
+        s = np.ldexp(s, (-E).astype(np.int32))
+    return float(s.max(initial=0.0)) * (1 + (K + 8) * 2.0**-52)
+
+
+def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> int:
+    """>= max |(Ah @ Bh)_ij| (an integer, in exact arithmetic): min(sum |Ah_i| max |Bh_j|, max |Ah_i| sum |Bh_j|)
+    with sum |Ah_i| <= 2^(pA - 1) rA + K/2 (|rint(t)| <= |t| + 1/2) and max |Bh_j| <= 2^(pB - 1)."""
+    a, b = Fraction(2) ** (pA - 1), Fraction(2) ** (pB - 1)
+    return math.ceil(min((a * Fraction(rA) + Fraction(K, 2)) * b, a * (b * Fraction(rB) + Fraction(K, 2))))
+
+
+def _count(bound: int, primes: tuple[int, ...]) -> int:
+    """The fewest leading primes whose product exceeds 2 bound + 1 (len(primes) + 1 if none do)."""
+    need, prod = 2 * bound + 1, 1
+    for n, p in enumerate(primes, 1):
+        prod *= p
+        if prod > need:
+            return n
+    return len(primes) + 1
+
+
+def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.ndarray, sB: np.ndarray,
+         exact: bool) -> Plan | None:
+    """The bits and primes for A @ B (None: more than _MAX_PRIMES primes, or an empty product).
+
+    Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs whose error
+    is below K 2^-53 (rA + rB) 2^(P - 2) units (see tail_error), rA the largest row sum of |A| over its
+    row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is 2^-(54 + _MARGIN) for
+    P = log2 K + log2(rA + rB) + 1 + _MARGIN, so entries within 2^_MARGIN of that scale round at once.
+    P then grows while the same primes hold the product."""
+    M, K = A.shape
+    if K == 0 or not A.size or not B.size:
+        return None
+    fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
+    rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
+    primes = primes_below(K)
+    if exact:
+        pA, pB = fullA, fullB
+    else:
+        P = max(K - 1, 1).bit_length() + math.ceil(math.log2(max(rA + rB, 1.0))) + 1 + _MARGIN
+        pA, pB = min(P, fullA), min(P, fullB)
+    if pA + pB > 2100:
+        return None
+    n = _count(_head_bound(pA, pB, rA, rB, K), primes)
+    if n > len(primes):
+        return None
+    while not exact and (pA < fullA or pB < fullB):  # the same primes hold more bits
+        qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
+        if _count(_head_bound(qA, qB, rA, rB, K), primes) > n:
+            break
+        pA, pB = qA, qB
+    return Plan(pA, pB, primes[:n], (pA < fullA) + (pB < fullB))
+
+
+def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | None:
+    """This engine's plan where it takes fewer GEMMs than the split (ozaki.planned_gemms) and its residue pass
+    runs compiled, else None (the numpy pass is the reference: tests/exact/test_ozaki2.py forces it)."""
+    if jit.kernel_for(ozaki.Pass("residues", A.dtype, bool(A.flags.c_contiguous)), _kernels) is None:
+        return None  # numpy's residue passes cost more than the GEMMs saved (ill-conditioned set: 30x against 22x)
+    M, K = A.shape
+    split = ozaki.planned_gemms(sA, sB, K, M, B.shape[1], exact)
+    if least_gemms(sA, sB, K, exact) + _OVERHEAD >= split:  # without the row sums' passes
+        return None
+    p = plan(A, B, EA, sA, EB, sB, exact)
+    if p is None or p.gemms + _OVERHEAD >= split:
+        return None
+    n, N = len(p.primes), B.shape[1]
+    held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,
+    # products, limbs
+    return p if held <= _BYTES else None
+
+
+def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
+    """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
+    over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
+    fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
+    P = max(K - 1, 1).bit_length() + 1 + _MARGIN
+    pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
+    primes = primes_below(K)
+
+    def gemms(qA: int, qB: int) -> int:
+        n = _count(_head_bound(qA, qB, 0.5, 0.5, 0), primes) if qA + qB <= 2100 else len(primes) + 1
+        return n + (qA < fullA) + (qB < fullB)
+    return min(gemms(qA, qB) for qA in {pA, fullA} for qB in {pB, fullB})
+
+
+# ---- residues ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Residues:
+    """One operand's balanced residues (a float64 plane a prime, shaped like the operand), per line the
+    statistics of the integers h and remainders d: sum |h|, max |h|, sum |d|, max |d| (4, lines), h, d = t - h
+    and (``want_t``; else None) the scaled operand t, all exact."""
+
+    planes: np.ndarray
+    stats: np.ndarray
+    h: np.ndarray
+    t: np.ndarray | None
+    d: np.ndarray | None
+
+
+@lru_cache(maxsize=16)
+def pow2_table(primes: tuple[int, ...], top: int) -> np.ndarray:
+    """T[j, z] = 2^z mod primes[j] for z < top (float64; exact). Read-only (cached)."""
+    T = np.empty((len(primes), top))
+    for j, p in enumerate(primes):
+        v = 1
+        for z in range(top):
+            T[j, z] = v
+            v = v * 2 % p
+    T.flags.writeable = False
+    return T
+
+
+def balanced(x: np.ndarray, p: float) -> np.ndarray:
+    """x mod p in [-(p - 1)/2, (p - 1)/2], for float64 integers |x| < 2^51 and odd p < 2^22 (exact).
+
+    q = rint(x / p) is within 1 of the nearest quotient, so r = x - q p (exact: integers < 2^52) has
+    |r| < 3p/2; r / p is never a half-integer (p odd), and its rounding error is far below its
+    distance 1/(2p) to one, so the second step's quotient is the nearest: |r| <= (p - 1)/2."""
+    r = x - np.rint(x * (1.0 / p)) * p
+    r -= np.rint(r * (1.0 / p)) * p
+    return r
+
+
+def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[int, ...],
+             want_t: bool = False) -> Residues:
+    """The integers h = rint(t), t = X 2^(bits - 1 - E) per line (rows: axis=1), modulo each prime, and their stats.
+
+    h = m 2^z with z = max(e - 53, 0) (frexp's e): m is an integer below 2^53 (exact: h's bits lie at
+    2^z and above), m = m1 2^27 + m0 with |m1| < 2^26, |m0| < 2^27 (exact truncation), and
+    h mod p = m1 (2^(z+27) mod p) + m0 (2^z mod p): each term < 2^49 and their sum < 2^50, exact.
+    The compiled twin (exact/kernels/crt.py) gives the same planes, h, d and t; its sums in the stats
+    may differ in the last bits (another order), which the bounds that read them cover."""
+    shape = (-1, 1) if axis == 1 else (1, -1)
+    k = (bits - 1 - E).astype(np.int64)
+    top = max(bits - 53, 0) + 28
+    T = pow2_table(primes, top)
+    step = ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous))
+    kern = jit.kernel_for(step, _kernels)
+    if kern is not None:
+        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits)
+        return Residues(planes, stats, h, t, d)
+    t = np.ldexp(X.astype(np.float64, copy=False), k.reshape(shape).astype(np.int32))  # exact (see ozaki._digits)
+    h = np.rint(t)
+    d = t - h  # exact: t's bits below the unit (or t when h = 0)
+    ah, ad = np.abs(h), np.abs(d)
+    stats = np.array([ah.sum(axis=axis), ah.max(axis=axis, initial=0.0), ad.sum(axis=axis),
+                      ad.max(axis=axis, initial=0.0)])
+    z = np.maximum(np.frexp(h)[1] - 53, 0)
+    m = np.ldexp(h, -z)
+    m1 = np.trunc(m * 2.0**-27)
+    m0 = m - m1 * 2.0**27
+    planes = np.array([balanced(m1 * T[j][z + 27] + m0 * T[j][z], float(p)) for j, p in enumerate(primes)])
+    return Residues(planes, stats, h, t if want_t else None, d)
+
+
+# ---- reconstruction ---------------------------------------------------------------------------------
+def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
+    """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j] (C: float64 integers
+    with |C| <= 2^53), as int64 limbs (nl, n).
+
+    Balanced mixed-radix digits (Garner): x = sum_j v_j W_j, W_j = p_0 ... p_(j-1), |v_j| <= (p_j - 1)/2,
+    v_j = (C_j - sum_(i<j) v_i W_i) / W_j mod p_j, in float64 integers that stay below 2^51 (``balanced``:
+    exact): C = c1 2^26 + c0 (exact truncation) reduces to c1 (2^26 mod p) + c0 < 2^49; the sum of at most
+    _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47; the product by W_j's inverse < 2^44. The limbs are
+    sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53, their sum < 2^58."""
+    n = len(primes)
+    v: list[np.ndarray] = []
+    for j, p in enumerate(primes):
+        c = np.asarray(C[j], np.float64)
+        c1 = np.trunc(c * 2.0**-26)
+        acc = balanced(c1 * float((1 << 26) % p) + (c - c1 * 2.0**26), float(p))
+        if j:
+            W, s = 1, np.zeros_like(acc)
+            for i in range(j):
+                s += v[i] * float(W % p)
+                W *= primes[i]
+            acc = balanced(balanced(acc - s, float(p)) * float(pow(W % p, -1, p)), float(p))
+        v.append(acc)
+    limbs = np.zeros((nl, v[0].size if n else 0), np.int64)
+    W = 1 << shift
+    for j in range(n):
+        vj = v[j].astype(np.int64)
+        for k in range(nl):
+            w = (W >> (L * k)) & ((1 << L) - 1)
+            if w:
+                limbs[k] += vj * w
+        if (W * primes[j]) >> (L * nl - 2):
+            raise AssertionError("internal: too few limbs for the CRT")
+        W *= primes[j]
+    return limbs
+
+
+def limb_count(primes: tuple[int, ...]) -> int:
+    return (sum(math.log2(p) for p in primes).__ceil__() + 1) // L + 4
+
+
+# ---- the product --------------------------------------------------------------------------------------
+def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan) -> tuple:
+    """Exact A @ B (finite, spans <= MAX_SPAN) by the plan ``pl``: (RNE, RO, Fractions or None), raveled.
+
+    Entry (i, j) = 2^(fA_i + fB_j) (H + T) with H = (Ah Bh)_ij (exact, by the primes) and T =
+    (dA tB + Ah dB)_ij (tB = Bh + dB, B's scaled columns). T's two float64 GEMMs G1, G2 are within
+    tail_error of their exact values; with 2^s G rounded to integers g (|g| <= 2^53, error <= 1/2) the
+    limbs hold m = 2^sh H + 2^(sh - s) (g1 + g2) in units 2^(base - sh), and the exact entry lies
+    within R = 2^sh (err1 + err2 + 2^-s) of m: rounded at once where R cannot matter
+    (ozakitail.round_bracketed), else exactly (``undecided``)."""
+    M, K = A.shape
+    N = B.shape[1]
+    kern = ozaki.compiled("split", A)
+    n = len(pl.primes)
+    C = np.zeros((n, M, N))
+    G = np.zeros((2, M, N))
+    sta, stb = np.zeros((4, M)), np.zeros((4, N))
+    kc = _chunk(n, M, N, K)
+    for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
+        k1 = min(K, k0 + kc)
+        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes)
+        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True)
+        for j in range(n):
+            C[j] += ra.planes[j] @ rb.planes[j]
+        if ra.stats[2].any():
+            G[0] += ra.d @ rb.t
+        if rb.stats[2].any():
+            G[1] += ra.h @ rb.d
+        merge_stats(sta, ra.stats)
+        merge_stats(stb, rb.stats)
+    C = list(C.reshape(n, M * N))
+    base = ((EA - pl.pA + 1)[:, None] + (EB - pl.pB + 1)[None, :]).ravel().astype(np.int64)
+    rnd = kern.round_limbs if kern is not None else round_limbs
+    dA, dB = sta[2].any(), stb[2].any()
+    if not (dA or dB):  # every bit in the integers: the product is exact
+        limbs = garner_limbs(C, pl.primes, limb_count(pl.primes), 0)
+        fr = limbs_to_fractions(limbs, base) if exact else None
+        rne, ro = rnd(limbs, base)
+        return rne, ro, fr
+    if exact:
+        raise AssertionError("internal: an exact plan left remainders")
+    G = ([G[0]] if dA else []) + ([G[1]] if dB else [])
+    err = tail_error(sta, stb, K, dA, dB)
+    top = max(float(np.abs(g).max(initial=0.0)) for g in G)
+    s = 52 - (int(np.frexp(top)[1]) if top > 0 else 0)  # 2^s |G| < 2^52: rint(2^s G) fits 53 bits
+    sh = max(s, 0)
+    limbs = garner_limbs(C, pl.primes, limb_count(pl.primes) + (sh + L - 1) // L + 1, sh)
+    rows, cols = np.arange(M), np.arange(N)
+    for g in G:  # exact: integers below 2^53, at 2^(sh - s) >= 1
+        ozaki._add(limbs.reshape(-1, M, N), np.rint(np.ldexp(g, s)), sh - s, rows, cols, kern)
+    with np.errstate(over="ignore", invalid="ignore"):
+        R = np.ceil(np.ldexp((err + len(G) * 2.0 ** (-s - 1)) * (1 + 2.0**-50), sh))
+    rne, ro, und = ozakitail.round_bracketed(limbs, base - sh, R.ravel(), kern)
+    if und.size:
+        rne[und], ro[und] = undecided(A, B, EA, sA, EB, sB, und, N, kern)
+    return rne, ro, None
+
+
+def merge_stats(st: np.ndarray, new: np.ndarray) -> None:
+    """st (4, lines) of the columns so far (sum |h|, max |h|, sum |d|, max |d|) joined with a chunk's, in place."""
+    st[0] += new[0]
+    st[2] += new[2]
+    np.maximum(st[1], new[1], out=st[1])
+    np.maximum(st[3], new[3], out=st[3])
+
+
+def _chunk(n: int, M: int, N: int, K: int) -> int:
+    """Columns of A (rows of B) a chunk: the residue planes, integers and remainders of both operands in about
+    _CHUNK_BYTES (they stay in cache from the residue pass to the GEMMs), a power of two of at least _MIN_CHUNK."""
+    per = 8 * ((n + 2) * M + (n + 3) * N)
+    kc = 1 << max(_MIN_CHUNK.bit_length() - 1, (_CHUNK_BYTES // max(per, 1)).bit_length() - 1)
+    return max(1, min(kc, K))
+
+
+def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> np.ndarray:
+    """(M, N): >= the error of float64 GEMMs dA @ tB and Ah @ dB (those taken: dA, dB), units 2^(fA + fB).
+
+    A classical GEMM (any order, blocking, FMA) of K terms errs by at most gamma_K sum |x_k y_k| plus
+    K + 1 underflow errors of 2^-1075 each (Higham, Accuracy and Stability, 3.1 and 2.2);
+    sum_k |x_k y_k| <= min(sum |x| max |y|, max |x| sum |y|), from the stats of ``residues``
+    (|tB| <= |Bh| + |dB| per entry). The bound's own float64 steps round to nearest: the result times
+    1 + (K + 16) 2^-51 covers them, and 12 more units of 2^-1074 the at most six that underflow (overflow
+    gives inf, which leaves the entry undecided)."""
+    sa, ma, sda, mda = (x[:, None] for x in sta)
+    sb, mb, sdb, mdb = (x[None, :] for x in stb)
+    st, mt = sb + sdb, mb + mdb
+    gamma = K * 2.0**-53 / (1 - K * 2.0**-53)
+    with np.errstate(over="ignore", invalid="ignore"):
+        S = np.zeros(np.broadcast_shapes(sa.shape, sb.shape))
+        if dA:
+            S += np.minimum(sda * mt, mda * st)
+        if dB:
+            S += np.minimum(sa * mdb, ma * sdb)
+        return (S * gamma + (2 * K + 16) * 2.0**-1074) * (1 + (K + 16) * 2.0**-51)
+
+
+def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.ndarray, np.ndarray]:
+    """(RNE, RO) of the flat entries ``und`` that early rounding left: exact dot products one by one
+    where that is cheaper, else the exact product of their rows and columns (either engine)."""
+    M, K = A.shape
+    ii, jj = und // N, und % N
+    rows, cols = np.unique(ii), np.unique(jj)
+    a, b = A[rows], B[:, cols]
+    ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
+    pl = choose(a, b, ea, sa_, eb, sb_, True)
+    gemms = pl.gemms if pl is not None else ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True)
+    if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, ozakitail.compiled_entries(A, B, kern)):
+        return ozakitail.entries(A, B, ii, jj, kern)
+    if pl is not None:
+        rne, ro, _ = product(a, b, ea, sa_, eb, sb_, True, pl)
+    else:
+        rne, ro, _ = ozaki.ozaki_product(a, b, ea, sa_, eb, sb_, False)
+    at = np.searchsorted(rows, ii) * cols.size + np.searchsorted(cols, jj)
+    return rne[at], ro[at]
+
+
+def exact_product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> tuple:
+    """Exact A @ B (finite float64 / float32, spans <= MAX_SPAN): (RNE, RO, Fractions or None), raveled, by
+    this engine where ``choose`` takes it, else by the split (ozaki.ozaki_product)."""
+    pl = choose(A, B, EA, sA, EB, sB, exact)
+    if pl is None:
+        return ozaki.ozaki_product(A, B, EA, sA, EB, sB, exact)
+    return product(A, B, EA, sA, EB, sB, exact, pl)

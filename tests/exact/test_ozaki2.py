@@ -1,0 +1,250 @@
+"""exact_matmul's Ozaki scheme II engine (exact/ozaki2.py): its results against the split's (ozaki.py) bit for
+bit and against Python ``Fraction`` references, its exact pieces (balanced residues, Garner's reconstruction, the
+remainders' error bound) against Python integers / Fractions, its compiled residue pass against the numpy one,
+and the choice between the engines. All randomness is seeded.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from test_jitozaki import frac_matmul, rounded, same
+
+from numoracle.core import jit
+from numoracle.exact import ozaki, ozaki2, ozakitail
+from numoracle.exact.exactsum import limbs_to_fractions
+from numoracle.exact.reference import exact_matmul
+
+OUTS = ("fp64", "fp32", "bf16", "fp16")
+
+
+def engine(monkeypatch, which: str) -> None:
+    """exact_matmul on one engine: "crt" (this one wherever it has a plan) or "split" (ozaki.py only)."""
+    monkeypatch.setattr(ozaki2, "choose", (lambda *a: ozaki2.plan(*a)) if which == "crt" else (lambda *a: None))
+
+
+def spread(rng, shape, lo=-40, hi=41):
+    return rng.standard_normal(shape) * np.exp2(rng.integers(lo, hi, shape))
+
+
+def cases():
+    rng = np.random.default_rng(2025)
+    out = []
+    a, b = rng.standard_normal((7, 300)), rng.standard_normal((300, 5))
+    out.append(("fp32 normal", a.astype(np.float32), b.astype(np.float32)))
+    a, b = spread(rng, (6, 400)), spread(rng, (400, 7))
+    a[:, 1::2] = -a[:, 0::2]
+    a[:, 1::4] *= 1 + 2.0**-20
+    out.append(("fp32 2^+-40, cancelling", a.astype(np.float32), b.astype(np.float32)))
+    a, b = spread(rng, (5, 64), -149, -120), spread(rng, (64, 6), -10, 10)
+    out.append(("fp32 subnormal x normal", a.astype(np.float32), b.astype(np.float32)))
+    a, b = spread(rng, (5, 90), -300, 300), spread(rng, (90, 4), -300, 300)
+    out.append(("fp64 2^+-300", a, b))
+    a, b = rng.standard_normal((6, 128)), rng.standard_normal((128, 5))
+    out.append(("fp64 normal", a, b))
+    a, b = spread(rng, (7, 3), -100, 100), spread(rng, (3, 6), -100, 100)
+    out.append(("fp64 2^+-100, K=3 (the largest primes)", a, b))
+    a, b = spread(rng, (5, 200), -12, 12), spread(rng, (200, 6), -12, 12)
+    out.append(("fp16", a.astype(np.float16), b.astype(np.float16)))
+    out.append(("bf16", a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)))
+    a, b = spread(rng, (6, 120)).astype(np.float32), spread(rng, (120, 5)).astype(np.float32)
+    a[1, 3], a[2, 7], b[9, 1], b[4, 4], a[3, 11] = np.inf, np.nan, -np.inf, 0.0, -np.inf
+    out.append(("fp32 with inf and nan", a, b))
+    # rows whose exact products nearly cancel: the early rounding leaves entries undecided
+    a = spread(rng, (6, 256), -20, 20)
+    b = spread(rng, (256, 5), -20, 20)
+    a[:, 1::2] = -a[:, 0::2] * (1 + 2.0**-22)
+    b[1::2] = b[0::2]
+    out.append(("fp32 near-total cancellation", a.astype(np.float32), b.astype(np.float32)))
+    return out
+
+
+CASES = cases()
+IDS = [c[0] for c in CASES]
+
+
+@pytest.mark.parametrize("name,a,b", CASES, ids=IDS)
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_engine_gives_the_split_results_and_the_fractions(monkeypatch, name, a, b, kernels):
+    with (jit.forced() if kernels else jit.disabled()):
+        engine(monkeypatch, "split")
+        want = exact_matmul(a, b, out=OUTS)
+        want_fr = exact_matmul(a, b, exact=True)
+        engine(monkeypatch, "crt")
+        got = exact_matmul(a, b, out=OUTS)
+        got_fr = exact_matmul(a, b, exact=True)
+    for out, x, y in zip(OUTS, want, got):
+        assert same(x, y), (name, out)
+    assert all((x == y) or (x != x and y != y) for x, y in zip(want_fr.ravel(), got_fr.ravel())), name
+
+
+@pytest.mark.parametrize("name,a,b", [c for c in CASES if "inf" not in c[0]][:6], ids=IDS[:6])
+def test_engine_against_python_fractions(monkeypatch, name, a, b):
+    engine(monkeypatch, "crt")
+    a, b = a[:4, :60], b[:60, :3]
+    ref = frac_matmul(a, b)
+    got = exact_matmul(a, b, exact=True)
+    assert [[got[i, j] for j in range(3)] for i in range(4)] == ref
+    for out in OUTS:
+        r = exact_matmul(a, b, out=out)
+        assert same(r, [[rounded(x, out) for x in row] for row in ref]), (name, out)
+
+
+def test_the_rounded_path_leaves_and_settles_undecided_entries(monkeypatch):
+    """The near-cancelling case leaves entries to both fallbacks (one by one, and an exact sub-product)."""
+    _, a, b = CASES[-1]
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    EA, sA = ozaki.line_bit_range(A, 1)
+    EB, sB = ozaki.line_bit_range(B, 0)
+    pl = ozaki2.plan(A, B, EA, sA, EB, sB, False)
+    assert pl.tails == 2
+    seen = []
+    real = ozakitail.round_bracketed
+    monkeypatch.setattr(ozakitail, "round_bracketed", lambda *x: seen.append(real(*x)) or seen[-1])
+    want = ozaki.ozaki_product(A, B, EA, sA, EB, sB, False)
+    for cheap in (True, False):
+        monkeypatch.setattr(ozakitail, "affordable", lambda *x, c=cheap: c)
+        seen.clear()
+        rne, ro, _ = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
+        assert seen[0][2].size > 0
+        assert same(rne, want[0]) and same(ro, want[1])
+
+
+def test_balanced_residues_against_python_integers():
+    rng = np.random.default_rng(5)
+    for p in ozaki2.primes_below(4096)[:3] + ozaki2.primes_below(1)[:2] + (3, 5):
+        x = np.concatenate([rng.integers(-(2**50), 2**50, 2000), np.arange(-3 * p, 3 * p + 1, max(p // 50, 1)),
+                            [2**50 - 1, -(2**50) + 1, p // 2, -(p // 2), p // 2 + 1]]).astype(np.float64)
+        r = ozaki2.balanced(x, float(p))
+        want = [((int(v) + p // 2) % p) - p // 2 for v in x]
+        assert r.tolist() == want
+
+
+def test_primes_are_prime_and_their_products_exact_in_float64():
+    for K in (1, 3, 4096, 10**6):
+        ps = ozaki2.primes_below(K)
+        assert len(set(ps)) == len(ps) and ps == tuple(sorted(ps, reverse=True))
+        assert all(p % 2 and all(p % d for d in range(3, int(p**0.5) + 1, 2)) for p in ps)
+        h = (ps[0] - 1) // 2
+        assert K * h * h <= 2**53 and ps[0] < 2**22
+        top = min(2 * int((2**53 // K) ** 0.5) + 1, 2**22 - 1)
+        assert all(any(q % d == 0 for d in range(3, int(q**0.5) + 1, 2)) for q in range(ps[0] + 2, top + 1, 2))
+
+
+def test_garner_limbs_against_python_integers():
+    rng = np.random.default_rng(8)
+    primes = ozaki2.primes_below(4096)[:9]
+    P = 1
+    for p in primes:
+        P *= p
+    xs = [int(v) for v in rng.integers(-(2**62), 2**62, 40)]
+    xs = [x * int(rng.integers(1, 2**60)) * int(rng.integers(1, 2**60)) % P - P // 2 for x in xs]
+    xs += [0, 1, -1, P // 2, -(P // 2)]
+    for shift in (0, 5, 40):
+        # residues as a GEMM gives them: any integer of |C| <= 2^53 in the class
+        C = [np.array([float((x % p) - (p if (x + j) % 3 else 0)) for x in xs]) for j, p in enumerate(primes)]
+        limbs = ozaki2.garner_limbs(C, primes, ozaki2.limb_count(primes) + 2, shift)
+        got = limbs_to_fractions(limbs, np.zeros(len(xs), np.int64))
+        assert [int(g) for g in got] == [x << shift for x in xs]
+
+
+def test_tail_error_bounds_the_float64_gemms_of_the_remainders():
+    """The bound against the exact errors (Fractions) of the two remainder GEMMs, on data built to round."""
+    rng = np.random.default_rng(12)
+    a = spread(rng, (5, 300), -30, 30)
+    b = spread(rng, (300, 4), -30, 30)
+    EA, sA = ozaki.line_bit_range(a, 1)
+    EB, sB = ozaki.line_bit_range(b, 0)
+    primes = ozaki2.primes_below(300)[:2]
+    ra = ozaki2.residues(a, EA, 30, 1, primes)
+    rb = ozaki2.residues(b, EB, 30, 0, primes, want_t=True)
+    err = ozaki2.tail_error(ra.stats, rb.stats, 300, True, True)
+    for X, Y in ((ra.d, rb.t), (ra.h, rb.d)):
+        G = X @ Y
+        fx = [[Fraction(float(v)) for v in row] for row in X]
+        fy = [[Fraction(float(v)) for v in row] for row in Y.T]
+        for i in range(5):
+            for j in range(4):
+                exact = sum((p * q for p, q in zip(fx[i], fy[j])), Fraction(0))
+                assert abs(Fraction(float(G[i, j])) - exact) <= Fraction(float(err[i, j]))
+    assert (err > 0).all() and (err < 2.0**30).all()  # a bound that is not vacuous
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_residue_kernel_matches_numpy(dtype, axis):
+    rng = np.random.default_rng(21 + axis)
+    X = spread(rng, (23, 41), -70, 70).astype(dtype)
+    X[3, 5], X[4] = 0.0, 0.0
+    E, span = ozaki.line_bit_range(X.astype(np.float64), axis)
+    primes = ozaki2.primes_below(700)[:5]
+    for bits in (20, 60, int(span.max()) + 1):
+        with jit.disabled():
+            r0 = ozaki2.residues(X, E, bits, axis, primes, axis == 0)
+        with jit.forced():
+            r1 = ozaki2.residues(X, E, bits, axis, primes, axis == 0)
+        assert same(r0.planes, r1.planes) and same(r0.h, r1.h)
+        assert same(r0.d, r1.d) and (same(r0.t, r1.t) if axis == 0 else r1.t is None)
+        assert same(r0.stats[[1, 3]], r1.stats[[1, 3]])  # maxima exact; sums in another order
+        np.testing.assert_allclose(r0.stats[[0, 2]], r1.stats[[0, 2]], rtol=1e-13)
+        assert (np.abs(r0.planes) <= (np.array(primes)[:, None, None] - 1) / 2).all()
+
+
+def test_choice_takes_the_fewer_gemms():
+    """Wide exponent ranges take this engine (fewer GEMMs than the split); normal FP32 data keep the split."""
+    rng = np.random.default_rng(3)
+    a, b = spread(rng, (32, 4096)).astype(np.float32), spread(rng, (4096, 32)).astype(np.float32)
+    a[:, 1::2] = -a[:, 0::2]
+    n32 = rng.standard_normal((32, 4096)).astype(np.float32), rng.standard_normal((4096, 32)).astype(np.float32)
+    for (x, y), wide in (((a, b), True), (n32, False)):
+        A, B = x.astype(np.float64), y.astype(np.float64)
+        EA, sA = ozaki.line_bit_range(A, 1)
+        EB, sB = ozaki.line_bit_range(B, 0)
+        pl = ozaki2.plan(A, B, EA, sA, EB, sB, False)
+        split = ozaki.planned_gemms(sA, sB, 4096, 32, 32, False)
+        with jit.forced():
+            took = ozaki2.choose(A, B, EA, sA, EB, sB, False) is not None
+        with jit.disabled():  # numpy's residue pass: the split
+            assert ozaki2.choose(A, B, EA, sA, EB, sB, False) is None
+        assert took == (wide and jit.enabled()) or not jit.enabled()
+        if wide:
+            assert pl.gemms <= 6 < split
+
+
+def test_least_gemms_is_a_lower_bound_of_the_plan():
+    for name, a, b in CASES:
+        A, B = a.astype(np.float64), b.astype(np.float64)
+        A, B = np.where(np.isfinite(A), A, 0), np.where(np.isfinite(B), B, 0)
+        EA, sA = ozaki.line_bit_range(A, 1)
+        EB, sB = ozaki.line_bit_range(B, 0)
+        for exact in (False, True):
+            pl = ozaki2.plan(A, B, EA, sA, EB, sB, exact)
+            if pl is not None:
+                assert ozaki2.least_gemms(sA, sB, A.shape[1], exact) <= pl.gemms, name
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_chunks_along_k_give_the_same_results_and_statistics(monkeypatch, kernels):
+    """K in chunks of 37 (the exact GEMMs' partial sums, the remainder GEMMs' sums, the joined statistics)."""
+    for name, a, b in [c for c in CASES if "cancel" in c[0] or "normal" in c[0]]:
+        A = np.where(np.isfinite(a), a, 0).astype(np.float64)
+        B = np.where(np.isfinite(b), b, 0).astype(np.float64)
+        EA, sA = ozaki.line_bit_range(A, 1)
+        EB, sB = ozaki.line_bit_range(B, 0)
+        pl = ozaki2.plan(A, B, EA, sA, EB, sB, False)
+        with (jit.forced() if kernels else jit.disabled()):
+            whole = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
+            monkeypatch.setattr(ozaki2, "_chunk", lambda *x: 37)
+            chunked = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
+            monkeypatch.undo()
+        assert same(whole[0], chunked[0]) and same(whole[1], chunked[1]), name
+        primes = pl.primes
+        st = np.zeros((4, A.shape[0]))
+        for k0 in range(0, A.shape[1], 37):
+            ozaki2.merge_stats(st, ozaki2.residues(A[:, k0:k0 + 37], EA, pl.pA, 1, primes).stats)
+        full = ozaki2.residues(A, EA, pl.pA, 1, primes).stats
+        assert same(st[[1, 3]], full[[1, 3]])
+        np.testing.assert_allclose(st[[0, 2]], full[[0, 2]], rtol=1e-12)
