@@ -1,6 +1,7 @@
 """jax's CPU ``jax.nn.softmax`` (jax 0.10.2, float32) and ``jax.nn.dot_product_attention`` as composite models:
-found on live outputs (docs/composite.md, "Bit-exact models"), with the elementwise exp given as XLA's own (``jnp.exp``, applied to the
-exact arguments the model computes): not emulated here, so ``jax_cpu_softmax`` needs jax.
+found on live outputs (docs/composite.md, "Bit-exact models"), with the elementwise exp given as XLA's own
+(``jnp.exp``, applied to the exact arguments the model computes): not emulated here, so ``jax_cpu_softmax`` needs
+jax.
 
 The steps: d = x - max; e = XLA's exp(d); S = the row sum, ``XlaChunks(32)`` (XLA's reduce-window rewrite) when
 the whole input has fewer than 4096 elements and YNNPACK's ``YnnSum("k1")`` from 4096 on (as ``jnp.sum``:

@@ -15,7 +15,8 @@ AVX512, MKL 2024.2; docs/composite.md, "Bit-exact models"): ``torch_cpu_sdpa(q, 
   tail (correctly rounded reproduces it; glibc's ``expf`` does not),
   l = 16 lanes over the full vectors, halving, then the tail in order; bf16: e rounded to bf16 before PV;
   O = e v; after the first block, online (``simulate_attention``'s blocked form): alpha = ``std::exp(m - m')``,
-  glibc's ``expf`` (``glibc_expf``, not correctly rounded), l = fma(alpha, l, rowsum e), O = fl(alpha O) with each K block of e v added to it in turn (the GEMM's beta = 1);
+  glibc's ``expf`` (``glibc_expf``, not correctly rounded), l = fma(alpha, l, rowsum e), O = fl(alpha O) with each K
+  block of e v added to it in turn (the GEMM's beta = 1);
   out = fl(O fl(1/l)) rounded to the input's type. Queries run in blocks of 32 (L < 192), 64 (L < 768)
   or 256; a last block of at most 3 rows is one of MKL's small-M GEMMs: those rows are not reproduced.
 """
