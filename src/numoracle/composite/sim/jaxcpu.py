@@ -60,10 +60,10 @@ def _jexp(d: np.ndarray) -> np.ndarray:
 
 
 def jax_cpu_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-                      qk_order: Any = Sequential(), pv_order: Any = Sequential()) -> np.ndarray:
+                      qk_order: Any = None, pv_order: Any = None) -> np.ndarray:
     """``jax.nn.dot_product_attention(q, k, v, is_causal=causal, scale=scale)`` on CPU (inputs (B, T, N, H), fp32
-    or bf16) given the orders of its two einsums (module docstring); float64 values of q's type. Needs jax (the exp
-    is ``jnp.exp``)."""
+    or bf16) given the orders of its two einsums (module docstring; None: one FMA chain, ``Sequential()``); float64
+    values of q's type. Needs jax (the exp is ``jnp.exp``)."""
     _, fmt = exact_float64(q, "q")
     if fmt not in (FP32, BF16):
         raise ValueError(f"the jax CPU attention model covers float32 and bfloat16 inputs, got {fmt.name}")
@@ -72,7 +72,8 @@ def jax_cpu_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: fl
     B, T, N, _ = np.shape(q)
     size = B * N * T * np.shape(k)[1]
     heads = [np.swapaxes(np.asarray(a), 1, 2) for a in (q, k, v)]
-    y = simulate_attention(*heads, scale=scale, causal=causal, qk_order=qk_order, pv_order=pv_order,
+    y = simulate_attention(*heads, scale=scale, causal=causal, qk_order=qk_order or Sequential(),
+                           pv_order=pv_order or Sequential(),
                            sum_order=jax_softmax_order(size), exp=_jexp, normalize="before",
                            p_format=BF16 if fmt == BF16 else None)
     return np.swapaxes(y, 1, 2)
