@@ -305,3 +305,96 @@ def test_attention_model_equals_a_float32_loop_and_keeps_its_bound():
         tol = expected_error_bound("attention", "fp32", 48, **({"block": 16} if kw else {}))
         y = simulate_attention(qb, kb, vb, causal=True, **kw)
         assert (np.abs(y - ref) <= tol.tolerance(qb, kb, vb, causal=True)).all()
+
+
+def _exp1(x) -> np.float32:
+    return f32(ew.exp_cr(np.array([float(x)]))[0])
+
+
+def _log1(x) -> np.float32:
+    return f32(ew.log_cr(np.array([float(x)]))[0])
+
+
+def _loop_split_kv(q, k, v, splits, causal):
+    """FlashDecoding written out in float32: per key range, plain softmax and O_j = (e v) / l, lse_j = m + log l;
+    then lse = log(sum exp(lse_j - max)) + max and O = sum exp(lse_j - lse) O_j as FMAs."""
+    L, D = q.shape
+    Lk = k.shape[0]
+    sc = f32(1 / np.sqrt(D))
+    width = -(-Lk // splits)
+    out = np.zeros((L, v.shape[1]), f32)
+    for i in range(L):
+        lses, outs = [], []
+        for j0 in range(0, Lk, width):
+            cols = [j for j in range(j0, min(j0 + width, Lk)) if not causal or j <= i]
+            if not cols:
+                lses.append(f32(-np.inf))
+                outs.append(np.zeros(v.shape[1], f32))
+                continue
+            s = [f32(_fma_dot(q[i], k[j]) * sc) for j in cols]
+            m = max(s)
+            e = np.array([_exp1(f32(x - m)) for x in s], f32)
+            lsum = f32(0)
+            for t in e:
+                lsum = f32(lsum + t)
+            o = np.array([_fma_dot(e, v[cols, c]) for c in range(v.shape[1])], f32)
+            outs.append((o / lsum).astype(f32))
+            lses.append(f32(m + _log1(lsum)))
+        big = max(lses)
+        t = f32(0)
+        for x in lses:
+            t = f32(t + _exp1(f32(x - big)))
+        total = f32(_log1(t) + big)
+        acc = np.zeros(v.shape[1], f32)
+        for x, o in zip(lses, outs):
+            w = _exp1(f32(x - total))
+            acc = np.array([ew.fma32(w, a, b) for a, b in zip(o, acc)], f32)
+        out[i] = acc
+    return out
+
+
+def test_split_kv_attention_equals_a_float32_loop():
+    from numoracle.composite.sim.attention import simulate_attention
+    rng = np.random.default_rng(38)
+    q = (rng.standard_normal((5, 8)) * 2).astype(f32)
+    k, v = ((rng.standard_normal((11, 8)) * 2).astype(f32) for _ in range(2))
+    for splits in (2, 3, 4):
+        for causal in (False, True):
+            got = simulate_attention(q, k, v, splits=splits, causal=causal, normalize="after")
+            assert (got == _loop_split_kv(q, k, v, splits, causal)).all(), (splits, causal)
+    # one split is the plain kernel normalising after PV; more splits: the combine's roundings show
+    plain = simulate_attention(q, k, v, normalize="after")
+    assert (simulate_attention(q, k, v, splits=1, normalize="after") == plain).all()
+    assert (simulate_attention(q, k, v, splits=3, normalize="after") != plain).any()
+    # splits of online-softmax blocks; the combine needs each range normalised after PV
+    assert np.isfinite(simulate_attention(q, k, v, splits=2, block=2, normalize="after")).all()
+    with pytest.raises(ValueError, match="normalize='after'"):
+        simulate_attention(q, k, v, splits=2)
+
+
+def test_attention_scaling_of_the_inputs_and_reciprocal_normalisation():
+    from numoracle.composite.sim.accarith import mul as amul
+    from numoracle.composite.sim.attention import simulate_attention
+    rng = np.random.default_rng(39)
+    q, k, v = (rng.standard_normal((6, 32)).astype(f32) for _ in range(3))
+    r = f32(np.sqrt(1 / np.sqrt(32)))          # 32^-1/4, not a power of two: q r and k r round
+    qs, ks = (amul(a, float(r), FP32) for a in (q, k))
+    want = simulate_attention(qs, ks, v, scale=1.0)
+    assert (simulate_attention(q, k, v, scaling="inputs") == want).all()
+    assert (simulate_attention(q, k, v, scaling="inputs") != simulate_attention(q, k, v)).any()
+    after = simulate_attention(q, k, v, normalize="after", out="fp64")
+    recip = simulate_attention(q, k, v, normalize="after_reciprocal", out="fp64")
+    assert (after != recip).any() and np.allclose(after, recip, rtol=2**-22, atol=0)
+
+
+def test_torch_attention_exps_are_close_to_exp():
+    x = np.linspace(-80, 0, 20001).astype(f32).astype(np.float64)
+    cr = ew.exp_cr(x)
+    u20 = ew.torch_exp_u20(x)
+    ulp = np.spacing(cr.astype(f32)).astype(np.float64)
+    assert (np.abs(u20 - cr) <= 20 * ulp).all() and (u20 != cr).any()
+    assert ew.torch_exp_u20(np.array([0.0]))[0] == 1.0
+    fx = ew.torch_fexp_u20(x)
+    assert (np.abs(fx - cr) <= 2.0**-12 * cr).all()
+    assert ew.torch_fexp_u20(np.array([0.0]))[0] == 1 - 7 * 2.0**-17     # the fast exp's exp(0): not 1
+    assert ew.torch_exp_u20(np.array([-np.inf, -100.0]))[0] == 0 and ew.torch_fexp_u20(np.array([-100.0]))[0] == 0

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from ...core.eft import two_sum_error
+from ...core.eft import two_prod, two_sum, two_sum_error
 from ...core.engine.convert import cast, decode
 from ...core.formats.format import FP32, Format
 from ..ziv import decide, settle
 
 __all__ = ["fma32", "exp_cr", "log_cr", "rsqrt_cr", "sqrt_cr", "sleef_expf_u10", "sleef_logf_u10",
-           "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
+           "torch_exp_u20", "torch_fexp_u20", "glibc_expf", "rsqrt_div_sqrt", "ELEMENTWISE_FNS"]
 
 _REL = 2.0**-45      # the bound on numpy's float64 exp / log / sqrt error, relative (as composite/ziv.py)
 
@@ -132,6 +132,127 @@ def sleef_expf_u10(x: Any, fmt: Format = FP32) -> np.ndarray:
     return u.astype(np.float64)
 
 
+def _bits32(b: int) -> np.float32:
+    return np.array([b], np.uint32).view(np.float32)[0]
+
+
+# ATen's Vectorized<float>::exp_u20 (vec512_float.h / vec256_float.h): constants as the kernel writes them
+_U20_POLY = tuple(np.float32(c) for c in ("0.00828929059", "0.0418978221", "0.166676521", "0.499991506",
+                                          "0.999999701"))
+_U20_LOG2E, _U20_LN2 = _bits32(0x3FB8AA3B), _bits32(0x3F317218)
+_U20_MIN, _U20_MAX = _bits32(0xC2AEAC50), _bits32(0x42B17218)
+
+
+def torch_exp_u20(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """ATen's ``Vectorized<float>::exp_u20`` (torch's CPU flash attention's exp; "ULP=20"), bit for bit:
+    s = clamp(x, ln FLT_MIN, ln FLT_MAX), n = floor(fma(s, log2 e, 0.5)), r = fl(s - n ln2) (one FNMADD), a
+    degree-5 polynomial by FMAs (Horner, constants 0.00828929059 ... 0.999999701, 1), then fl(fl(p 2^(n-1)) 2);
+    0 where x < ln FLT_MIN. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"torch_exp_u20 is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    d = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        low = d < _U20_MIN
+        s = np.maximum(np.minimum(d, _U20_MAX), _U20_MIN)
+        fx = np.floor(fma32(s, _U20_LOG2E, np.float32(0.5)).astype(np.float64))
+        n = np.where(np.isfinite(fx), fx, 0).astype(np.int64)
+        r = fma32(-n.astype(np.float32), _U20_LN2, s)
+        p = fma32(r, _U20_POLY[0], _U20_POLY[1])
+        for c in _U20_POLY[2:] + (np.float32(1),):
+            p = fma32(r, p, c)
+        two = (((n - 1 + 127) & 0x1FF) << 23).astype(np.uint32).view(np.float32)
+        two = np.where(low, np.float32(0), two)
+        y = ((p * two).astype(np.float32) * np.float32(2)).astype(np.float32)
+    return y.astype(np.float64)
+
+
+# ATen's _mm512_fexp_u20_ps / Vectorized<float>::fexp_u20 (Malossi et al.'s fast exp): constants as the kernel's
+_FEXP_C = tuple(np.float32(c) for c in ("-0.079204240219773236", "-0.22433836478672356", "0.30354260500649682",
+                                        "0.00010703434948458272"))
+_FEXP_A, _FEXP_B = np.float32(2.0**23), np.float32(2.0**23 * 127)
+
+
+def torch_fexp_u20(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """ATen's ``fexp_u20`` (torch's CPU flash attention's exp for bf16 / fp16 inputs), bit for bit: t = fl(x log2 e),
+    f = fl(t - floor t), a cubic c(f) by FMAs (Horner), u = fl(t - c), the float32 whose bits are
+    trunc(fma(2^23, u, 127 2^23)); 0 where x < ln FLT_MIN, +inf where x > ln FLT_MAX. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"torch_fexp_u20 is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    d = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        t = (d * _U20_LOG2E).astype(np.float32)
+        frac = (t - np.floor(t)).astype(np.float32)
+        c = fma32(frac, _FEXP_C[0], _FEXP_C[1])
+        c = fma32(frac, c, _FEXP_C[2])
+        c = fma32(frac, c, _FEXP_C[3])
+        u = (t - c).astype(np.float32)
+        tmp = np.asarray(fma32(_FEXP_A, u, _FEXP_B), np.float64)
+        ok = np.isfinite(tmp) & (np.abs(tmp) < 2.0**31)
+        bits = np.where(ok, np.trunc(np.where(ok, tmp, 0)), 0).astype(np.int64) & 0xFFFFFFFF
+        y = bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        y = np.where(d < _U20_MIN, 0.0, y)
+        y = np.where(d > _U20_MAX, np.inf, y)
+    return y
+
+
+# glibc's expf (2.27 on; ARM's optimized-routines e_expf.c): N = 32 table of 2^(i/N), a cubic, all in double
+_GLIBC_N = 32
+_GLIBC_INVLN2N = float.fromhex("0x1.71547652b82fep0") * _GLIBC_N
+_GLIBC_C = (float.fromhex("0x1.c6af84b912394p-5") / _GLIBC_N**3, float.fromhex("0x1.ebfce50fac4f3p-3") / _GLIBC_N**2,
+            float.fromhex("0x1.62e42ff0c52d6p-1") / _GLIBC_N)
+
+
+def _glibc_table() -> np.ndarray:
+    import mpmath
+    with mpmath.workdps(60):
+        vals = [float(mpmath.power(2, mpmath.mpf(i) / _GLIBC_N)) for i in range(_GLIBC_N)]
+    return np.array(vals, np.float64)
+
+
+_GLIBC_T: list = []
+
+
+def _fma64(a: Any, b: Any, c: Any) -> np.ndarray:
+    """fl64(a b + c), one rounding: a b = p + e exactly (TwoProd), p + c = s + t (TwoSum), t + e rounded to odd,
+    then s + that rounded once (the odd rounding keeps the sticky information below s's last place)."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    with np.errstate(all="ignore"):
+        p, e = two_prod(a, b)
+        s, t = two_sum(p, c)
+        u = t + e
+        err = two_sum_error(t, e, u)
+        even = (u.view(np.uint64) & np.uint64(1)) == 0
+        u = np.where((err != 0) & even & np.isfinite(u), np.nextafter(u, np.where(err > 0, np.inf, -np.inf)), u)
+        return s + u
+
+
+def glibc_expf(x: Any, fmt: Format = FP32) -> np.ndarray:
+    """glibc's ``expf`` (``std::exp`` on a float: torch's scalar tails and flash attention's rescaling), bit for
+    bit on this x86-64 build (its FMA variant): z = x N / ln 2, k = rint(z), r = z - k, s = 2^(k / N) from the
+    table, y = fma(fma(C0, r, C1), r^2, fma(C2, r, 1)) s in double, rounded to float32. Not correctly rounded:
+    it differs from ``exp_cr`` on about 0.07% of arguments. ``fmt`` must be FP32."""
+    if fmt != FP32:
+        raise ValueError(f"glibc_expf is a float32 function; got fmt={fmt.name}: pass FP32 values")
+    if not _GLIBC_T:
+        _GLIBC_T.append(_glibc_table())
+    tab = _GLIBC_T[0]
+    xd = np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+    fin = np.isfinite(xd) & (xd > -104) & (xd < 89)
+    v = np.where(fin, xd, 0.0)
+    with np.errstate(all="ignore"):
+        z = _GLIBC_INVLN2N * v
+        kd = np.rint(z)
+        r = z - kd
+        ki = kd.astype(np.int64)
+        s = tab[ki % _GLIBC_N] * np.exp2((ki // _GLIBC_N).astype(np.float64))
+        zz = _fma64(r, _GLIBC_C[0], _GLIBC_C[1])
+        y = _fma64(r, _GLIBC_C[2], 1.0)
+        y = _fma64(zz, r * r, y)
+        y = (y * s).astype(np.float32).astype(np.float64)
+    y = np.where(fin, y, np.where(xd >= 89, np.inf, np.where(np.isnan(xd), xd, 0.0)))
+    return y.reshape(np.shape(x))
+
+
 def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
     """fl(1 / fl(sqrt(x))): two roundings (``1 / std::sqrt(v)``, torch's CPU norms; ``Vectorized::rsqrt``)."""
     with np.errstate(all="ignore"):
@@ -139,7 +260,9 @@ def rsqrt_div_sqrt(x: Any, fmt: Format = FP32) -> np.ndarray:
 
 
 ELEMENTWISE_FNS = {"exp_cr": exp_cr, "log_cr": log_cr, "sqrt_cr": sqrt_cr, "rsqrt_cr": rsqrt_cr,
-                   "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10}
+                   "rsqrt_div_sqrt": rsqrt_div_sqrt, "sleef_expf_u10": sleef_expf_u10, "torch_exp_u20": torch_exp_u20,
+                   "torch_fexp_u20": torch_fexp_u20,
+                   "glibc_expf": glibc_expf}
 
 
 # ---- SLEEF's xlogf_u1 (Sleef_logf16_u10), AVX-512 branch: getexp / getmant and double-float steps with FMA ----
