@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.composite import CompositeModel, identify_composite, simulate_softmax, sleef_expf_u10, torch_cpu_rms_norm
 from numoracle import identify_order
+from numoracle.composite import CompositeModel, identify_composite, simulate_softmax, sleef_expf_u10, torch_cpu_rms_norm
 from numoracle.orders import Interleaved, Sequential
 from optional import needs
 

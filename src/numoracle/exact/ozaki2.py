@@ -385,7 +385,8 @@ def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.n
     ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
     pl = choose(a, b, ea, sa_, eb, sb_, True)
     gemms = pl.gemms if pl is not None else ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True)
-    if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, ozakitail.compiled_entries(A, B, kern)):
+    compiled = ozakitail.compiled_entries(A, B, kern)
+    if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, compiled):
         return ozakitail.entries(A, B, ii, jj, kern)
     if pl is not None:
         rne, ro, _ = product(a, b, ea, sa_, eb, sb_, True, pl)
