@@ -1,7 +1,7 @@
-"""jax's CPU ``jax.nn.softmax`` (jax 0.10.2, float32) and ``jax.nn.dot_product_attention`` as composite models:
-found on live outputs (docs/composite.md, "Bit-exact models"), with the elementwise exp given as XLA's own
-(``jnp.exp``, applied to the exact arguments the model computes): not emulated here, so ``jax_cpu_softmax`` needs
-jax.
+"""jax's CPU ``jax.nn.softmax`` (jax 0.10.2, float32 and bfloat16) and ``jax.nn.dot_product_attention`` as
+composite models: found on live outputs (docs/composite.md, "Bit-exact models"), with the elementwise exp given
+as XLA's own (``jnp.exp``, applied to the exact arguments the model computes): not emulated here, so
+``jax_cpu_softmax`` needs jax.
 
 The steps: d = x - max; e = XLA's exp(d); S = the row sum, ``XlaChunks(32)`` (XLA's reduce-window rewrite) when
 the whole input has fewer than 4096 elements and YNNPACK's ``YnnSum("k1")`` from 4096 on (as ``jnp.sum``:
@@ -24,6 +24,7 @@ import numpy as np
 
 from ...core.formats.format import BF16, FP32
 from ...core.inputs import exact_float64
+from ...models.engine.simulation import simulate
 from ...models.orders.basic import Order, Sequential
 from ...models.orders.cpu import XlaChunks
 from ...models.orders.ynnpack import YnnSum
@@ -41,16 +42,41 @@ def jax_softmax_order(size: int) -> Order:
 
 
 def jax_cpu_softmax(x: Any) -> np.ndarray:
-    """``jax.nn.softmax(x, axis=-1)`` on CPU for float32 x, bit for bit (needs jax: the exp is ``jnp.exp``)."""
-    _, fmt = exact_float64(x, "x")
+    """``jax.nn.softmax(x, axis=-1)`` on CPU for float32 or bfloat16 x, bit for bit (needs jax: the exp is
+    ``jnp.exp``). bf16: ``_bf16_softmax``."""
+    xv, fmt = exact_float64(x, "x")
+    if fmt == BF16:
+        return _bf16_softmax(xv)
     if fmt != FP32:
-        raise ValueError(f"the jax CPU softmax model covers float32 inputs only, got {fmt.name} (bf16 is not "
-                         f"reproduced: docs/composite.md)")
+        raise ValueError(f"the jax CPU softmax model covers float32 and bfloat16 inputs, got {fmt.name}")
     import jax.numpy as jnp
 
     def exp(d: np.ndarray) -> np.ndarray:
         return np.asarray(jnp.exp(jnp.asarray(d)))
     y = simulate_softmax(x, jax_softmax_order(int(np.prod(np.shape(x)))), exp=exp)
+    return np.where(np.abs(y) < 2.0**-126, 0.0, y)
+
+
+def _bf16_softmax(x: np.ndarray) -> np.ndarray:
+    """jax 0.10.2's CPU softmax of bf16 rows (found on live outputs, confirmed on fresh seeds: docs/composite.md):
+
+    1. d = bf16(x - max) (the subtraction in float32, exact or rounded once, then rounded to bf16: one correct
+       rounding, 24 >= 2 * 8 + 1);
+    2. e = XLA's exp of d in bf16 (``jnp.exp`` on the bf16 array: a bf16 result);
+    3. S = bf16(the row sum of e accumulated in float32) (``jnp.sum`` upcasts bf16), along ``jax_softmax_order``;
+    4. y = bf16(e * fl32(1 / S)) (float32 reciprocal and product, one rounding each, then bf16); results below
+       2^-126 flushed to +0 as in float32.
+    """
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    bf = ml_dtypes.bfloat16
+    xf = np.asarray(x, np.float32)
+    d = (xf - xf.max(axis=-1, keepdims=True)).astype(bf)                  # 1.
+    e = np.asarray(jnp.exp(jnp.asarray(d))).astype(np.float32)           # 2.
+    S = simulate("sum", e, acc="fp32", order=jax_softmax_order(int(x.size)))
+    S = np.asarray(S, np.float32).reshape(e.shape[:-1] + (1,)).astype(bf).astype(np.float32)   # 3.
+    y = (e * (np.float32(1) / S)).astype(bf).astype(np.float64)         # 4.
     return np.where(np.abs(y) < 2.0**-126, 0.0, y)
 
 
