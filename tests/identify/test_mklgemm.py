@@ -101,3 +101,16 @@ def test_model_on_fresh_data():
         b = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-8, 9, (k, n)))).astype(np.float32)
         y = torch.mm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
         assert (_sim(a, b, MKL).view(np.uint32) == y.view(np.uint32)).all(), (m, k, n)
+
+
+def test_rows_pruned_and_splits_keep_positions():
+    # more rows than identify's prune_rows (8): the candidate is scored on a subset of rows, placed in the whole
+    # output (its order depends on the row); a NOT-REPRODUCED search never splits K under a per-position unit
+    d, _, _ = _recorded()
+    a, b, y = d["9x64x9__A"], d["9x64x9__B"], d["9x64x9__Y"]
+    rep = identify_order(y, "matmul", a, b, prune_rows=4)
+    assert rep.verdict == "REPRODUCED" and rep.order == MKL, rep
+    flipped = y.copy()
+    flipped.view(np.uint32)[1, 0] ^= 1                # no order reproduces this: the search goes through splits
+    rep = identify_order(flipped, "matmul", a, b, prune_rows=4, keep=40, max_candidates=5000)
+    assert rep.verdict != "REPRODUCED"
