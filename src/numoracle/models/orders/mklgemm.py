@@ -11,7 +11,8 @@ rest added one by one. A row with fewer than four elements after its peel is all
 
 Where it holds (measured): N = 2 .. 11 for M = 1 .. 16, and M = 1 .. 3 for N up to 16 (K = 40); K = 1 .. 69, 100,
 255 .. 4096 (M = 5, 8; N = 6, 7). Not this kernel: N = 1 (a matrix-vector product) for M >= 2, and N >= 12 for
-M >= 4 (another MKL path, not modelled).
+M >= 4 (another MKL path, not modelled: at K = 40 .. 100 one FMA chain per output, ``Sequential()``, on one
+seed; at K = 256 and 300 something else).
 """
 
 from __future__ import annotations
