@@ -17,6 +17,7 @@ API = {
             "GotoBlocks"),
     **_from(".models.orders.blasdot", "OpenBlasDot", "MklDot"),
     **_from(".models.orders.ynnpack", "YnnSum"),
+    **_from(".models.orders.mklgemm", "ChainApart", "MklSmallGemm"),
     **_from(".models.orders.tree", "TreeOrder", "PerPosition"),
     **_from(".models.orders.compensated", "CompensatedTree"),
     **_from(".models.orders.presets", "preset", "PRESETS", "GPU_PRESETS", "GPU_ALIASES", "GpuPreset", "preset_name"),

@@ -87,7 +87,7 @@ def run_like(name: str, ins: tuple, rows: int) -> np.ndarray | None:
 def settle(rep, name: str, rows: int) -> list[str] | None:
     """An AMBIGUOUS report settled by re-running the kernel on its separating inputs: the candidates that reproduce
     the new outputs (None when the kernel's library is not installed)."""
-    if name.endswith("_dot"):
+    if name.endswith(("_dot", "_dotf")):   # one output a call: the separating calls
         fn = kernel(name)
         return None if fn is None else rep.separating.rerun(fn)
     y = run_like(name, rep.separating.inputs, rows)

@@ -176,3 +176,26 @@ def test_amd_mkl_dot_on_fresh_data():
         b = rng.standard_normal(n).astype(np.float32)
         y = torch.dot(torch.from_numpy(a), torch.from_numpy(b)).numpy()
         assert np.float32(no_simulate(a, b, AMD_MKL_DOT)).view(np.uint32) == y.view(np.uint32), n
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_jax_half_dot_with_float32_output_on_fresh_lengths(dtype):
+    # jax 0.10.2's jnp.dot(a, b, preferred_element_type=float32) of fp16 / bf16 vectors is XlaChunks(32, fma=False)
+    # (one chain up to 32 terms; 37: 19 + 18; 64: 32 + 32; 100: 18 + 32 + 32 + 18): fresh seed 41, lengths it was
+    # not read off (the live kernel; skips without jax)
+    jax = pytest.importorskip("jax")
+    import ml_dtypes
+    import numoracle as no
+    jnp = jax.numpy
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
+    rng = np.random.default_rng(41)
+    misses = 0
+    for n in (1, 31, 33, 65, 66, 97, 131, 700, 2049):
+        a = (rng.standard_normal(n) * np.exp2(rng.integers(-6, 7, n))).astype(dt)
+        b = rng.standard_normal(n).astype(dt)
+        y = np.float32(f(a, b))
+        got = np.float32(no.simulate("dot", a, b, order=O.XlaChunks(32, fma=False), acc="fp32", out="fp32"))
+        assert got.view(np.uint32) == y.view(np.uint32), n
+        misses += np.float32(no.simulate("dot", a, b, order=O.Sequential(), acc="fp32", out="fp32")) != y
+    assert misses       # a single chain is not the kernel

@@ -32,7 +32,8 @@ EVERY_ORDER = [
     O.XlaVector(), O.XlaVector(8, 2), O.XlaScan(), O.XlaScan(8, 3),
     O.GotoBlocks(), O.GotoBlocks(256, O.Interleaved(16, "pairwise")),
     O.OpenBlasDot(), O.OpenBlasDot(8, 2, 0, False, None), O.MklDot(), O.MklDot(8, 2),
-    O.YnnSum(), O.YnnSum("kn", split=128), O.YnnSum("k1", 8, 2, 32768),
+    O.YnnSum(), O.YnnSum("kn", split=128), O.YnnSum("k1", 8, 2, 32768), O.ChainApart(), O.ChainApart(2, 3, True),
+    O.MklSmallGemm(), O.MklSmallGemm(O.Sequential(), O.ChainApart(4, 4, True), 8),
     O.CompensatedTree(O.TreeOrder.from_text("(((0+1)+2)+(3+4))"), ((0, 1),)),
     O.CompensatedTree(O.TreeOrder.from_text("(((0+1)+2)+3)"), ((0, 1, 2),), "neumaier", True, FP64),
 ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..models.orders.basic import Order, Sequential
 from ..models.orders.blasdot import MklDot, OpenBlasDot
 from ..models.orders.cpu import GotoBlocks, Interleaved
+from ..models.orders.mklgemm import MklSmallGemm
 
 __all__ = ["KernelVariant", "VARIANTS", "variant_orders", "variants_of", "cpu_features", "runs_here", "variant_notes"]
 
@@ -67,6 +68,13 @@ VARIANTS: tuple[KernelVariant, ...] = (
                   MklDot(4, 4, fma=False, registers="order", lanes="halves", rest="lane0"), ("sse2",),
                   "fp32 dot, n = 1 .. 69 and 8 sizes to 4099, normal and wide data, three seeds; inputs on 16-byte "
                   "aligned addresses (fresh arrays): elsewhere MKL peels terms to an aligned address, another order"),
+    # MKL's small sgemm as torch 2.13.0+cpu's torch.mm calls it on the AMD EPYC (Zen 5): plain chains without FMA,
+    # four outputs at a time on 16-byte aligned addresses of C, the elements before them another order
+    # (models/orders/mklgemm.py); fitted on seeds 0 .. 5, confirmed on seeds 10 .. 13
+    KernelVariant("MKL (torch 2.13.0+cpu)", "sgemm (small)", "AMD Zen 5 (any MKL_ENABLE_INSTRUCTIONS)",
+                  MklSmallGemm(), ("sse2",),
+                  "fp32 matmul, N = 2 .. 11 for M = 1 .. 16 and M = 1 .. 3 for N = 2 .. 16 (K = 40), K = 1 .. 69 "
+                  "and 100 .. 4096 (M = 5, 8; N = 6, 7); not N = 1, not N >= 12 with M >= 4 (other MKL paths)"),
 )
 
 

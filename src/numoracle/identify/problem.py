@@ -192,6 +192,9 @@ class Problem:
         a = self.arith(order, acc, operands)
         if rows is None or self.op == "dot":
             got = simulate(self.op, *self.inputs, arith=a, codes=True)
+        elif getattr(order, "per_position", False):   # an order per output position: place the rows in the whole
+            got = simulate(self.op, *self.cut(None, operands=operands), acc=a.accumulator, order=order, out=self.out,
+                           codes=True)[rows]
         else:
             got = simulate(self.op, *self.cut(rows, operands=operands), acc=a.accumulator, order=order, out=self.out,
                            codes=True)

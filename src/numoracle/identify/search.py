@@ -195,6 +195,7 @@ class _Search:
                           "ways their partials meet")
         from .permute import permutation_stage
         ranked = _plain_first(self.best(("unit",), len(self.scored), by_bias=True))
+        ranked = [c for c in ranked if not getattr(c.order, "per_position", False)]   # an order per output: no split
         ranked.sort(key=lambda c: (c.acc is not None, F.is_cpu(c.order)))   # other accumulators, CPU lanes last
         permuted = False
         for i, c in enumerate(ranked):

@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any
 
 from ...core.formats.format import format_of
-from . import basic, blasdot, compensated, cpu, gpu, tree, ynnpack
+from . import basic, blasdot, compensated, cpu, gpu, mklgemm, tree, ynnpack
 from .presets import preset, preset_name
 from .spec import FORMS, OrderSpec, spec_from_text
 
@@ -34,7 +34,7 @@ ORDER_CLASSES: dict[str, type] = {c.__name__: c for c in (
     basic.NumpyPairwise, gpu.TiledSplitK, gpu.GpuReduce, gpu.ChunkedScan,
     tree.TreeOrder, tree.PerPosition, cpu.VectorCascade, cpu.ThreadSplit,
     cpu.Interleaved, cpu.XlaChunks, cpu.XlaVector, cpu.XlaScan,
-    cpu.GotoBlocks, blasdot.OpenBlasDot, blasdot.MklDot, ynnpack.YnnSum,
+    cpu.GotoBlocks, blasdot.OpenBlasDot, blasdot.MklDot, ynnpack.YnnSum, mklgemm.ChainApart, mklgemm.MklSmallGemm,
     compensated.CompensatedTree)}
 
 
