@@ -97,3 +97,24 @@ def test_separating_inputs_refuses_a_shape_whose_product_is_huge_before_allocati
 def test_separating_inputs_of_a_modest_shape_still_work():
     sep = separating_inputs([Sequential(), Pairwise()], "sum", (4, 4096), "fp32")
     assert sep.inputs[0].shape == (4, 4096)
+
+
+def test_rerun_confirms_the_candidate_it_names_on_fresh_inputs():
+    """A kernel that agrees with one candidate on the separating inputs and with neither elsewhere (here it returns
+    Pairwise's outputs for exactly those inputs, 4 interleaved chains for any others) is named by the separating inputs
+    alone; rerun confirms on fresh inputs and names nothing."""
+    from numoracle.identify import separating_inputs
+    from numoracle.orders import Interleaved
+
+    sep = separating_inputs([Sequential(), Pairwise()], "sum", (8, 64), "fp32")
+    fixed = np.asarray(simulate("sum", sep.inputs[0], acc="fp32", order=Pairwise()), np.float32)
+
+    def kernel(x):
+        if np.array_equal(x, sep.inputs[0]):
+            return fixed
+        return np.asarray(simulate("sum", x, acc="fp32", order=Interleaved(4)), np.float32)
+
+    assert sep.rerun(kernel, confirm=False) == [sep.names[1]]
+    assert sep.rerun(kernel) == []
+    honest = lambda x: np.asarray(simulate("sum", x, acc="fp32", order=Pairwise()), np.float32)   # noqa: E731
+    assert sep.rerun(honest) == [sep.names[1]]

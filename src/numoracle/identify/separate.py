@@ -157,11 +157,42 @@ class SeparatingInputs:
             return [(np.array(a),) for a in self.inputs[0]]
         return [self.inputs]
 
-    def rerun(self, fn: Any) -> list[str]:
+    def rerun(self, fn: Any, *, confirm: bool = True, seed: int = 1) -> list[str]:
         """``fn`` (the kernel) called on these inputs as :attr:`calls` says, and the candidates whose outputs equal
-        its outputs bit for bit (:meth:`which`)."""
+        its outputs bit for bit (:meth:`which`). confirm: each candidate named is also checked on fresh inputs of
+        the same shapes (normal and spread data, ``seed``): the separating inputs tell the candidates apart, not
+        the candidates from a kernel that is none of them, which may agree with one of them on these inputs and
+        not on others. A candidate that fails the fresh inputs is dropped (an empty list: none is the kernel)."""
+        names = self._kernel_matches(fn)
+        if confirm and names:
+            fresh = self.fresh(seed)
+            names = [n for n in fresh._kernel_matches(fn) if n in names]
+        return names
+
+    def _kernel_matches(self, fn: Any) -> list[str]:
         outs = [np.asarray(fn(*c)) for c in self.calls]
         return self.which(outs[0] if len(outs) == 1 else np.stack(outs))
+
+    def fresh(self, seed: int = 1) -> SeparatingInputs:
+        """The same candidates on fresh inputs of these shapes and format (rows of normal and spread data)."""
+        rng = np.random.default_rng(seed)
+        fmt = format_of(self.inputs[0].dtype)
+        A0 = self.inputs[0]
+        A2 = A0 if A0.ndim == 2 else A0[None, :]
+        rows = np.concatenate([_in_format(_rows(KINDS[r % 2], 1, A2.shape[1], rng), fmt) for r in range(len(A2))])
+        A = rows if A0.ndim == 2 else rows[0]
+        if self.op == "sum":
+            inputs: tuple = (A,)
+        else:
+            B0 = self.inputs[1]
+            B = _in_format(rng.standard_normal(B0.shape).reshape(1, -1), format_of(B0.dtype)).reshape(B0.shape)
+            inputs = (A, B)
+        if self.op == "dot" and A.ndim == 2:
+            outs = [np.asarray(_run(a, "matmul", A, inputs[1][:, None])).ravel() for a in self.arithmetics]
+        else:
+            outs = [simulate(self.op, *inputs, arith=a, codes=True) for a in self.arithmetics]
+        return SeparatingInputs(self.op, inputs, list(self.names), outs, list(self.arithmetics),
+                                list(self.not_separated), [KINDS[r % 2] for r in range(len(A2))], self.row_calls)
 
     def instructions(self) -> str:
         shapes = " and ".join("x".join(map(str, x.shape)) for x in self.inputs)
