@@ -30,6 +30,7 @@ from ..models.orders.text import order_text
 __all__ = ["separating_inputs", "SeparatingInputs", "KINDS"]
 
 KINDS = ("normal", "spread", "cancel", "one_large", "near_pow2")
+FRESH_KINDS = KINDS + ("mirror",)     # rerun's confirmation draws these too
 
 
 def _as_arith(o: Any, acc: Any, out: Any) -> Arithmetic:
@@ -64,6 +65,9 @@ def _rows(kind: str, n_rows: int, K: int, rng: np.random.Generator) -> np.ndarra
     elif kind == "one_large":
         x *= 2.0 ** -8
         x[np.arange(n_rows), rng.integers(0, K, n_rows)] = rng.choice([-1.0, 1.0], n_rows) * rng.uniform(1, 2, n_rows)
+    elif kind == "mirror":                  # the second half cancels the first, reversed: a small sum of large terms
+        h = K // 2
+        x[:, K - h:] = -x[:, :h][:, ::-1] * (1 + rng.uniform(-2.0 ** -10, 2.0 ** -10, (n_rows, h)))
     elif kind == "near_pow2":
         wobble = 1 + rng.uniform(-2.0 ** -8, 2.0 ** -8, (n_rows, K))
         x = np.sign(x) * np.exp2(rng.integers(-4, 5, (n_rows, K))) * wobble
@@ -160,7 +164,7 @@ class SeparatingInputs:
     def rerun(self, fn: Any, *, confirm: bool = True, seed: int = 1) -> list[str]:
         """``fn`` (the kernel) called on these inputs as :attr:`calls` says, and the candidates whose outputs equal
         its outputs bit for bit (:meth:`which`). confirm: each candidate named is also checked on fresh inputs of
-        the same shapes (normal and spread data, ``seed``): the separating inputs tell the candidates apart, not
+        the same shapes (every kind of row, ``seed``): the separating inputs tell the candidates apart, not
         the candidates from a kernel that is none of them, which may agree with one of them on these inputs and
         not on others. A candidate that fails the fresh inputs is dropped (an empty list: none is the kernel)."""
         names = self._kernel_matches(fn)
@@ -174,12 +178,14 @@ class SeparatingInputs:
         return self.which(outs[0] if len(outs) == 1 else np.stack(outs))
 
     def fresh(self, seed: int = 1) -> SeparatingInputs:
-        """The same candidates on fresh inputs of these shapes and format (rows of normal and spread data)."""
+        """The same candidates on fresh inputs of these shapes and format (rows of every kind: normal, spread,
+        cancelling, ...)."""
         rng = np.random.default_rng(seed)
         fmt = format_of(self.inputs[0].dtype)
         A0 = self.inputs[0]
         A2 = A0 if A0.ndim == 2 else A0[None, :]
-        rows = np.concatenate([_in_format(_rows(KINDS[r % 2], 1, A2.shape[1], rng), fmt) for r in range(len(A2))])
+        rows = np.concatenate([_in_format(_rows(FRESH_KINDS[r % len(FRESH_KINDS)], 1, A2.shape[1], rng), fmt)
+                               for r in range(len(A2))])
         A = rows if A0.ndim == 2 else rows[0]
         if self.op == "sum":
             inputs: tuple = (A,)
@@ -192,7 +198,8 @@ class SeparatingInputs:
         else:
             outs = [simulate(self.op, *inputs, arith=a, codes=True) for a in self.arithmetics]
         return SeparatingInputs(self.op, inputs, list(self.names), outs, list(self.arithmetics),
-                                list(self.not_separated), [KINDS[r % 2] for r in range(len(A2))], self.row_calls)
+                                list(self.not_separated), [FRESH_KINDS[r % len(FRESH_KINDS)] for r in range(len(A2))],
+                                self.row_calls)
 
     def instructions(self) -> str:
         shapes = " and ".join("x".join(map(str, x.shape)) for x in self.inputs)
