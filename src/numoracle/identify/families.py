@@ -17,8 +17,8 @@ from ..core.formats.format import BF16, FP16, FP32, FP64, Format
 from ..models.orders.basic import Blocked, BlockFMA, NumpyPairwise, Order, Pairwise, Sequential, SplitK
 from ..models.orders.blasdot import MklDot, OpenBlasDot
 from ..models.orders.cpu import GotoBlocks, Interleaved, ThreadSplit, VectorCascade, XlaChunks, XlaScan, XlaVector
-from ..models.orders.mklgemm import MklSmallGemm
 from ..models.orders.gpu import ChunkedScan, GpuReduce, TiledSplitK, cutlass_slices, torch_cumsum_order, torch_sum_order
+from ..models.orders.mklgemm import MklSmallGemm
 from ..models.orders.presets import GPU_PRESETS, preset
 from ..models.orders.ynnpack import YnnSum, ynn_split
 from .cpuvariants import variant_orders
