@@ -185,6 +185,7 @@ def test_jax_half_dot_with_float32_output_on_fresh_lengths(dtype):
     # not read off (the live kernel; skips without jax)
     jax = pytest.importorskip("jax")
     import ml_dtypes
+
     import numoracle as no
     jnp = jax.numpy
     dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
