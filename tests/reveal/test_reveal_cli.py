@@ -9,6 +9,7 @@ import numpy as np
 import numoracle as no
 from numoracle.cli import main
 from numoracle.orders import parse
+from optional import available
 
 
 def test_reveal_numpy_sum_prints_and_saves_the_order(tmp_path, capsys):
@@ -49,7 +50,8 @@ def test_reveal_a_kahan_kernel_json_order_and_picture(tmp_path, capsys):
     k.write_text("import numpy as np\n\ndef f(x):\n    s, c = x[0], np.float32(0)\n    for v in x[1:]:\n"
                  "        y = v - c\n        t = s + y\n        c = (t - s) - y\n        s = t\n    return s\n")
     out, pic = tmp_path / "order.txt", tmp_path / "tree.png"
-    assert main(["reveal", f"{k}:f", "sum", "--n", "24", "--json", "--order-out", str(out), "--draw", str(pic)]) == 0
+    draw = ["--draw", str(pic)] if available("matplotlib") else []     # the picture needs numoracle[plot]
+    assert main(["reveal", f"{k}:f", "sum", "--n", "24", "--json", "--order-out", str(out), *draw]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["verdict"] == "reproduced" and d["carry_calls"] > 0 and d["order"].startswith("CompensatedTree(")
-    assert parse(out.read_text()) == parse(d["order"]) and pic.stat().st_size > 0
+    assert parse(out.read_text()) == parse(d["order"]) and (not draw or pic.stat().st_size > 0)
