@@ -24,9 +24,10 @@ that stays in L1:
    rest; a lane outside the format's normal range is redone by the scalar route (jitchain's ``_exact_add`` and
    core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops;
 4. an FP32 accumulator in RNE whose terms are not FP32 numbers (products of FP32 inputs: 48 bits, float64 words):
-   two rows add as float64 and convert to float32 (one correct rounding, Figueroa 1995: 53 >= 2 * 24 + 1); a
-   term's addition is rounded to odd at 53 bits with its TwoSum error, then converted (Boldo & Melquiond 2008).
-   A program of plain additions keeps its rows in float32 words (``tree_kernel_n32``), the terms in float64;
+   a program of plain additions keeps its rows in float32 words (``tree_kernel_n32``), the terms in float64: two
+   rows add in IEEE binary32; a term's addition is the float64 sum converted, redone by round to odd at 53 bits
+   with its TwoSum error where that sum lies on an FP32 midpoint (Boldo & Melquiond 2008). Other programs take
+   steps 1-3 on float64 words;
 5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: two rows (values of the format) add in
    float32, then step 3's rounding on the bits: rounding to 24 bits first keeps the RNE rounding to p bits where
    24 >= 2p + 1 (Figueroa 1995); a term's addition keeps TwoSum and round to odd.
@@ -353,37 +354,6 @@ def _odd32(x, y):
 
 
 @jit.njit
-def _n64_add(R, dr, a, b, am, bm, tile):
-    """dr = fl32(x + y) on float64 words (mode _N64: an FP32 accumulator in RNE without ftz, terms exact products
-    in float64 that are not all FP32 numbers): two rows (FP32 numbers: the float64 sum is correctly rounded by
-    the conversion, Figueroa 1995), else the terms made here and ``_odd32``."""
-    jr.wide_vectors()
-    i0, ni, j0, nt = tile
-    if a >= 0 and b >= 0:
-        x, y = R[a], R[b]
-        for j in range(ni * nt):
-            dr[j] = _first_nan(x[j], np.float64(np.float32(x[j] + y[j])))
-        return
-    if b >= 0 or a >= 0:                        # one row and one term (the first operand's NaN wins)
-        row, k, first = (R[b], -1 - a, False) if b >= 0 else (R[a], -1 - b, True)
-        brow = bm[k, j0:j0 + nt]
-        for ii in range(ni):
-            c = am[i0 + ii, k]
-            x, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
-            for j in range(nt):
-                t = _first_nan(c, c * brow[j])
-                o[j] = _odd32(x[j], t) if first else _odd32(t, x[j])
-        return
-    ka, kb = -1 - a, -1 - b
-    brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
-    for ii in range(ni):
-        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
-        o = dr[ii * nt:(ii + 1) * nt]
-        for j in range(nt):
-            o[j] = _odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j]))
-
-
-@jit.njit
 def _fig_add(d, x, y, offs, nt, P, P64, lim):
     """d = fl(x + y) in RNE for x, y values of a format of p <= 11 bits on float32 words (mode _FIG, step 5): the
     float32 sum, then the rounding on its bits; rounding to 24 bits first keeps the correct RNE rounding to p bits
@@ -416,9 +386,10 @@ def _cvt32(s):
 
 @jit.njit
 def _n32_add(dr, x, y, a, b, am, bm, tile):
-    """``_n64_add`` with float32 rows (x, y: the operand rows; a row that is a term's is not read): every value of the
-    program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32. A term's addition
-    is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_odd32``."""
+    """dr = fl32(x + y) in mode _N64 (an FP32 accumulator in RNE without ftz; terms exact products in float64 that
+    are not all FP32 numbers) on float32 rows (x, y: the operand rows; a row that is a term's is not read): every
+    value of the program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32. A
+    term's addition is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_odd32``."""
     jr.wide_vectors()
     i0, ni, j0, nt = tile
     if a >= 0 and b >= 0:
@@ -528,8 +499,6 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
             for o in range(ops.shape[0]):
                 if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
                     _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
-                elif mode == _N64 and ops[o, 0] == _ADD and ops[o, 4] == 0:
-                    _n64_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)
                 elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0 and ops[o, 2] >= 0 and ops[o, 3] >= 0:
                     _fig_add(R[ops[o, 1]], R[ops[o, 2]], R[ops[o, 3]], offs, ni * nt, P, P64, lim)
                 else:
