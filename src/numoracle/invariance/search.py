@@ -89,7 +89,9 @@ class Sweep:
                           + f" [{len(self.points)} tried, {self.reveals} revealed]")
         return p
 
-    def _try(self, c: Config, k: KernelAt) -> Point:
+    def _observe(self, c: Config, k: KernelAt) -> tuple[list, Point | None]:
+        """The watched outputs on every seeded row (the first row's batch called twice), or the point "not
+        deterministic" where those two calls differ."""
         rows = self.rows(k)
         before = k.calls
         try:
@@ -101,7 +103,14 @@ class Sweep:
         if not same_bits(o1, o2).all():
             if self.nondet is None:
                 self.nondet = (k, first, o1, o2)
-            return Point(c, None, "not deterministic", "two calls on the same inputs gave different bits")
+            return outs, Point(c, None, "not deterministic", "two calls on the same inputs gave different bits")
+        return outs, None
+
+    def _try(self, c: Config, k: KernelAt) -> Point:
+        outs, odd = self._observe(c, k)
+        if odd is not None:
+            return odd
+        rows = self.rows(k)
         group = [x for x in self.classes if self.group_of[x.name] == (k.K, k.N)]
         hits = [x for x in group if all(same_bits(s, o).all() for s, o in zip(self._class_sims(x, k), outs))]
         if self.evidence == "match" and len(hits) == 1:

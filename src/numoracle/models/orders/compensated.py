@@ -115,33 +115,14 @@ class _Builder(_TreeBuilder):
         super().__init__(o.tree, key)
         self.o = o
         self.comp = {c[0]: c for c in o.chains}      # first node -> chain
-        self.member = {i for c in o.chains for i in c}
+        self.member = self._kept = frozenset(i for c in o.chains for i in c)
         self.prev = {c[k]: c[k - 1] for c in o.chains for k in range(1, len(c))}
 
-    def _chains(self) -> tuple[list[list[int]], np.ndarray]:
-        t, n = self.t, self.t.n
-        nn = len(t.nodes)
-        height = np.zeros(n + nn, np.int64)
-        chain_of = np.full(nn, -1, np.int64)
-        chains: list[list[int]] = []
-        for i, ch in enumerate(t.nodes):
-            height[n + i] = 1 + max(height[c] for c in ch)
-            st = t.step_of(i)
-            best = -1
-            if i in self.member:
-                best = self.prev.get(i, -1)          # a chain's later node continues it
-            elif not isinstance(st, BlockFMA) and len(ch) == 2:
-                cand = [c - n for c in ch if c >= n and c - n not in self.member and t.step_of(c - n) == st
-                        and len(t.nodes[c - n]) == 2]
-                if cand:
-                    best = max(cand, key=lambda j: height[n + j])
-            if best >= 0:
-                chain_of[i] = chain_of[best]
-                chains[chain_of[i]].append(i)
-            else:
-                chain_of[i] = len(chains)
-                chains.append([i])
-        return chains, chain_of
+    def _continues(self, i: int, ch: tuple, height: np.ndarray) -> int:
+        """A compensated chain's later node continues it; other nodes chain as in a TreeOrder, never onto one."""
+        if i in self.member:
+            return self.prev.get(i, -1)
+        return super()._continues(i, ch, height)
 
     def _level(self, chains: list[list[int]], ref: np.ndarray, raw: np.ndarray, zero: int | None) -> None:
         comp = [c for c in chains if c[0] in self.comp]

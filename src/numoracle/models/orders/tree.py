@@ -294,12 +294,7 @@ class _TreeBuilder(WaveBuilder):
         chains: list[list[int]] = []
         for i, ch in enumerate(t.nodes):
             height[n + i] = 1 + max(height[c] for c in ch)
-            st = t.step_of(i)
-            best = -1
-            if not isinstance(st, BlockFMA) and len(ch) == 2:
-                cand = [c - n for c in ch if c >= n and t.step_of(c - n) == st and len(t.nodes[c - n]) == 2]
-                if cand:
-                    best = max(cand, key=lambda j: height[n + j])
+            best = self._continues(i, ch, height)
             if best >= 0:
                 chain_of[i] = chain_of[best]
                 chains[chain_of[i]].append(i)
@@ -307,6 +302,19 @@ class _TreeBuilder(WaveBuilder):
                 chain_of[i] = len(chains)
                 chains.append([i])
         return chains, chain_of
+
+    _kept: frozenset = frozenset()    # nodes of chains fixed elsewhere (a subclass's): never continued here
+
+    def _continues(self, i: int, ch: tuple, height: np.ndarray) -> int:
+        """The node whose chain node i continues (-1: it starts one): its heavier child that is a two-child node of
+        the same step, where node i is a two-child addition."""
+        t, n = self.t, self.t.n
+        st = t.step_of(i)
+        if isinstance(st, BlockFMA) or len(ch) != 2:
+            return -1
+        cand = [c - n for c in ch if c >= n and c - n not in self._kept and t.step_of(c - n) == st
+                and len(t.nodes[c - n]) == 2]
+        return max(cand, key=lambda j: height[n + j]) if cand else -1
 
     def build(self) -> Schedule:
         t, n = self.t, self.t.n
