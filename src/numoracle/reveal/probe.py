@@ -70,7 +70,7 @@ class Prober:
         if self.calls >= self.max_calls:
             raise BudgetExhausted(f"call budget exhausted: {self.calls} calls (max_calls={self.max_calls})")
         if self.elapsed > self.max_seconds:
-            raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds={self.max_seconds})")
+            raise self._out_of_time()
 
     def _invoke(self, args: tuple) -> Any:
         if self.calls == 0:
@@ -78,7 +78,7 @@ class Prober:
         try:
             return self.fn(*args)
         except Exception as e:
-            raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls})") from e
+            raise self._raised(e, 0) from e
 
     def _first_call(self, args: tuple) -> Any:
         """The first call runs in a thread with the time budget as its limit, so a kernel that hangs is reported."""
@@ -122,15 +122,20 @@ class Prober:
                     out = fn(x)
                     raws.append(out if hold is _same_object else hold(out))
                 except Exception as e:
-                    raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
+                    raise self._raised(e, len(raws)) from e
                 finally:
                     x[i] = x[k] = unit
                 if clock() > deadline:
-                    raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
-                                          f"{self.max_seconds})")
+                    raise self._out_of_time()
         finally:
             self.calls += len(raws)
         return raws
+
+    def _raised(self, e: Exception, done: int) -> RevealError:
+        return RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + done})")
+
+    def _out_of_time(self) -> BudgetExhausted:
+        return BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds={self.max_seconds})")
 
     def loop_pair(self, x: np.ndarray, y: np.ndarray, A: list, J: list, plus: tuple, minus: tuple,
                   unit: tuple) -> list:
@@ -158,13 +163,12 @@ class Prober:
                     out = fn(x, y)
                     raws.append(out if hold is _same_object else hold(out))
                 except Exception as e:
-                    raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls + len(raws)})") from e
+                    raise self._raised(e, len(raws)) from e
                 finally:
                     x[i] = x[k] = ux
                     y[i] = y[k] = uy
                 if clock() > deadline:
-                    raise BudgetExhausted(f"time budget exhausted: {self.elapsed:.1f} s (max_seconds="
-                                          f"{self.max_seconds})")
+                    raise self._out_of_time()
         finally:
             self.calls += len(raws)
         return raws
@@ -178,7 +182,7 @@ class Prober:
             try:
                 out = self.fn(*args)
             except Exception as e:
-                raise RevealError(f"fn raised {type(e).__name__}: {e} (call {self.calls})") from e
+                raise self._raised(e, 0) from e
         self.calls += 1
         return self._hold(out)
 
