@@ -84,3 +84,37 @@ def test_an_edit_of_an_inlined_module_recompiles_the_kernel(tmp_path):
     assert old in text
     jr.write_text(text.replace(old, "ir.Constant(args[0].type, 0)"))   # now: every word's magnitude is 0
     assert probe() == str([0x7FF02000, 0x3F800000])                  # the hardware's widening, NaN kept
+
+
+_RACE = """
+import sys, time
+import numpy as np
+from numoracle.core.kernels import lookup as jitlookup
+start = float(sys.argv[1])
+while time.time() < start:                                     # both processes call the kernel at one moment
+    time.sleep(0.001)
+codes = np.array([0x7F81, 0x3C00], np.uint16)
+jitlookup.widen16(codes, False)
+kernel = [d for d in vars(jitlookup).values() if hasattr(d, "_cache_misses")]
+print(sum(sum(d._cache_misses.values()) for d in kernel), sum(sum(d._cache_hits.values()) for d in kernel))
+"""
+
+
+def test_processes_starting_together_compile_a_kernel_once(tmp_path):
+    """Two processes on a fresh cache call the same kernel at the same moment: one compiles it, the other waits
+    for it (compile_once's file lock) and loads the compiled code from disk (a cache hit, no miss)."""
+    import time
+
+    src = Path(jitcache.__file__).resolve().parents[2]
+    shutil.copytree(src, tmp_path / "numoracle", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), NUMORACLE_JIT="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    start = time.time() + 8.0                                         # after both have imported numba
+    procs = [subprocess.Popen([sys.executable, "-c", _RACE, str(start)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    assert time.time() > start, "a process finished before the common start: the test proves nothing"
+    counts = sorted(tuple(map(int, out.split())) for out, _ in outs)
+    misses = [m for m, _ in counts]
+    assert sum(misses) == misses[-1] >= 1 and counts[0][0] == 0 and counts[0][1] >= 1, counts

@@ -165,11 +165,14 @@ class Calls:
 
 
 def njit(fn: Callable | None = None, **options: Any) -> Any:
-    """numba.njit(cache=True, nogil=True, **options) when numba is installed; else the function itself
-    (it is then never called: callers check ``enabled()`` first)."""
+    """numba.njit(cache=True, nogil=True, **options) when numba is installed, compiled once across processes
+    (``compile_once``: a process that finds another compiling the same kernel waits for it and loads its code from
+    the disk cache); else the function itself (it is then never called: callers check ``enabled()`` first)."""
     def wrap(f: Callable) -> Callable:
         nb = _numba()
         if nb is None:
             return f
-        return nb.njit(cache=True, nogil=True, **options)(f)
+        from .kernels.cache import compile_once
+
+        return compile_once(nb.njit(cache=True, nogil=True, **options)(f))
     return wrap if fn is None else wrap(fn)

@@ -6,19 +6,31 @@ jitblock's steps inlined into jitblockrun's kernels) and the module constants it
 module the cache would hand back the old code (numba issue 1833). ``install`` puts a cache locator in front of
 numba's own: for a function of this package it takes the locator numba would have chosen (the same directory) and
 adds a digest of every ``.py`` file of the package to its stamp, so that any edit (or an upgrade that changes any
-file) recompiles the kernels once. Called by core/jit.py when it imports numba; a numba without the hooks this
-uses (its cache internals, ``CacheImpl`` or ``_CacheImpl``), or one told to use other locators
+file) recompiles the kernels once. ``install`` is called by core/jit.py when it imports numba; a numba without the
+hooks this uses (its cache internals, ``CacheImpl`` or ``_CacheImpl``), or one told to use other locators
 (NUMBA_CACHE_LOCATOR_CLASSES), keeps its own behaviour.
+
+``compile_once`` makes that once per machine, not once per process: processes starting together (a pool of an
+``Executor``, the test suite's workers) would each compile the same kernel at the same time, since none finds it on
+disk before another has finished. A kernel's compilation runs under an advisory lock on a file beside its cache
+entry, so the second process waits and then loads the first one's code from disk (core/jit.py's ``njit`` wraps
+every kernel so).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["install", "package_digest", "digest"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: every process compiles for itself, as numba does
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["install", "package_digest", "digest", "compile_once"]
 
 _ROOT = Path(__file__).resolve().parents[2]             # the numoracle package directory (core/kernels/../..)
 
@@ -91,3 +103,49 @@ def install() -> bool:
 
     classes.insert(0, PackageLocator)
     return True
+
+
+def compile_once(dispatcher: Any) -> Any:
+    """``dispatcher`` (a numba dispatcher of the package), its compilations made one at a time across processes.
+
+    1. A signature it already holds, or a dispatcher without a disk cache: numba's ``compile`` as it is.
+    2. Else numba's compiler lock first (one compilation at a time in this process, so the file lock below is
+       never taken by two threads of one process; nested compilations of callees are the same thread, and the
+       lock is reentrant there), then an exclusive ``flock`` on ``<cache entry>.lock``, then numba's
+       ``compile``: it looks in the disk cache first, so a process that waited loads what the other compiled.
+    Kernels call only kernels below them (no recursion), so two processes hold such locks in one order: no
+    deadlock. The lock is released when the compilation returns or raises.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        return dispatcher
+    try:
+        from numba.core import sigutils
+        from numba.core.compiler_lock import global_compiler_lock
+        path = os.path.join(dispatcher._cache._cache_path, dispatcher._cache._impl.filename_base + ".lock")
+    except (ImportError, AttributeError):  # pragma: no cover - a numba without these internals, or no disk cache
+        return dispatcher
+    compile_in_process = dispatcher.compile
+    held: list[int] = []                   # this dispatcher's lock depth in the thread holding the compiler lock
+
+    def compile(sig: Any) -> Any:
+        args, _ = sigutils.normalize_signature(sig)
+        if tuple(args) in dispatcher.overloads:                              # step 1
+            return compile_in_process(sig)
+        with global_compiler_lock:                                           # step 2
+            if held:
+                return compile_in_process(sig)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError:                                                  # a read-only cache: numba's behaviour
+                return compile_in_process(sig)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held.append(fd)
+                return compile_in_process(sig)
+            finally:
+                held.clear()
+                os.close(fd)                                                 # (releases the flock)
+
+    dispatcher.compile = compile
+    return dispatcher
