@@ -281,6 +281,77 @@ class Prober:
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
 
+    def sparse(self, idx: list[int], a: list[float], b: list[float] | None = None, pos: int | None = None) -> np.ndarray:
+        """:meth:`terms` (``b`` None) or :meth:`factors` of inputs whose terms are zero but at ``idx``: a_k there (a
+        sum's term, a dot's or matmul's first factor; b_k the second, 1 where None). Kept inputs of zeros are
+        edited at those terms, called, and set back: no array of n built or checked per call."""
+        an = self.native(np.asarray(a, np.float64), "probe")
+        if self.op == "sum":
+            if b is not None and any(v != 1 for v in b):
+                raise ValueError("a sum's probe has no second factor")
+            X = self._sparse_inputs()[0]
+            at: Any = idx if not self.rows else (pos, idx) if pos is not None else (slice(None), idx)
+            X[at] = an
+            try:
+                return self.call(X)
+            finally:
+                X[at] = 0
+        bn = self.native(np.asarray(b if b is not None else np.ones(len(idx)), np.float64), "probe")
+        if self.op == "dot":
+            x, y = self._sparse_inputs()
+            x[idx], y[idx] = an, bn
+            try:
+                return self.call(x, y)
+            finally:
+                x[idx], y[idx] = 0, 1
+        A, B = self._sparse_inputs() if pos is None else self._zeros()
+        if pos is None:
+            ra: Any = (slice(None), idx)
+            cb: Any = (idx, slice(None))
+        else:
+            r, c = divmod(pos, self.shape[2])  # type: ignore[index]
+            ra, cb = (r, idx), (idx, c)
+            B[:, c] = 1
+        A[ra], B[cb] = an[None, :] if pos is None else an, bn[:, None] if pos is None else bn
+        try:
+            return self.call(A, B)
+        finally:
+            A[ra], B[cb] = 0, 1
+            if pos is not None:
+                B[:, c] = 0
+
+    def _sparse_inputs(self) -> tuple[np.ndarray, ...]:
+        """Inputs whose terms are all zero, kept for :meth:`sparse`: first factors 0, second factors 1 (made once)."""
+        if getattr(self, "_sparse_in", None) is None:
+            if self.op == "sum":
+                self._sparse_in = (np.zeros((self.rows, self.n) if self.rows else (self.n,), self.dtype),)
+            elif self.op == "dot":
+                self._sparse_in = (np.zeros(self.n, self.dtype), np.ones(self.n, self.dtype))
+            else:
+                self._sparse_in = (np.zeros(self.shape[:2], self.dtype), np.ones(self.shape[1:], self.dtype))  # type: ignore
+        return self._sparse_in
+
+    def sparse_at(self, probes: list[tuple[list, list, list | None]], spots: list[int]) -> np.ndarray:
+        """:meth:`factors_at` of sparse probes (idx, a, b) (b None: 1): probe g at output position spots[g % len],
+        in its own row of A and column of B (the rest zero); each probe's output at its own spot."""
+        M, _, N = self.shape  # type: ignore[misc]
+        A, B = self._zeros()
+        out = np.empty(len(probes))
+        for lo in range(0, len(probes), len(spots)):
+            chunk = probes[lo:lo + len(spots)]
+            rc = [divmod(q, N) for q in spots[:len(chunk)]]
+            for (r, c), (idx, a, b) in zip(rc, chunk):
+                B[:, c] = 1
+                A[r, idx] = self.native(np.asarray(a, np.float64), "probe")
+                B[idx, c] = self.native(np.asarray(b if b is not None else np.ones(len(idx)), np.float64), "probe")
+            try:
+                vals = self.call(A, B)
+            finally:
+                for r, c in rc:
+                    A[r], B[:, c] = 0, 0
+            out[lo:lo + len(chunk)] = vals[spots[:len(chunk)]]
+        return out
+
     def factors_at(self, probes: list[tuple[np.ndarray, np.ndarray]], spots: list[int]) -> np.ndarray:
         """fn on many (a, b) factor probes of a matmul, ``len(spots)`` per call: probe g goes into row r and column
         c of output position spots[g] = (r, c) (the spots in distinct rows and columns, so no two probes share a
