@@ -35,7 +35,7 @@ import numpy as np
 from .classes import lane_classes
 from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
-from .twins import certificate, shifted, twin_key
+from .twins import certificate, translated, twin_key
 
 __all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
 
@@ -247,20 +247,23 @@ class _Search:
 
     def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
         """Twins of revealed pioneers confirmed in one batch (their subtree fixed); those that fail, to search."""
-        twins, cert, failed = [], [], []
+        twins, cert, failed, at = [], [], [], 0
         for key in [k for k in waiting if _complete(pioneers[k])]:
             pio = pioneers[key]
             trees = _resolve(pio)
-            for t in waiting.pop(key):
-                hyp = shifted(trees[0], pio.G, t.G) if len(trees) == 1 else None
-                c = certificate(hyp) if hyp is not None else None
-                if c:
-                    twins.append((t, hyp, len(cert), len(c)))
-                    cert.extend(c)
-                else:
+            base = certificate(trees[0]) if len(trees) == 1 else None
+            c0 = np.array(base, np.int64).reshape(-1, 3) if base else None
+            s0 = min(pio.G)
+            for t in waiting.pop(key):       # equal keys: t.G is pio.G moved by d, and so are tree and certificate
+                if c0 is None:
                     failed.append(t)
+                    continue
+                d = min(t.G) - s0
+                twins.append((t, translated(trees[0], d), at, len(c0)))
+                cert.append(c0 + np.array([d, d, 0], np.int64))
+                at += len(c0)
         if cert:
-            x, y, want = (np.array(v, np.int64) for v in zip(*cert))
+            x, y, want = np.concatenate(cert).T
             c, ok = self._counts(self._run(x, y), x, y)
             good = ok & (self.n - c == want)
             for t, hyp, lo, k in twins:
@@ -443,6 +446,17 @@ def _one(trees: list) -> Any:
 def to_nodes(tree: Any, n: int) -> list[tuple[int, ...]]:
     """A nested tree (leaves are term ints, nodes tuples of children) as TreeOrder nodes (post-order)."""
     nodes: list[tuple[int, ...]] = []
+
+    def walk(t: Any) -> int:
+        if not isinstance(t, tuple):
+            return int(t)
+        nodes.append(tuple([walk(c) for c in t]))
+        return n + len(nodes) - 1
+    try:
+        walk(tree)
+        return nodes
+    except RecursionError:                        # a deep chain: the explicit stack
+        nodes = []
     stack: list[tuple[Any, bool]] = [(tree, False)]
     done: list[int] = []
     while stack:
