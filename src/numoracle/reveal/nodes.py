@@ -91,8 +91,11 @@ class NodeProbe:
         if len(self.spots) > 1 and probes:
             split = [(idx, *self.p.split(np.asarray(vals, np.float64))) for idx, vals, _ in probes]
             outs = self.p.sparse_at(split, self.spots)
+        elif self.p.op == "sum":
+            outs = self.p.sparse_many([(idx, vals, None) for idx, vals, _ in probes], self.pos)
         else:
-            outs = np.array([self.out_sparse(idx, vals) for idx, vals, _ in probes])
+            outs = self.p.sparse_many([(idx, *self.p.split(np.asarray(vals, np.float64))) for idx, vals, _ in probes],
+                                      self.pos)
         return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, _, off in probes])
 
     def _exact(self, v: int, k: int) -> bool:
@@ -160,23 +163,23 @@ class NodeProbe:
         out: dict[int, bool] = {}
         groups, probes = _disjoint_groups(self, ks, g), []
         nodes, n, par, first = self.nodes, self.n, self._par, self._first
+        fa_all = [v for i in range(g) for v in (a * 2.0**i, -(1 + 2.0 ** (1 - h)) * 2.0**i)]
+        fb_all = [v for i in range(g) for v in (a * 2.0**i, 2.0**i)]
         for group in groups:     # nonzero terms only (Prober.sparse): the leaf and its sibling's first leaf
-            idx, fa, fb = [], [], []
-            for i, k in enumerate(group):
+            idx = []
+            for k in group:
                 ch = nodes[par[k] - n]
-                sib = ch[1] if ch[0] == k else ch[0]
-                idx += [k, first[sib]]
-                fa += [a * 2.0**i, -(1 + 2.0 ** (1 - h)) * 2.0**i]
-                fb += [a * 2.0**i, 2.0**i]
-            probes.append((idx, fa, fb))
+                idx += [k, first[ch[1] if ch[0] == k else ch[0]]]
+            probes.append((idx, fa_all[:len(idx)], fb_all[:len(idx)]))
         if len(self.spots) > 1:
             outs = self.p.sparse_at(probes, self.spots)
         else:
-            outs = [float(self.p.sparse(idx, fa, fb, pos=self.pos)[self.pos]) for idx, fa, fb in probes]
-        for group, o in zip(groups, outs):
-            v = float(o) * 2.0 ** (2 * h)
+            outs = self.p.sparse_many(probes, self.pos)
+        odd = int("10" * g, 2)                      # the bits above each leaf's bit: set only by a wrong sum
+        for group, o in zip(groups, np.asarray(outs, np.float64).tolist()):
+            v = o * 2.0 ** (2 * h)
             code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
-            if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
+            if code < 0 or code & odd:
                 out.update({k: self.leaf_rounded(k, p_in) for k in group})
             else:
                 out.update({k: not (code >> (2 * i)) & 1 for i, k in enumerate(group)})
@@ -212,8 +215,8 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
             pos += 1
         else:
             stack.extend(reversed(nodes[r - n]))
-    for i, ch in enumerate(nodes):                 # children before parents
-        lo[n + i], hi[n + i] = min(lo[c] for c in ch), max(hi[c] for c in ch)
+    for i, ch in enumerate(nodes):                 # children before parents, in depth-first order
+        lo[n + i], hi[n + i] = lo[ch[0]], hi[ch[-1]]
     par = probe._par
     groups: list[list[int]] = []
     open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
@@ -260,7 +263,8 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
         found[v] = probe.precision(v, likely)
         likely = (found[v],) + tuple(q for q in likely if q != found[v])
     rest = [v for v in pick if v not in found]
-    if rest and len(getattr(probe, "spots", ())) > 1:   # the commonest precision at every node at once (a matmul)
+    if rest and hasattr(probe, "kept_many"):   # the commonest precision at every node at once (a matmul's packed
+        # in its spots; the others' calls made back to back, Prober.sparse_many)
         q = likely[0]
         got = probe.kept_many(rest + rest, [2.0 ** (1 - q)] * len(rest) + [2.0**-q] * len(rest))
         for v, a, b in zip(rest, got[:len(rest)], got[len(rest):]):

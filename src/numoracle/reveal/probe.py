@@ -218,9 +218,10 @@ class Prober:
     # ---- inputs -----------------------------------------------------------------------------------------
     def native(self, v: np.ndarray, what: str) -> np.ndarray:
         """float64 values -> the input dtype, refusing any that the format cannot hold exactly."""
-        a = np.asarray(v, np.float64).astype(self.dtype)
+        v = np.asarray(v, np.float64)
+        a = v.astype(self.dtype)
         back = a.astype(np.float64)
-        if not np.array_equal(back, v):
+        if back.shape != v.shape or not (back == v).all():
             bad = np.flatnonzero(back != v)[:3]
             raise RevealError(f"{what}: {v.ravel()[bad].tolist()} are not {self.fmt.name} values")
         return a
@@ -319,6 +320,40 @@ class Prober:
             A[ra], B[cb] = 0, 1
             if pos is not None:
                 B[:, c] = 0
+
+    def sparse_many(self, probes: list[tuple[list, list, list | None]], pos: int | None = None) -> np.ndarray:
+        """:meth:`sparse` of many probes (idx, a, b), b None: 1 (not a matmul's: :meth:`sparse_at` packs those): the
+        values converted in one go and the calls made back to back, the outputs read in one go (as the masking
+        probes'); each probe's output at ``pos`` (0 where None)."""
+        if not probes:
+            return np.empty(0)
+        if self.op == "matmul" or (self.rows and pos is None) or self.calls == 0:
+            return np.array([self.sparse(ix, a, b, pos)[pos or 0] for ix, a, b in probes])
+        cut = np.cumsum([len(ix) for ix, _, _ in probes])[:-1].tolist()
+        an = np.split(self.native(np.concatenate([np.asarray(a, np.float64) for _, a, _ in probes]), "probe"), cut)
+        raws = []
+        if self.op == "sum":
+            if any(b is not None and any(v != 1 for v in b) for _, _, b in probes):
+                raise ValueError("a sum's probe has no second factor")
+            (X,) = self._sparse_inputs()
+            row = X if not self.rows else X[pos]
+            for (ix, _, _), v in zip(probes, an):
+                row[ix] = v
+                try:
+                    raws.append(self.raw_call((X,)))
+                finally:
+                    row[ix] = 0
+        else:
+            bs = [np.ones(len(ix)) if b is None else np.asarray(b, np.float64) for ix, _, b in probes]
+            bn = np.split(self.native(np.concatenate(bs), "probe"), cut)
+            x, y = self._sparse_inputs()
+            for (ix, _, _), v, w in zip(probes, an, bn):
+                x[ix], y[ix] = v, w
+                try:
+                    raws.append(self.raw_call((x, y)))
+                finally:
+                    x[ix], y[ix] = 0, 1
+        return self.read_many(raws)[:, pos or 0]
 
     def _sparse_inputs(self) -> tuple[np.ndarray, ...]:
         """Inputs whose terms are all zero, kept for :meth:`sparse`: first factors 0, second factors 1 (made once)."""
