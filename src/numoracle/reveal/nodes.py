@@ -88,14 +88,14 @@ class NodeProbe:
     def kept_many(self, vs: list[int], smalls: list[float]) -> np.ndarray:
         """:meth:`_kept` of many probes; a matmul's at its spots, up to one per row and column in each call."""
         probes = [self._kept_terms(v, sm) for v, sm in zip(vs, smalls)]
-        if len(self.spots) > 1 and probes:
-            split = [(idx, *self.p.split(np.asarray(vals, np.float64))) for idx, vals, _ in probes]
-            outs = self.p.sparse_at(split, self.spots)
-        elif self.p.op == "sum":
+        if self.p.op == "sum":
             outs = self.p.sparse_many([(idx, vals, None) for idx, vals, _ in probes], self.pos)
-        else:
-            outs = self.p.sparse_many([(idx, *self.p.split(np.asarray(vals, np.float64))) for idx, vals, _ in probes],
-                                      self.pos)
+        else:                        # the products split into factors in one go
+            cut = np.cumsum([len(idx) for idx, _, _ in probes])[:-1].tolist()
+            fa, fb = self.p.split(np.concatenate([np.asarray(vals, np.float64) for _, vals, _ in probes])) \
+                if probes else (np.empty(0), np.empty(0))
+            split = [(idx, a, b) for (idx, _, _), a, b in zip(probes, np.split(fa, cut), np.split(fb, cut))]
+            outs = self.p.sparse_at(split, self.spots) if len(self.spots) > 1 else self.p.sparse_many(split, self.pos)
         return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, _, off in probes])
 
     def _exact(self, v: int, k: int) -> bool:

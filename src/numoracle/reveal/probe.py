@@ -372,13 +372,20 @@ class Prober:
         M, _, N = self.shape  # type: ignore[misc]
         A, B = self._zeros()
         out = np.empty(len(probes))
+        if not probes:
+            return out
+        cut = np.cumsum([len(ix) for ix, _, _ in probes])[:-1].tolist()      # every probe's values converted at once
+        an = np.split(self.native(np.concatenate([np.asarray(a, np.float64) for _, a, _ in probes]), "probe"), cut)
+        bn = np.split(self.native(np.concatenate([np.ones(len(ix)) if b is None else np.asarray(b, np.float64)
+                                                  for ix, _, b in probes]), "probe"), cut)
         for lo in range(0, len(probes), len(spots)):
-            chunk = probes[lo:lo + len(spots)]
+            chunk = range(lo, min(lo + len(spots), len(probes)))
             rc = [divmod(q, N) for q in spots[:len(chunk)]]
-            for (r, c), (idx, a, b) in zip(rc, chunk):
+            for (r, c), g in zip(rc, chunk):
+                idx = probes[g][0]
                 B[:, c] = 1
-                A[r, idx] = self.native(np.asarray(a, np.float64), "probe")
-                B[idx, c] = self.native(np.asarray(b if b is not None else np.ones(len(idx)), np.float64), "probe")
+                A[r, idx] = an[g]
+                B[idx, c] = bn[g]
             try:
                 vals = self.call(A, B)
             finally:

@@ -102,7 +102,8 @@ class TreeOrder(Order):
         nodes = _plain_nodes(self.nodes, n, steps)
         if nodes is None:
             nodes = tuple(tuple(_index(c, "TreeOrder nodes: a child") for c in ch) for ch in self.nodes)
-        kinds = tuple(_index(k, "TreeOrder kinds: an entry") for k in self.kinds)
+        kinds = self.kinds if type(self.kinds) is tuple and set(map(type, self.kinds)) <= {int} else \
+            tuple(_index(k, "TreeOrder kinds: an entry") for k in self.kinds)
         if kinds and not any(kinds):
             kinds = ()
         if kinds and (len(kinds) != len(nodes) or min(kinds) < 0 or max(kinds) >= len(steps)):
