@@ -471,10 +471,16 @@ def fast_reader(first: Any) -> tuple[Callable, Callable] | None:
     if mod == "torch" and str(getattr(first, "dtype", "")) in _TORCH_FLOATS:
         import torch
         tdt = first.dtype
+        one = first.dim() == 0 and first.device.type == "cpu"
 
         def read_torch(outs: list) -> np.ndarray | None:
             if not all(type(o) is t and o.dtype == tdt for o in outs):
                 return None
+            if one:      # scalars: .item() widens each exactly to a Python float (cheaper than a stack of 0-d tensors)
+                try:
+                    return np.array([o.item() for o in outs], np.float64).reshape(len(outs), 1)
+                except (RuntimeError, ValueError):    # a tensor of more than one element: the general path says so
+                    return None
             return torch.stack(outs).detach().to("cpu", torch.float64).reshape(len(outs), -1).numpy()
         return _same_object, read_torch
     if mod in ("jax", "jaxlib") and str(getattr(first, "dtype", "")) in _JAX_FLOATS:
