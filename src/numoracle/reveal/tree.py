@@ -142,6 +142,9 @@ class _Search:
         self.positions, self.leader = positions, leader
         self.diverged = np.zeros(positions.size, bool)
         self.probes = 0                               # probes run (calls carry lanes.lanes of them)
+        self._lead: int | None = None                 # the root's leader, whose answers _known holds
+        self._known: dict[int, int] = {}              # size(_lead, j) already probed (prefix doubling)
+        self._inner = False
         mask.last = lanes
 
     def _run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
@@ -166,14 +169,39 @@ class _Search:
         self.m.sign, self.m.last = sign, self.lanes
 
     def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
-        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch."""
+        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch (the
+        root leader's answers already known from the prefix doubling taken, not probed again)."""
+        if not self._known:
+            return self._sizes(tasks)
+        known, lead = self._known, self._lead
+        sub = [_Task([t.a] + [g for g in t.G if g != t.a and g not in known], t.top, a=t.a) if t.a == lead else t
+               for t in tasks]
+        try:
+            got = self._sizes(sub, strict=True)
+        except _Partial:           # answers that are no counts: the whole batch again, as without the cache
+            known.clear()
+            return self._sizes(tasks)
+        out = []
+        for t, st, sz in zip(tasks, sub, got):
+            if st is not t:
+                new = dict(zip(st.G[1:], sz.tolist()))
+                sz = np.array([known[g] if g in known else new[g] for g in t.G if g != t.a], np.int64)
+            out.append(sz)
+        return out
+
+    def _sizes(self, tasks: list[_Task], strict: bool = False) -> list[np.ndarray]:
+        """:meth:`sizes` by probes (``strict``: answers that are no counts raise _Partial, before any other probe)."""
         js = [g for t in tasks for g in t.G if g != t.a]
         lens = [len(t.G) - 1 for t in tasks]
+        if not js:
+            return [np.empty(0, np.int64) for _ in tasks]
         a = np.repeat([t.a for t in tasks], lens)
         j = np.array(js, np.int64)
         vals = self._run(a, j)
         c, ok = self._counts(vals, a, j)
         bad = np.flatnonzero(~ok)
+        if bad.size and strict:
+            raise _Partial()
         if bad.size and self.lanes.sign == 1:    # upward / toward zero: M absorbs negative units
             self._relayout(-1)
             vals[bad] = self._run(a[bad], j[bad])
@@ -217,6 +245,12 @@ class _Search:
         """The subtrees over leaves G (one tree when G is every leaf). A group whose leaves are a translate of
         another group's waits until that one is revealed, then is confirmed as its twin (reveal/twins.py)."""
         root = _Task([int(g) for g in G], None)
+        prior = None
+        if self.twins and not self._inner and self.lanes.lanes == 1 and len(root.G) >= 2 * DOUBLE_WINDOW and \
+                root.G == list(range(self.n)):       # one probe per call (packed lanes: full calls as before)
+            prior = self._double(root.G)
+            if prior is not None and len(prior[1]) == len(root.G):
+                return [prior[0]]
         pending: list[_Task] = [root]
         pioneers: dict[tuple, Any] = {}
         self._pioneers = pioneers
@@ -227,6 +261,10 @@ class _Search:
                 if len(t.G) < 2:
                     continue
                 key = twin_key(t.G) if t.clade and self.twins else None
+                if t.fixed is not None:          # known from the prefix doubling: a pioneer for its twins
+                    if key is not None:
+                        pioneers.setdefault(key, t)
+                    continue
                 if key is not None and key in pioneers:
                     waiting.setdefault(key, []).append(t)
                     continue
@@ -243,7 +281,74 @@ class _Search:
                 waiting.clear()
             answers = self.sizes(work) if work else []
             pending += [c for t, s in zip(work, answers) for c in self._expand(t, s)]
+            if prior is not None and root.expanded:
+                _reuse(root, prior[0])
+                prior = None
         return _resolve(root)
+
+    # ---- prefix doubling ----------------------------------------------------------------------------------
+    def _double(self, G: list[int]) -> tuple[Any, list[int]] | None:
+        """(tree, leaves) of the largest subtree holding G[0] found by doubling a prefix, or None.
+
+        The leader's sizes over a window of the first leaves tell when a prefix of them is a complete subtree S
+        (s of them meet the leader within s leaves: a path node holding exactly those); S is searched as usual
+        (its answers already known). Then while the leaf x just past S meets the leader at 2|S| and S moved by
+        x - G[0] passes its certificate (reveal/twins.py), S and its translate are the two children of that node
+        (each certified a subtree, and a subtree of 2|S| leaves holding a leaf of each is their union): S doubles.
+        Where S reaches every leaf, that is the tree: n - 1 probes for the windows and certificates, about half
+        of a full scan from the leader plus its twins. Otherwise the search goes on as usual from the answers
+        known (a numpy pairwise sum: blocks of 128, pairwise above)."""
+        a, n, known = G[0], len(G), self._known
+        self._lead = a
+        w, S = DOUBLE_WINDOW, None
+        while S is None:
+            w = min(2 * w, n)
+            js = np.array([j for j in G[1:w] if j not in known], np.int64)
+            if js.size:
+                aa = np.full(js.size, a, np.int64)
+                c, ok = self._counts(self._run(aa, js), aa, js)
+                if not ok.all() or self.lanes.sign != 1:      # other roundings: the usual search alone
+                    known.clear()
+                    return None
+                known.update(zip(js.tolist(), (self.n - c).astype(np.int64).tolist()))
+            vals = sorted(known.values())
+            best = max((v for k, v in enumerate(vals) if (k + 1 == len(vals) or vals[k + 1] != v) and k + 2 == v),
+                       default=0)
+            if best >= max(8, w // 4):
+                S = [a] + sorted(j for j, v in known.items() if v <= best)
+            elif w == n:
+                return None
+        self._inner = True
+        try:
+            trees = self.tree(np.array(S))
+        finally:
+            self._inner = False
+        if len(trees) != 1:
+            return None
+        T, inS = trees[0], set(S)
+        while len(S) < n:
+            x = next(j for j in G if j not in inS)
+            d, size = x - a, len(S)
+            moved = [v + d for v in S]
+            base = certificate(T)
+            if not base or any(v > G[-1] or v in inS for v in moved):
+                break
+            xa, xj = np.array([a], np.int64), np.array([x], np.int64)
+            c, ok = self._counts(self._run(xa, xj), xa, xj)
+            if not ok.all():
+                break
+            known[x] = self.n - int(c[0])
+            if known[x] != 2 * size:
+                break
+            cert = np.array(base, np.int64) + np.array([d, d, 0], np.int64)
+            c, ok = self._counts(self._run(cert[:, 0], cert[:, 1]), cert[:, 0], cert[:, 1])
+            if not (ok & (self.n - c == cert[:, 2])).all():
+                break
+            T = (T, translated(T, d))
+            known.update((v, 2 * size) for v in moved)
+            S += moved
+            inS.update(moved)
+        return T, S
 
     def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
         """Twins of revealed pioneers confirmed in one batch (their subtree fixed); those that fail, to search."""
@@ -306,6 +411,38 @@ class _Search:
                     self._pioneers.setdefault(twin_key(below), _Prefix(t, k, list(below)))
                 below += part.G
         return t.parts + ([t.rest] if t.rest else [])
+
+
+DOUBLE_WINDOW = 32        # the first window of the prefix doubling (leaves); the root needs at least twice that
+
+
+class _Partial(RevealError):
+    """Cached answers met a probe that is no count (the batch is probed again whole)."""
+
+
+def _reuse(root: _Task, T: Any) -> None:
+    """The root's groups that the prefix doubling already revealed (T's groups along the leader's path, bottom up,
+    each over the same leaves) fixed, not searched again."""
+    levels, node = [], T
+    while isinstance(node, tuple):
+        levels.append(node[1:])
+        node = node[0]
+    levels.reverse()
+    for part, lv in zip(root.parts, levels):
+        if len(lv) != 1 or sorted(_leaf_list(lv[0])) != sorted(part.G):
+            break
+        part.fixed = lv[0]
+
+
+def _leaf_list(t: Any) -> list[int]:
+    out, stack = [], [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        else:
+            out.append(x)
+    return out
 
 
 def _complete(t: Any) -> bool:
