@@ -6,6 +6,8 @@ A :class:`Prober` owns the kernel ``fn`` and its budgets. ``terms(t)`` calls it 
 position's exact value. ``call(...)`` calls it on given inputs (the verification's random data). The masking
 probes go through ``raw_call`` and ``read_many`` (reveal/lanes.py): inputs edited in place, outputs read in one
 go through the cheapest exact path for their type (numpy, torch and JAX float values widen exactly to float64).
+The node probes, whose terms are zero but at a few places, go through ``sparse`` / ``sparse_many`` /
+``sparse_at``: kept inputs of zeros edited at those terms (values converted and checked once per batch).
 """
 
 from __future__ import annotations

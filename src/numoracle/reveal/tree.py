@@ -17,6 +17,12 @@ again with its own leader. Calls: n - 1 for a chain, about (n/2) log2 n for a ba
 search; fewer where groups repeat a revealed subtree and are only confirmed: reveal/twins.py), divided by the
 probes per call, times the number of distinct trees among the output positions.
 
+**Prefix doubling** (one probe per call): the root's leader first reads a window of the first leaves; where a
+prefix of them is a complete subtree S, S is searched, then doubled while the next leaf meets the leader at 2|S|
+and S's translate passes its certificate (``_Search._double``): about n calls instead of a full scan plus its
+twins (a numpy pairwise sum: blocks of 128, pairwise above). Otherwise the search goes on from the answers known,
+and the groups the doubling revealed are not searched again.
+
 **Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
 (positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
 absorbs only units of M's own sign: with negative units -M absorbs them and +M loses one ulp step at every node
