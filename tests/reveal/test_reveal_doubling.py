@@ -121,4 +121,14 @@ def test_numpy_sum_same_tree_in_fewer_calls(monkeypatch):
     monkeypatch.setattr(tree_mod, "DOUBLE_WINDOW", 1 << 20)   # no root is that large: the search without doubling
     plain = reveal_order(np.sum, "sum", n=1024, dtype="fp32", verify=False)
     assert plain.order.nodes == rep.order.nodes
-    assert rep.tree_calls < 1300 < plain.tree_calls, (rep.tree_calls, plain.tree_calls)   # 1 132 and 2 025 here
+    assert rep.tree_calls < 1300 < plain.tree_calls, (rep.tree_calls, plain.tree_calls)   # 1 084 and 2 025 here
+
+
+def test_numpy_dot_lane_chains_doubled(monkeypatch):
+    # OpenBLAS's sdot: a chain per lane over every 32nd product, the lanes joined pairwise at offsets 4, 8, 16,
+    # 1, 2 (numpy 2.4.6 here): the leader's lane chain, then each doubling at the offset its answers showed
+    rep = reveal_order(np.dot, "dot", n=1024, dtype="fp32", verify=False)
+    monkeypatch.setattr(tree_mod, "DOUBLE_WINDOW", 1 << 20)
+    plain = reveal_order(np.dot, "dot", n=1024, dtype="fp32", verify=False)
+    assert plain.order.nodes == rep.order.nodes
+    assert rep.tree_calls <= plain.tree_calls, (rep.tree_calls, plain.tree_calls)

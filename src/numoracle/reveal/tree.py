@@ -18,10 +18,13 @@ search; fewer where groups repeat a revealed subtree and are only confirmed: rev
 probes per call, times the number of distinct trees among the output positions.
 
 **Prefix doubling** (one probe per call): the root's leader first reads a window of the first leaves; where a
-prefix of them is a complete subtree S, S is searched, then doubled while the next leaf meets the leader at 2|S|
-and S's translate passes its certificate (``_Search._double``): about n calls instead of a full scan plus its
-twins (a numpy pairwise sum: blocks of 128, pairwise above). Otherwise the search goes on from the answers known,
-and the groups the doubling revealed are not searched again.
+prefix of them is a complete subtree S, S is searched; where its smallest answers are one leaf each at a stride p
+(sizes 2, 3, 4, ...), S is its lane's chain over every p-th leaf, read as far as the answers go on (they are the
+chain's certificate). Then S doubles while a leaf x (one the window saw at size 2|S|, else the first leaf past S)
+meets the leader at 2|S| and S moved by x - leader passes its certificate (``_Search._double``): about n calls
+instead of a full scan plus its twins (numpy's pairwise sum: lanes of 8 in blocks of 128, pairwise above;
+OpenBLAS's sdot: 32 lane chains joined pairwise). Otherwise the search goes on from the answers known, and the
+groups the doubling revealed are not searched again.
 
 **Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
 (positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
@@ -293,20 +296,43 @@ class _Search:
         return _resolve(root)
 
     # ---- prefix doubling ----------------------------------------------------------------------------------
+    def _lane_chain(self, a: int, p: int, last: int) -> list[int] | None:
+        """[a, a + p, a + 2p, ...]: the leader's chain over every p-th leaf (a vector loop's lane) as far as the
+        leader's answers say it goes on (size k + 1 at a + kp: these answers are the chain's certificate, and a
+        chain's first links are a subtree), read in growing batches; None where it has fewer than 4 links."""
+        known, k, batch = self._known, 0, 8
+        members = list(range(a + p, last + 1, p))
+        while k < len(members):
+            hi = min(len(members), k + batch)
+            js = np.array([j for j in members[k:hi] if j not in known], np.int64)
+            if js.size:
+                aa = np.full(js.size, a, np.int64)
+                c, ok = self._counts(self._run(aa, js), aa, js)
+                if not ok.all():
+                    return None
+                known.update(zip(js.tolist(), (self.n - c).astype(np.int64).tolist()))
+            while k < hi and known[members[k]] == k + 2:
+                k += 1
+            if k < hi:                 # the chain ends here
+                break
+            batch *= 2
+        return [a] + members[:k] if k >= 4 else None
+
     def _double(self, G: list[int]) -> tuple[Any, list[int]] | None:
         """(tree, leaves) of the largest subtree holding G[0] found by doubling a prefix, or None.
 
         The leader's sizes over a window of the first leaves tell when a prefix of them is a complete subtree S
         (s of them meet the leader within s leaves: a path node holding exactly those); S is searched as usual
-        (its answers already known). Then while the leaf x just past S meets the leader at 2|S| and S moved by
+        (its answers already known). Then while a leaf x outside S meets the leader at 2|S| and S moved by
         x - G[0] passes its certificate (reveal/twins.py), S and its translate are the two children of that node
         (each certified a subtree, and a subtree of 2|S| leaves holding a leaf of each is their union): S doubles.
-        Where S reaches every leaf, that is the tree: n - 1 probes for the windows and certificates, about half
-        of a full scan from the leader plus its twins. Otherwise the search goes on as usual from the answers
-        known (a numpy pairwise sum: blocks of 128, pairwise above)."""
+        x is a leaf the window saw at 2|S| where there is one (lanes joined at other offsets), else the first
+        leaf past S. S may also be the leader's lane chain (:meth:`_lane_chain`). Where S reaches every leaf,
+        that is the tree: about n probes for the windows and certificates, half of a full scan from the leader
+        plus its twins. Otherwise the search goes on as usual from the answers known."""
         a, n, known = G[0], len(G), self._known
         self._lead = a
-        w, S = DOUBLE_WINDOW, None
+        w, S, T, tried = DOUBLE_WINDOW, None, None, False
         while S is None:
             w = min(2 * w, n)
             js = np.array([j for j in G[1:w] if j not in known], np.int64)
@@ -322,28 +348,43 @@ class _Search:
                        default=0)
             if best >= max(8, w // 4):
                 S = [a] + sorted(j for j, v in known.items() if v <= best)
-            elif w == n:
+                break
+            p = None if tried else _stride(known, a)
+            tried = tried or p is not None
+            if p:
+                S = self._lane_chain(a, p, G[-1])
+                if S is not None:
+                    T = a
+                    for j in S[1:]:
+                        T = (T, j)
+                    break
+            if w == n:
                 return None
-        self._inner = True
-        try:
-            trees = self.tree(np.array(S))
-        finally:
-            self._inner = False
-        if len(trees) != 1:
-            return None
-        T, inS = trees[0], set(S)
+        if T is None:
+            self._inner = True
+            try:
+                trees = self.tree(np.array(S))
+            finally:
+                self._inner = False
+            if len(trees) != 1:
+                return None
+            T = trees[0]
+        inS = set(S)
         while len(S) < n:
-            x = next(j for j in G if j not in inS)
-            d, size = x - a, len(S)
+            size = len(S)
+            seen = [j for j, v in known.items() if v == 2 * size and j not in inS]
+            x = min(seen) if seen else next(j for j in G if j not in inS)
+            d = x - a
             moved = [v + d for v in S]
             base = certificate(T)
-            if not base or any(v > G[-1] or v in inS for v in moved):
+            if not base or any(v > G[-1] or v < G[0] or v in inS for v in moved):
                 break
-            xa, xj = np.array([a], np.int64), np.array([x], np.int64)
-            c, ok = self._counts(self._run(xa, xj), xa, xj)
-            if not ok.all():
-                break
-            known[x] = self.n - int(c[0])
+            if x not in known:
+                xa, xj = np.array([a], np.int64), np.array([x], np.int64)
+                c, ok = self._counts(self._run(xa, xj), xa, xj)
+                if not ok.all():
+                    break
+                known[x] = self.n - int(c[0])
             if known[x] != 2 * size:
                 break
             cert = np.array(base, np.int64) + np.array([d, d, 0], np.int64)
@@ -424,6 +465,22 @@ DOUBLE_WINDOW = 32        # the first window of the prefix doubling (leaves); th
 
 class _Partial(RevealError):
     """Cached answers met a probe that is no count (the batch is probed again whole)."""
+
+
+def _stride(known: dict[int, int], a: int) -> int | None:
+    """p where the leader a's smallest answers are one leaf each, sizes 2, 3, ..., m (m >= 4) at a + p, a + 2p, ...:
+    the start of a chain over every p-th leaf (a vector loop's lane)."""
+    by: dict[int, list[int]] = {}
+    for j, v in known.items():
+        by.setdefault(v, []).append(j)
+    m = 1
+    while len(by.get(m + 1, ())) == 1:
+        m += 1
+    if m < 4:
+        return None
+    p = by[2][0] - a
+    ok = p > 0 and all(by[k][0] == a + (k - 1) * p for k in range(2, m + 1))
+    return p if ok else None
 
 
 def _reuse(root: _Task, T: Any) -> None:
