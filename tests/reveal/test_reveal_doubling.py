@@ -95,10 +95,23 @@ def _kernel(kind, seed):
                 c = (c, j)
             chains.append(c)
         return _pairwise(chains), n
+    if kind == "lane blocks":         # torch's shape: per lane, chains of m over every L-th leaf, chained in turn;
+        n, L, m = B * nb, 8, 4        # the lanes chained, then pairwise
+        lanes = []
+        for lane in range(L):
+            members = list(range(lane, n, L))
+            t = None
+            for lo in range(0, len(members), m):
+                c = members[lo]
+                for j in members[lo + 1:lo + m]:
+                    c = (c, j)
+                t = c if t is None else (t, c)
+            lanes.append(t)
+        return _pairwise([(lanes[i], lanes[i + 1]) for i in range(0, L, 2)]), n
     return _pairwise(blocks), B * nb
 
 
-@pytest.mark.parametrize("kind", ["pairwise blocks", "a block differs", "lanes"])
+@pytest.mark.parametrize("kind", ["pairwise blocks", "a block differs", "lanes", "lane blocks"])
 @pytest.mark.parametrize("seed", [3, 11])
 def test_doubling_finds_the_exact_tree(kind, seed):
     tree, n = _kernel(kind, seed)

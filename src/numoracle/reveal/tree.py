@@ -20,11 +20,13 @@ probes per call, times the number of distinct trees among the output positions.
 **Prefix doubling** (one probe per call): the root's leader first reads a window of the first leaves; where a
 prefix of them is a complete subtree S, S is searched; where its smallest answers are one leaf each at a stride p
 (sizes 2, 3, 4, ...), S is its lane's chain over every p-th leaf, read as far as the answers go on (they are the
-chain's certificate). Then S doubles while a leaf x (one the window saw at size 2|S|, else the first leaf past S)
-meets the leader at 2|S| and S moved by x - leader passes its certificate (``_Search._double``): about n calls
-instead of a full scan plus its twins (numpy's pairwise sum: lanes of 8 in blocks of 128, pairwise above;
-OpenBLAS's sdot: 32 lane chains joined pairwise). Otherwise the search goes on from the answers known, and the
-groups the doubling revealed are not searched again.
+chain's certificate). Then S grows by a translate: the leaf x outside S with the smallest known answer s meets
+the leader at s; where an earlier S (or S itself) has s - |S| leaves and, moved to start at x, passes its
+certificate, S takes it in (``_Search._double``): about n calls instead of a full scan plus its twins (numpy's
+pairwise sum: lanes of 8 in blocks of 128, pairwise above; OpenBLAS's sdot: 32 lane chains joined pairwise;
+torch's CPU sum: chains of 16 per lane, chained along the lane, then the lanes). Where no earlier S fits, more of
+the leader's answers are read (the first leaf past S, then its lane's leaves); where a certificate fails the
+search goes on as usual from the answers known, and the groups already revealed are not searched again.
 
 **Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
 (positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
@@ -36,6 +38,7 @@ groups) set to zero: then +M has nothing to round away and the output is a count
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,16 +326,17 @@ class _Search:
 
         The leader's sizes over a window of the first leaves tell when a prefix of them is a complete subtree S
         (s of them meet the leader within s leaves: a path node holding exactly those); S is searched as usual
-        (its answers already known). Then while a leaf x outside S meets the leader at 2|S| and S moved by
-        x - G[0] passes its certificate (reveal/twins.py), S and its translate are the two children of that node
-        (each certified a subtree, and a subtree of 2|S| leaves holding a leaf of each is their union): S doubles.
-        x is a leaf the window saw at 2|S| where there is one (lanes joined at other offsets), else the first
-        leaf past S. S may also be the leader's lane chain (:meth:`_lane_chain`). Where S reaches every leaf,
-        that is the tree: about n probes for the windows and certificates, half of a full scan from the leader
-        plus its twins. Otherwise the search goes on as usual from the answers known."""
+        (its answers already known). S may also be the leader's lane chain (:meth:`_lane_chain`). Then, x the
+        leaf outside S with the smallest known answer s: where a block B (an earlier S, or S) has s - |S| leaves
+        and B moved to start at x passes its certificate (reveal/twins.py), S and B's translate are the two
+        children of the node of s leaves (each is a certified subtree, and the subtree of s leaves holding the
+        leader and x holds both, so is their union): S grows to it. Where no block fits, more of the leader's
+        answers are read first. Where S reaches every leaf, that is the tree: about n probes for the windows and
+        certificates, half of a full scan from the leader plus its twins. Otherwise the search goes on as usual
+        from the answers known."""
         a, n, known = G[0], len(G), self._known
         self._lead = a
-        w, S, T, tried = DOUBLE_WINDOW, None, None, False
+        w, S, T, tried, p = DOUBLE_WINDOW, None, None, False, None
         while S is None:
             w = min(2 * w, n)
             js = np.array([j for j in G[1:w] if j not in known], np.int64)
@@ -349,9 +353,8 @@ class _Search:
             if best >= max(8, w // 4):
                 S = [a] + sorted(j for j, v in known.items() if v <= best)
                 break
-            p = None if tried else _stride(known, a)
-            tried = tried or p is not None
-            if p:
+            if not tried and _stride(known, a):
+                p, tried = _stride(known, a), True
                 S = self._lane_chain(a, p, G[-1])
                 if S is not None:
                     T = a
@@ -370,31 +373,50 @@ class _Search:
                 return None
             T = trees[0]
         inS = set(S)
+        blocks = {len(S): (T, list(S))}           # the certified subtrees of the leader's path, by size
+        if p is None:
+            p = _stride(known, a)
+        lane = [j for j in range(a + p, G[-1] + 1, p) if j not in inS] if p else []
+        heap = [(v, j) for j, v in known.items() if j not in inS]     # the answers outside S, smallest first
+        heapq.heapify(heap)
+        batch = 8
         while len(S) < n:
             size = len(S)
-            seen = [j for j, v in known.items() if v == 2 * size and j not in inS]
-            x = min(seen) if seen else next(j for j in G if j not in inS)
-            d = x - a
-            moved = [v + d for v in S]
-            base = certificate(T)
-            if not base or any(v > G[-1] or v < G[0] or v in inS for v in moved):
-                break
-            if x not in known:
-                xa, xj = np.array([a], np.int64), np.array([x], np.int64)
+            while heap and heap[0][1] in inS:
+                heapq.heappop(heap)
+            v, x = heap[0] if heap else (0, -1)
+            blk = blocks.get(v - size)
+            if blk is None:    # the next node's size unknown or no block fits it: more of the leader's answers
+                first = next((j for j in G if j not in inS), None)
+                more = [first] if first is not None and first not in known else \
+                    [j for j in lane if j not in known][:batch]
+                if not more:
+                    break
+                batch *= 2
+                xa, xj = np.full(len(more), a, np.int64), np.array(more, np.int64)
                 c, ok = self._counts(self._run(xa, xj), xa, xj)
                 if not ok.all():
                     break
-                known[x] = self.n - int(c[0])
-            if known[x] != 2 * size:
+                for j, cj in zip(more, (self.n - c).astype(np.int64).tolist()):
+                    known[j] = cj
+                    heapq.heappush(heap, (cj, j))
+                continue
+            TB, B = blk                  # x, the smallest leaf of the next node's size: B moved to start there
+            d = x - min(B)
+            moved = [u + d for u in B]
+            base = certificate(TB)
+            if not base or any(u > G[-1] or u < G[0] or u in inS for u in moved):
                 break
             cert = np.array(base, np.int64) + np.array([d, d, 0], np.int64)
             c, ok = self._counts(self._run(cert[:, 0], cert[:, 1]), cert[:, 0], cert[:, 1])
             if not (ok & (self.n - c == cert[:, 2])).all():
                 break
-            T = (T, translated(T, d))
-            known.update((v, 2 * size) for v in moved)
+            T = (T, translated(TB, d))
+            for u in moved:
+                known[u] = v
             S += moved
             inS.update(moved)
+            blocks.setdefault(len(S), (T, list(S)))
         return T, S
 
     def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
