@@ -373,7 +373,12 @@ class _Search:
                 return None
             T = trees[0]
         inS = set(S)
-        blocks = {len(S): (T, list(S))}           # the certified subtrees of the leader's path, by size
+        base = certificate(T)
+        if not base:
+            return T, S
+        cT = np.array(base, np.int64).reshape(-1, 3)
+        blocks = {len(S): (T, list(S), cT)}       # the certified subtrees of the leader's path, by size (with
+        # their certificates: a grown S's is its parts' and one entry for the new node, not walked again)
         if p is None:
             p = _stride(known, a)
         lane = [j for j in range(a + p, G[-1] + 1, p) if j not in inS] if p else []
@@ -401,22 +406,22 @@ class _Search:
                     known[j] = cj
                     heapq.heappush(heap, (cj, j))
                 continue
-            TB, B = blk                  # x, the smallest leaf of the next node's size: B moved to start there
+            TB, B, cB = blk              # x, the smallest leaf of the next node's size: B moved to start there
             d = x - min(B)
             moved = [u + d for u in B]
-            base = certificate(TB)
-            if not base or any(u > G[-1] or u < G[0] or u in inS for u in moved):
+            if any(u > G[-1] or u < G[0] or u in inS for u in moved):
                 break
-            cert = np.array(base, np.int64) + np.array([d, d, 0], np.int64)
+            cert = cB + np.array([d, d, 0], np.int64)
             c, ok = self._counts(self._run(cert[:, 0], cert[:, 1]), cert[:, 0], cert[:, 1])
             if not (ok & (self.n - c == cert[:, 2])).all():
                 break
             T = (T, translated(TB, d))
+            cT = np.concatenate([cT, cert, np.array([[cT[-1, 0], cert[-1, 0], v]], np.int64)])
             for u in moved:
                 known[u] = v
             S += moved
             inS.update(moved)
-            blocks.setdefault(len(S), (T, list(S)))
+            blocks.setdefault(len(S), (T, list(S), cT))
         return T, S
 
     def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
