@@ -307,13 +307,8 @@ class _Search:
         members = list(range(a + p, last + 1, p))
         while k < len(members):
             hi = min(len(members), k + batch)
-            js = np.array([j for j in members[k:hi] if j not in known], np.int64)
-            if js.size:
-                aa = np.full(js.size, a, np.int64)
-                c, ok = self._counts(self._run(aa, js), aa, js)
-                if not ok.all():
-                    return None
-                known.update(zip(js.tolist(), (self.n - c).astype(np.int64).tolist()))
+            if not self._leader_answers([j for j in members[k:hi] if j not in known]):
+                return None
             while k < hi and known[members[k]] == k + 2:
                 k += 1
             if k < hi:                 # the chain ends here
@@ -334,19 +329,35 @@ class _Search:
         answers are read first. Where S reaches every leaf, that is the tree: about n probes for the windows and
         certificates, half of a full scan from the leader plus its twins. Otherwise the search goes on as usual
         from the answers known."""
+        start = self._first_block(G)
+        if start is None:
+            return None
+        S, T, p = start
+        return self._grow(G, S, T, p)
+
+    def _leader_answers(self, js: list[int]) -> bool:
+        """The root leader's answers at the leaves js into _known; False (nothing kept) where one is no count."""
+        if not js:
+            return True
+        a = self._lead
+        aa, jj = np.full(len(js), a, np.int64), np.array(js, np.int64)
+        c, ok = self._counts(self._run(aa, jj), aa, jj)
+        if not ok.all():
+            return False
+        self._known.update(zip(js, (self.n - c).astype(np.int64).tolist()))
+        return True
+
+    def _first_block(self, G: list[int]) -> tuple[list[int], Any, int | None] | None:
+        """(leaves, tree, lane stride or None) of the first subtree holding the leader that :meth:`_double` grows:
+        a complete prefix of a window (searched), or the leader's lane chain; None: the usual search."""
         a, n, known = G[0], len(G), self._known
         self._lead = a
         w, S, T, tried, p = DOUBLE_WINDOW, None, None, False, None
         while S is None:
             w = min(2 * w, n)
-            js = np.array([j for j in G[1:w] if j not in known], np.int64)
-            if js.size:
-                aa = np.full(js.size, a, np.int64)
-                c, ok = self._counts(self._run(aa, js), aa, js)
-                if not ok.all() or self.lanes.sign != 1:      # other roundings: the usual search alone
-                    known.clear()
-                    return None
-                known.update(zip(js.tolist(), (self.n - c).astype(np.int64).tolist()))
+            if not self._leader_answers([j for j in G[1:w] if j not in known]) or self.lanes.sign != 1:
+                known.clear()                    # other roundings: the usual search alone
+                return None
             vals = sorted(known.values())
             best = max((v for k, v in enumerate(vals) if (k + 1 == len(vals) or vals[k + 1] != v) and k + 2 == v),
                        default=0)
@@ -372,6 +383,11 @@ class _Search:
             if len(trees) != 1:
                 return None
             T = trees[0]
+        return S, T, p
+
+    def _grow(self, G: list[int], S: list[int], T: Any, p: int | None) -> tuple[Any, list[int]]:
+        """:meth:`_double`'s growth of the block (S, T) by certified translates of the blocks before it."""
+        a, n, known = G[0], len(G), self._known
         inS = set(S)
         base = certificate(T)
         if not base:
@@ -398,13 +414,10 @@ class _Search:
                 if not more:
                     break
                 batch *= 2
-                xa, xj = np.full(len(more), a, np.int64), np.array(more, np.int64)
-                c, ok = self._counts(self._run(xa, xj), xa, xj)
-                if not ok.all():
+                if not self._leader_answers(more):
                     break
-                for j, cj in zip(more, (self.n - c).astype(np.int64).tolist()):
-                    known[j] = cj
-                    heapq.heappush(heap, (cj, j))
+                for j in more:
+                    heapq.heappush(heap, (known[j], j))
                 continue
             TB, B, cB = blk              # x, the smallest leaf of the next node's size: B moved to start there
             d = x - min(B)
