@@ -50,6 +50,7 @@ class Lanes:
     def __init__(self, p: Prober, u: float, M: float, sign: int = 1, mode: str = "all",
                  which: np.ndarray | None = None):
         self.p, self.u, self.M, self.sign, self.mode = p, u, M, sign, mode
+        self._grid: tuple | None = None              # (array, lanes are its rows) of a packed layout
         width = 1 if mode == "all" else p.out_shape[0] if mode == "rows" else p.out_shape[-1]
         # the rows / columns this layout probes in (a lane class, reveal/classes.py): lane l is row which[l]
         self.which = np.arange(width) if which is None or mode == "all" else np.asarray(which, np.int64)
@@ -83,11 +84,13 @@ class Lanes:
                 A[:, k], B[k, :] = ta[c], tb[c]
             return (A, B), put_mm
         tv = p.native(v, "probe")
+        self._tv = tv
         if p.op == "sum":
             x = np.full((p.rows, n) if p.rows else (n,), tv[0])
             if self.mode == "rows":
                 def put_row(lane: int, k: Any, c: int) -> None:
                     x[at[lane], k] = tv[c]
+                self._grid = (x, True)
                 return (x,), put_row
             if x.ndim == 2:
                 def put_all(lane: int, k: Any, c: int) -> None:
@@ -104,11 +107,13 @@ class Lanes:
 
             def put_arow(lane: int, k: Any, c: int) -> None:
                 A[at[lane], k] = tv[c]
+            self._grid = (A, True)
             return (A, B), put_arow
         A, B = np.full((Mr, n), one), np.full((n, N), tv[0])
 
         def put_bcol(lane: int, k: Any, c: int) -> None:
             B[k, at[lane]] = tv[c]
+        self._grid = (B, False)
         return (A, B), put_bcol
 
     def run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
@@ -152,7 +157,29 @@ class Lanes:
         a, b, plus, minus, unit = self._pair
         return self.p.loop_pair(a, b, A, J, plus, minus, unit)
 
+    def _run_grid(self, A: list, J: list) -> list:
+        """Packed probes without zeroed terms: each call's +M and -M written into all its lanes by two indexed
+        assignments (and set back by two)."""
+        L, call, args, raws = self.lanes, self.p.raw_call, self.args, []
+        g, by_row = self._grid  # type: ignore[misc]
+        unit, plus, minus = self._tv[UNIT], self._tv[PLUS], self._tv[MINUS]
+        a, j = np.asarray(A, np.int64), np.asarray(J, np.int64)
+        for lo in range(0, len(A), L):
+            w = self.which[:min(L, len(A) - lo)]
+            ia, ij = ((w, a[lo:lo + w.size]), (w, j[lo:lo + w.size])) if by_row else \
+                ((a[lo:lo + w.size], w), (j[lo:lo + w.size], w))
+            g[ia] = plus
+            g[ij] = minus
+            try:
+                raws.append(call(args))
+            finally:
+                g[ia] = unit
+                g[ij] = unit
+        return raws
+
     def _run_lanes(self, A: list, J: list, zero: list | None) -> list:
+        if zero is None and self._grid is not None and self.lanes > 1:
+            return self._run_grid(A, J)
         L, put, call, args, raws = self.lanes, self._put, self.p.raw_call, self.args, []
         Z = zero if zero is not None else [None] * len(A)
         for lo in range(0, len(A), L):

@@ -40,16 +40,25 @@ class NodeProbe:
         self.p, self.nodes, self.pos, self.n, self.top = p, nodes, pos, p.n, top
         # a matmul's output positions of this tree in distinct rows and columns: independent probes, one call
         self.spots = spots if spots and p.op == "matmul" else [pos]
-        self.parent = np.full(self.n + len(nodes), -1, np.int64)
+        parent = [-1] * (self.n + len(nodes))
+        first = list(range(self.n)) + [0] * len(nodes)    # a leaf under every ref
         for i, ch in enumerate(nodes):
-            self.parent[list(ch)] = self.n + i
-        self.first = np.zeros(self.n + len(nodes), np.int64)    # a leaf under every ref
-        self.first[:self.n] = np.arange(self.n)
-        for i, ch in enumerate(nodes):
-            self.first[self.n + i] = self.first[ch[0]]
+            for c in ch:
+                parent[c] = self.n + i
+            first[self.n + i] = first[ch[0]]
+        self.parent = np.array(parent, np.int64)
+        self.first = np.array(first, np.int64)
+        self._par, self._first = parent, first          # the same as lists (fast item reads)
 
     def out(self, t: np.ndarray) -> float:
         return float(self.p.terms(t, self.pos)[self.pos])
+
+    def out_sparse(self, idx: list[int], vals: list[float]) -> float:
+        """:meth:`out` of terms that are zero but ``vals`` at ``idx`` (Prober.sparse: no array of n per call)."""
+        if self.p.op == "sum":
+            return float(self.p.sparse(idx, vals, pos=self.pos)[self.pos])
+        a, b = self.p.split(np.asarray(vals, np.float64))
+        return float(self.p.sparse(idx, a, b, pos=self.pos)[self.pos])
 
     def _scale(self) -> int:
         """An exponent E such that 2^E and 2^(E - 60) are both usable terms (or as close as the format allows);
@@ -58,33 +67,36 @@ class NodeProbe:
         prod = 1 if self.p.op == "sum" else 2
         return min(self.top - 1, max(0, prod * (f.emin - f.man_bits) + 62))
 
-    def _kept_terms(self, v: int, small: float, sign: float = 1.0) -> tuple[np.ndarray, float]:
-        """The terms of :meth:`_kept`'s probe, scaled by E, and what to subtract from output / E."""
+    def _kept_terms(self, v: int, small: float, sign: float = 1.0) -> tuple[list[int], list[float], float]:
+        """The terms of :meth:`_kept`'s probe, scaled by E (nonzero ones: indices, values), and what to subtract
+        from output / E."""
         ch = self.nodes[v - self.n]
-        par = self.parent[v]
+        par = self._par[v]
         E = 2.0 ** self._scale()
-        t = np.zeros(self.n)
-        t[self.first[ch[0]]] = sign * E
-        t[self.first[ch[1]]] = sign * small * E
+        idx = [self._first[ch[0]], self._first[ch[1]]]
+        vals = [sign * E, sign * small * E]
         if par < 0:    # the root: no cancellation, the output itself (1 + small, as the output format keeps it)
-            return t, sign
+            return idx, vals, sign
         sib = [c for c in self.nodes[par - self.n] if c != v][0]
-        t[self.first[sib]] = -sign * E
-        return t, 0.0
+        return idx + [self._first[sib]], vals + [-sign * E], 0.0
 
     def _kept(self, v: int, small: float, sign: float = 1.0) -> float:
         """Output of the probe 1 (under v's first child), small (under its second), -1 (under v's sibling)."""
-        t, off = self._kept_terms(v, small, sign)
-        return self.out(t) / 2.0 ** self._scale() - off
+        idx, vals, off = self._kept_terms(v, small, sign)
+        return self.out_sparse(idx, vals) / 2.0 ** self._scale() - off
 
     def kept_many(self, vs: list[int], smalls: list[float]) -> np.ndarray:
         """:meth:`_kept` of many probes; a matmul's at its spots, up to one per row and column in each call."""
         probes = [self._kept_terms(v, sm) for v, sm in zip(vs, smalls)]
-        if len(self.spots) > 1 and probes:
-            outs = self.p.factors_at([self.p.split(t) for t, _ in probes], self.spots)
-        else:
-            outs = np.array([self.out(t) for t, _ in probes])
-        return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, off in probes])
+        if self.p.op == "sum":
+            outs = self.p.sparse_many([(idx, vals, None) for idx, vals, _ in probes], self.pos)
+        else:                        # the products split into factors in one go
+            cut = np.cumsum([len(idx) for idx, _, _ in probes])[:-1].tolist()
+            fa, fb = self.p.split(np.concatenate([np.asarray(vals, np.float64) for _, vals, _ in probes])) \
+                if probes else (np.empty(0), np.empty(0))
+            split = [(idx, a, b) for (idx, _, _), a, b in zip(probes, np.split(fa, cut), np.split(fb, cut))]
+            outs = self.p.sparse_at(split, self.spots) if len(self.spots) > 1 else self.p.sparse_many(split, self.pos)
+        return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, _, off in probes])
 
     def _exact(self, v: int, k: int) -> bool:
         """Does v keep 1 + 2^-k exactly? (A directed rounding may move it to 1 + ulp instead of 1: not kept.)"""
@@ -119,27 +131,25 @@ class NodeProbe:
 
     def probeable(self) -> list[int]:
         """Two-child nodes whose parent is a two-child node (the cancellation there is one exact addition)."""
-        out = []
-        for i, ch in enumerate(self.nodes):
-            par = self.parent[self.n + i]
-            if len(ch) == 2 and par >= 0 and len(self.nodes[par - self.n]) == 2:
-                out.append(self.n + i)
+        out, n, nodes, par = [], self.n, self.nodes, self._par
+        for i, ch in enumerate(nodes):
+            q = par[n + i]
+            if len(ch) == 2 and q >= 0 and len(nodes[q - n]) == 2:
+                out.append(n + i)
         return out
 
     def leaf_rounded(self, k: int, p_in: int) -> bool:
         """Does product k enter its node rounded to the inputs' precision p? t_k = (1 + 2^-h)^2 needs 2h + 1 bits
         (h = ceil(p/2)); the first leaf of its sibling holds -(1 + 2^(1-h)): the output is 2^-2h when t_k entered
         exact, 0 when rounded."""
-        par = self.parent[k]
+        par = self._par[k]
         sib = [c for c in self.nodes[par - self.n] if c != k][0]
         h = -(-p_in // 2)
         a = 1 + 2.0**-h
         if not (np.array([a]).astype(self.p.dtype).astype(np.float64) == a).all():
             raise RevealError(f"{self.p.fmt.name} cannot hold 1 + 2^-{h}: leaf roundings not probed")
-        fa, fb = np.zeros(self.n), np.ones(self.n)
-        fa[k] = fb[k] = a
-        fa[self.first[sib]] = -(1 + 2.0 ** (1 - h))
-        return float(self.p.factors(fa, fb, self.pos)[self.pos]) != 2.0 ** (-2 * h)
+        got = self.p.sparse([k, self._first[sib]], [a, -(1 + 2.0 ** (1 - h))], [a, 1.0], pos=self.pos)
+        return float(got[self.pos]) != 2.0 ** (-2 * h)
 
     def leaves_rounded(self, ks: list[int], p_in: int, bits: int) -> dict[int, bool]:
         """:meth:`leaf_rounded` for many products, several per call: leaves whose parents' subtrees are disjoint
@@ -152,22 +162,24 @@ class NodeProbe:
         g = max(1, (bits - 2) // 2)
         out: dict[int, bool] = {}
         groups, probes = _disjoint_groups(self, ks, g), []
-        for group in groups:
-            fa, fb = np.zeros(self.n), np.ones(self.n)
-            for i, k in enumerate(group):
-                par = self.parent[k]
-                sib = [c for c in self.nodes[par - self.n] if c != k][0]
-                fa[k] = fb[k] = a * 2.0**i
-                fa[self.first[sib]], fb[self.first[sib]] = -(1 + 2.0 ** (1 - h)) * 2.0**i, 2.0**i
-            probes.append((fa, fb))
+        nodes, n, par, first = self.nodes, self.n, self._par, self._first
+        fa_all = [v for i in range(g) for v in (a * 2.0**i, -(1 + 2.0 ** (1 - h)) * 2.0**i)]
+        fb_all = [v for i in range(g) for v in (a * 2.0**i, 2.0**i)]
+        for group in groups:     # nonzero terms only (Prober.sparse): the leaf and its sibling's first leaf
+            idx = []
+            for k in group:
+                ch = nodes[par[k] - n]
+                idx += [k, first[ch[1] if ch[0] == k else ch[0]]]
+            probes.append((idx, fa_all[:len(idx)], fb_all[:len(idx)]))
         if len(self.spots) > 1:
-            outs = self.p.factors_at(probes, self.spots)
+            outs = self.p.sparse_at(probes, self.spots)
         else:
-            outs = [float(self.p.factors(fa, fb, self.pos)[self.pos]) for fa, fb in probes]
-        for group, o in zip(groups, outs):
-            v = float(o) * 2.0 ** (2 * h)
+            outs = self.p.sparse_many(probes, self.pos)
+        odd = int("10" * g, 2)                      # the bits above each leaf's bit: set only by a wrong sum
+        for group, o in zip(groups, np.asarray(outs, np.float64).tolist()):
+            v = o * 2.0 ** (2 * h)
             code = int(v) if v == int(v) and 0 <= v < 4.0 ** len(group) else -1
-            if code < 0 or any(code >> (2 * i + 1) & 1 for i in range(len(group))):
+            if code < 0 or code & odd:
                 out.update({k: self.leaf_rounded(k, p_in) for k in group})
             else:
                 out.update({k: not (code >> (2 * i)) & 1 for i, k in enumerate(group)})
@@ -181,9 +193,7 @@ class NodeProbe:
         E = 2.0 ** self._scale()
 
         def kept(s: int) -> bool:
-            t = np.zeros(self.n)
-            t[terms[0]], t[terms[1]], t[terms[2]] = E, -E, E * 2.0**-s
-            return self.out(t) != 0
+            return self.out_sparse(terms[:3], [E, -E, E * 2.0**-s]) != 0
 
         s = 1
         while s < 60 and kept(s + 1):
@@ -195,8 +205,8 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
     """The leaves ks in groups of at most g whose parents' subtrees are pairwise disjoint (intervals of the leaves'
     depth-first order that do not overlap), greedily by interval end."""
     n, nodes = probe.n, probe.nodes
-    lo = np.zeros(n + len(nodes), np.int64)
-    hi = np.zeros(n + len(nodes), np.int64)
+    lo = [0] * (n + len(nodes))
+    hi = [0] * (n + len(nodes))
     pos, stack = 0, [n + len(nodes) - 1]
     while stack:                                   # leaves numbered in depth-first order
         r = stack.pop()
@@ -205,13 +215,13 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
             pos += 1
         else:
             stack.extend(reversed(nodes[r - n]))
-    for i, ch in enumerate(nodes):                 # children before parents
-        lo[n + i], hi[n + i] = min(lo[c] for c in ch), max(hi[c] for c in ch)
-    par = probe.parent
+    for i, ch in enumerate(nodes):                 # children before parents, in depth-first order
+        lo[n + i], hi[n + i] = lo[ch[0]], hi[ch[-1]]
+    par = probe._par
     groups: list[list[int]] = []
     open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
-    for k in sorted(ks, key=lambda k: int(lo[par[k]])):   # interval partitioning, by start
-        start, end = int(lo[par[k]]), int(hi[par[k]])
+    for k in sorted(ks, key=lambda k: lo[par[k]]):   # interval partitioning, by start
+        start, end = lo[par[k]], hi[par[k]]
         if open_ and open_[0][0] < start:
             _, gi = heapq.heappop(open_)
         else:
@@ -253,7 +263,8 @@ def node_steps(probe: NodeProbe, sample: int = 32, rng: Any = None) -> tuple[lis
         found[v] = probe.precision(v, likely)
         likely = (found[v],) + tuple(q for q in likely if q != found[v])
     rest = [v for v in pick if v not in found]
-    if rest and len(getattr(probe, "spots", ())) > 1:   # the commonest precision at every node at once (a matmul)
+    if rest and hasattr(probe, "kept_many"):   # the commonest precision at every node at once (a matmul's packed
+        # in its spots; the others' calls made back to back, Prober.sparse_many)
         q = likely[0]
         got = probe.kept_many(rest + rest, [2.0 ** (1 - q)] * len(rest) + [2.0**-q] * len(rest))
         for v, a, b in zip(rest, got[:len(rest)], got[len(rest):]):

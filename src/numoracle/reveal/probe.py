@@ -6,6 +6,8 @@ A :class:`Prober` owns the kernel ``fn`` and its budgets. ``terms(t)`` calls it 
 position's exact value. ``call(...)`` calls it on given inputs (the verification's random data). The masking
 probes go through ``raw_call`` and ``read_many`` (reveal/lanes.py): inputs edited in place, outputs read in one
 go through the cheapest exact path for their type (numpy, torch and JAX float values widen exactly to float64).
+The node probes, whose terms are zero but at a few places, go through ``sparse`` / ``sparse_many`` /
+``sparse_at``: kept inputs of zeros edited at those terms (values converted and checked once per batch).
 """
 
 from __future__ import annotations
@@ -218,9 +220,10 @@ class Prober:
     # ---- inputs -----------------------------------------------------------------------------------------
     def native(self, v: np.ndarray, what: str) -> np.ndarray:
         """float64 values -> the input dtype, refusing any that the format cannot hold exactly."""
-        a = np.asarray(v, np.float64).astype(self.dtype)
+        v = np.asarray(v, np.float64)
+        a = v.astype(self.dtype)
         back = a.astype(np.float64)
-        if not np.array_equal(back, v):
+        if back.shape != v.shape or not (back == v).all():
             bad = np.flatnonzero(back != v)[:3]
             raise RevealError(f"{what}: {v.ravel()[bad].tolist()} are not {self.fmt.name} values")
         return a
@@ -280,6 +283,118 @@ class Prober:
         A = np.ascontiguousarray(np.broadcast_to(an[None, :], (M, self.n)))
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
+
+    def sparse(self, idx: list[int], a: list[float], b: list[float] | None = None, pos: int | None = None) -> np.ndarray:
+        """:meth:`terms` (``b`` None) or :meth:`factors` of inputs whose terms are zero but at ``idx``: a_k there (a
+        sum's term, a dot's or matmul's first factor; b_k the second, 1 where None). Kept inputs of zeros are
+        edited at those terms, called, and set back: no array of n built or checked per call."""
+        an = self.native(np.asarray(a, np.float64), "probe")
+        if self.op == "sum":
+            if b is not None and any(v != 1 for v in b):
+                raise ValueError("a sum's probe has no second factor")
+            X = self._sparse_inputs()[0]
+            at: Any = idx if not self.rows else (pos, idx) if pos is not None else (slice(None), idx)
+            X[at] = an
+            try:
+                return self.call(X)
+            finally:
+                X[at] = 0
+        bn = self.native(np.asarray(b if b is not None else np.ones(len(idx)), np.float64), "probe")
+        if self.op == "dot":
+            x, y = self._sparse_inputs()
+            x[idx], y[idx] = an, bn
+            try:
+                return self.call(x, y)
+            finally:
+                x[idx], y[idx] = 0, 1
+        A, B = self._sparse_inputs() if pos is None else self._zeros()
+        if pos is None:
+            ra: Any = (slice(None), idx)
+            cb: Any = (idx, slice(None))
+        else:
+            r, c = divmod(pos, self.shape[2])  # type: ignore[index]
+            ra, cb = (r, idx), (idx, c)
+            B[:, c] = 1
+        A[ra], B[cb] = an[None, :] if pos is None else an, bn[:, None] if pos is None else bn
+        try:
+            return self.call(A, B)
+        finally:
+            A[ra], B[cb] = 0, 1
+            if pos is not None:
+                B[:, c] = 0
+
+    def sparse_many(self, probes: list[tuple[list, list, list | None]], pos: int | None = None) -> np.ndarray:
+        """:meth:`sparse` of many probes (idx, a, b), b None: 1 (not a matmul's: :meth:`sparse_at` packs those): the
+        values converted in one go and the calls made back to back, the outputs read in one go (as the masking
+        probes'); each probe's output at ``pos`` (0 where None)."""
+        if not probes:
+            return np.empty(0)
+        if self.op == "matmul" or (self.rows and pos is None) or self.calls == 0:
+            return np.array([self.sparse(ix, a, b, pos)[pos or 0] for ix, a, b in probes])
+        cut = np.cumsum([len(ix) for ix, _, _ in probes])[:-1].tolist()
+        an = np.split(self.native(np.concatenate([np.asarray(a, np.float64) for _, a, _ in probes]), "probe"), cut)
+        raws = []
+        if self.op == "sum":
+            if any(b is not None and any(v != 1 for v in b) for _, _, b in probes):
+                raise ValueError("a sum's probe has no second factor")
+            (X,) = self._sparse_inputs()
+            row = X if not self.rows else X[pos]
+            for (ix, _, _), v in zip(probes, an):
+                row[ix] = v
+                try:
+                    raws.append(self.raw_call((X,)))
+                finally:
+                    row[ix] = 0
+        else:
+            bs = [np.ones(len(ix)) if b is None else np.asarray(b, np.float64) for ix, _, b in probes]
+            bn = np.split(self.native(np.concatenate(bs), "probe"), cut)
+            x, y = self._sparse_inputs()
+            for (ix, _, _), v, w in zip(probes, an, bn):
+                x[ix], y[ix] = v, w
+                try:
+                    raws.append(self.raw_call((x, y)))
+                finally:
+                    x[ix], y[ix] = 0, 1
+        return self.read_many(raws)[:, pos or 0]
+
+    def _sparse_inputs(self) -> tuple[np.ndarray, ...]:
+        """Inputs whose terms are all zero, kept for :meth:`sparse`: first factors 0, second factors 1 (made once)."""
+        if getattr(self, "_sparse_in", None) is None:
+            if self.op == "sum":
+                self._sparse_in = (np.zeros((self.rows, self.n) if self.rows else (self.n,), self.dtype),)
+            elif self.op == "dot":
+                self._sparse_in = (np.zeros(self.n, self.dtype), np.ones(self.n, self.dtype))
+            else:
+                self._sparse_in = (np.zeros(self.shape[:2], self.dtype), np.ones(self.shape[1:], self.dtype))  # type: ignore
+        return self._sparse_in
+
+    def sparse_at(self, probes: list[tuple[list, list, list | None]], spots: list[int]) -> np.ndarray:
+        """:meth:`factors_at` of sparse probes (idx, a, b) (b None: 1): probe g at output position spots[g % len],
+        in its own row of A and column of B (the rest zero); each probe's output at its own spot."""
+        M, _, N = self.shape  # type: ignore[misc]
+        A, B = self._zeros()
+        out = np.empty(len(probes))
+        if not probes:
+            return out
+        cut = np.cumsum([len(ix) for ix, _, _ in probes])[:-1].tolist()      # every probe's values converted at once
+        an = np.split(self.native(np.concatenate([np.asarray(a, np.float64) for _, a, _ in probes]), "probe"), cut)
+        bn = np.split(self.native(np.concatenate([np.ones(len(ix)) if b is None else np.asarray(b, np.float64)
+                                                  for ix, _, b in probes]), "probe"), cut)
+        for lo in range(0, len(probes), len(spots)):
+            chunk = range(lo, min(lo + len(spots), len(probes)))
+            rc = [divmod(q, N) for q in spots[:len(chunk)]]
+            for (r, c), g in zip(rc, chunk):
+                idx = probes[g][0]
+                B[:, c] = 1
+                A[r, idx] = an[g]
+                B[idx, c] = bn[g]
+            try:
+                vals = self.call(A, B)
+            finally:
+                for r, c in rc:
+                    A[r], B[:, c] = 0, 0
+            out[lo:lo + len(chunk)] = vals[spots[:len(chunk)]]
+        return out
 
     def factors_at(self, probes: list[tuple[np.ndarray, np.ndarray]], spots: list[int]) -> np.ndarray:
         """fn on many (a, b) factor probes of a matmul, ``len(spots)`` per call: probe g goes into row r and column
@@ -358,10 +473,16 @@ def fast_reader(first: Any) -> tuple[Callable, Callable] | None:
     if mod == "torch" and str(getattr(first, "dtype", "")) in _TORCH_FLOATS:
         import torch
         tdt = first.dtype
+        one = first.dim() == 0 and first.device.type == "cpu"
 
         def read_torch(outs: list) -> np.ndarray | None:
             if not all(type(o) is t and o.dtype == tdt for o in outs):
                 return None
+            if one:      # scalars: .item() widens each exactly to a Python float (cheaper than a stack of 0-d tensors)
+                try:
+                    return np.array([o.item() for o in outs], np.float64).reshape(len(outs), 1)
+                except (RuntimeError, ValueError):    # a tensor of more than one element: the general path says so
+                    return None
             return torch.stack(outs).detach().to("cpu", torch.float64).reshape(len(outs), -1).numpy()
         return _same_object, read_torch
     if mod in ("jax", "jaxlib") and str(getattr(first, "dtype", "")) in _JAX_FLOATS:

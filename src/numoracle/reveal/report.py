@@ -243,7 +243,8 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
 
     pin = p.fmt.precision
     kinds = list(t.kinds or [0] * len(t.nodes))
-    cands = [k for k in range(t.n) if len(t.nodes[probe.parent[k] - t.n]) == 2]
+    par = probe.parent.tolist()
+    cands = [k for k in range(t.n) if len(t.nodes[par[k] - t.n]) == 2]
     steps2 = [st for st in t.steps if isinstance(st, tuple)]
     fmts = [st[0] for st in steps2 if isinstance(st[0], Format)] + ([t.out] if isinstance(t.out, Format) else [])
     if steps2 and all(st[1] == "rne" for st in steps2) and fmts:   # several products per call

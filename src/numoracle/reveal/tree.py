@@ -17,6 +17,17 @@ again with its own leader. Calls: n - 1 for a chain, about (n/2) log2 n for a ba
 search; fewer where groups repeat a revealed subtree and are only confirmed: reveal/twins.py), divided by the
 probes per call, times the number of distinct trees among the output positions.
 
+**Prefix doubling** (one probe per call): the root's leader first reads a window of the first leaves; where a
+prefix of them is a complete subtree S, S is searched; where its smallest answers are one leaf each at a stride p
+(sizes 2, 3, 4, ...), S is its lane's chain over every p-th leaf, read as far as the answers go on (they are the
+chain's certificate). Then S grows by a translate: the leaf x outside S with the smallest known answer s meets
+the leader at s; where an earlier S (or S itself) has s - |S| leaves and, moved to start at x, passes its
+certificate, S takes it in (``_Search._double``): about n calls instead of a full scan plus its twins (numpy's
+pairwise sum: lanes of 8 in blocks of 128, pairwise above; OpenBLAS's sdot: 32 lane chains joined pairwise;
+torch's CPU sum: chains of 16 per lane, chained along the lane, then the lanes). Where no earlier S fits, more of
+the leader's answers are read (the first leaf past S, then its lane's leaves); where a certificate fails the
+search goes on as usual from the answers known, and the groups already revealed are not searched again.
+
 **Directed rounding.** M absorbs the units only where the rounding goes back to M: round to nearest and downward
 (positive units), upward (negative units: the sign is flipped when positive units give no count). Toward zero
 absorbs only units of M's own sign: with negative units -M absorbs them and +M loses one ulp step at every node
@@ -27,6 +38,7 @@ groups) set to zero: then +M has nothing to round away and the output is a count
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +47,7 @@ import numpy as np
 from .classes import lane_classes
 from .lanes import Lanes, packed_modes
 from .probe import Prober, RevealError
-from .twins import certificate, shifted, twin_key
+from .twins import certificate, translated, twin_key
 
 __all__ = ["Masking", "search_tree", "to_nodes", "SearchResult"]
 
@@ -142,6 +154,9 @@ class _Search:
         self.positions, self.leader = positions, leader
         self.diverged = np.zeros(positions.size, bool)
         self.probes = 0                               # probes run (calls carry lanes.lanes of them)
+        self._lead: int | None = None                 # the root's leader, whose answers _known holds
+        self._known: dict[int, int] = {}              # size(_lead, j) already probed (prefix doubling)
+        self._inner = False
         mask.last = lanes
 
     def _run(self, a: np.ndarray, j: np.ndarray, zero: list | None = None) -> np.ndarray:
@@ -166,14 +181,39 @@ class _Search:
         self.m.sign, self.m.last = sign, self.lanes
 
     def sizes(self, tasks: list[_Task]) -> list[np.ndarray]:
-        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch."""
+        """size(t.a, j) at the leader for every task t and every other leaf j of t.G, all probes in one batch (the
+        root leader's answers already known from the prefix doubling taken, not probed again)."""
+        if not self._known:
+            return self._sizes(tasks)
+        known, lead = self._known, self._lead
+        sub = [_Task([t.a] + [g for g in t.G if g != t.a and g not in known], t.top, a=t.a) if t.a == lead else t
+               for t in tasks]
+        try:
+            got = self._sizes(sub, strict=True)
+        except _Partial:           # answers that are no counts: the whole batch again, as without the cache
+            known.clear()
+            return self._sizes(tasks)
+        out = []
+        for t, st, sz in zip(tasks, sub, got):
+            if st is not t:
+                new = dict(zip(st.G[1:], sz.tolist()))
+                sz = np.array([known[g] if g in known else new[g] for g in t.G if g != t.a], np.int64)
+            out.append(sz)
+        return out
+
+    def _sizes(self, tasks: list[_Task], strict: bool = False) -> list[np.ndarray]:
+        """:meth:`sizes` by probes (``strict``: answers that are no counts raise _Partial, before any other probe)."""
         js = [g for t in tasks for g in t.G if g != t.a]
         lens = [len(t.G) - 1 for t in tasks]
+        if not js:
+            return [np.empty(0, np.int64) for _ in tasks]
         a = np.repeat([t.a for t in tasks], lens)
         j = np.array(js, np.int64)
         vals = self._run(a, j)
         c, ok = self._counts(vals, a, j)
         bad = np.flatnonzero(~ok)
+        if bad.size and strict:
+            raise _Partial()
         if bad.size and self.lanes.sign == 1:    # upward / toward zero: M absorbs negative units
             self._relayout(-1)
             vals[bad] = self._run(a[bad], j[bad])
@@ -217,6 +257,12 @@ class _Search:
         """The subtrees over leaves G (one tree when G is every leaf). A group whose leaves are a translate of
         another group's waits until that one is revealed, then is confirmed as its twin (reveal/twins.py)."""
         root = _Task([int(g) for g in G], None)
+        prior = None
+        if self.twins and not self._inner and self.lanes.lanes == 1 and len(root.G) >= 2 * DOUBLE_WINDOW and \
+                root.G == list(range(self.n)):       # one probe per call (packed lanes: full calls as before)
+            prior = self._double(root.G)
+            if prior is not None and len(prior[1]) == len(root.G):
+                return [prior[0]]
         pending: list[_Task] = [root]
         pioneers: dict[tuple, Any] = {}
         self._pioneers = pioneers
@@ -227,6 +273,10 @@ class _Search:
                 if len(t.G) < 2:
                     continue
                 key = twin_key(t.G) if t.clade and self.twins else None
+                if t.fixed is not None:          # known from the prefix doubling: a pioneer for its twins
+                    if key is not None:
+                        pioneers.setdefault(key, t)
+                    continue
                 if key is not None and key in pioneers:
                     waiting.setdefault(key, []).append(t)
                     continue
@@ -243,24 +293,169 @@ class _Search:
                 waiting.clear()
             answers = self.sizes(work) if work else []
             pending += [c for t, s in zip(work, answers) for c in self._expand(t, s)]
+            if prior is not None and root.expanded:
+                _reuse(root, prior[0])
+                prior = None
         return _resolve(root)
+
+    # ---- prefix doubling ----------------------------------------------------------------------------------
+    def _lane_chain(self, a: int, p: int, last: int) -> list[int] | None:
+        """[a, a + p, a + 2p, ...]: the leader's chain over every p-th leaf (a vector loop's lane) as far as the
+        leader's answers say it goes on (size k + 1 at a + kp: these answers are the chain's certificate, and a
+        chain's first links are a subtree), read in growing batches; None where it has fewer than 4 links."""
+        known, k, batch = self._known, 0, 8
+        members = list(range(a + p, last + 1, p))
+        while k < len(members):
+            hi = min(len(members), k + batch)
+            if not self._leader_answers([j for j in members[k:hi] if j not in known]):
+                return None
+            while k < hi and known[members[k]] == k + 2:
+                k += 1
+            if k < hi:                 # the chain ends here
+                break
+            batch *= 2
+        return [a] + members[:k] if k >= 4 else None
+
+    def _double(self, G: list[int]) -> tuple[Any, list[int]] | None:
+        """(tree, leaves) of the largest subtree holding G[0] found by doubling a prefix, or None.
+
+        The leader's sizes over a window of the first leaves tell when a prefix of them is a complete subtree S
+        (s of them meet the leader within s leaves: a path node holding exactly those); S is searched as usual
+        (its answers already known). S may also be the leader's lane chain (:meth:`_lane_chain`). Then, x the
+        leaf outside S with the smallest known answer s: where a block B (an earlier S, or S) has s - |S| leaves
+        and B moved to start at x passes its certificate (reveal/twins.py), S and B's translate are the two
+        children of the node of s leaves (each is a certified subtree, and the subtree of s leaves holding the
+        leader and x holds both, so is their union): S grows to it. Where no block fits, more of the leader's
+        answers are read first. Where S reaches every leaf, that is the tree: about n probes for the windows and
+        certificates, half of a full scan from the leader plus its twins. Otherwise the search goes on as usual
+        from the answers known."""
+        start = self._first_block(G)
+        if start is None:
+            return None
+        S, T, p = start
+        return self._grow(G, S, T, p)
+
+    def _leader_answers(self, js: list[int]) -> bool:
+        """The root leader's answers at the leaves js into _known; False (nothing kept) where one is no count."""
+        if not js:
+            return True
+        a = self._lead
+        aa, jj = np.full(len(js), a, np.int64), np.array(js, np.int64)
+        c, ok = self._counts(self._run(aa, jj), aa, jj)
+        if not ok.all():
+            return False
+        self._known.update(zip(js, (self.n - c).astype(np.int64).tolist()))
+        return True
+
+    def _first_block(self, G: list[int]) -> tuple[list[int], Any, int | None] | None:
+        """(leaves, tree, lane stride or None) of the first subtree holding the leader that :meth:`_double` grows:
+        a complete prefix of a window (searched), or the leader's lane chain; None: the usual search."""
+        a, n, known = G[0], len(G), self._known
+        self._lead = a
+        w, S, T, tried, p = DOUBLE_WINDOW, None, None, False, None
+        while S is None:
+            w = min(2 * w, n)
+            if not self._leader_answers([j for j in G[1:w] if j not in known]) or self.lanes.sign != 1:
+                known.clear()                    # other roundings: the usual search alone
+                return None
+            vals = sorted(known.values())
+            best = max((v for k, v in enumerate(vals) if (k + 1 == len(vals) or vals[k + 1] != v) and k + 2 == v),
+                       default=0)
+            if best >= max(8, w // 4):
+                S = [a] + sorted(j for j, v in known.items() if v <= best)
+                break
+            if not tried and _stride(known, a):
+                p, tried = _stride(known, a), True
+                S = self._lane_chain(a, p, G[-1])
+                if S is not None:
+                    T = a
+                    for j in S[1:]:
+                        T = (T, j)
+                    break
+            if w == n:
+                return None
+        if T is None:
+            self._inner = True
+            try:
+                trees = self.tree(np.array(S))
+            finally:
+                self._inner = False
+            if len(trees) != 1:
+                return None
+            T = trees[0]
+        return S, T, p
+
+    def _grow(self, G: list[int], S: list[int], T: Any, p: int | None) -> tuple[Any, list[int]]:
+        """:meth:`_double`'s growth of the block (S, T) by certified translates of the blocks before it."""
+        a, n, known = G[0], len(G), self._known
+        inS = set(S)
+        base = certificate(T)
+        if not base:
+            return T, S
+        cT = np.array(base, np.int64).reshape(-1, 3)
+        blocks = {len(S): (T, list(S), cT)}       # the certified subtrees of the leader's path, by size (with
+        # their certificates: a grown S's is its parts' and one entry for the new node, not walked again)
+        if p is None:
+            p = _stride(known, a)
+        lane = [j for j in range(a + p, G[-1] + 1, p) if j not in inS] if p else []
+        heap = [(v, j) for j, v in known.items() if j not in inS]     # the answers outside S, smallest first
+        heapq.heapify(heap)
+        batch = 8
+        while len(S) < n:
+            size = len(S)
+            while heap and heap[0][1] in inS:
+                heapq.heappop(heap)
+            v, x = heap[0] if heap else (0, -1)
+            blk = blocks.get(v - size)
+            if blk is None:    # the next node's size unknown or no block fits it: more of the leader's answers
+                first = next((j for j in G if j not in inS), None)
+                more = [first] if first is not None and first not in known else \
+                    [j for j in lane if j not in known][:batch]
+                if not more:
+                    break
+                batch *= 2
+                if not self._leader_answers(more):
+                    break
+                for j in more:
+                    heapq.heappush(heap, (known[j], j))
+                continue
+            TB, B, cB = blk              # x, the smallest leaf of the next node's size: B moved to start there
+            d = x - min(B)
+            moved = [u + d for u in B]
+            if any(u > G[-1] or u < G[0] or u in inS for u in moved):
+                break
+            cert = cB + np.array([d, d, 0], np.int64)
+            c, ok = self._counts(self._run(cert[:, 0], cert[:, 1]), cert[:, 0], cert[:, 1])
+            if not (ok & (self.n - c == cert[:, 2])).all():
+                break
+            T = (T, translated(TB, d))
+            cT = np.concatenate([cT, cert, np.array([[cT[-1, 0], cert[-1, 0], v]], np.int64)])
+            for u in moved:
+                known[u] = v
+            S += moved
+            inS.update(moved)
+            blocks.setdefault(len(S), (T, list(S), cT))
+        return T, S
 
     def _confirm(self, pioneers: dict, waiting: dict) -> list[_Task]:
         """Twins of revealed pioneers confirmed in one batch (their subtree fixed); those that fail, to search."""
-        twins, cert, failed = [], [], []
+        twins, cert, failed, at = [], [], [], 0
         for key in [k for k in waiting if _complete(pioneers[k])]:
             pio = pioneers[key]
             trees = _resolve(pio)
-            for t in waiting.pop(key):
-                hyp = shifted(trees[0], pio.G, t.G) if len(trees) == 1 else None
-                c = certificate(hyp) if hyp is not None else None
-                if c:
-                    twins.append((t, hyp, len(cert), len(c)))
-                    cert.extend(c)
-                else:
+            base = certificate(trees[0]) if len(trees) == 1 else None
+            c0 = np.array(base, np.int64).reshape(-1, 3) if base else None
+            s0 = min(pio.G)
+            for t in waiting.pop(key):       # equal keys: t.G is pio.G moved by d, and so are tree and certificate
+                if c0 is None:
                     failed.append(t)
+                    continue
+                d = min(t.G) - s0
+                twins.append((t, translated(trees[0], d), at, len(c0)))
+                cert.append(c0 + np.array([d, d, 0], np.int64))
+                at += len(c0)
         if cert:
-            x, y, want = (np.array(v, np.int64) for v in zip(*cert))
+            x, y, want = np.concatenate(cert).T
             c, ok = self._counts(self._run(x, y), x, y)
             good = ok & (self.n - c == want)
             for t, hyp, lo, k in twins:
@@ -303,6 +498,54 @@ class _Search:
                     self._pioneers.setdefault(twin_key(below), _Prefix(t, k, list(below)))
                 below += part.G
         return t.parts + ([t.rest] if t.rest else [])
+
+
+DOUBLE_WINDOW = 32        # the first window of the prefix doubling (leaves); the root needs at least twice that
+
+
+class _Partial(RevealError):
+    """Cached answers met a probe that is no count (the batch is probed again whole)."""
+
+
+def _stride(known: dict[int, int], a: int) -> int | None:
+    """p where the leader a's smallest answers are one leaf each, sizes 2, 3, ..., m (m >= 4) at a + p, a + 2p, ...:
+    the start of a chain over every p-th leaf (a vector loop's lane)."""
+    by: dict[int, list[int]] = {}
+    for j, v in known.items():
+        by.setdefault(v, []).append(j)
+    m = 1
+    while len(by.get(m + 1, ())) == 1:
+        m += 1
+    if m < 4:
+        return None
+    p = by[2][0] - a
+    ok = p > 0 and all(by[k][0] == a + (k - 1) * p for k in range(2, m + 1))
+    return p if ok else None
+
+
+def _reuse(root: _Task, T: Any) -> None:
+    """The root's groups that the prefix doubling already revealed (T's groups along the leader's path, bottom up,
+    each over the same leaves) fixed, not searched again."""
+    levels, node = [], T
+    while isinstance(node, tuple):
+        levels.append(node[1:])
+        node = node[0]
+    levels.reverse()
+    for part, lv in zip(root.parts, levels):
+        if len(lv) != 1 or sorted(_leaf_list(lv[0])) != sorted(part.G):
+            break
+        part.fixed = lv[0]
+
+
+def _leaf_list(t: Any) -> list[int]:
+    out, stack = [], [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        else:
+            out.append(x)
+    return out
 
 
 def _complete(t: Any) -> bool:
@@ -443,6 +686,17 @@ def _one(trees: list) -> Any:
 def to_nodes(tree: Any, n: int) -> list[tuple[int, ...]]:
     """A nested tree (leaves are term ints, nodes tuples of children) as TreeOrder nodes (post-order)."""
     nodes: list[tuple[int, ...]] = []
+
+    def walk(t: Any) -> int:
+        if not isinstance(t, tuple):
+            return int(t)
+        nodes.append(tuple([walk(c) for c in t]))
+        return n + len(nodes) - 1
+    try:
+        walk(tree)
+        return nodes
+    except RecursionError:                        # a deep chain: the explicit stack
+        nodes = []
     stack: list[tuple[Any, bool]] = [(tree, False)]
     done: list[int] = []
     while stack:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["twin_key", "shifted", "certificate"]
+__all__ = ["twin_key", "shifted", "translated", "certificate"]
 
 MIN_LEAVES = 4        # smaller groups cost no more to search than to confirm
 
@@ -47,10 +47,45 @@ def shifted(tree: Any, src: list[int], dst: list[int]) -> Any:
     return done[0]
 
 
+def translated(tree: Any, d: int) -> Any:
+    """The nested tree with every leaf moved by d: :func:`shifted` between two leaf sets of equal :func:`twin_key`
+    (a translate: the sorted leaves pair off at one offset)."""
+    try:
+        return _moved(tree, d)
+    except RecursionError:                        # a deep chain: the explicit stack
+        return shifted(tree, [0], [d]) if not isinstance(tree, tuple) else _moved_stack(tree, d)
+
+
+def _moved(t: Any, d: int) -> Any:
+    return t + d if not isinstance(t, tuple) else tuple([_moved(c, d) for c in t])
+
+
+def _moved_stack(tree: Any, d: int) -> Any:
+    stack: list[tuple[Any, bool]] = [(tree, False)]
+    done: list[Any] = []
+    while stack:
+        t, expanded = stack.pop()
+        if not isinstance(t, tuple):
+            done.append(t + d)
+        elif expanded:
+            k = len(t)
+            node = tuple(done[len(done) - k:])
+            del done[len(done) - k:]
+            done.append(node)
+        else:
+            stack.append((t, True))
+            stack.extend((c, False) for c in reversed(t))
+    return done[0]
+
+
 def certificate(tree: Any) -> list[tuple[int, int, int]] | None:
     """[(x, y, size)]: per internal node, a leaf of its left child, one of its right child, and its leaf count;
     None where a node has more (or fewer) than two children (only binary hypotheses are certified)."""
     out: list[tuple[int, int, int]] = []
+    try:
+        return out if _cert(tree, out)[1] else None
+    except RecursionError:                        # a deep chain: the explicit stack
+        out = []
     stack: list[tuple[Any, bool]] = [(tree, False)]
     info: list[tuple[int, int]] = []     # (first leaf, leaf count) of finished subtrees
     while stack:
@@ -68,3 +103,20 @@ def certificate(tree: Any) -> list[tuple[int, int, int]] | None:
             stack.append((t, True))
             stack.extend((c, False) for c in reversed(t))
     return out
+
+
+def _cert(t: Any, out: list) -> tuple[int, int]:
+    """(first leaf, leaf count) of t, its nodes' certificate entries appended to out in post-order; count 0 where
+    some node is not binary (the caller answers None)."""
+    if not isinstance(t, tuple):
+        return t, 1
+    if len(t) != 2:
+        return t, 0
+    x, nx = _cert(t[0], out)
+    if not nx:
+        return x, 0
+    y, ny = _cert(t[1], out)
+    if not ny:
+        return x, 0
+    out.append((x, y, nx + ny))
+    return x, nx + ny

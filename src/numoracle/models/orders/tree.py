@@ -28,6 +28,7 @@ level by level, each vectorised over every output.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
@@ -63,6 +64,25 @@ def _index(x: Any, what: str) -> int:
         raise TypeError(f"{what} must be an int (a ref or a step index), got {type(x).__name__} {x!r:.40}") from None
 
 
+def _plain_nodes(nodes: Any, n: int, steps: tuple) -> tuple | None:
+    """``nodes`` itself where it is already canonical and valid for addition steps: a tuple of tuples of one or two
+    plain ints, each a term or an earlier node (checked in one vectorised pass: the per-node checks of
+    ``_canonical`` cost milliseconds on a tree of thousands of nodes); None where the general path must look."""
+    if type(nodes) is not tuple or any(isinstance(st, BlockFMA) for st in steps):
+        return None
+    if not all(type(ch) is tuple for ch in nodes):
+        return None
+    lens = list(map(len, nodes))
+    if not lens or not set(lens) <= {1, 2}:
+        return None
+    flat = list(itertools.chain.from_iterable(nodes))
+    if set(map(type, flat)) != {int}:
+        return None
+    refs = np.array(flat, np.int64)
+    owner = np.repeat(np.arange(len(nodes), dtype=np.int64), lens)
+    return nodes if bool(((refs >= 0) & (refs < n + owner)).all()) else None
+
+
 @dataclass(frozen=True)
 class TreeOrder(Order):
     """An explicit summation tree over ``n`` terms (see the module docstring)."""
@@ -78,15 +98,19 @@ class TreeOrder(Order):
     def __post_init__(self):
         n = positive_int(self.n, "TreeOrder n (terms)")
         object.__setattr__(self, "n", n)
-        nodes = tuple(tuple(_index(c, "TreeOrder nodes: a child") for c in ch) for ch in self.nodes)
         steps = tuple(_norm_step(s) for s in (self.steps or ((None, None),)))
-        kinds = tuple(_index(k, "TreeOrder kinds: an entry") for k in self.kinds)
+        nodes = _plain_nodes(self.nodes, n, steps)
+        if nodes is None:
+            nodes = tuple(tuple(_index(c, "TreeOrder nodes: a child") for c in ch) for ch in self.nodes)
+        kinds = self.kinds if type(self.kinds) is tuple and set(map(type, self.kinds)) <= {int} else \
+            tuple(_index(k, "TreeOrder kinds: an entry") for k in self.kinds)
         if kinds and not any(kinds):
             kinds = ()
         if kinds and (len(kinds) != len(nodes) or min(kinds) < 0 or max(kinds) >= len(steps)):
             raise ValueError(f"TreeOrder kinds: one index into steps (0..{len(steps) - 1}) per node "
                              f"({len(nodes)}), got {len(kinds)}")
-        nodes = tuple(self._canonical(i, ch, steps[kinds[i] if kinds else 0], n) for i, ch in enumerate(nodes))
+        if nodes is not self.nodes or any(isinstance(st, BlockFMA) for st in steps):
+            nodes = tuple(self._canonical(i, ch, steps[kinds[i] if kinds else 0], n) for i, ch in enumerate(nodes))
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "steps", steps)
