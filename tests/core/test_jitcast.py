@@ -1,9 +1,11 @@
 """The compiled cast (core/kernels/cast.py) against the engine: codes and flags, bit for bit.
 
-Default tier (four kernels compiled, a few seconds on a machine's first run, then loaded from numba's cache):
-FP32 -> FP8 E4M3FN and INT8 in RNE from boundary-weighted values and random bit patterns, with and without
-flags, and ``cast`` taking the kernel under ``jit.backend("numba")`` and not under ``"numpy"``. ``-m slow``:
-the same for FP16 and UINT32, E8M0 in every mode, stochastic rounding at every width; FP32 and FP64 sources to
+Default tier (each combination of formats and policy is a kernel compiled on a machine's first run, so it keeps a
+few): FP32 -> FP8 E4M3FN and INT8 in RNE from boundary-weighted values and random bit patterns, with and without
+flags; FP32 -> BF16's one-step loop on every rounding case; FP32 -> INT8 and FP64 -> INT16 through the floats' own
+rounding in every mode; ``cast`` taking the kernel under ``jit.backend("numba")`` and not under ``"numpy"``.
+``-m slow``: the same for FP16 and UINT32 (FP16's one-step loop, the float route from FP16 and BF16 and to 32- and
+64-bit integers), E8M0 in every mode, stochastic rounding at every width; FP32 and FP64 sources to
 every float destination the kernel covers, every mode, overflow policy (sr at several widths), daz / ftz and
 tininess, on boundary values (ties and their neighbours, the subnormal range and below it, the overflow
 threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
@@ -132,8 +134,9 @@ def test_fp32_to_integers_rne(dst, rng):
         assert same(codes, FP32, dst, resolve_policy(dst, "rne", ovf, None, False, False, None))
 
 
-@pytest.mark.parametrize("src,dst", [(FP32, INT8), (FP64, INT16), (FP16, INT8), (BF16, UINT16),
-                                     (FP32, INT32), (BF16, INT32), (FP64, INT64)],
+@pytest.mark.parametrize("src,dst", [(FP32, INT8), (FP64, INT16)] + [
+    pytest.param(s, d, marks=pytest.mark.slow) for s, d in ((FP16, INT8), (BF16, UINT16), (FP32, INT32),
+                                                             (BF16, INT32), (FP64, INT64))],
                          ids=["fp32-int8", "fp64-int16", "fp16-int8", "bf16-uint16", "fp32-int32", "bf16-int32",
                               "fp64-int64"])
 def test_float_route_to_integers_every_mode_and_nan_to(src, dst, rng, monkeypatch):
@@ -183,7 +186,7 @@ def test_fp64_to_fp16_rne_in_one_instruction(rng):
     assert after.hits + after.misses == before.hits + before.misses + has      # the one-instruction loop ran
 
 
-@pytest.mark.parametrize("dst", [BF16, FP16], ids=lambda f: f.name)
+@pytest.mark.parametrize("dst", [BF16, pytest.param(FP16, marks=pytest.mark.slow)], ids=lambda f: f.name)
 def test_fp32_one_step_casts_every_rounding_case(dst, rng):
     """FP32 -> BF16 (one integer rounding) and FP16 (the hardware's conversion) in RNE without flags: the one-step
     loop (``jitonestep.one_step``), against the engine on every FP32 code whose low 16 bits are a rounding case (0,
