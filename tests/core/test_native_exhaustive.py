@@ -48,7 +48,8 @@ SLICE = [range(0x33000000, 0x33100000), range(0x477F7000, 0x478F7000), range(0x7
          range(0xC3E00000, 0xC3F00000)]
 
 
-@pytest.mark.parametrize("libraries", [("numpy", "ml_dtypes"), pytest.param(("torch",), marks=requires("torch"))],
+@pytest.mark.parametrize("libraries", [("numpy", "ml_dtypes"),
+                                       pytest.param(("torch",), marks=[requires("torch"), pytest.mark.slow])],
                          ids="+".join)
 def test_sweep_machinery_on_a_slice(libraries):
     targets = [t for t in TARGETS if t[0] in libraries]

@@ -17,7 +17,8 @@ from numoracle.identify.separate import separating_inputs
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 
 
-@pytest.mark.parametrize("tag", ["fp32_128x1024x128_randn", "fp32_128x1024x128_spread", "fp32_128x4096x128_randn"])
+@pytest.mark.parametrize("tag", ["fp32_128x1024x128_randn", "fp32_128x1024x128_spread",
+                                 pytest.param("fp32_128x4096x128_randn", marks=pytest.mark.slow)])
 def test_tf32_runs_named_from_their_fp32_inputs(tag):
     """The FP32 tensors as the user holds them: the search rounds them to TF32 itself (triton toward zero,
     cuBLAS to nearest), and the report says which rounding reproduced the outputs."""

@@ -285,9 +285,17 @@ def _np_sum_check(x, order, acc=None):
     assert got.tobytes() == np.sum(x).tobytes(), (x.size, got, np.sum(x))
 
 
-def test_numpy_pairwise_float32_every_length():
+_EDGES = sorted({*range(1, 260), *(b + d for b in (384, 512, 1024, 1536, 2048) for d in (-9, -8, -1, 0, 1, 8)),
+                 *np.random.default_rng(8).integers(260, 2049, 40).tolist()})
+
+
+@pytest.mark.parametrize("lengths", [_EDGES, pytest.param(range(1, 2049), marks=pytest.mark.slow)],
+                         ids=["unroll and block edges", "every length"])
+def test_numpy_pairwise_float32_every_length(lengths):
+    """Every length to 259 (the 8-lane unrolled loop, the first split at 128), the neighbours of the splits and
+    of multiples of 8 above, and 40 random lengths to 2048; ``-m slow``: every length to 2048."""
     rng = np.random.default_rng(7)
-    for n in range(1, 2049):
+    for n in lengths:
         x = (rng.standard_normal(n) * np.exp2(rng.integers(-8, 9, n))).astype(np.float32)
         _np_sum_check(x, O.NumpyPairwise())
 
