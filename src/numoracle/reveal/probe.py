@@ -284,7 +284,8 @@ class Prober:
         B = np.ascontiguousarray(np.broadcast_to(bn[:, None], (self.n, N)))
         return self.call(A, B)
 
-    def sparse(self, idx: list[int], a: list[float], b: list[float] | None = None, pos: int | None = None) -> np.ndarray:
+    def sparse(self, idx: list[int], a: list[float], b: list[float] | None = None,
+               pos: int | None = None) -> np.ndarray:
         """:meth:`terms` (``b`` None) or :meth:`factors` of inputs whose terms are zero but at ``idx``: a_k there (a
         sum's term, a dot's or matmul's first factor; b_k the second, 1 where None). Kept inputs of zeros are
         edited at those terms, called, and set back: no array of n built or checked per call."""

@@ -29,22 +29,7 @@ def twin_key(G: list[int]) -> tuple | None:
 
 def shifted(tree: Any, src: list[int], dst: list[int]) -> Any:
     """The nested tree over leaves src with every leaf replaced by its counterpart in dst (sorted order)."""
-    m = dict(zip(sorted(src), sorted(dst)))
-    stack: list[tuple[Any, bool]] = [(tree, False)]
-    done: list[Any] = []
-    while stack:
-        t, expanded = stack.pop()
-        if not isinstance(t, tuple):
-            done.append(m[t])
-        elif expanded:
-            k = len(t)
-            node = tuple(done[len(done) - k:])
-            del done[len(done) - k:]
-            done.append(node)
-        else:
-            stack.append((t, True))
-            stack.extend((c, False) for c in reversed(t))
-    return done[0]
+    return _map_leaves(tree, dict(zip(sorted(src), sorted(dst))).__getitem__)
 
 
 def translated(tree: Any, d: int) -> Any:
@@ -53,20 +38,21 @@ def translated(tree: Any, d: int) -> Any:
     try:
         return _moved(tree, d)
     except RecursionError:                        # a deep chain: the explicit stack
-        return shifted(tree, [0], [d]) if not isinstance(tree, tuple) else _moved_stack(tree, d)
+        return _map_leaves(tree, lambda t: t + d)
 
 
 def _moved(t: Any, d: int) -> Any:
     return t + d if not isinstance(t, tuple) else tuple([_moved(c, d) for c in t])
 
 
-def _moved_stack(tree: Any, d: int) -> Any:
+def _map_leaves(tree: Any, f: Any) -> Any:
+    """The nested tree with every leaf t replaced by f(t), walked with an explicit stack (any depth)."""
     stack: list[tuple[Any, bool]] = [(tree, False)]
     done: list[Any] = []
     while stack:
         t, expanded = stack.pop()
         if not isinstance(t, tuple):
-            done.append(t + d)
+            done.append(f(t))
         elif expanded:
             k = len(t)
             node = tuple(done[len(done) - k:])
