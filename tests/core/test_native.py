@@ -432,8 +432,14 @@ def _jax_casts(src, dst) -> bool:
     return True
 
 
-@pytest.mark.parametrize("src", [f for f in SOURCES if not f.name.startswith("fp6")], ids=lambda f: f.name)
+_JAX_DEFAULT = {"fp16", "bf16", "fp8_e4m3fn", "fp4_e2m1fn", "int8"}   # every jax cast compiles an XLA program
+
+
+@pytest.mark.parametrize("src", [f if f.name in _JAX_DEFAULT else pytest.param(f, marks=pytest.mark.slow)
+                                 for f in SOURCES if not f.name.startswith("fp6")], ids=lambda f: getattr(f, "name", f))
 def test_every_code_jax(src):
+    """Every code of each 8- and 16-bit source into jax's types, through jax (the default tier: FP16, BF16,
+    E4M3FN, FP4 and INT8; ``-m slow``: every source)."""
     needs("jax")
     codes, compared = _all_codes(src), 0
     dsts = [dst for dst in JAX_NATIVE if _jax_casts(src, dst)]
@@ -449,7 +455,8 @@ def test_every_code_jax(src):
     assert compared > 0
 
 
-@pytest.mark.parametrize("src", WIDE, ids=lambda f: f.name)
+@pytest.mark.parametrize("src", [f if f in (FP32, INT64) else pytest.param(f, marks=pytest.mark.slow) for f in WIDE],
+                         ids=lambda f: getattr(f, "name", f))
 def test_wide_sources_near_midpoints_jax(src):
     needs("jax")
     rng = np.random.default_rng(2024)

@@ -110,6 +110,12 @@ def test_rows_pruned_and_splits_keep_positions():
     a, b, y = d["9x64x9__A"], d["9x64x9__B"], d["9x64x9__Y"]
     rep = identify_order(y, "matmul", a, b, prune_rows=4)
     assert rep.verdict == "REPRODUCED" and rep.order == MKL, rep
+
+
+@pytest.mark.slow
+def test_a_search_that_fails_goes_through_splits_with_pruned_rows():
+    d, _, _ = _recorded()
+    a, b, y = d["9x64x9__A"], d["9x64x9__B"], d["9x64x9__Y"]
     flipped = y.copy()
     flipped.view(np.uint32)[1, 0] ^= 1                # no order reproduces this: the search goes through splits
     rep = identify_order(flipped, "matmul", a, b, prune_rows=4, keep=40, max_candidates=5000)
