@@ -27,7 +27,7 @@ whose rounding is monotone on all of float64 qualify: IEEE-style float formats (
 
 ``choose`` takes the shortcut where it pays: the plain GEMM and the bracket on a few sampled rows give the share of
 undecided entries, whose exact dot products cost about ``_ENTRY`` GEMM entries each; against the other engines'
-planned GEMMs (ozaki.planned_gemms, ozaki2.choose).
+GEMMs (ozaki.planned_gemms, and with the kernels ozaki2.least_gemms plus its overhead, a lower bound of its plan).
 """
 
 from __future__ import annotations
@@ -157,7 +157,8 @@ def gemm(A64: np.ndarray, B64: np.ndarray, kc: int) -> np.ndarray:
 def _rounds(x: np.ndarray, f: AnyFormat) -> np.ndarray:
     """The bits of x (finite float64) rounded to nearest even into f (FP32 by the hardware's conversion)."""
     if f == FP32:
-        return x.astype(np.float32).view(np.uint32)
+        with np.errstate(over="ignore"):
+            return x.astype(np.float32).view(np.uint32)
     return np.asarray(cast(x, f, rounding="rne"))
 
 

@@ -199,7 +199,8 @@ def _finish(rne: np.ndarray, ro: np.ndarray, fr: np.ndarray | None, nan: np.ndar
     else:
         val = np.where(nonfinite, special, np.where(zero, -0.0, rne if dst == FP64 else ro))
         if dst == FP32:  # the hardware's conversion rounds to nearest even (subnormals, overflow to inf): cast's bits
-            val = val.astype(np.float32).astype(np.float64)
+            with np.errstate(over="ignore"):
+                val = val.astype(np.float32).astype(np.float64)
         elif dst != FP64:
             codes = cast(val, dst, rounding="rne")
             val = decode(codes, dst).astype(np.float64)
