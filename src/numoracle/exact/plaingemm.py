@@ -17,8 +17,8 @@ float64 sums and the small GEMMs that form these err by at most (kc + nc + 2) u 
 absolutely: the factor 1 + (kc + 2 nc + 64) 2^-52 and (2 nc + 16) 2^-1074 cover them and the final products.
 
 Where the products are exact in float64 (see ``_exact_products``: FP32 inputs always) there are no underflow
-terms, and an entry with S_ij = 0 has every product 0, so Ĉ_ij = C_ij = 0 (R = 0: decided; its sign is the
-caller's, from the products' signs). Elsewhere the bracket [Ĉ - R, Ĉ + R], widened outward by one float64 step
+terms, and an entry with S_ij = 0 has every product 0, so C_ij = 0 (R = 0: decided; its sign is the caller's,
+from the products' signs). Elsewhere the bracket [Ĉ - R, Ĉ + R], widened outward by one float64 step
 (the two float64 operations round by at most half a step), is rounded at both ends into every destination:
 rounding to nearest even is monotone, so where both ends give the same bits every value in between, C included,
 gives them too, and the lower end serves as C's stand-in (``ro``: ``_finish`` casts it). Brackets that hold 0 or
@@ -52,7 +52,7 @@ _COST = 1.35  # the plain GEMM plus the bound, the bracket and the conversions, 
 @dataclass(frozen=True)
 class Bracketed:
     """The shortcut's result on A @ B, raveled: ``ro`` a value that rounds into each destination as the exact
-    entry does (the exact entry itself where R = 0), and the flat indices of the entries left ``undecided``."""
+    entry does (+0 where it is exactly 0), and the flat indices of the entries left ``undecided``."""
 
     ro: np.ndarray
     undecided: np.ndarray
@@ -144,13 +144,14 @@ def gemm(A64: np.ndarray, B64: np.ndarray, kc: int) -> np.ndarray:
     N = B64.shape[1]
     C = np.zeros((M, N))
     G = np.empty((M, N))
-    for k0 in range(0, K, kc):
-        a, b = A64[:, k0:k0 + kc], B64[k0:k0 + kc]
-        if k0 == 0:
-            np.matmul(a, b, out=C)
-        else:
-            np.matmul(a, b, out=G)
-            C += G
+    with np.errstate(over="ignore", invalid="ignore"):  # FP64 data may overflow: those entries stay undecided
+        for k0 in range(0, K, kc):
+            a, b = A64[:, k0:k0 + kc], B64[k0:k0 + kc]
+            if k0 == 0:
+                np.matmul(a, b, out=C)
+            else:
+                np.matmul(a, b, out=G)
+                C += G
     return C
 
 
@@ -175,7 +176,7 @@ def bracket(C: np.ndarray, R: np.ndarray, dst: tuple[AnyFormat, ...]) -> Bracket
     for f in dst:
         ok &= _rounds(lo, f) == _rounds(hi, f)
     ok |= zero
-    return Bracketed(np.where(zero, c, lo), np.flatnonzero(~ok))
+    return Bracketed(np.where(zero, 0.0, lo), np.flatnonzero(~ok))  # +0: _finish gives exact zeros their sign
 
 
 def right(B: np.ndarray, kern=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
