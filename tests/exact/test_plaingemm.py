@@ -149,18 +149,18 @@ def test_qualifies_only_narrow_monotone_destinations():
     assert plaingemm.qualifies(FP32, True) is None
 
 
-def test_choice_takes_the_shortcut_only_where_it_pays(monkeypatch):
+def test_choice_takes_the_shortcut_only_where_it_pays():
+    from numoracle.exact.kernels import ozaki as kern
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((64, 512)).astype(np.float32), rng.standard_normal((512, 64)).astype(np.float32)
     c = spread(rng, (64, 512), -20, 20)
     c[:, 1::2] = -c[:, 0::2] * (1 + 2.0**-22)  # near-total cancellation: the bracket decides few entries
     d = spread(rng, (512, 64), -20, 20)
     d[1::2] = d[0::2]
-    taken = []
-    real = plaingemm.choose
-    monkeypatch.setattr(plaingemm, "choose", lambda *x, **k: taken.append(real(*x, **k)) or taken[-1])
-    with jit.forced():
-        for x, y in ((a, b), (c.astype(np.float32), d.astype(np.float32))):
-            got = exact_matmul(x, y, out="fp32")
-            assert same(got, exact_matmul(x, y, out=("fp64", "fp32"))[1])
-    assert taken == [True, False]
+    c, d = c.astype(np.float32), d.astype(np.float32)
+    for x, y, pays in ((a, b, True), (c, d, False)):
+        EA, sA = ozaki.line_bit_range(x.astype(np.float64), 1)
+        EB, sB = ozaki.line_bit_range(y.astype(np.float64), 0)
+        assert plaingemm.choose(x, y, EA, sA, EB, sB, (FP32,), kern, plaingemm.right(y, kern)) is pays
+        assert not plaingemm.choose(x, y, EA, sA, EB, sB, (FP32,), None)  # numpy's exact dot products cost more
+        assert same(exact_matmul(x, y, out="fp32"), exact_matmul(x, y, out=("fp64", "fp32"))[1])
