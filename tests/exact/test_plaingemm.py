@@ -164,3 +164,24 @@ def test_choice_takes_the_shortcut_only_where_it_pays():
         assert plaingemm.choose(x, y, EA, sA, EB, sB, (FP32,), kern, plaingemm.right(y, kern)) is pays
         assert not plaingemm.choose(x, y, EA, sA, EB, sB, (FP32,), None)  # numpy's exact dot products cost more
         assert same(exact_matmul(x, y, out="fp32"), exact_matmul(x, y, out=("fp64", "fp32"))[1])
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_zeros_keep_their_signs(monkeypatch, kernels):
+    """Entries that are exactly 0 (products all -0, all +0, or cancelling) get the exact engines' signed zeros."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((6, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 5)).astype(np.float32)
+    a[0] = -0.0  # products of -0 with positives and negatives
+    a[1] = 0.0
+    a[2, 1::2] = -a[2, 0::2]
+    b[1::2, 0] = b[0::2, 0]  # row 2 x column 0 cancels exactly
+    b[:, 1] = np.abs(b[:, 1])  # row 0 x column 1: every product -0
+    with (jit.forced() if kernels else jit.disabled()):
+        shortcut(monkeypatch, False)
+        want = exact_matmul(a, b, out=NARROW)
+        shortcut(monkeypatch, True)
+        got = exact_matmul(a, b, out=NARROW)
+    assert np.signbit(want[0][0, 1]) and want[0][2, 0] == 0
+    for out, x, y in zip(NARROW, want, got):
+        assert same(x, y), out

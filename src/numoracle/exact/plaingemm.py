@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -77,6 +78,7 @@ def chunk(K: int) -> int:
     return min(kc, max(K, 1))
 
 
+@lru_cache(maxsize=64)
 def _gamma_up(n: int) -> float:
     """g_n = n u / (1 - n u), rounded up to a float64 (0 for n <= 0)."""
     if n <= 0:
