@@ -15,7 +15,7 @@ from test_jitozaki import frac_matmul, rounded, same
 from test_ozaki2 import CASES, IDS, spread
 
 from numoracle.core import jit
-from numoracle.core.formats.format import BF16, FP16, FP32, FP64, FP8_E4M3FN, INT8
+from numoracle.core.formats.format import BF16, FP8_E4M3FN, FP16, FP32, FP64, INT8
 from numoracle.exact import ozaki, plaingemm
 from numoracle.exact.reference import exact_matmul
 

@@ -8,7 +8,8 @@ Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one 
 all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
 reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
 :func:`exact_dots32` (``ozakitail.entries`` for float32 operands: exact dot products one by one, in long
-accumulators); :func:`widen_stats` (plaingemm's float64 copy of an operand and its chunks' sums and maxima); and from jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one
+accumulators); :func:`widen_stats` (plaingemm's float64 copy of an operand and its chunks' sums and maxima);
+and from jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one
 product into the limbs) and ``round_limbs`` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
