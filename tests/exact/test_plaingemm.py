@@ -185,3 +185,29 @@ def test_zeros_keep_their_signs(monkeypatch, kernels):
     assert np.signbit(want[0][0, 1]) and want[0][2, 0] == 0
     for out, x, y in zip(NARROW, want, got):
         assert same(x, y), out
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["chosen", "shortcut"])
+def test_flush_to_zero_mode_does_not_change_fp32_results(monkeypatch, forced):
+    """torch.set_flush_denormal(True) makes the CPU's float64 -> float32 conversion flush subnormal results: the
+    FP32 rounding (bracket and result) then goes by the engine's cast. On the numpy path: the compiled kernels'
+    own FP32 rounding flushes in that mode too (29 of these 30 entries, on main as well: not this module's)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(13)
+    a = spread(rng, (5, 64), -72, -66).astype(np.float32)  # normal inputs (a DAZ mode would zero subnormal ones)
+    b = spread(rng, (64, 6), -64, -60).astype(np.float32)  # whose results are FP32 subnormals
+    with jit.disabled():
+        want = exact_matmul(a, b, out="fp32")
+    assert ((want != 0) & (np.abs(want) < 2.0**-126)).any()
+    if forced:
+        shortcut(monkeypatch, True)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("the CPU has no flush-to-zero mode")
+    try:
+        assert not plaingemm.hardware_fp32()
+        with jit.disabled():
+            got = exact_matmul(a, b, out="fp32")
+    finally:
+        torch.set_flush_denormal(False)
+    assert plaingemm.hardware_fp32()
+    assert same(got, want)
