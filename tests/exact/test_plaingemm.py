@@ -190,8 +190,8 @@ def test_zeros_keep_their_signs(monkeypatch, kernels):
 @pytest.mark.parametrize("forced", [False, True], ids=["chosen", "shortcut"])
 def test_flush_to_zero_mode_does_not_change_fp32_results(monkeypatch, forced):
     """torch.set_flush_denormal(True) makes the CPU's float64 -> float32 conversion flush subnormal results: the
-    FP32 rounding (bracket and result) then goes by the engine's cast. On the numpy path: the compiled kernels'
-    own FP32 rounding flushes in that mode too (29 of these 30 entries, on main as well: not this module's)."""
+    FP32 rounding (bracket and result) then goes by the engine's cast. On the numpy path: with the compiled kernels
+    on, 29 of these 30 FP32 results differ in that mode, on main as well (not this module's; not fixed)."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(13)
     a = spread(rng, (5, 64), -72, -66).astype(np.float32)  # normal inputs (a DAZ mode would zero subnormal ones)
