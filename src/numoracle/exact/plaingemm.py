@@ -208,22 +208,23 @@ def shortcut(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, dst: tuple[AnyFormat,
     return bracket(gemm(A64, B64, kc), R, dst)
 
 
-def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, dst: tuple[AnyFormat, ...], kern=None,
-           b_side: tuple | None = None) -> bool:
-    """Does the shortcut pay on A @ B? Its cost (_COST GEMMs plus _ENTRY a predicted undecided entry, the share
-    measured on _SAMPLE evenly spaced rows, one more than seen) against the other engines' planned GEMMs."""
+def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, dst: tuple[AnyFormat, ...], kern=None) -> tuple | None:
+    """B's side (``right``, for ``shortcut``) where the shortcut pays on A @ B, else None: its cost (_COST GEMMs
+    plus _ENTRY a predicted undecided entry, the share measured on _SAMPLE evenly spaced rows, one more than seen)
+    against the other engines' planned GEMMs."""
     M, K = A.shape
     N = B.shape[1]
     if not (M and N and K):
-        return False
+        return None
     other = ozaki.planned_gemms(sA, sB, K, M, N, False)
     if kern is not None:  # Ozaki scheme II's GEMMs, at least (ozaki2.choose would take the rows' sums first)
         other = min(other, ozaki2.least_gemms(sA, sB, K, False) + ozaki2.OVERHEAD)
     if other <= _COST:
-        return False
+        return None
+    side = right(B, kern)
     rows = np.unique(np.linspace(0, M - 1, min(M, _SAMPLE)).astype(np.int64)) if M >= 4 * _SAMPLE else np.arange(M)
     share = 0.0
     if rows.size < M:
-        got = shortcut(np.ascontiguousarray(A[rows]), B, EA[rows], sA[rows], EB, sB, dst, kern, b_side)
+        got = shortcut(np.ascontiguousarray(A[rows]), B, EA[rows], sA[rows], EB, sB, dst, kern, side)
         share = (got.undecided.size + 1) / (rows.size * N)
-    return _COST + share * _ENTRY[kern is not None] < other
+    return side if _COST + share * _ENTRY[kern is not None] < other else None

@@ -425,8 +425,8 @@ def _engine(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, narrow: t
     """(rne, ro, fr) of A @ B (finite, spans <= MAX_SPAN): plaingemm's shortcut into ``narrow`` destinations where
     it pays (``rne`` then a stand-in), else the exact engines (ozaki2.exact_product)."""
     kern = ozaki.compiled("split", A)
-    b_side = plaingemm.right(B, kern) if narrow is not None and B.size else None
-    if b_side is not None and plaingemm.choose(A, B, EA, sA, EB, sB, narrow, kern, b_side):
+    b_side = plaingemm.choose(A, B, EA, sA, EB, sB, narrow, kern) if narrow is not None else None
+    if b_side is not None:
         got = plaingemm.shortcut(A, B, EA, sA, EB, sB, narrow, kern, b_side)
         ro, und = got.ro, got.undecided
         M, K = A.shape
