@@ -9,6 +9,8 @@ each over ``--repeat`` interleaved runs and the ratio to BLAS (targets, one thre
 FP32 within 3.8x (three GEMMs are about 3.1x), 10x ill-conditioned; earlier 5x and 15x; the check within
 10x). The BLAS time is float64 ``A @ B`` on the same values. Issue 39's targets: ill-conditioned within 6x, FP32
 within 3.5x. ``--split`` runs exact_matmul on the digit split alone (no Ozaki scheme II: the engine before issue 39).
+Rows "-> FP32" round the same products into FP32 (``out="fp32"``: the plain-GEMM shortcut, exact/plaingemm.py);
+the others into FP64.
 """
 
 from __future__ import annotations
@@ -48,10 +50,14 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if "BLAS" in k or "OMP" in k or "MKL" in k}
     print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; BLAS/OMP environment: {env or 'none set'}")
     print(f"{'inputs':22s} {'float64 A@B':>12s} {'exact_matmul':>13s} {'ratio':>7s}")
-    for name, (a, b) in inputs(args.m, args.k, args.n).items():
+    data = inputs(args.m, args.k, args.n)
+    runs = [(name, a, b, "fp64") for name, (a, b) in data.items()]
+    runs += [(name + " -> FP32", *data[name], "fp32") for name in ("fp32", "fp32 ill-conditioned")]
+    for name, a, b, out in runs:
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        t_blas, t_exact = median_times([lambda: a64 @ b64, lambda: exact_matmul(a, b)], args.repeat)  # noqa: B023
-        print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.1f}x")
+        t_blas, t_exact = median_times([lambda: a64 @ b64, lambda: exact_matmul(a, b, out=out)],  # noqa: B023
+                                       args.repeat)
+        print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.2f}x")
     # the whole check: one exact product (float64 and the output format), the bound, the judgement
     a, b = inputs(args.m, args.k, args.n)["fp32"]
     a64, b64 = a.astype(np.float64), b.astype(np.float64)

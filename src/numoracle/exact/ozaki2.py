@@ -36,7 +36,7 @@ _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
 _BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
 _CHUNK_BYTES = 1 << 23
 _MIN_CHUNK = 512
-_OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
+OVERHEAD = 0.6  # GEMMs of margin for its other passes (residues, Garner, two roundings) over the split's (an estimate)
 
 
 def _kernels():
@@ -143,10 +143,10 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
         return None  # numpy's residue passes cost more than the GEMMs saved (ill-conditioned set: 30x against 22x)
     M, K = A.shape
     split = ozaki.planned_gemms(sA, sB, K, M, B.shape[1], exact)
-    if least_gemms(sA, sB, K, exact) + _OVERHEAD >= split:  # without the row sums' passes
+    if least_gemms(sA, sB, K, exact) + OVERHEAD >= split:  # without the row sums' passes
         return None
     p = plan(A, B, EA, sA, EB, sB, exact)
-    if p is None or p.gemms + _OVERHEAD >= split:
+    if p is None or p.gemms + OVERHEAD >= split:
         return None
     n, N = len(p.primes), B.shape[1]
     held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,

@@ -8,7 +8,8 @@ Each kernel computes what its numpy twin in ozaki.py / exactsum.py does, in one 
 all digit slices of a block in one pass, with the sums of slice pairs that Karatsuba multiplies, in planes
 reused call after call); :func:`product` (a slice product over the nonzeros of a sparse slice);
 :func:`exact_dots32` (``ozakitail.entries`` for float32 operands: exact dot products one by one, in long
-accumulators); and from jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one
+accumulators); :func:`widen_stats` (plaingemm's float64 copy of an operand and its chunks' sums and maxima);
+and from jitlimbs.py, the int64 limbs' passes: ``add_product`` (``add_shifted`` of one
 product into the limbs) and ``round_limbs`` (carries, RNE, RO).
 
 float32 operands are read as they are and widened value by value (exact), not copied to float64.
@@ -427,3 +428,55 @@ def product(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     else:
         _sparse_left(np.ascontiguousarray(Y).T, np.ascontiguousarray(X).T, G.T)
     return G
+
+
+@njit
+def _widen_rows(X: np.ndarray, kc: int, out: np.ndarray, s: np.ndarray, m: np.ndarray, write: bool) -> None:
+    """out = X in float64 (where ``write``), s / m = sums / maxima of |X| over each row's chunks of kc columns."""
+    M, K = X.shape
+    for i in range(M):
+        for c0 in range(0, K, kc):
+            acc, top = 0.0, 0.0
+            for k in range(c0, min(K, c0 + kc)):
+                v = np.float64(X[i, k])
+                if write:
+                    out[i, k] = v
+                a = abs(v)
+                acc += a
+                top = max(top, a)
+            s[i, c0 // kc], m[i, c0 // kc] = acc, top
+
+
+@njit
+def _widen_cols(X: np.ndarray, kc: int, out: np.ndarray, s: np.ndarray, m: np.ndarray, write: bool) -> None:
+    """out = X in float64 (where ``write``), s / m = sums / maxima of |X| over each column's chunks of kc rows."""
+    K, N = X.shape
+    for k in range(K):
+        c = k // kc
+        sc, mc = s[c], m[c]
+        for j in range(N):
+            v = np.float64(X[k, j])
+            if write:
+                out[k, j] = v
+            a = abs(v)
+            sc[j] += a
+            mc[j] = max(mc[j], a)
+
+
+@calls.counting
+def widen_stats(X: np.ndarray, kc: int, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """plaingemm.widen_stats in one pass over X (C-contiguous float32 / float64): (X as float64 (X itself when
+    float64), sums of |x| over chunks of kc along ``axis`` per line, maxima); the sums in another order (the
+    bounds that read them hold for any)."""
+    n0, n1 = X.shape
+    K = n1 if axis == 1 else n0
+    nc = -(-K // kc)
+    write = X.dtype != np.float64
+    out = np.empty(X.shape if write else (0, 0))
+    if axis == 1:
+        s, m = np.empty((n0, nc)), np.empty((n0, nc))
+        _widen_rows(X, kc, out, s, m, write)
+    else:
+        s, m = np.zeros((nc, n1)), np.zeros((nc, n1))
+        _widen_cols(X, kc, out, s, m, write)
+    return (out if write else X), s, m
