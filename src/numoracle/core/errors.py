@@ -4,6 +4,8 @@
   argument and the fix. ``ArgumentTypeError`` (also a ``TypeError``): an argument of the wrong type (a string
   where a bool belongs). ``ParseError``: text that is not a number numoracle reads, or past a documented limit.
   Every user error is a ``ValueError`` or ``TypeError``, so ``except ValueError`` keeps working.
+  ``FlushToZeroError``: the calling thread flushes subnormals (FTZ / DAZ), which exact steps cannot run in
+  (core/fpmode.py).
 - ``NumoracleAssertionError`` (an ``AssertionError``): a numoracle ``assert_*`` check failed; the message is the
   report's text and ``.report`` the report object. numoracle's pytest plugin shows such failures as their
   report, without numoracle's own frames in the traceback.
@@ -14,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NumoracleError", "ParseError", "ArgumentTypeError", "NumoracleAssertionError", "failure_message"]
+__all__ = ["NumoracleError", "ParseError", "ArgumentTypeError", "FlushToZeroError", "NumoracleAssertionError",
+           "failure_message"]
 
 
 class NumoracleError(ValueError):
@@ -27,6 +30,10 @@ class ParseError(NumoracleError):
 
 class ArgumentTypeError(NumoracleError, TypeError):
     """An argument of the wrong type (both a ValueError and a TypeError, so either ``except`` catches it)."""
+
+
+class FlushToZeroError(NumoracleError):
+    """The calling thread flushes subnormals (FTZ / DAZ mode): numoracle's exact results need IEEE arithmetic."""
 
 
 class NumoracleAssertionError(AssertionError):

@@ -76,6 +76,7 @@ from ..core import jit
 from ..core.engine.convert import cast, check_codes, decode
 from ..core.formats.format import FP32, FP64, AnyFormat, format_of
 from ..core.formats.interop import to_codes
+from ..core.fpmode import require_ieee
 from ..core.inputs import value_table
 from ..core.npcompat import normalize_axis_tuple
 from . import ozaki, ozaki2, ozakitail, plaingemm
@@ -286,6 +287,7 @@ def exact_sum(x: Any, axis: Any = None, *, fmt: Any = None, out: Any = "fp64", e
     >>> float(exact_sum(np.array([1e30, 1.0, -1e30])))
     1.0
     """
+    require_ieee("exact_sum")
     dst = _check_out(out, exact)
     v, _ = _values(x, fmt, "fmt")
     if axis is None:
@@ -351,6 +353,7 @@ def exact_dot(a: Any, b: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: Any 
 
     Leading axes broadcast (a batch of dot products); the last axes must have equal length K.
     """
+    require_ieee("exact_dot")
     dst = _check_out(out, exact)
     (va, fa), (vb, fb) = _values(a, fmt_a, "fmt_a", "a"), _values(b, fmt_b, "fmt_b", "b")
     if va.ndim == 0 or vb.ndim == 0:
@@ -487,6 +490,7 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
     >>> float(exact_matmul(a, b)[0, 0])
     1.0
     """
+    require_ieee("exact_matmul")
     sa, sb = np.shape(A), np.shape(B)   # ozaki.compiled kernels only where the work repays them (core/jit.py)
     with jit.for_work(int(np.prod(sa, dtype=np.int64)) * (sb[-1] if len(sb) > 1 else 1)):
         return _exact_matmul(A, B, fmt_a, fmt_b, out, exact)

@@ -32,6 +32,7 @@ from ...core import jit
 from ...core.engine.convert import cast, decode
 from ...core.formats.format import FP32, FP64, Format, format_of
 from ...core.formats.policy import Rounding
+from ...core.fpmode import require_ieee
 from ..arithmetic import Arithmetic, takes_arithmetic
 from ..orders.basic import Order, Sequential
 from ..orders.text import as_order
@@ -125,6 +126,7 @@ def simulate(op: str, *inputs: Any, arith: Arithmetic | None = None, acc: Any = 
     """
     if not isinstance(op, str):
         raise TypeError(f"op must be 'sum', 'dot' or 'matmul', got {type(op).__name__}")
+    require_ieee("simulate")
     with jit.for_work(_work(inputs)):           # (the inputs' reading takes kernels where the call will)
         src, shape, K, fmts, sub_inputs = read_sources(op, inputs)
     order = as_order(order, fmts[0] if fmts else None, default=Sequential())
