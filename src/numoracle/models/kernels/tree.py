@@ -353,23 +353,92 @@ def _odd32(x, y):
     return _first_nan(x, np.float64(np.float32(s)))
 
 
+@jit.njit(inline="always")
+def _fig_lane(x, y, P):
+    """fl(x + y) in RNE on float32 words (mode _FIG, step 5) as (its bits, a flag above P.span where the lane must
+    be redone): the float32 sum s, then the rounding on its bits. Rounding twice (to 24 bits, then to p) is the
+    correct rounding of the exact sum z unless s is a midpoint of the format's grid other than z: those midpoints
+    are FP32 numbers and RN24 is monotone, so s lies with z strictly between the same two midpoints, where
+    rounding to p gives one value, or s is a midpoint. That never happens where x and y are values of the
+    format (24 >= 2p + 1, Figueroa 1995); a term has up to 2p bits, and a lane whose s is a midpoint and inexact
+    (s - x != y or s - y != x: the one of them that subtracts the larger operand is exact) is flagged, as is a
+    lane outside the format's normal range. (s's exact midpoints, ties rounded right, are common for products of
+    short significands; the inexact ones rare.)"""
+    z = x + y                                   # (a NaN is flagged: the redo keeps x's NaN first)
+    s = jr.as_bits(z)
+    mid = jr.k(s, 0xFFFFFFFF) if jr.and_(s, P.mask) == P.half and (z - x != y or z - y != x) else jr.k(s, 0)
+    return jr.round_bits(s, _RNE, P), jr.umax(_offset(s, P), mid)
+
+
 @jit.njit
-def _fig_add(d, x, y, offs, nt, P, P64, lim):
+def _fig_fix(o, cx, vx, cy, vy, P, P64, lim):
+    """o[j] = fl(x + y) by the scalar route where ``_fig_lane`` flags it, x = cx vx[j] and y = cy vy[j] (a term: A's
+    entry and B's row; a buffer row: 1 and the row). Out of line: the vector loops stay small."""
+    for j in range(o.size):
+        x, y = _first_nan(cx, cx * vx[j]), _first_nan(cy, cy * vy[j])
+        if _fig_lane(x, y, P)[1] > P.span:
+            o[j] = jr.like(x, _exact_add(np.float64(x), np.float64(y), _RNE, P64, lim))
+
+
+@jit.njit
+def _fig_add(d, x, y, P, P64, lim):
     """d = fl(x + y) in RNE for x, y values of a format of p <= 11 bits on float32 words (mode _FIG, step 5): the
-    float32 sum, then the rounding on its bits; rounding to 24 bits first keeps the correct RNE rounding to p bits
-    where 24 >= 2p + 1 (Figueroa 1995). Lanes outside the format's normal range go to the scalar route."""
+    float32 sum, then the rounding on its bits (``_fig_lane``, whose midpoint test no lane meets here). Lanes
+    outside the format's normal range go to the scalar route."""
     jr.wide_vectors()
     worst = jr.k(P.lo, 0)
-    for j in range(nt):
-        b = jr.as_bits(_first_nan(x[j], x[j] + y[j]))
-        off = _offset(b, P)
-        offs[j] = off
-        worst = jr.umax(worst, off)
+    for j in range(d.size):
+        b = jr.as_bits(x[j] + y[j])             # (a NaN lane is redone: x's NaN first)
+        worst = jr.umax(worst, _offset(b, P))
         d[j] = jr.as_value(jr.round_bits(b, _RNE, P))
     if worst > P.span:
-        for j in range(nt):
-            if offs[j] > P.span:
-                d[j] = jr.like(x[j], _exact_add(np.float64(x[j]), np.float64(y[j]), _RNE, P64, lim))
+        one = d.dtype.type(1.0)
+        _fig_fix(d, one, x, one, y, P, P64, lim)
+
+
+@jit.njit
+def _fig_terms(dr, R, a, b, am, bm, tile, P, P64, lim):
+    """dr = fl(x + y) in RNE (mode _FIG) where x or y is a term, made here: ``_fig_lane``, its flagged lanes redone
+    by ``_fig_fix``."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    one = dr.dtype.type(1.0)
+    if a < 0 and b < 0:
+        ka, kb = -1 - a, -1 - b
+        brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
+        worst = jr.k(P.lo, 0)
+        for ii in range(ni):
+            o = dr[ii * nt:(ii + 1) * nt]
+            c, e = am[i0 + ii, ka], am[i0 + ii, kb]
+            for j in range(nt):
+                r, f = _fig_lane(c * brow[j], e * crow[j], P)
+                worst = jr.umax(worst, f)
+                o[j] = jr.as_value(r)
+        if worst > P.span:
+            for ii in range(ni):
+                _fig_fix(dr[ii * nt:(ii + 1) * nt], am[i0 + ii, ka], brow, am[i0 + ii, kb], crow, P, P64, lim)
+        return
+    first, k = (True, -1 - a) if a < 0 else (False, -1 - b)     # one row and one term: t + y or x + t
+    brow = bm[k, j0:j0 + nt]
+    for ii in range(ni):
+        row, o = R[b if first else a, ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
+        c = am[i0 + ii, k]
+        worst = jr.k(P.lo, 0)
+        if first:
+            for j in range(nt):
+                r, f = _fig_lane(c * brow[j], row[j], P)
+                worst = jr.umax(worst, f)
+                o[j] = jr.as_value(r)
+        else:
+            for j in range(nt):
+                r, f = _fig_lane(row[j], c * brow[j], P)
+                worst = jr.umax(worst, f)
+                o[j] = jr.as_value(r)
+        if worst > P.span:
+            if first:
+                _fig_fix(o, c, brow, one, row, P, P64, lim)
+            else:
+                _fig_fix(o, one, row, c, brow, P, P64, lim)
 
 
 @jit.njit(inline="always")
@@ -499,8 +568,11 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
             for o in range(ops.shape[0]):
                 if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
                     _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
-                elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0 and ops[o, 2] >= 0 and ops[o, 3] >= 0:
-                    _fig_add(R[ops[o, 1]], R[ops[o, 2]], R[ops[o, 3]], offs, ni * nt, P, P64, lim)
+                elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0:
+                    if ops[o, 2] >= 0 and ops[o, 3] >= 0:
+                        _fig_add(R[ops[o, 1], :ni * nt], R[ops[o, 2]], R[ops[o, 3]], P, P64, lim)
+                    else:
+                        _fig_terms(R[ops[o, 1]], R, ops[o, 2], ops[o, 3], am, bm, tile, P, P64, lim)
                 else:
                     _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs,
                           _RNE if mode == _N64 or mode == _FIG else mode, P, P64, lim)
