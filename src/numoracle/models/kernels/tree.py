@@ -50,7 +50,7 @@ from ...core.kernels import rounding as jr
 from ..engine.accumulate import Arith, native_fp32_ok
 from ..engine.sources import MatSource
 from ..engine.steps import Add, Chain, Const, Load, Operand, TreeRun
-from .chain import _MODES, _RNE, _exact_add, _first_nan, _low32, _offset, _params, _step
+from .chain import _MODES, _RNE, _exact_add, _first_nan, _fma, _low32, _offset, _params, _step
 
 __all__ = ["covers", "run", "calls", "tape_of", "Tape"]
 
@@ -201,13 +201,43 @@ def _order(kind, a, b, root):
 
 class Tape(NamedTuple):
     """A program as the kernel runs it: ``ops`` (n, 5) kind, row, a, b, flags (a and b rows, or terms -1 - k'),
-    the constants, the row count, the result's row, and ``perm``: term k' is the program's term perm[k']."""
+    the constants, the row count, the result's row, ``perm``: term k' is the program's term perm[k'], and
+    ``quad`` (``_quads``)."""
 
     ops: np.ndarray
     consts: np.ndarray
     nrows: int
     result: int
     perm: np.ndarray
+    quad: np.ndarray
+
+
+@jit.njit
+def _quads(ops, nrows, result):
+    """quad[o]: ops o and o + 1 each add two terms (plain additions), op o + 2 adds their rows (o's first), and no
+    other op (nor the result) reads what o and o + 1 write: a kernel may make the three in one loop (the sum of
+    four terms, as a pairwise tree's lowest levels are), writing op o + 2's row only."""
+    n = ops.shape[0]
+    reads = np.zeros(n + 1, np.int64)          # how often the value op o writes is read
+    writer = np.full(nrows, n, np.int64)       # (n: no op)
+    for o in range(n):
+        kind, a, b = ops[o, 0], ops[o, 2], ops[o, 3]
+        if kind != _CONST and a >= 0:
+            reads[writer[a]] += 1
+        if kind == _ADD and b >= 0:
+            reads[writer[b]] += 1
+        writer[ops[o, 1]] = o
+    reads[writer[result]] += 1
+    quad = np.zeros(n, np.bool_)
+    for o in range(n - 2):
+        leaves = True
+        for v in (o, o + 1):
+            leaves = leaves and ops[v, 0] == _ADD and ops[v, 4] == 0 and ops[v, 2] < 0 and ops[v, 3] < 0
+            leaves = leaves and reads[v] == 1
+        p = o + 2
+        quad[o] = (leaves and ops[p, 0] == _ADD and ops[p, 4] == 0 and ops[p, 2] == ops[o, 1]
+                   and ops[p, 3] == ops[o + 1, 1] and ops[o, 1] != ops[o + 1, 1])
+    return quad
 
 
 @lru_cache(maxsize=16)      # (a tape: 48 bytes an addition, up to _MAX_NODES of them)
@@ -232,7 +262,8 @@ def tape_of(steps: tuple, result: int, nslots: int) -> Tape:
     rank[perm] = np.arange(perm.size)
     term = ops[:, 2:4] < 0
     ops[:, 2:4][term] = -1 - rank[-1 - ops[:, 2:4][term]]
-    return Tape(ops, np.ascontiguousarray(const[order]), max(nrows, 1), int(rows[root]), perm)
+    nrows, res = max(nrows, 1), int(rows[root])
+    return Tape(ops, np.ascontiguousarray(const[order]), nrows, res, perm, _quads(ops, nrows, res))
 
 
 # ======================================================================================================
@@ -443,14 +474,30 @@ def _fig_terms(dr, R, a, b, am, bm, tile, P, P64, lim):
 
 @jit.njit(inline="always")
 def _cvt32(s):
-    """(float32(s), 1 where that conversion may round twice): s is the float64 sum of exact operands, rounded once to
-    53 bits; converting it rounds once more, which is the correct rounding of the exact sum unless s lies on an FP32
-    midpoint (its 29 dropped bits 1 then zeros: ties, and the threshold of overflow) or in FP32's subnormal range,
-    where ``_odd32`` redoes it (rare: a float64 sum lands on a midpoint about once in 2^29)."""
+    """(float32(s), 1 where that conversion may not be the correct rounding): s is the float64 sum of exact operands,
+    rounded once to 53 bits; converting it rounds once more, which is the correct rounding of the exact sum unless s
+    lies on an FP32 midpoint (its 29 dropped bits 1 then zeros: ties, and the threshold of overflow) or in FP32's
+    subnormal range, where ``_odd32`` redoes it (rare: a float64 sum lands on a midpoint about once in 2^29). A NaN
+    is flagged too: the redo keeps the first operand's NaN (the vector loops add without ``_first_nan``)."""
     b = jr.as_bits(s)
     mid = (b & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
-    tiny = abs(s) < 2.0**-126 and s != 0.0
-    return np.float32(s), np.uint8(1) if mid or tiny else np.uint8(0)
+    odd = (abs(s) < 2.0**-126 and s != 0.0) or s != s
+    return np.float32(s), np.uint8(1) if mid or odd else np.uint8(0)
+
+
+@jit.njit
+def _n32_fix(o, c, brow, v, e, crow, first):
+    """o[j] = fl32(x + y) by ``_odd32`` where ``_cvt32`` flags the lane: x, y the terms c brow[j] and e crow[j] (v
+    empty), or a term c brow[j] and the row value v[j] (the term first where ``first``). Out of line: the vector
+    loops stay small."""
+    for j in range(o.size):
+        t = _first_nan(c, c * np.float64(brow[j]))
+        if v.size == 0:
+            x, y = t, _first_nan(e, e * np.float64(crow[j]))
+        else:
+            x, y = (t, np.float64(v[j])) if first else (np.float64(v[j]), t)
+        if _cvt32(x + y)[1]:
+            o[j] = np.float32(_odd32(x, y))
 
 
 @jit.njit
@@ -458,50 +505,90 @@ def _n32_add(dr, x, y, a, b, am, bm, tile):
     """dr = fl32(x + y) in mode _N64 (an FP32 accumulator in RNE without ftz; terms exact products in float64 that
     are not all FP32 numbers) on float32 rows (x, y: the operand rows; a row that is a term's is not read): every
     value of the program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32. A
-    term's addition is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_odd32``."""
+    term's addition is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_n32_fix``. A and
+    B are float32 where the inputs are FP32 numbers (half the memory read), their products made in float64."""
     jr.wide_vectors()
     i0, ni, j0, nt = tile
     if a >= 0 and b >= 0:
         for j in range(ni * nt):
             dr[j] = _first_nan(x[j], x[j] + y[j])
         return
+    flag = np.uint8(0)
     if b >= 0 or a >= 0:                        # one row and one term (the first operand's NaN wins)
-        row, k, first = (y, -1 - a, False) if b >= 0 else (x, -1 - b, True)
+        row, k, first = (y, -1 - a, True) if b >= 0 else (x, -1 - b, False)
         brow = bm[k, j0:j0 + nt]
         for ii in range(ni):
-            c = am[i0 + ii, k]
+            c = np.float64(am[i0 + ii, k])
             r, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
-            flag = np.uint8(0)
             for j in range(nt):
-                t = _first_nan(c, c * brow[j])
-                v = np.float64(r[j])
-                o[j], f = _cvt32(_first_nan(v, v + t) if first else _first_nan(t, t + v))
+                o[j], f = _cvt32(c * np.float64(brow[j]) + np.float64(r[j]))
                 flag |= f
-            if flag:
-                for j in range(nt):
-                    t = _first_nan(c, c * brow[j])
-                    v = np.float64(r[j])
-                    o[j] = np.float32(_odd32(v, t) if first else _odd32(t, v))
+        if flag:
+            for ii in range(ni):
+                _n32_fix(dr[ii * nt:(ii + 1) * nt], np.float64(am[i0 + ii, k]), brow, row[ii * nt:(ii + 1) * nt],
+                         0.0, brow, first)
         return
     ka, kb = -1 - a, -1 - b
     brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
     for ii in range(ni):
-        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
+        c, e = np.float64(am[i0 + ii, ka]), np.float64(am[i0 + ii, kb])
         o = dr[ii * nt:(ii + 1) * nt]
-        flag = np.uint8(0)
         for j in range(nt):
-            t = _first_nan(c, c * brow[j])
-            o[j], f = _cvt32(_first_nan(t, t + _first_nan(e, e * crow[j])))
+            o[j], f = _leaf32(c, brow[j], e, crow[j])
             flag |= f
-        if flag:
-            for j in range(nt):
-                o[j] = np.float32(_odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j])))
+    if flag:
+        for ii in range(ni):
+            _n32_fix(dr[ii * nt:(ii + 1) * nt], np.float64(am[i0 + ii, ka]), brow, dr[:0],
+                     np.float64(am[i0 + ii, kb]), crow, True)
+
+
+@jit.njit(inline="always")
+def _leaf32(c, b, e, d):
+    """``_cvt32`` of the float64 sum of the exact products c b and e d (an fma: c b exact, one rounding)."""
+    return _cvt32(_fma(c, np.float64(b), e * np.float64(d)))
 
 
 @jit.njit
-def tree_kernel_n32(am, bm, lo, units, ops, nrows, res, out, lanes, cols):
+def _n32_quad_fix(o, c, e, g, h, b1, b2, b3, b4):
+    """o[j] = fl32(fl32(t1 + t2) + fl32(t3 + t4)) (t1 = c b1[j], ...) where a leaf's ``_cvt32`` flags the lane, its
+    leaves redone by ``_odd32``. Out of line: the vector loop stays small."""
+    for j in range(o.size):
+        t1, t2 = _first_nan(c, c * np.float64(b1[j])), _first_nan(e, e * np.float64(b2[j]))
+        t3, t4 = _first_nan(g, g * np.float64(b3[j])), _first_nan(h, h * np.float64(b4[j]))
+        if _cvt32(t1 + t2)[1] or _cvt32(t3 + t4)[1]:
+            x, y = np.float32(_odd32(t1, t2)), np.float32(_odd32(t3, t4))
+            o[j] = _first_nan(x, x + y)
+
+
+@jit.njit
+def _n32_quad(dr, op, ops, am, bm, tile):
+    """The three ops op, op + 1, op + 2 of a ``_quads`` group in mode _N64: dr = fl32(l1 + l2), l1 and l2 the leaves
+    (fl32 of the sum of two terms each, ``_cvt32``), all in one loop; rows of flagged lanes by ``_n32_quad_fix``."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    k1, k2, k3, k4 = -1 - ops[op, 2], -1 - ops[op, 3], -1 - ops[op + 1, 2], -1 - ops[op + 1, 3]
+    b1, b2, b3, b4 = bm[k1, j0:j0 + nt], bm[k2, j0:j0 + nt], bm[k3, j0:j0 + nt], bm[k4, j0:j0 + nt]
+    flag = np.uint8(0)
+    for ii in range(ni):
+        c, e = np.float64(am[i0 + ii, k1]), np.float64(am[i0 + ii, k2])
+        g, h = np.float64(am[i0 + ii, k3]), np.float64(am[i0 + ii, k4])
+        o = dr[ii * nt:(ii + 1) * nt]
+        for j in range(nt):
+            x, f = _leaf32(c, b1[j], e, b2[j])
+            y, f2 = _leaf32(g, b3[j], h, b4[j])
+            o[j] = x + y                        # (a NaN leaf is flagged)
+            flag |= f | f2
+    if flag:
+        for ii in range(ni):
+            _n32_quad_fix(dr[ii * nt:(ii + 1) * nt], np.float64(am[i0 + ii, k1]), np.float64(am[i0 + ii, k2]),
+                          np.float64(am[i0 + ii, k3]), np.float64(am[i0 + ii, k4]), b1, b2, b3, b4)
+
+
+@jit.njit
+def tree_kernel_n32(am, bm, lo, units, ops, quad, nrows, res, out, lanes, cols):
     """``tree_kernel`` in mode _N64 for a tape of plain additions (no constant, load, negation or rounded term):
-    the rows in float32 words (half the memory of float64 rows), the terms made in float64."""
+    the rows in float32 words (half the memory of float64 rows), the terms made in float64; the ops of a ``quad``
+    group in one loop (``_n32_quad``)."""
     n = bm.shape[1]
     width = min(n, cols)
     rows = max(1, lanes // n)
@@ -511,9 +598,15 @@ def tree_kernel_n32(am, bm, lo, units, ops, nrows, res, out, lanes, cols):
         for j0 in range(0, n, width):
             nt = min(width, n - j0)
             tile = (lo + u0, ni, j0, nt)
-            for o in range(ops.shape[0]):
+            o = 0
+            while o < ops.shape[0]:
+                if quad[o]:
+                    _n32_quad(R[ops[o + 2, 1]], o, ops, am, bm, tile)
+                    o += 3
+                    continue
                 a, b = ops[o, 2], ops[o, 3]
                 _n32_add(R[ops[o, 1]], R[max(a, 0)], R[max(b, 0)], a, b, am, bm, tile)
+                o += 1
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -648,7 +741,7 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     offs = np.empty(_TILE, np.uint32 if f32 else np.uint64)     # the lanes' offsets (scratch); its size: the tile's
     calls.add()
     if mode == _N64 and tape.ops.size and (tape.ops[:, 0] == _ADD).all() and not tape.ops[:, 4].any():
-        return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.nrows, tape.result, out, _TILE,
+        return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.quad, tape.nrows, tape.result, out, _TILE,
                                _COLS).reshape(1, -1)
     tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
     return out.reshape(1, -1)
