@@ -174,13 +174,14 @@ def test_bf16_accumulator_on_float32_words_redoes_inexact_midpoints():
     whose float32 sum is a BF16 midpoint though the exact sum is not. (9/8)(29/32) = 1 + 5 * 2^-8, a midpoint
     (between 1 + 2^-6 and 1 + 3 * 2^-7), plus +-2^-30: the exact sums round to 1 + 3 * 2^-7 and 1 + 2^-6; the float32
     sum is the midpoint both times, and rounding it again (ties to even) would give 1 + 2^-6 for both. A leaf of two
-    terms (K = 2), the same with the term after a row (K = 3: the tiny one first), and a matmul's tiles of them;
-    exact midpoints (no tiny term: a tie) round to even."""
+    terms (K = 2), the same with the term after a row (K = 3: the tiny one first), a leaf and its parent in one loop
+    (K = 4, ``_fig_quad``), and a matmul's tiles of them; exact midpoints (no tiny term: a tie) round to even."""
     m, tiny = (1.125, 0.90625), 2.0**-15
     up, down = 1 + 3 * 2.0**-7, 1 + 2.0**-6
     kw = dict(acc=BF16, order=O.Pairwise())
     for s, want in ((1, up), (-1, down), (0, down)):
-        for av, bv in (([m[0], s * tiny], [m[1], tiny]), ([s * tiny, 0.0, m[0]], [tiny, 0.0, m[1]])):
+        for av, bv in (([m[0], s * tiny], [m[1], tiny]), ([s * tiny, 0.0, m[0]], [tiny, 0.0, m[1]]),
+                       ([0.0, 0.0, m[0], s * tiny], [0.0, 0.0, m[1], tiny])):
             a, b = (np.array(v, ml_dtypes.bfloat16) for v in (av, bv))
             assert same("dot", (a, b), **kw) == 1
             assert float(simulate("dot", a, b, **kw)) == want, (av, s)

@@ -411,6 +411,48 @@ def _fig_fix(o, cx, vx, cy, vy, P, P64, lim):
             o[j] = jr.like(x, _exact_add(np.float64(x), np.float64(y), _RNE, P64, lim))
 
 
+@jit.njit(inline="always")
+def _fig_one(x, y, P, P64, lim):
+    """fl(x + y) in RNE (mode _FIG) for any lane: ``_fig_lane``, or the scalar route where it flags the lane."""
+    r, f = _fig_lane(x, y, P)
+    if f > P.span:
+        return jr.like(x, _exact_add(np.float64(x), np.float64(y), _RNE, P64, lim))
+    return jr.as_value(r)
+
+
+@jit.njit
+def _fig_quad_fix(o, c, e, g, h, b1, b2, b3, b4, P, P64, lim):
+    """o[j] = fl(fl(t1 + t2) + fl(t3 + t4)) (t1 = c b1[j], ...) by ``_fig_one``, every lane. Out of line."""
+    for j in range(o.size):
+        t1, t2 = _first_nan(c, c * b1[j]), _first_nan(e, e * b2[j])
+        t3, t4 = _first_nan(g, g * b3[j]), _first_nan(h, h * b4[j])
+        o[j] = _fig_one(_fig_one(t1, t2, P, P64, lim), _fig_one(t3, t4, P, P64, lim), P, P64, lim)
+
+
+@jit.njit
+def _fig_quad(dr, op, ops, am, bm, tile, P, P64, lim):
+    """The three ops op, op + 1, op + 2 of a ``_quads`` group in mode _FIG: dr = fl(l1 + l2), l1 and l2 the leaves
+    (``_fig_lane`` of two terms each), all in one loop; a tile with a flagged lane is redone by ``_fig_quad_fix``."""
+    jr.wide_vectors()
+    i0, ni, j0, nt = tile
+    k1, k2, k3, k4 = -1 - ops[op, 2], -1 - ops[op, 3], -1 - ops[op + 1, 2], -1 - ops[op + 1, 3]
+    b1, b2, b3, b4 = bm[k1, j0:j0 + nt], bm[k2, j0:j0 + nt], bm[k3, j0:j0 + nt], bm[k4, j0:j0 + nt]
+    worst = jr.k(P.lo, 0)
+    for ii in range(ni):
+        c, e, g, h = am[i0 + ii, k1], am[i0 + ii, k2], am[i0 + ii, k3], am[i0 + ii, k4]
+        o = dr[ii * nt:(ii + 1) * nt]
+        for j in range(nt):
+            r1, f1 = _fig_lane(c * b1[j], e * b2[j], P)
+            r2, f2 = _fig_lane(g * b3[j], h * b4[j], P)
+            s = jr.as_bits(jr.as_value(r1) + jr.as_value(r2))     # (values of the format: no midpoint test)
+            worst = jr.umax(worst, jr.umax(jr.umax(f1, f2), _offset(s, P)))
+            o[j] = jr.as_value(jr.round_bits(s, _RNE, P))
+    if worst > P.span:
+        for ii in range(ni):
+            _fig_quad_fix(dr[ii * nt:(ii + 1) * nt], am[i0 + ii, k1], am[i0 + ii, k2], am[i0 + ii, k3],
+                          am[i0 + ii, k4], b1, b2, b3, b4, P, P64, lim)
+
+
 @jit.njit
 def _fig_add(d, x, y, P, P64, lim):
     """d = fl(x + y) in RNE for x, y values of a format of p <= 11 bits on float32 words (mode _FIG, step 5): the
@@ -645,9 +687,10 @@ def _node(R, S, o, ops, consts, am, bm, tile, nt, offs, mode, P, P64, lim):
 
 
 @jit.njit
-def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mode, P, P64, lim):
+def tree_kernel(am, bm, lo, units, ops, quad, consts, nrows, res, out, offs, cols, mode, P, P64, lim):
     """out[u * n + j] = the tape's result for output (lo + u, j), j < n = bm.shape[1], in tiles of at most offs.size
-    lanes: several rows u of up to ``cols`` columns each (B's rows then serve them all from cache)."""
+    lanes: several rows u of up to ``cols`` columns each (B's rows then serve them all from cache); in mode _FIG
+    the ops of a ``quad`` group in one loop (``_fig_quad``)."""
     n = bm.shape[1]
     width = min(n, cols)                        # columns of a tile
     rows = max(1, offs.size // n)               # and rows
@@ -658,7 +701,12 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
         for j0 in range(0, n, width):
             nt = min(width, n - j0)
             tile = (lo + u0, ni, j0, nt)
-            for o in range(ops.shape[0]):
+            o = 0
+            while o < ops.shape[0]:
+                if mode == _FIG and quad[o]:
+                    _fig_quad(R[ops[o + 2, 1]], o, ops, am, bm, tile, P, P64, lim)
+                    o += 3
+                    continue
                 if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
                     _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
                 elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0:
@@ -669,6 +717,7 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
                 else:
                     _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs,
                           _RNE if mode == _N64 or mode == _FIG else mode, P, P64, lim)
+                o += 1
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -743,5 +792,5 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     if mode == _N64 and tape.ops.size and (tape.ops[:, 0] == _ADD).all() and not tape.ops[:, 4].any():
         return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.quad, tape.nrows, tape.result, out, _TILE,
                                _COLS).reshape(1, -1)
-    tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
+    tree_kernel(am, bm, lo, units, tape.ops, tape.quad, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
     return out.reshape(1, -1)
