@@ -25,12 +25,17 @@ that stays in L1:
    core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops;
 4. an FP32 accumulator in RNE whose terms are not FP32 numbers (products of FP32 inputs: 48 bits, float64 words):
    a program of plain additions keeps its rows in float32 words (``tree_kernel_n32``), the terms in float64: two
-   rows add in IEEE binary32; a term's addition is the float64 sum converted, redone by round to odd at 53 bits
-   with its TwoSum error where that sum lies on an FP32 midpoint (Boldo & Melquiond 2008). Other programs take
+   rows add in IEEE binary32; a term's addition is the float64 sum (an fma of the two products) converted, redone
+   by round to odd at 53 bits with its TwoSum error where that sum lies on an FP32 midpoint (Boldo & Melquiond
+   2008), in FP32's subnormal range or is NaN (out of line: the vector loops stay small). Other programs take
    steps 1-3 on float64 words;
-5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: two rows (values of the format) add in
-   float32, then step 3's rounding on the bits: rounding to 24 bits first keeps the RNE rounding to p bits where
-   24 >= 2p + 1 (Figueroa 1995); a term's addition keeps TwoSum and round to odd.
+5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: the float32 sum, then step 3's rounding on
+   its bits: rounding to 24 bits first keeps the RNE rounding to p bits unless the float32 sum is a midpoint of the
+   format's grid and inexact, which two values of the format never give (24 >= 2p + 1, Figueroa 1995) and a term
+   (up to 2p bits) may: such lanes, rare, are redone by the scalar route (``_fig_lane``), with those outside the
+   normal range;
+6. a pairwise tree's two lowest levels (two additions of two terms each, read only by a third that adds them:
+   ``Tape.quad``) run in one loop in steps 4 and 5 (``_n32_quad``, ``_fig_quad``): four terms in, one row out.
 
 Covered: every step a Const, Load, Add or Chain, at least one of them an Add, a Load or a Chain over values (the
 partials of GotoBlocks, XlaChunks: a program of chains of terms alone is models/kernels/chain.py's, step by step), one
