@@ -528,7 +528,7 @@ def _cvt32(s):
     is flagged too: the redo keeps the first operand's NaN (the vector loops add without ``_first_nan``)."""
     b = jr.as_bits(s)
     mid = (b & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
-    odd = (abs(s) < 2.0**-126 and s != 0.0) or s != s
+    odd = not abs(s) >= 2.0**-126 and s != 0.0        # (NaN: neither >= nor ==)
     return np.float32(s), np.uint8(1) if mid or odd else np.uint8(0)
 
 
