@@ -167,3 +167,26 @@ def test_fp32_accumulator_on_float64_words_rounds_once_below_min_normal():
     kw = dict(acc=FP32, order=O.Pairwise())
     assert same("matmul", (a, b), **kw) == 1
     assert simulate("matmul", a, b, **kw)[0, 0] == 24 * 2.0**-149
+
+
+def test_bf16_accumulator_on_float32_words_redoes_inexact_midpoints():
+    """RNE to BF16 over products of BF16 inputs (float32 words, mode _FIG): a term of up to 16 bits plus a tiny one
+    whose float32 sum is a BF16 midpoint though the exact sum is not. (9/8)(29/32) = 1 + 5 * 2^-8, a midpoint
+    (between 1 + 2^-6 and 1 + 3 * 2^-7), plus +-2^-30: the exact sums round to 1 + 3 * 2^-7 and 1 + 2^-6; the float32
+    sum is the midpoint both times, and rounding it again (ties to even) would give 1 + 2^-6 for both. A leaf of two
+    terms (K = 2), the same with the term after a row (K = 3: the tiny one first), a leaf and its parent in one loop
+    (K = 4, ``_fig_quad``), and a matmul's tiles of them; exact midpoints (no tiny term: a tie) round to even."""
+    m, tiny = (1.125, 0.90625), 2.0**-15
+    up, down = 1 + 3 * 2.0**-7, 1 + 2.0**-6
+    kw = dict(acc=BF16, order=O.Pairwise())
+    for s, want in ((1, up), (-1, down), (0, down)):
+        for av, bv in (([m[0], s * tiny], [m[1], tiny]), ([s * tiny, 0.0, m[0]], [tiny, 0.0, m[1]]),
+                       ([0.0, 0.0, m[0], s * tiny], [0.0, 0.0, m[1], tiny])):
+            a, b = (np.array(v, ml_dtypes.bfloat16) for v in (av, bv))
+            assert same("dot", (a, b), **kw) == 1
+            assert float(simulate("dot", a, b, **kw)) == want, (av, s)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((9, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((64, 300)).astype(ml_dtypes.bfloat16)
+    a[:, 10], a[:, 11], b[10], b[11] = m[0], tiny, m[1], rng.choice([-tiny, tiny], 300)
+    assert same("matmul", (a, b), **kw) == 1

@@ -25,12 +25,17 @@ that stays in L1:
    core/jitround.round_value). NaN operands: the first operand's NaN wins, as in numpy's loops;
 4. an FP32 accumulator in RNE whose terms are not FP32 numbers (products of FP32 inputs: 48 bits, float64 words):
    a program of plain additions keeps its rows in float32 words (``tree_kernel_n32``), the terms in float64: two
-   rows add in IEEE binary32; a term's addition is the float64 sum converted, redone by round to odd at 53 bits
-   with its TwoSum error where that sum lies on an FP32 midpoint (Boldo & Melquiond 2008). Other programs take
+   rows add in IEEE binary32; a term's addition is the float64 sum (an fma of the two products) converted, redone
+   by round to odd at 53 bits with its TwoSum error where that sum lies on an FP32 midpoint (Boldo & Melquiond
+   2008), in FP32's subnormal range or is NaN (out of line: the vector loops stay small). Other programs take
    steps 1-3 on float64 words;
-5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: two rows (values of the format) add in
-   float32, then step 3's rounding on the bits: rounding to 24 bits first keeps the RNE rounding to p bits where
-   24 >= 2p + 1 (Figueroa 1995); a term's addition keeps TwoSum and round to odd.
+5. RNE to a format of p <= 11 bits (FP16, BF16, FP8) on float32 words: the float32 sum, then step 3's rounding on
+   its bits: rounding to 24 bits first keeps the RNE rounding to p bits unless the float32 sum is a midpoint of the
+   format's grid and inexact, which two values of the format never give (24 >= 2p + 1, Figueroa 1995) and a term
+   (up to 2p bits) may: such lanes, rare, are redone by the scalar route, with those outside the normal range;
+6. a pairwise tree's two lowest levels (two additions of two terms each, read only by a third that adds them:
+   ``Tape.quad``) run in one loop in steps 4 and 5 (``n32_quad``, ``fig_quad``): four terms in, one row out.
+   Steps 4-6's additions are models/kernels/treeadd.py's.
 
 Covered: every step a Const, Load, Add or Chain, at least one of them an Add, a Load or a Chain over values (the
 partials of GotoBlocks, XlaChunks: a program of chains of terms alone is models/kernels/chain.py's, step by step), one
@@ -51,6 +56,7 @@ from ..engine.accumulate import Arith, native_fp32_ok
 from ..engine.sources import MatSource
 from ..engine.steps import Add, Chain, Const, Load, Operand, TreeRun
 from .chain import _MODES, _RNE, _exact_add, _first_nan, _low32, _offset, _params, _step
+from .treeadd import fig_add, fig_quad, fig_terms, n32_add, n32_quad
 
 __all__ = ["covers", "run", "calls", "tape_of", "Tape"]
 
@@ -201,13 +207,43 @@ def _order(kind, a, b, root):
 
 class Tape(NamedTuple):
     """A program as the kernel runs it: ``ops`` (n, 5) kind, row, a, b, flags (a and b rows, or terms -1 - k'),
-    the constants, the row count, the result's row, and ``perm``: term k' is the program's term perm[k']."""
+    the constants, the row count, the result's row, ``perm``: term k' is the program's term perm[k'], and
+    ``quad`` (``_quads``)."""
 
     ops: np.ndarray
     consts: np.ndarray
     nrows: int
     result: int
     perm: np.ndarray
+    quad: np.ndarray
+
+
+@jit.njit
+def _quads(ops, nrows, result):
+    """quad[o]: ops o and o + 1 each add two terms (plain additions), op o + 2 adds their rows (o's first), and no
+    other op (nor the result) reads what o and o + 1 write: a kernel may make the three in one loop (the sum of
+    four terms, as a pairwise tree's lowest levels are), writing op o + 2's row only."""
+    n = ops.shape[0]
+    reads = np.zeros(n + 1, np.int64)          # how often the value op o writes is read
+    writer = np.full(nrows, n, np.int64)       # (n: no op)
+    for o in range(n):
+        kind, a, b = ops[o, 0], ops[o, 2], ops[o, 3]
+        if kind != _CONST and a >= 0:
+            reads[writer[a]] += 1
+        if kind == _ADD and b >= 0:
+            reads[writer[b]] += 1
+        writer[ops[o, 1]] = o
+    reads[writer[result]] += 1
+    quad = np.zeros(n, np.bool_)
+    for o in range(n - 2):
+        leaves = True
+        for v in (o, o + 1):
+            leaves = leaves and ops[v, 0] == _ADD and ops[v, 4] == 0 and ops[v, 2] < 0 and ops[v, 3] < 0
+            leaves = leaves and reads[v] == 1
+        p = o + 2
+        quad[o] = (leaves and ops[p, 0] == _ADD and ops[p, 4] == 0 and ops[p, 2] == ops[o, 1]
+                   and ops[p, 3] == ops[o + 1, 1] and ops[o, 1] != ops[o + 1, 1])
+    return quad
 
 
 @lru_cache(maxsize=16)      # (a tape: 48 bytes an addition, up to _MAX_NODES of them)
@@ -232,7 +268,8 @@ def tape_of(steps: tuple, result: int, nslots: int) -> Tape:
     rank[perm] = np.arange(perm.size)
     term = ops[:, 2:4] < 0
     ops[:, 2:4][term] = -1 - rank[-1 - ops[:, 2:4][term]]
-    return Tape(ops, np.ascontiguousarray(const[order]), max(nrows, 1), int(rows[root]), perm)
+    nrows, res = max(nrows, 1), int(rows[root])
+    return Tape(ops, np.ascontiguousarray(const[order]), nrows, res, perm, _quads(ops, nrows, res))
 
 
 # ======================================================================================================
@@ -339,100 +376,11 @@ def _hw_add(R, dr, a, b, am, bm, tile):
             o[j] = c * brow[j] + e * crow[j]    # (two products and one rounding: no fma, numba does not contract)
 
 
-@jit.njit(inline="always")
-def _odd32(x, y):
-    """fl32(x + y) for exact float64 x, y (step 4): the float64 sum rounded to odd with its TwoSum error, then
-    IEEE's conversion to float32 in RNE (gradual underflow, overflow to inf): one correct rounding, 53 >= 24 + 2
-    (Boldo & Melquiond 2008). An infinite or NaN sum is converted as it is (x's NaN first)."""
-    s = x + y
-    bb = s - x
-    e = (x - (s - bb)) + (y - bb)
-    b = jr.as_bits(s)
-    odd = (b - ((b ^ jr.as_bits(e)) >> np.uint64(63))) | np.uint64(1)
-    s = jr.as_value(odd) if e != 0.0 and abs(s) < np.inf else s
-    return _first_nan(x, np.float64(np.float32(s)))
-
-
 @jit.njit
-def _fig_add(d, x, y, offs, nt, P, P64, lim):
-    """d = fl(x + y) in RNE for x, y values of a format of p <= 11 bits on float32 words (mode _FIG, step 5): the
-    float32 sum, then the rounding on its bits; rounding to 24 bits first keeps the correct RNE rounding to p bits
-    where 24 >= 2p + 1 (Figueroa 1995). Lanes outside the format's normal range go to the scalar route."""
-    jr.wide_vectors()
-    worst = jr.k(P.lo, 0)
-    for j in range(nt):
-        b = jr.as_bits(_first_nan(x[j], x[j] + y[j]))
-        off = _offset(b, P)
-        offs[j] = off
-        worst = jr.umax(worst, off)
-        d[j] = jr.as_value(jr.round_bits(b, _RNE, P))
-    if worst > P.span:
-        for j in range(nt):
-            if offs[j] > P.span:
-                d[j] = jr.like(x[j], _exact_add(np.float64(x[j]), np.float64(y[j]), _RNE, P64, lim))
-
-
-@jit.njit(inline="always")
-def _cvt32(s):
-    """(float32(s), 1 where that conversion may round twice): s is the float64 sum of exact operands, rounded once to
-    53 bits; converting it rounds once more, which is the correct rounding of the exact sum unless s lies on an FP32
-    midpoint (its 29 dropped bits 1 then zeros: ties, and the threshold of overflow) or in FP32's subnormal range,
-    where ``_odd32`` redoes it (rare: a float64 sum lands on a midpoint about once in 2^29)."""
-    b = jr.as_bits(s)
-    mid = (b & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
-    tiny = abs(s) < 2.0**-126 and s != 0.0
-    return np.float32(s), np.uint8(1) if mid or tiny else np.uint8(0)
-
-
-@jit.njit
-def _n32_add(dr, x, y, a, b, am, bm, tile):
-    """dr = fl32(x + y) in mode _N64 (an FP32 accumulator in RNE without ftz; terms exact products in float64 that
-    are not all FP32 numbers) on float32 rows (x, y: the operand rows; a row that is a term's is not read): every
-    value of the program is an FP32 number, so the rows hold float32 words and two rows add in IEEE binary32. A
-    term's addition is the float64 sum converted (``_cvt32``); the lanes it flags are redone by ``_odd32``."""
-    jr.wide_vectors()
-    i0, ni, j0, nt = tile
-    if a >= 0 and b >= 0:
-        for j in range(ni * nt):
-            dr[j] = _first_nan(x[j], x[j] + y[j])
-        return
-    if b >= 0 or a >= 0:                        # one row and one term (the first operand's NaN wins)
-        row, k, first = (y, -1 - a, False) if b >= 0 else (x, -1 - b, True)
-        brow = bm[k, j0:j0 + nt]
-        for ii in range(ni):
-            c = am[i0 + ii, k]
-            r, o = row[ii * nt:(ii + 1) * nt], dr[ii * nt:(ii + 1) * nt]
-            flag = np.uint8(0)
-            for j in range(nt):
-                t = _first_nan(c, c * brow[j])
-                v = np.float64(r[j])
-                o[j], f = _cvt32(_first_nan(v, v + t) if first else _first_nan(t, t + v))
-                flag |= f
-            if flag:
-                for j in range(nt):
-                    t = _first_nan(c, c * brow[j])
-                    v = np.float64(r[j])
-                    o[j] = np.float32(_odd32(v, t) if first else _odd32(t, v))
-        return
-    ka, kb = -1 - a, -1 - b
-    brow, crow = bm[ka, j0:j0 + nt], bm[kb, j0:j0 + nt]
-    for ii in range(ni):
-        c, e = am[i0 + ii, ka], am[i0 + ii, kb]
-        o = dr[ii * nt:(ii + 1) * nt]
-        flag = np.uint8(0)
-        for j in range(nt):
-            t = _first_nan(c, c * brow[j])
-            o[j], f = _cvt32(_first_nan(t, t + _first_nan(e, e * crow[j])))
-            flag |= f
-        if flag:
-            for j in range(nt):
-                o[j] = np.float32(_odd32(_first_nan(c, c * brow[j]), _first_nan(e, e * crow[j])))
-
-
-@jit.njit
-def tree_kernel_n32(am, bm, lo, units, ops, nrows, res, out, lanes, cols):
+def tree_kernel_n32(am, bm, lo, units, ops, quad, nrows, res, out, lanes, cols):
     """``tree_kernel`` in mode _N64 for a tape of plain additions (no constant, load, negation or rounded term):
-    the rows in float32 words (half the memory of float64 rows), the terms made in float64."""
+    the rows in float32 words (half the memory of float64 rows), the terms made in float64; the ops of a ``quad``
+    group in one loop (``n32_quad``)."""
     n = bm.shape[1]
     width = min(n, cols)
     rows = max(1, lanes // n)
@@ -442,9 +390,15 @@ def tree_kernel_n32(am, bm, lo, units, ops, nrows, res, out, lanes, cols):
         for j0 in range(0, n, width):
             nt = min(width, n - j0)
             tile = (lo + u0, ni, j0, nt)
-            for o in range(ops.shape[0]):
+            o = 0
+            while o < ops.shape[0]:
+                if quad[o]:
+                    n32_quad(R[ops[o + 2, 1]], o, ops, am, bm, tile)
+                    o += 3
+                    continue
                 a, b = ops[o, 2], ops[o, 3]
-                _n32_add(R[ops[o, 1]], R[max(a, 0)], R[max(b, 0)], a, b, am, bm, tile)
+                n32_add(R[ops[o, 1]], R[max(a, 0)], R[max(b, 0)], a, b, am, bm, tile)
+                o += 1
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -483,9 +437,10 @@ def _node(R, S, o, ops, consts, am, bm, tile, nt, offs, mode, P, P64, lim):
 
 
 @jit.njit
-def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mode, P, P64, lim):
+def tree_kernel(am, bm, lo, units, ops, quad, consts, nrows, res, out, offs, cols, mode, P, P64, lim):
     """out[u * n + j] = the tape's result for output (lo + u, j), j < n = bm.shape[1], in tiles of at most offs.size
-    lanes: several rows u of up to ``cols`` columns each (B's rows then serve them all from cache)."""
+    lanes: several rows u of up to ``cols`` columns each (B's rows then serve them all from cache); in mode _FIG
+    the ops of a ``quad`` group in one loop (``fig_quad``)."""
     n = bm.shape[1]
     width = min(n, cols)                        # columns of a tile
     rows = max(1, offs.size // n)               # and rows
@@ -496,14 +451,23 @@ def tree_kernel(am, bm, lo, units, ops, consts, nrows, res, out, offs, cols, mod
         for j0 in range(0, n, width):
             nt = min(width, n - j0)
             tile = (lo + u0, ni, j0, nt)
-            for o in range(ops.shape[0]):
+            o = 0
+            while o < ops.shape[0]:
+                if mode == _FIG and quad[o]:
+                    fig_quad(R[ops[o + 2, 1]], o, ops, am, bm, tile, P, P64, lim)
+                    o += 3
+                    continue
                 if mode == _HW and ops[o, 0] == _ADD and (ops[o, 4] & (_NEG | _FINITE)) == 0:
                     _hw_add(R, R[ops[o, 1]], ops[o, 2], ops[o, 3], am, bm, tile)     # (the common case)
-                elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0 and ops[o, 2] >= 0 and ops[o, 3] >= 0:
-                    _fig_add(R[ops[o, 1]], R[ops[o, 2]], R[ops[o, 3]], offs, ni * nt, P, P64, lim)
+                elif mode == _FIG and ops[o, 0] == _ADD and ops[o, 4] == 0:
+                    if ops[o, 2] >= 0 and ops[o, 3] >= 0:
+                        fig_add(R[ops[o, 1], :ni * nt], R[ops[o, 2]], R[ops[o, 3]], P, P64, lim)
+                    else:
+                        fig_terms(R[ops[o, 1]], R, ops[o, 2], ops[o, 3], am, bm, tile, P, P64, lim)
                 else:
                     _node(R, S, o, ops, consts, am, bm, tile, ni * nt, offs,
                           _RNE if mode == _N64 or mode == _FIG else mode, P, P64, lim)
+                o += 1
             for ii in range(ni):
                 out[(u0 + ii) * n + j0:(u0 + ii) * n + j0 + nt] = R[res, ii * nt:(ii + 1) * nt]
     return out
@@ -576,7 +540,8 @@ def run(step: TreeRun, V, sub, ctx) -> np.ndarray:
     offs = np.empty(_TILE, np.uint32 if f32 else np.uint64)     # the lanes' offsets (scratch); its size: the tile's
     calls.add()
     if mode == _N64 and tape.ops.size and (tape.ops[:, 0] == _ADD).all() and not tape.ops[:, 4].any():
-        return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.nrows, tape.result, out, _TILE,
+        return tree_kernel_n32(am, bm, lo, units, tape.ops, tape.quad, tape.nrows, tape.result, out, _TILE,
                                _COLS).reshape(1, -1)
-    tree_kernel(am, bm, lo, units, tape.ops, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P, P64, lim)
+    tree_kernel(am, bm, lo, units, tape.ops, tape.quad, tape.consts, tape.nrows, tape.result, out, offs, _COLS, mode, P,
+                P64, lim)
     return out.reshape(1, -1)
