@@ -157,20 +157,10 @@ def gemm(A64: np.ndarray, B64: np.ndarray, kc: int) -> np.ndarray:
     return C
 
 
-_PROBE = np.array([2.0**-140])  # an FP32 subnormal
-
-
-def hardware_fp32() -> bool:
-    """Does this thread's float64 -> float32 conversion round to nearest even into FP32's subnormals, rather than
-    flush them to zero (a mode such as torch.set_flush_denormal(True) sets)? Asked at each call: the mode is the
-    thread's and may change."""
-    return bool(_PROBE.astype(np.float32)[0] != 0)
-
-
 def _rounds(x: np.ndarray, f: AnyFormat) -> np.ndarray:
-    """The bits of x (finite float64) rounded to nearest even into f (FP32 by the hardware's conversion where it
-    rounds subnormals)."""
-    if f == FP32 and hardware_fp32():
+    """The bits of x (finite float64) rounded to nearest even into f (FP32 by the hardware's conversion: exact_matmul
+    refused a thread that flushes subnormals, core/fpmode.py)."""
+    if f == FP32:
         with np.errstate(over="ignore"):
             return x.astype(np.float32).view(np.uint32)
     return np.asarray(cast(x, f, rounding="rne"))

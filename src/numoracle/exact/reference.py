@@ -203,7 +203,7 @@ def _finish(rne: np.ndarray, ro: np.ndarray, fr: np.ndarray | None, nan: np.ndar
             res[i] = float(special[i])
     else:
         val = np.where(nonfinite, special, np.where(zero, -0.0, rne if dst == FP64 else ro))
-        if dst == FP32 and plaingemm.hardware_fp32():  # RNE, subnormals, overflow to inf: cast's bits
+        if dst == FP32:  # RNE, subnormals, overflow to inf: cast's bits (the entry refused an FTZ thread: fpmode)
             with np.errstate(over="ignore"):
                 val = val.astype(np.float32).astype(np.float64)
         elif dst != FP64:
