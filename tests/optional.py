@@ -76,3 +76,18 @@ def needs(name: str, module: str | None = None) -> ModuleType:
 def requires(name: str) -> pytest.MarkDecorator:
     """A skip mark for tests (or parametrized cases) that need the optional package ``name``."""
     return pytest.mark.skipif(not available(name), reason=reason(name))
+
+
+def torch_on_amd(version: str = "2.13.0+cpu") -> ModuleType:
+    """torch, where the live kernel is the one a recording was made with: torch ``version`` on an AMD CPU (MKL
+    picks its kernels by CPU vendor); skips the test elsewhere."""
+    torch = needs("torch")
+    try:
+        with open("/proc/cpuinfo") as f:
+            amd = "AuthenticAMD" in f.read()
+    except OSError:
+        amd = False
+    if torch.__version__ != version or not amd:
+        pytest.skip(f"the recording's torch {version} on an AMD CPU; here torch {torch.__version__}"
+                    f"{'' if amd else ', not an AMD CPU'}")
+    return torch

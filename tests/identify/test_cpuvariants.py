@@ -18,6 +18,7 @@ from numoracle.identify.cpuvariants import VARIANTS, cpu_features, runs_here, va
 from numoracle.identify.families import cpu_sums, units
 from numoracle.identify.search import identify_order
 from numoracle.models.orders.cpu import goto_blocks
+from optional import torch_on_amd
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cpu" / "isa"
 
@@ -163,13 +164,7 @@ def test_amd_mkl_dot_is_the_recorded_torch_dot(isa):
 
 def test_amd_mkl_dot_on_fresh_data():
     # the live kernel, where it is the recording's: torch 2.13.0+cpu on an AMD CPU (fresh seed 8, n = 1 .. 40, 1000)
-    torch = pytest.importorskip("torch")
-    try:
-        amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        amd = False
-    if torch.__version__ != "2.13.0+cpu" or not amd:
-        pytest.skip("the variant was measured with torch 2.13.0+cpu on an AMD CPU")
+    torch = torch_on_amd()
     rng = np.random.default_rng(8)
     for n in list(range(1, 41)) + [1000]:
         a = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n))).astype(np.float32)

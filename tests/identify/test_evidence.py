@@ -19,6 +19,7 @@ import numoracle as no
 from numoracle import orders as O
 from numoracle.identify.evidence import THRESHOLD, evidence
 from numoracle.identify.search import identify_order
+from optional import torch_on_amd
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cpu"
 
@@ -133,14 +134,8 @@ def test_a_closed_set_is_not_weighed():
 def test_the_rerun_names_mkl_on_this_cpu():
     # torch's dot rerun on the separating dots: on the recording's AMD CPU (torch 2.13.0+cpu) it is MKL's AMD
     # kernel, not the candidate the one recorded output matched by chance
-    torch = pytest.importorskip("torch")
     d, meta = _isa("avx")
-    try:
-        amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        amd = False
-    if torch.__version__ != meta["torch"] or not amd:
-        pytest.skip(f"the recording's torch {meta['torch']} on an AMD CPU; here torch {torch.__version__}")
+    torch = torch_on_amd(meta["torch"])
     a, b, y = (d[f"fp32__dot_1000_cancel__{k}"] for k in ("A", "B", "torch_dot"))
     rep = identify_order(y, "dot", a, b)
     which = rep.separating.rerun(lambda u, v: torch.dot(torch.from_numpy(u), torch.from_numpy(v)).numpy())

@@ -14,6 +14,7 @@ import numoracle as no
 from numoracle import orders as O
 from numoracle.identify.cpuvariants import variant_orders, variants_of
 from numoracle.identify.search import identify_order
+from optional import torch_on_amd
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cpu" / "mkl_sgemm.npz"
 MKL = O.MklSmallGemm()
@@ -88,13 +89,7 @@ def test_identify_names_the_variant_on_the_recording():
 
 def test_model_on_fresh_data():
     # the live kernel, where it is the recording's: torch 2.13.0+cpu on an AMD CPU (fresh seed 31)
-    torch = pytest.importorskip("torch")
-    try:
-        amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        amd = False
-    if torch.__version__ != "2.13.0+cpu" or not amd:
-        pytest.skip("the variant was measured with torch 2.13.0+cpu on an AMD CPU")
+    torch = torch_on_amd()
     rng = np.random.default_rng(31)
     for m, k, n in [(8, 256, 6), (11, 53, 7), (2, 95, 13), (16, 30, 11), (6, 1500, 5)]:
         a = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-8, 9, (m, k)))).astype(np.float32)
