@@ -129,6 +129,7 @@ def test_bound_covers_the_gemms_error(kind):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("axis", [0, 1])
 def test_widening_kernel_matches_numpy(dtype, axis):
+    pytest.importorskip("numba")                      # (the kernel's module compiles at import)
     rng = np.random.default_rng(7)
     X = spread(rng, (37, 300), -60, 60).astype(dtype)
     if axis == 0:
@@ -150,6 +151,7 @@ def test_qualifies_only_narrow_monotone_destinations():
 
 
 def test_choice_takes_the_shortcut_only_where_it_pays():
+    pytest.importorskip("numba")
     from numoracle.exact.kernels import ozaki as kern
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((64, 512)).astype(np.float32), rng.standard_normal((512, 64)).astype(np.float32)
