@@ -5,10 +5,11 @@ few): FP32 -> FP8 E4M3FN and INT8 in RNE from boundary-weighted values and rando
 flags; FP32 -> BF16's one-step loop on every rounding case; FP32 -> INT8 through the floats' own rounding in every
 mode and FP32 -> INT32 at the clamp's edge; ``cast`` taking the kernel under ``jit.backend("numba")`` and not under
 ``"numpy"``. ``-m slow``: the same for FP16 and UINT32 (FP16's one-step loop, the float route from FP16, BF16 and
-FP64 and to 16-, 32- and 64-bit integers, INT64's clamp from FP64), FP64 -> FP16's one-step route, E8M0 in every mode, stochastic rounding at every width; FP32 and FP64 sources to
-every float destination the kernel covers, every mode, overflow policy (sr at several widths), daz / ftz and
-tininess, on boundary values (ties and their neighbours, the subnormal range and below it, the overflow
-threshold's neighbourhood, signed zeros, infinities, NaN payloads quiet and signalling) and random codes.
+FP64 and to 16-, 32- and 64-bit integers, INT64's clamp from FP64), FP64 -> FP16's one-step route, E8M0 in every
+mode, stochastic rounding at every width; FP32 and FP64 sources to every float destination the kernel covers,
+every mode, overflow policy (sr at several widths), daz / ftz and tininess, on boundary values (ties and their
+neighbours, the subnormal range and below it, the overflow threshold's neighbourhood, signed zeros, infinities,
+NaN payloads quiet and signalling) and random codes.
 Integers (core/kernels/castint.py): near integers, ties, powers of two to 2^70 and the formats' limits, with every
 nan_to and daz. ``-m exhaustive``: every FP16 and BF16 code to every covered destination in every combination
 (FP16 to BF16, E8M0 and FNUZ E5M2, BF16 to FP16 and TF32, through FP32 words).
