@@ -91,10 +91,10 @@ class NodeProbe:
         if self.p.op == "sum":
             outs = self.p.sparse_many([(idx, vals, None) for idx, vals, _ in probes], self.pos)
         else:                        # the products split into factors in one go
-            cut = np.cumsum([len(idx) for idx, _, _ in probes])[:-1].tolist()
+            ends = np.cumsum([len(idx) for idx, _, _ in probes]).tolist()
             fa, fb = self.p.split(np.concatenate([np.asarray(vals, np.float64) for _, vals, _ in probes])) \
                 if probes else (np.empty(0), np.empty(0))
-            split = [(idx, a, b) for (idx, _, _), a, b in zip(probes, np.split(fa, cut), np.split(fb, cut))]
+            split = [(idx, fa[e0:e1], fb[e0:e1]) for (idx, _, _), e0, e1 in zip(probes, [0] + ends, ends)]
             outs = self.p.sparse_at(split, self.spots) if len(self.spots) > 1 else self.p.sparse_many(split, self.pos)
         return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, _, off in probes])
 

@@ -22,6 +22,7 @@ from ..core.formats.format import Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.tree import TreeOrder
+from .levels import Levels
 
 __all__ = ["replay", "CHUNK"]
 
@@ -63,11 +64,25 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
     groups = [(order, pos)] if index is None else [(o, pos[index[pos] == j]) for j, o in enumerate(order.orders)]
     rows = max(1, CHUNK // n)
+    if op == "matmul":      # the factors with K first: a level's terms are rows of the work array
+        At = np.ascontiguousarray(A.transpose(2, 0, 1), np.float64)     # (K, draws, M)
+        Bk = np.ascontiguousarray(B.transpose(1, 0, 2), np.float64)     # (K, draws, N)
     for o, ps in groups:
         d = np.repeat(np.arange(len(inputs)), ps.size)
         q = np.tile(ps, len(inputs))
+        lv = Levels.of(o)
         for lo in range(0, d.size, rows):
             dd, qq = d[lo:lo + rows], q[lo:lo + rows]
+            if lv is not None:      # level by level (reveal/levels.py): the terms transposed, one column an output
+                W = np.empty((n + lv.slots, dd.size))
+                if op == "sum":
+                    W[:n] = X[dd, qq].T
+                elif op == "dot":
+                    np.multiply(stacks[0][dd].T, stacks[1][dd].T, out=W[:n], dtype=np.float64)
+                else:
+                    _products(At, Bk, dd, qq, ps, W[:n])
+                out[dd, qq] = lv.run(W)
+                continue
             if op == "sum":
                 T = X[dd, qq]                                      # the inputs, as they are
             elif op == "dot":
@@ -77,3 +92,19 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                 T = A[dd, r].astype(np.float64) * Bt[dd, c].astype(np.float64)
             out[dd, qq] = np.asarray(simulate("sum", T, order=o), np.float64).reshape(-1)
     return list(out)
+
+
+def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, ps: np.ndarray, out: np.ndarray) -> None:
+    """out[k, i] = A[dd[i], r, k] * B[dd[i], k, c] at position qq[i] = (r, c) (exact in float64). Where the columns
+    are every draw at the positions ``ps`` and these are a grid of rows x columns in order (a matmul's lane
+    classes: whole columns of B, or rows of A), one broadcast product over the grid; else gathered per column."""
+    K, D, N = Bk.shape
+    r, c = np.divmod(ps, N)
+    rows, cols = np.unique(r), np.unique(c)
+    if (dd.size == D * ps.size and rows.size * cols.size == ps.size
+            and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel())):
+        np.multiply(At[:, :, rows, None], Bk[:, :, None, cols], out=out.reshape(K, D, rows.size, cols.size))
+        return
+    r, c = np.divmod(qq, N)
+    np.multiply(At.reshape(K, -1).take(dd * At.shape[2] + r, axis=1), Bk.reshape(K, -1).take(dd * N + c, axis=1),
+                out=out)

@@ -221,7 +221,9 @@ class _Search:
             bad = np.flatnonzero(~ok)
         if bad.size:
             self._zero_side(np.repeat(np.arange(len(tasks)), lens), a, j, vals, c, ok)
-        return np.split((self.n - c).astype(np.int64), np.cumsum(lens)[:-1])
+        sizes = (self.n - c).astype(np.int64)
+        ends = np.cumsum(lens).tolist()
+        return [sizes[e0:e1] for e0, e1 in zip([0] + ends, ends)]     # (np.split costs microseconds a piece)
 
     def _zero_side(self, owner: np.ndarray, a: np.ndarray, j: np.ndarray, vals: np.ndarray, c: np.ndarray,
                    ok: np.ndarray) -> None:
