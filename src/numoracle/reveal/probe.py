@@ -309,21 +309,18 @@ class Prober:
                 return self.call(x, y)
             finally:
                 x[idx], y[idx] = 0, 1
-        A, B = self._sparse_inputs() if pos is None else self._zeros()
+        A, B = self._sparse_inputs()      # A zero, B one: output (r, c) sees the terms A[r, idx] * B[idx, c] only
         if pos is None:
             ra: Any = (slice(None), idx)
             cb: Any = (idx, slice(None))
         else:
             r, c = divmod(pos, self.shape[2])  # type: ignore[index]
             ra, cb = (r, idx), (idx, c)
-            B[:, c] = 1
         A[ra], B[cb] = an[None, :] if pos is None else an, bn[:, None] if pos is None else bn
         try:
             return self.call(A, B)
         finally:
             A[ra], B[cb] = 0, 1
-            if pos is not None:
-                B[:, c] = 0
 
     def sparse_many(self, probes: list[tuple[list, list, list | None]], pos: int | None = None) -> np.ndarray:
         """:meth:`sparse` of many probes (idx, a, b), b None: 1 (not a matmul's: :meth:`sparse_at` packs those): the

@@ -8,6 +8,7 @@ compared bit for bit with fn's outputs.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -256,8 +257,14 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
         notes.append("terms: every product enters its addition exact (FMA)")
         return t
     m = len(rounded)
-    where = {k: t.n + i for i, k in enumerate(rounded)}
-    nodes = [(k,) for k in rounded] + [tuple(where.get(c, c + m if c >= t.n else c) for c in ch) for ch in t.nodes]
+    ref = np.arange(t.n + len(t.nodes), dtype=np.int64)       # every ref's new number: nodes move up by m,
+    ref[t.n:] += m
+    ref[rounded] = t.n + np.arange(m)                            # a rounded term is read through its rounding node
+    lens = list(map(len, t.nodes))
+    flat = ref[np.fromiter(itertools.chain.from_iterable(t.nodes), np.int64, sum(lens))].tolist()
+    it = iter(flat)
+    nodes = [(k,) for k in rounded] + [(next(it), next(it)) if k == 2 else tuple(itertools.islice(it, k))
+                                       for k in lens]
     step = (p.fmt, "rne")
     steps = list(t.steps) + ([step] if step not in t.steps else [])
     nk = [steps.index(step)] * m + kinds

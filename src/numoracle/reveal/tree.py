@@ -689,10 +689,10 @@ def to_nodes(tree: Any, n: int) -> list[tuple[int, ...]]:
     """A nested tree (leaves are term ints, nodes tuples of children) as TreeOrder nodes (post-order)."""
     nodes: list[tuple[int, ...]] = []
 
-    def walk(t: Any) -> int:
-        if not isinstance(t, tuple):
+    def walk(t: Any) -> int:     # (leaves read in the parent's list: one call per node, not per ref)
+        if type(t) is not tuple:
             return int(t)
-        nodes.append(tuple([walk(c) for c in t]))
+        nodes.append(tuple([(c if type(c) is int else int(c)) if type(c) is not tuple else walk(c) for c in t]))
         return n + len(nodes) - 1
     try:
         walk(tree)

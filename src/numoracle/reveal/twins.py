@@ -42,7 +42,9 @@ def translated(tree: Any, d: int) -> Any:
 
 
 def _moved(t: Any, d: int) -> Any:
-    return t + d if not isinstance(t, tuple) else tuple([_moved(c, d) for c in t])
+    if type(t) is not tuple:        # (leaves moved in the parent's list: one call per node, not per ref)
+        return t + d
+    return tuple([c + d if type(c) is not tuple else _moved(c, d) for c in t])
 
 
 def _map_leaves(tree: Any, f: Any) -> Any:

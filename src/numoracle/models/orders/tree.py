@@ -145,7 +145,7 @@ class TreeOrder(Order):
             raise ValueError(f"TreeOrder: {len(nodes)} nodes with {n_refs} children cannot be a tree over n = {n} "
                              f"terms (every term and every node except the root is a child exactly once: "
                              f"{n + len(nodes) - 1} children)")
-        refs = np.fromiter((c for ch in nodes for c in ch), np.int64)
+        refs = np.fromiter(itertools.chain.from_iterable(nodes), np.int64, n_refs)
         seen = np.bincount(refs, minlength=n + len(nodes))
         seen[n + len(nodes) - 1] += 1          # the root is nobody's child
         bad = np.flatnonzero(seen != 1)
