@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,9 @@ class _Group:
     """The nodes of one level and one step: dst = round(W[a]) (``b`` None) or fl(W[a] + W[b])."""
 
     ar: Arith
-    a: np.ndarray
-    b: np.ndarray | None
-    dst: np.ndarray
+    a: Any              # rows of W: a slice (one block) or an index array
+    b: Any
+    dst: slice
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +50,7 @@ class Levels:
     root: int          # W row of the result (after ``out``)
     out: Arith | None  # the root rounded once more (TreeOrder.out)
     leaf: Arith | None  # every term rounded first (TreeOrder.leaf)
+    terms: np.ndarray   # the term in each of W's first n rows (the order the levels read them: one block a level)
 
     @staticmethod
     def of(order: object) -> Levels | None:
@@ -61,8 +63,8 @@ class Levels:
             return None
 
     def run(self, W: np.ndarray) -> np.ndarray:
-        """The outputs (one per column of W) for W whose first n rows hold the terms; W has n + slots rows and is
-        overwritten (the terms too, where ``leaf`` rounds them)."""
+        """The outputs (one per column of W) for W whose row i < n holds term ``terms[i]``; W has n + slots rows
+        and is overwritten (the terms too, where ``leaf`` rounds them)."""
         n = self.n
         with np.errstate(all="ignore"):
             if self.leaf is not None:
@@ -124,38 +126,81 @@ def _plan(t: TreeOrder, native: bool) -> Levels:
         raise _Uncovered                                  # a fused node (BlockFMA): simulate's bfma waves
     ars = [_arith(st[0] or acc, Rounding.of(st[1]) if st[1] is not None else rne, native) for st in t.steps]
     kinds = t.kinds or (0,) * nn
+    # each node's operands, a value child first (fl(x + y) = fl(y + x)): a chain's running sums are one operand
+    first = [ch[1] if len(ch) == 2 and ch[0] < n <= ch[1] else ch[0] for ch in nodes]
+    second = [(ch[0] if ch[0] < n <= ch[1] else ch[1]) if len(ch) == 2 else -1 for ch in nodes]
     height = [0] * (n + nn)
-    for i, ch in enumerate(nodes):
-        height[n + i] = 1 + max(height[c] for c in ch)
+    for i in range(nn):
+        x, y = height[first[i]], height[second[i]] if second[i] >= 0 else 0
+        height[n + i] = (x if x > y else y) + 1
     # levels in order; within a level, one group per (step, one or two children)
-    order = sorted(range(nn), key=lambda i: (height[n + i], kinds[i], len(nodes[i])))
-    row = list(range(n)) + [-1] * nn                     # W row of every ref once computed
-    free: list[int] = []
-    top = n
+    S = len(ars)
+    key = [(height[n + i] * S + kinds[i]) * 2 + (second[i] >= 0) for i in range(nn)]
+    order = sorted(range(nn), key=key.__getitem__)
+    rows = _Rows(n, nn)
     groups = []
     j = 0
     while j < nn:
-        i0 = order[j]
-        key = (height[n + i0], kinds[i0], len(nodes[i0]))
-        members = []
-        while j < nn and (height[n + order[j]], kinds[order[j]], len(nodes[order[j]])) == key:
-            members.append(order[j])
+        k0, j0 = key[order[j]], j
+        while j < nn and key[order[j]] == k0:
             j += 1
-        a = [row[nodes[i][0]] for i in members]
-        b = [row[nodes[i][1]] for i in members] if key[2] == 2 else None
-        released = [r for r in a + (b or []) if r >= n]   # read once: their rows free for this level's results
-        dst = []
-        for i in members:
-            if free:
-                r = free.pop()
-            else:
-                r = top
-                top += 1
-            dst.append(r)
-            row[n + i] = r
-        free.extend(released)      # after this group's results: each freed row is read by this group only
-        groups.append(_Group(ars[key[1]], np.array(a, np.int64), None if b is None else np.array(b, np.int64),
-                             np.array(dst, np.int64)))
+        members = order[j0:j]
+        if len(members) > 1 and first[members[0]] >= n:
+            members.sort(key=lambda i: rows.row[first[i]])     # running sums in the order of their rows
+        a = rows.read([first[i] for i in members])
+        b = rows.read([second[i] for i in members]) if second[members[0]] >= 0 else None
+        dst = rows.write([n + i for i in members], a, b)
+        groups.append(_Group(ars[kinds[members[0]]], a, b, dst))
     out = _arith(t.out, rne, native) if t.out is not None else None
     leaf = _arith(t.leaf, rne, native) if t.leaf is not None else None
-    return Levels(n, top - n, tuple(groups), row[n + nn - 1], out, leaf)
+    assert rows.placed == n, "every term is read once"
+    return Levels(n, rows.top - n, tuple(groups), rows.row[n + nn - 1], out, leaf, np.asarray(rows.term_at, np.int64))
+
+
+class _Rows:
+    """The rows of the work array: terms in the order the levels read them (a level's terms one block), values in
+    reused rows (a chain's running sums updated in place: each value is read once, by its parent)."""
+
+    def __init__(self, n: int, nn: int):
+        self.n, self.top, self.placed = n, n, 0
+        self.row = [-1] * (n + nn)             # ref -> row, once placed (terms) or computed (values)
+        self.term_at = [0] * n                 # the term in each term row
+        self.free: list[int] = []
+
+    def read(self, refs: list[int]) -> Any:
+        """The operand of these refs: a slice where the rows are consecutive, else an index array. Terms are
+        placed here, consecutively."""
+        row, n = self.row, self.n
+        for r in refs:
+            if r < n and row[r] < 0:
+                row[r] = self.placed
+                self.term_at[self.placed] = r
+                self.placed += 1
+        out = [row[r] for r in refs]
+        lo = out[0]
+        if out[-1] - lo == len(out) - 1 and out == list(range(lo, lo + len(out))):
+            return slice(lo, lo + len(out))
+        return np.array(out, np.int64)
+
+    def write(self, refs: list[int], a: Any, b: Any) -> slice:
+        """Rows for the group's results: the rows of its value operand where they are one block (in place),
+        else a block of freed or new rows; the operands' other value rows freed."""
+        n = self.n
+        dst = a if isinstance(a, slice) and a.start >= n else b if isinstance(b, slice) and b.start >= n else None
+        for x in (a, b):
+            if x is not None and x is not dst:
+                self.free.extend(r for r in (range(x.start, x.stop) if isinstance(x, slice) else x.tolist()) if r >= n)
+        if dst is None:
+            k, f = len(refs), self.free
+            f.sort()
+            at = next((i for i in range(len(f) - k + 1) if f[i + k - 1] - f[i] == k - 1), None)
+            if at is not None:          # (sorted and distinct: k consecutive rows)
+                dst = slice(f[at], f[at] + k)
+                del f[at:at + k]
+            else:
+                dst = slice(self.top, self.top + k)
+                self.top += k
+        row = self.row
+        for ref, r in zip(refs, range(dst.start, dst.stop)):
+            row[ref] = r
+        return dst

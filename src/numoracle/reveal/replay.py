@@ -58,29 +58,32 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     else:
         A, B = stacks                                                 # (draws, M, K), (draws, K, N)
         npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
-        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
     out = np.full((len(inputs), npos), np.nan)
     pos = np.arange(npos) if positions is None else np.asarray(list(positions), np.int64)
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
     groups = [(order, pos)] if index is None else [(o, pos[index[pos] == j]) for j, o in enumerate(order.orders)]
+    levels = [Levels.of(o) for o, _ in groups]
     rows = max(1, CHUNK // n)
-    if op == "matmul":      # the factors with K first: a level's terms are rows of the work array
-        At = np.ascontiguousarray(A.transpose(2, 0, 1), np.float64)     # (K, draws, M)
-        Bk = np.ascontiguousarray(B.transpose(1, 0, 2), np.float64)     # (K, draws, N)
-    for o, ps in groups:
+    if op == "matmul" and any(lv is None for lv in levels):
+        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
+    # the level replays' work array: one buffer for every group and chunk (a fresh array would be touched anew)
+    size = max([(n + lv.slots) * min(rows, ps.size * len(inputs)) for lv, (_, ps) in zip(levels, groups)
+                if lv is not None] + [0])
+    buf = np.empty(size)
+    for (o, ps), lv in zip(groups, levels):
         d = np.repeat(np.arange(len(inputs)), ps.size)
         q = np.tile(ps, len(inputs))
-        lv = Levels.of(o)
         for lo in range(0, d.size, rows):
             dd, qq = d[lo:lo + rows], q[lo:lo + rows]
             if lv is not None:      # level by level (reveal/levels.py): the terms transposed, one column an output
-                W = np.empty((n + lv.slots, dd.size))
+                W = buf[:(n + lv.slots) * dd.size].reshape(n + lv.slots, dd.size)
+                k = lv.terms
                 if op == "sum":
-                    W[:n] = X[dd, qq].T
+                    W[:n] = X[dd[:, None], qq[:, None], k].T
                 elif op == "dot":
-                    np.multiply(stacks[0][dd].T, stacks[1][dd].T, out=W[:n], dtype=np.float64)
-                else:
-                    _products(At, Bk, dd, qq, ps, W[:n])
+                    np.multiply(stacks[0][dd][:, k].T, stacks[1][dd][:, k].T, out=W[:n], dtype=np.float64)
+                else:       # the factors with K first (in the levels' order of the terms)
+                    _products(A.transpose(2, 0, 1)[k], B.transpose(1, 0, 2)[k], dd, qq, ps, W[:n])
                 out[dd, qq] = lv.run(W)
                 continue
             if op == "sum":
@@ -95,7 +98,8 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
 
 
 def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, ps: np.ndarray, out: np.ndarray) -> None:
-    """out[k, i] = A[dd[i], r, k] * B[dd[i], k, c] at position qq[i] = (r, c) (exact in float64). Where the columns
+    """out[k, i] = At[k, dd[i], r] * Bk[k, dd[i], c] at position qq[i] = (r, c), exact in float64 (the inputs'
+    format has at most 26 significand bits: _as_sums). Where the columns
     are every draw at the positions ``ps`` and these are a grid of rows x columns in order (a matmul's lane
     classes: whole columns of B, or rows of A), one broadcast product over the grid; else gathered per column."""
     K, D, N = Bk.shape
@@ -103,8 +107,9 @@ def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, ps
     rows, cols = np.unique(r), np.unique(c)
     if (dd.size == D * ps.size and rows.size * cols.size == ps.size
             and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel())):
-        np.multiply(At[:, :, rows, None], Bk[:, :, None, cols], out=out.reshape(K, D, rows.size, cols.size))
+        np.multiply(At[:, :, rows, None], Bk[:, :, None, cols], out=out.reshape(K, D, rows.size, cols.size),
+                    dtype=np.float64)
         return
     r, c = np.divmod(qq, N)
     np.multiply(At.reshape(K, -1).take(dd * At.shape[2] + r, axis=1), Bk.reshape(K, -1).take(dd * N + c, axis=1),
-                out=out)
+                out=out, dtype=np.float64)
