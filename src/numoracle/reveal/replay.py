@@ -42,9 +42,10 @@ def _as_sums(op: str, order: Order, fmt: Format) -> bool:
 
 
 def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
-           positions: Iterable[int] | None = None) -> list[np.ndarray]:
+           positions: Iterable[int] | list | None = None) -> list[np.ndarray]:
     """The order's outputs on every input of ``inputs`` (each fn's arguments), flattened over output positions:
-    one float64 array per input, of every position (NaN at those not in ``positions``, where given)."""
+    one float64 array per input, of every position (NaN at those not in ``positions``, where given: one set of
+    positions for every input, or a list of one per input, None meaning every position)."""
     if not inputs:
         return []
     if not _as_sums(op, order, fmt):
@@ -59,23 +60,28 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
         A, B = stacks                                                 # (draws, M, K), (draws, K, N)
         npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
     out = np.full((len(inputs), npos), np.nan)
-    pos = np.arange(npos) if positions is None else np.asarray(list(positions), np.int64)
+    per = positions if isinstance(positions, list) and len(positions) == len(inputs) and \
+        all(x is None or isinstance(x, (np.ndarray, list, tuple, range)) for x in positions) else \
+        [positions] * len(inputs)
+    pos = [np.arange(npos) if x is None else np.asarray(list(x), np.int64) for x in per]
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
-    groups = [(order, pos)] if index is None else [(o, pos[index[pos] == j]) for j, o in enumerate(order.orders)]
-    levels = [Levels.of(o) for o, _ in groups]
+    orders = [order] if index is None else list(order.orders)
+    # per order: the (draw, position) pairs it gives, draw by draw
+    pairs = [(np.concatenate([np.full(p.size, i) for i, p in enumerate(pos)]).astype(np.int64),
+              np.concatenate(pos))] if index is None else \
+        [(np.concatenate([np.full(int((index[p] == j).sum()), i) for i, p in enumerate(pos)]).astype(np.int64),
+          np.concatenate([p[index[p] == j] for p in pos])) for j in range(len(orders))]
+    levels = [Levels.of(o) for o in orders]
     rows = max(1, CHUNK // n)
     if op == "matmul" and any(lv is None for lv in levels):
         Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
-    # the level replays' work array: one buffer for every group and chunk (a fresh array would be touched anew)
-    size = max([(n + lv.slots) * min(rows, ps.size * len(inputs)) for lv, (_, ps) in zip(levels, groups)
-                if lv is not None] + [0])
+    # the level replays' work array: one buffer for every order and chunk (a fresh array would be touched anew)
+    size = max([(n + lv.slots) * min(rows, d.size) for lv, (d, _) in zip(levels, pairs) if lv is not None] + [0])
     buf = np.empty(size)
-    for (o, ps), lv in zip(groups, levels):
-        d = np.repeat(np.arange(len(inputs)), ps.size)
-        q = np.tile(ps, len(inputs))
+    for o, lv, (d, q) in zip(orders, levels, pairs):
         for lo in range(0, d.size, rows):
             dd, qq = d[lo:lo + rows], q[lo:lo + rows]
-            if lv is not None:      # level by level (reveal/levels.py): the terms transposed, one column an output
+            if lv is not None:      # level by level (reveal/levels.py): the terms as rows, one column an output
                 W = buf[:(n + lv.slots) * dd.size].reshape(n + lv.slots, dd.size)
                 k = lv.terms
                 if op == "sum":
@@ -83,7 +89,8 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                 elif op == "dot":
                     np.multiply(stacks[0][dd][:, k].T, stacks[1][dd][:, k].T, out=W[:n], dtype=np.float64)
                 else:       # the factors with K first (in the levels' order of the terms)
-                    _products(A.transpose(2, 0, 1)[k], B.transpose(1, 0, 2)[k], dd, qq, ps, W[:n])
+                    _products(A.transpose(2, 0, 1)[k].astype(np.float64), B.transpose(1, 0, 2)[k].astype(np.float64),
+                              dd, qq, W[:n])
                 out[dd, qq] = lv.run(W)
                 continue
             if op == "sum":
@@ -97,19 +104,19 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     return list(out)
 
 
-def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, ps: np.ndarray, out: np.ndarray) -> None:
-    """out[k, i] = At[k, dd[i], r] * Bk[k, dd[i], c] at position qq[i] = (r, c), exact in float64 (the inputs'
-    format has at most 26 significand bits: _as_sums). Where the columns
-    are every draw at the positions ``ps`` and these are a grid of rows x columns in order (a matmul's lane
-    classes: whole columns of B, or rows of A), one broadcast product over the grid; else gathered per column."""
-    K, D, N = Bk.shape
-    r, c = np.divmod(ps, N)
-    rows, cols = np.unique(r), np.unique(c)
-    if (dd.size == D * ps.size and rows.size * cols.size == ps.size
-            and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel())):
-        np.multiply(At[:, :, rows, None], Bk[:, :, None, cols], out=out.reshape(K, D, rows.size, cols.size),
-                    dtype=np.float64)
-        return
-    r, c = np.divmod(qq, N)
-    np.multiply(At.reshape(K, -1).take(dd * At.shape[2] + r, axis=1), Bk.reshape(K, -1).take(dd * N + c, axis=1),
-                out=out, dtype=np.float64)
+def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, out: np.ndarray) -> None:
+    """out[k, i] = At[k, dd[i], r] * Bk[k, dd[i], c] at position qq[i] = (r, c) (float64 factors: the products are
+    exact, the inputs' format having at most 26 significand bits, _as_sums). The columns come draw by draw; where a draw's positions are
+    a grid of rows x columns in order (a matmul's lane classes: whole columns of B, or rows of A), one broadcast
+    product over the grid, else gathered column by column."""
+    K, _, N = Bk.shape
+    cuts = np.flatnonzero(np.diff(dd)) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), dd.size]):
+        d, ps = int(dd[lo]), qq[lo:hi]
+        r, c = np.divmod(ps, N)
+        rows, cols = np.unique(r), np.unique(c)
+        if rows.size * cols.size == ps.size and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel()):
+            view = np.reshape(out[:, lo:hi], (K, rows.size, cols.size), copy=False)
+            np.einsum("kr,kc->krc", At[:, d][:, rows], Bk[:, d][:, cols], out=view)    # (one product each)
+        else:
+            np.multiply(At[:, d][:, r], Bk[:, d][:, c], out=out[:, lo:hi])

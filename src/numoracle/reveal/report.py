@@ -273,9 +273,34 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
 
 
+SPREAD = 64     # output positions per draw above which the kinds after the first are compared on a spread subset
+
+
+def _spread(p: Prober, order: Order) -> np.ndarray | None:
+    """The output positions where the kinds after the first are compared (the first kind: every position), None
+    for every position: where a draw has more than SPREAD outputs, every row and every column of a matmul's output
+    (positions (i mod M, i mod N)) or SPREAD rows of a batched sum spread evenly, and the first and last position
+    of every distinct tree of a PerPosition order. Each output position's tree is checked on the first kind's draw;
+    each tree's arithmetic under every kind, on many outputs each (a draw of fewer outputs is compared whole)."""
+    if p.npos <= SPREAD:
+        return None
+    if p.op == "matmul":
+        M, N = p.out_shape
+        i = np.arange(max(M, N))
+        pos = set(((i % M) * N + i % N).tolist())
+    else:
+        pos = set(np.linspace(0, p.npos - 1, SPREAD).round().astype(np.int64).tolist())
+    if getattr(order, "per_position", False):
+        index = np.asarray(order.index, np.int64)
+        for j in range(len(order.orders)):
+            at = np.flatnonzero(index == j)
+            pos |= {int(at[0]), int(at[-1])} if at.size else set()
+    return np.array(sorted(pos), np.int64)
+
+
 def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool, int]:
     """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
-    twice."""
+    twice. The first kind is compared at every output position, the others where :func:`_spread` says."""
     c0 = p.calls
     det = True
     ins, wants = [], []
@@ -284,11 +309,14 @@ def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, dra
         wants += [_run(p, i) for i in ins[-draws:]]
         if not _same(wants[-draws], _run(p, ins[-draws])).all():
             det = False
-    gots = replay(p.op, ins, order, p.fmt)      # every draw of every kind in one batch (reveal/replay.py)
+    spread = _spread(p, order)
+    at = [None if k == 0 or spread is None else spread for k in range(len(kinds)) for _ in range(draws)]
+    gots = replay(p.op, ins, order, p.fmt, at)      # every draw of every kind in one batch (reveal/replay.py)
     mism: dict[str, tuple[int, int]] = {}
     for k, kind in enumerate(kinds):
         g, w = gots[k * draws:(k + 1) * draws], wants[k * draws:(k + 1) * draws]
-        mism[kind] = (sum(int((~_same(a, b)).sum()) for a, b in zip(g, w)), sum(b.size for b in w))
+        q = slice(None) if k == 0 or spread is None else spread
+        mism[kind] = (sum(int((~_same(a[q], b[q])).sum()) for a, b in zip(g, w)), sum(b[q].size for b in w))
     return mism, det, p.calls - c0
 
 
@@ -394,8 +422,14 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
                                                              f"different outputs ({e})"], tree_calls=p.calls)
         rec = recovers_units(p, mask)
         return report(None, "not a tree", notes=[str(e)] + ([rec] if rec else []), tree_calls=p.calls)
+    spread = _spread(p, f.order)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
-                 "not a proof")
+                 "not a proof" + ("" if spread is None or len(kinds) < 2 else
+                                  f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
+                                  f"of the {p.npos} (every row and column of the output, every tree)"
+                                  if p.op == "matmul" else
+                                  f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
+                                  f"of the {p.npos} (spread evenly, every tree)"))
     carry_calls = 0
     if det and any(b for b, _ in mism.values()) and p.op == "sum" and isinstance(f.order, TreeOrder):
         comp = _compensated(p, f.order, mask, rng, notes, tuple(kinds), draws, mism)
