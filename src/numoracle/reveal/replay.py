@@ -89,8 +89,7 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                 elif op == "dot":
                     np.multiply(stacks[0][dd][:, k].T, stacks[1][dd][:, k].T, out=W[:n], dtype=np.float64)
                 else:       # the factors with K first (in the levels' order of the terms)
-                    _products(A.transpose(2, 0, 1)[k].astype(np.float64), B.transpose(1, 0, 2)[k].astype(np.float64),
-                              dd, qq, W[:n])
+                    _products(A, B, k, dd, qq, W[:n])
                 out[dd, qq] = lv.run(W)
                 continue
             if op == "sum":
@@ -104,19 +103,21 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     return list(out)
 
 
-def _products(At: np.ndarray, Bk: np.ndarray, dd: np.ndarray, qq: np.ndarray, out: np.ndarray) -> None:
-    """out[k, i] = At[k, dd[i], r] * Bk[k, dd[i], c] at position qq[i] = (r, c) (float64 factors: the products are
-    exact, the inputs' format having at most 26 significand bits, _as_sums). The columns come draw by draw; where a draw's positions are
-    a grid of rows x columns in order (a matmul's lane classes: whole columns of B, or rows of A), one broadcast
-    product over the grid, else gathered column by column."""
-    K, _, N = Bk.shape
+def _products(A: np.ndarray, B: np.ndarray, k: np.ndarray, dd: np.ndarray, qq: np.ndarray, out: np.ndarray) -> None:
+    """out[i, j] = A[dd[j], r, k[i]] * B[dd[j], k[i], c] at position qq[j] = (r, c), in float64 (exact: the inputs'
+    format has at most 26 significand bits, _as_sums). The columns come draw by draw; where a draw's positions are
+    a grid of rows x columns in order (a matmul's lane classes: whole columns of B, or rows of A), one product per
+    grid point from the grid's rows of A and columns of B, else one per column."""
+    N = B.shape[2]
     cuts = np.flatnonzero(np.diff(dd)) + 1
     for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), dd.size]):
         d, ps = int(dd[lo]), qq[lo:hi]
         r, c = np.divmod(ps, N)
         rows, cols = np.unique(r), np.unique(c)
         if rows.size * cols.size == ps.size and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel()):
-            view = np.reshape(out[:, lo:hi], (K, rows.size, cols.size), copy=False)
-            np.einsum("kr,kc->krc", At[:, d][:, rows], Bk[:, d][:, cols], out=view)    # (one product each)
+            a = A[d][np.ix_(rows, k)].astype(np.float64)           # (R, K)
+            b = B[d][np.ix_(k, cols)].astype(np.float64)           # (K, C)
+            view = np.reshape(out[:, lo:hi], (k.size, rows.size, cols.size), copy=False)
+            np.einsum("rk,kc->krc", a, b, out=view)                # (one product each, no sum)
         else:
-            np.multiply(At[:, d][:, r], Bk[:, d][:, c], out=out[:, lo:hi])
+            np.multiply(A[d][np.ix_(r, k)].T, B[d][np.ix_(k, c)], out=out[:, lo:hi], dtype=np.float64)
