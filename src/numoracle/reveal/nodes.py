@@ -205,18 +205,17 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
     """The leaves ks in groups of at most g whose parents' subtrees are pairwise disjoint (intervals of the leaves'
     depth-first order that do not overlap), greedily by interval end."""
     n, nodes = probe.n, probe.nodes
-    lo = [0] * (n + len(nodes))
-    hi = [0] * (n + len(nodes))
-    pos, stack = 0, [n + len(nodes) - 1]
-    while stack:                                   # leaves numbered in depth-first order
-        r = stack.pop()
-        if r < n:
-            lo[r] = hi[r] = pos
-            pos += 1
-        else:
-            stack.extend(reversed(nodes[r - n]))
-    for i, ch in enumerate(nodes):                 # children before parents, in depth-first order
-        lo[n + i], hi[n + i] = lo[ch[0]], hi[ch[-1]]
+    nn = len(nodes)
+    size = [1] * n + [0] * nn                      # leaves under every ref (children before parents)
+    for i, ch in enumerate(nodes):
+        size[n + i] = size[ch[0]] + size[ch[1]] if len(ch) == 2 else sum(size[c] for c in ch)
+    lo = [0] * (n + nn)                            # leaves numbered in depth-first order (left to right): a
+    for i in range(nn - 1, -1, -1):                # node's first leaf, handed down from the root
+        at = lo[n + i]
+        for c in nodes[i]:
+            lo[c] = at
+            at += size[c]
+    hi = [a + z - 1 for a, z in zip(lo, size)]
     par = probe._par
     groups: list[list[int]] = []
     open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap

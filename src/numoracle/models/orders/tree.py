@@ -140,7 +140,7 @@ class TreeOrder(Order):
             if n != 1:
                 raise ValueError(f"TreeOrder over n = {n} terms needs nodes (only n = 1 has none)")
             return
-        n_refs = sum(len(ch) for ch in nodes)
+        n_refs = sum(map(len, nodes))
         if n_refs != n + len(nodes) - 1 and n > 2 * n_refs + 1024:   # before any array of n entries (n may be huge)
             raise ValueError(f"TreeOrder: {len(nodes)} nodes with {n_refs} children cannot be a tree over n = {n} "
                              f"terms (every term and every node except the root is a child exactly once: "
