@@ -51,6 +51,7 @@ class Levels:
     out: Arith | None  # the root rounded once more (TreeOrder.out)
     leaf: Arith | None  # every term rounded first (TreeOrder.leaf)
     terms: np.ndarray   # the term in each of W's first n rows (the order the levels read them: one block a level)
+    quantum: float      # the smallest quantum of the nodes' formats (their values are multiples of it)
 
     @staticmethod
     def of(order: object) -> Levels | None:
@@ -62,10 +63,14 @@ class Levels:
         except _Uncovered:
             return None
 
-    def run(self, W: np.ndarray) -> np.ndarray:
+    def run(self, W: np.ndarray, quantum: float = 0.0) -> np.ndarray:
         """The outputs (one per column of W) for W whose row i < n holds term ``terms[i]``; W has n + slots rows
-        and is overwritten (the terms too, where ``leaf`` rounds them)."""
+        and is overwritten (the terms too, where ``leaf`` rounds them). ``quantum``: a power of two every term is a
+        multiple of (0: unknown); with the nodes' own (``self.quantum``) at least 2^-179, every sum below FP32's
+        normal range is exact in float64 (a multiple of it below 2^-126: at most 53 bits) and _add32 need not look
+        for them."""
         n = self.n
+        tiny = min(quantum, self.quantum) < 2.0**-179
         with np.errstate(all="ignore"):
             if self.leaf is not None:
                 W[:n] = self.leaf.round(W[:n])
@@ -73,7 +78,7 @@ class Levels:
                 if g.b is None:
                     W[g.dst] = g.ar.round(W[g.a])
                 elif g.ar.native:
-                    W[g.dst] = _add32(g.ar, W[g.a], W[g.b])
+                    W[g.dst] = _add32(g.ar, W[g.a], W[g.b], tiny)
                 else:
                     W[g.dst] = g.ar.add(W[g.a], W[g.b], "f64" if g.ar.is64 else "odd")
             r = W[self.root]
@@ -85,16 +90,18 @@ _MID = np.uint64(1 << 28)            # ... as they are at an FP32 midpoint
 _MIN_NORMAL32 = 2.0**-126
 
 
-def _add32(ar: Arith, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _add32(ar: Arith, x: np.ndarray, y: np.ndarray, tiny: bool = True) -> np.ndarray:
     """fl32(x + y) (IEEE binary32, RNE) for exact float64 x, y: ``Arith.add``'s "odd" plan with its test in fewer
     passes, as float32 values. s = fl64(x + y) cast to float32 is one correct rounding of x + y unless s is an FP32
     midpoint (Arith's docstring: no grid point or midpoint lies strictly between s and x + y) or below FP32's
     normal range (where the midpoints lie elsewhere); those take the exact route (``Arith.add_exact``). Above the
     range no test is needed: the cast rounds s to max_finite or inf as it rounds x + y, the midpoint
-    2^128 - 2^103 itself being caught by the midpoint test."""
+    2^128 - 2^103 itself being caught by the midpoint test. ``tiny`` False: no sum below the normal range can be
+    inexact (Levels.run), so those are not looked for."""
     s = x + y
     need = (s.view(np.uint64) & _LOW) == _MID
-    need |= np.abs(s) < _MIN_NORMAL32
+    if tiny:
+        need |= np.abs(s) < _MIN_NORMAL32
     r = s.astype(np.float32)
     if need.any():
         idx = np.flatnonzero(need)
@@ -154,7 +161,9 @@ def _plan(t: TreeOrder, native: bool) -> Levels:
     out = _arith(t.out, rne, native) if t.out is not None else None
     leaf = _arith(t.leaf, rne, native) if t.leaf is not None else None
     assert rows.placed == n, "every term is read once"
-    return Levels(n, rows.top - n, tuple(groups), rows.row[n + nn - 1], out, leaf, np.asarray(rows.term_at, np.int64))
+    quantum = min(2.0 ** (a.fmt.emin - a.fmt.man_bits) for a in ars + [x for x in (out, leaf) if x is not None])
+    return Levels(n, rows.top - n, tuple(groups), rows.row[n + nn - 1], out, leaf, np.asarray(rows.term_at, np.int64),
+                  quantum)
 
 
 class _Rows:

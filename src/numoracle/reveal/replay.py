@@ -72,6 +72,7 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
         [(np.concatenate([np.full(int((index[p] == j).sum()), i) for i, p in enumerate(pos)]).astype(np.int64),
           np.concatenate([p[index[p] == j] for p in pos])) for j in range(len(orders))]
     levels = [Levels.of(o) for o in orders]
+    quantum = _quantum(op, stacks, fmt) if any(lv is not None for lv in levels) else 0.0
     rows = max(1, CHUNK // n)
     if op == "matmul" and any(lv is None for lv in levels):
         Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
@@ -90,7 +91,7 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                     np.multiply(stacks[0][dd][:, k].T, stacks[1][dd][:, k].T, out=W[:n], dtype=np.float64)
                 else:       # the factors with K first (in the levels' order of the terms)
                     _products(A, B, k, dd, qq, W[:n])
-                out[dd, qq] = lv.run(W)
+                out[dd, qq] = lv.run(W, quantum)
                 continue
             if op == "sum":
                 T = X[dd, qq]                                      # the inputs, as they are
@@ -121,3 +122,19 @@ def _products(A: np.ndarray, B: np.ndarray, k: np.ndarray, dd: np.ndarray, qq: n
             np.einsum("rk,kc->krc", a, b, out=view)                # (one product each, no sum)
         else:
             np.multiply(A[d][np.ix_(r, k)].T, B[d][np.ix_(k, c)], out=out[:, lo:hi], dtype=np.float64)
+
+
+def _quantum(op: str, stacks: list, fmt: Format) -> float:
+    """A power of two every term is a multiple of: the input format's quantum at the smallest magnitude present
+    (a sum's terms are the inputs; a product's quantum is at least the product of its factors'); 0 where unknown."""
+    q = 1.0
+    for x in stacks[:1 if op == "sum" else 2]:
+        a = np.abs(np.asarray(x, np.float64))
+        nz = a[a > 0]
+        if nz.size == 0:
+            continue
+        if not np.isfinite(nz).all():
+            return 0.0
+        e = int(np.frexp(nz.min())[1]) - 1                      # floor(log2) of the smallest magnitude
+        q *= 2.0 ** (max(e, fmt.emin) - fmt.man_bits)
+    return q
