@@ -689,10 +689,18 @@ def to_nodes(tree: Any, n: int) -> list[tuple[int, ...]]:
     """A nested tree (leaves are term ints, nodes tuples of children) as TreeOrder nodes (post-order)."""
     nodes: list[tuple[int, ...]] = []
 
-    def walk(t: Any) -> int:     # (leaves read in the parent's list: one call per node, not per ref)
+    append = nodes.append
+
+    def walk(t: Any) -> int:     # (leaves read in the parent: one call per node, not per ref; binary nodes inline)
         if type(t) is not tuple:
             return int(t)
-        nodes.append(tuple([(c if type(c) is int else int(c)) if type(c) is not tuple else walk(c) for c in t]))
+        if len(t) == 2:
+            a, b = t
+            a = a if type(a) is int else walk(a) if type(a) is tuple else int(a)
+            b = b if type(b) is int else walk(b) if type(b) is tuple else int(b)
+            append((a, b))
+        else:
+            append(tuple([(c if type(c) is int else int(c)) if type(c) is not tuple else walk(c) for c in t]))
         return n + len(nodes) - 1
     try:
         walk(tree)
