@@ -380,9 +380,10 @@ class Prober:
         lens = [len(ix) for ix, _, _ in probes]
         ends = np.cumsum(lens).tolist()
         ks = np.fromiter(itertools.chain.from_iterable(ix for ix, _, _ in probes), np.int64, ends[-1])
-        an = self.native(np.concatenate([np.asarray(a, np.float64) for _, a, _ in probes]), "probe")
-        bn = self.native(np.concatenate([np.ones(len(ix)) if b is None else np.asarray(b, np.float64)
-                                         for ix, _, b in probes]), "probe")     # every probe's values at once
+        chain = itertools.chain.from_iterable          # every probe's values at once (lists or arrays)
+        an = self.native(np.fromiter(chain(a for _, a, _ in probes), np.float64, ends[-1]), "probe")
+        bn = self.native(np.fromiter(chain(itertools.repeat(1.0, len(ix)) if b is None else b for ix, _, b in probes),
+                                     np.float64, ends[-1]), "probe")
         sp = np.asarray(spots, np.int64)
         rs, cs = np.divmod(sp[np.repeat(np.arange(len(probes)) % sp.size, lens)], N)
         for lo in range(0, len(probes), sp.size):
