@@ -187,6 +187,8 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     placeholder = [BlockFMA(max(len(nodes[i]) for i in fused), 10)] if fused else []
     for i in fused:
         kinds[i] = len(steps)
+    if not fused and p.op != "sum":     # (built once, by _leaves)
+        return _leaves(p, _Draft(p.n, tuple(nodes), tuple(kinds), tuple(steps), acc, None, out), probe, notes)
     base = TreeOrder(p.n, tuple(nodes), tuple(kinds), tuple(steps) + tuple(placeholder), acc=acc, out=out)
     if fused:
         # the window probed at up to FUSED_PROBES fused nodes spread over the tree (first and last included)
@@ -237,7 +239,24 @@ def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Ord
     return PerPosition(tuple(orders), tuple(index.tolist()), p.out_shape)
 
 
-def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
+@dataclass(frozen=True)
+class _Draft:
+    """A TreeOrder's fields before it is built (its checks run once, on the final tree)."""
+
+    n: int
+    nodes: tuple
+    kinds: tuple
+    steps: tuple
+    acc: Any
+    leaf: Any
+    out: Any
+
+    def order(self, **changes: Any) -> TreeOrder:
+        f = {**self.__dict__, **changes}
+        return TreeOrder(f["n"], f["nodes"], f["kinds"], f["steps"], acc=f["acc"], leaf=f["leaf"], out=f["out"])
+
+
+def _leaves(p: Prober, t: TreeOrder | _Draft, probe: NodeProbe, notes: list) -> TreeOrder:
     """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
     node over it, in its node's step) or exact (an FMA); several per call in trees that round to nearest."""
     from dataclasses import replace
@@ -255,7 +274,7 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     rounded = [k for k in cands if found[k]]
     if not rounded:
         notes.append("terms: every product enters its addition exact (FMA)")
-        return t
+        return t.order() if isinstance(t, _Draft) else t
     m = len(rounded)
     ref = np.arange(t.n + len(t.nodes), dtype=np.int64)       # every ref's new number: nodes move up by m,
     ref[t.n:] += m
@@ -270,6 +289,8 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     nk = [steps.index(step)] * m + kinds
     notes.append(f"terms: {m} of {t.n} products enter rounded to {p.fmt.name} (multiply, then add), the rest exact "
                  "(FMA)")
+    if isinstance(t, _Draft):
+        return t.order(nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
     return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
 
 
