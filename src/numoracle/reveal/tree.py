@@ -572,8 +572,13 @@ def _resolve(t: Any) -> list[Any]:
     if len(t.G) == 1:
         return [t.G[0]]
     node = t.a
-    for part in t.parts:
-        node = (node, *_resolve(part))
+    for part in t.parts:            # (a leaf or a fixed subtree read here: no call for them)
+        if type(part) is _Task and part.fixed is not None:
+            node = (node, part.fixed)
+        elif type(part) is _Task and len(part.G) == 1:
+            node = (node, part.G[0])
+        else:
+            node = (node, *_resolve(part))
     return [node] + (_resolve(t.rest) if t.rest else [])
 
 
