@@ -113,7 +113,7 @@ def test_level_replay_positions_per_input():
     o = PerPosition((A, B), tuple(rng.integers(0, 2, 20).tolist()), (4, 5))
     ins = _draws(rng, [(4, 64), (64, 5)], 3)
     at = [None, np.array([0, 6, 12, 18]), [3, 4]]
-    for g, i, p in zip(replay("matmul", ins, o, FP32, at), ins, at):
+    for g, i, p in zip(replay("matmul", ins, o, FP32, at=at), ins, at):
         want = np.asarray(simulate("matmul", *i, order=o), np.float64).reshape(-1)
         p = np.arange(20) if p is None else np.asarray(p)
         assert np.array_equal(g[p], want[p]) and np.isnan(np.delete(g, p)).all()

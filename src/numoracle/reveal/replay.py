@@ -3,12 +3,13 @@
 Every output of a sum, a dot or a matmul is the order applied to its n terms: the inputs themselves (a sum) or
 the products a_k b_k, exact in float64 where the input format has at most 26 significand bits (p_a + p_b <= 53:
 every format but FP64). Where no node is fused (a BlockFMA step reads its products as products), the outputs of
-all draws, of every kind, are rows of one matrix of terms, and one ``simulate("sum", terms, order=...)`` call
-gives them all: the order's steps run once per batch (their Python cost paid once, not once per draw and kind),
-and a PerPosition order runs each of its trees on the rows of its own positions only. The terms are built in
-chunks of under ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
-through ``simulate(op, ...)`` draw by draw. That both routes give the same bits is tested
-(tests/reveal/test_reveal_replay.py).
+all draws, of every kind, are columns of one matrix of terms, and the order runs once per batch (its Python cost
+paid once, not once per draw and kind); a PerPosition order runs each of its trees on the columns of its own
+positions only. A TreeOrder runs level by level (reveal/levels.py: the tree's depth in numpy steps, where
+simulate's chains take several times that), the terms placed in the order its levels read them; other orders go
+through ``simulate("sum", terms, order=...)``. The terms are built in chunks of under ``CHUNK`` values (a 64 x 4096
+x 64 matmul has 16 M terms a draw). Other dots and matmuls go through ``simulate(op, ...)`` draw by draw. That
+every route gives simulate(op)'s bits is tested (tests/reveal/test_reveal_replay.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .levels import Levels
 
 __all__ = ["replay", "CHUNK"]
 
-# terms per simulate call (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
+# terms per chunk (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
 # (core/jit.py), whose first load in a process (about a second) a reveal would not repay
 CHUNK = jit.MIN_WORK - 1
 
@@ -41,11 +42,11 @@ def _as_sums(op: str, order: Order, fmt: Format) -> bool:
         isinstance(t, TreeOrder) and not any(isinstance(st, BlockFMA) for st in t.steps) for t in trees)
 
 
-def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
-           positions: Iterable[int] | list | None = None) -> list[np.ndarray]:
+def replay(op: str, inputs: list[tuple], order: Order, fmt: Format, positions: Iterable[int] | None = None, *,
+           at: list | None = None) -> list[np.ndarray]:
     """The order's outputs on every input of ``inputs`` (each fn's arguments), flattened over output positions:
-    one float64 array per input, of every position (NaN at those not in ``positions``, where given: one set of
-    positions for every input, or a list of one per input, None meaning every position)."""
+    one float64 array per input, of every position (NaN at those not in ``positions``, where given; ``at``: the
+    positions of each input instead, None for every position)."""
     if not inputs:
         return []
     if not _as_sums(op, order, fmt):
@@ -60,9 +61,7 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
         A, B = stacks                                                 # (draws, M, K), (draws, K, N)
         npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
     out = np.full((len(inputs), npos), np.nan)
-    per = positions if isinstance(positions, list) and len(positions) == len(inputs) and \
-        all(x is None or isinstance(x, (np.ndarray, list, tuple, range)) for x in positions) else \
-        [positions] * len(inputs)
+    per = at if at is not None else [positions] * len(inputs)
     pos = [np.arange(npos) if x is None else np.asarray(list(x), np.int64) for x in per]
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
     orders = [order] if index is None else list(order.orders)

@@ -332,7 +332,7 @@ def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, dra
             det = False
     spread = _spread(p, order)
     at = [None if k == 0 or spread is None else spread for k in range(len(kinds)) for _ in range(draws)]
-    gots = replay(p.op, ins, order, p.fmt, at)      # every draw of every kind in one batch (reveal/replay.py)
+    gots = replay(p.op, ins, order, p.fmt, at=at)   # every draw of every kind in one batch (reveal/replay.py)
     mism: dict[str, tuple[int, int]] = {}
     for k, kind in enumerate(kinds):
         g, w = gots[k * draws:(k + 1) * draws], wants[k * draws:(k + 1) * draws]
