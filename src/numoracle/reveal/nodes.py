@@ -215,20 +215,22 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
         for c in nodes[i]:
             lo[c] = at
             at += size[c]
-    hi = [a + z - 1 for a, z in zip(lo, size)]
     par = probe._par
+    pop, push = heapq.heappop, heapq.heappush
     groups: list[list[int]] = []
     open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
     for k in sorted(ks, key=lambda k: lo[par[k]]):   # interval partitioning, by start
-        start, end = lo[par[k]], hi[par[k]]
+        q = par[k]
+        start = lo[q]
         if open_ and open_[0][0] < start:
-            _, gi = heapq.heappop(open_)
+            gi = pop(open_)[1]
+            grp = groups[gi]
         else:
-            gi = len(groups)
-            groups.append([])
-        groups[gi].append(k)
-        if len(groups[gi]) < g:
-            heapq.heappush(open_, (end, gi))
+            gi, grp = len(groups), []
+            groups.append(grp)
+        grp.append(k)
+        if len(grp) < g:
+            push(open_, (start + size[q] - 1, gi))     # the interval's end: its last leaf
     return groups
 
 
