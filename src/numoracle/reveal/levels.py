@@ -71,18 +71,37 @@ class Levels:
         for them."""
         n = self.n
         tiny = min(quantum, self.quantum) < 2.0**-179
+        f32, u64, low, mid = np.float32, np.uint64, _LOW, _MID
         with np.errstate(all="ignore"):
             if self.leaf is not None:
                 W[:n] = self.leaf.round(W[:n])
-            for g in self.groups:
-                if g.b is None:
-                    W[g.dst] = g.ar.round(W[g.a])
-                elif g.ar.native:
-                    W[g.dst] = _add32(g.ar, W[g.a], W[g.b], tiny)
+            for ar, a, b, dst, how in self._steps:
+                if how == 2 and not tiny:   # _add32 without the look below the normal range, inline
+                    x, y = W[a], W[b]
+                    s = x + y
+                    need = (s.view(u64) & low) == mid
+                    r = s.astype(f32)
+                    if need.any():
+                        idx = np.flatnonzero(need)
+                        r.reshape(-1)[idx] = ar.add_exact(x.reshape(-1)[idx], y.reshape(-1)[idx])
+                    W[dst] = r
+                elif how == 0:
+                    W[dst] = ar.round(W[a])
+                elif how == 2:
+                    W[dst] = _add32(ar, W[a], W[b], tiny)
                 else:
-                    W[g.dst] = g.ar.add(W[g.a], W[g.b], "f64" if g.ar.is64 else "odd")
+                    W[dst] = ar.add(W[a], W[b], "f64" if ar.is64 else "odd")
             r = W[self.root]
             return self.out.round(r) if self.out is not None else r
+
+    @property
+    def _steps(self) -> list:
+        """The groups as (arithmetic, a, b, dst, how): 0 a rounding, 2 an FP32 addition (_add32), 1 another."""
+        steps = self.__dict__.get("_steps_")
+        if steps is None:
+            steps = [(g.ar, g.a, g.b, g.dst, 0 if g.b is None else 2 if g.ar.native else 1) for g in self.groups]
+            object.__setattr__(self, "_steps_", steps)
+        return steps
 
 
 _LOW = np.uint64((1 << 29) - 1)      # the float64 bits below FP32's last place
