@@ -1,6 +1,6 @@
 """reveal_order on this machine's kernels against an FPRev-style recursive search written here, side by side.
 
-Run: python benches/bench_reveal.py [--quick] [--repeat R]
+Run: python benches/bench_reveal.py [--quick] [--repeat R] [--only TEXT]
 
 ``fprev_recursive`` is FPRev's recursive search (Xie et al., "FPRev: Revealing the order of floating-point
 summation by numerical testing"), written from the paper's algorithm: from the first leaf i of a leaf set, one
@@ -94,10 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip n = 32768 and the 64 x 4096 x 64 matmul")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of each side (the fastest is kept)")
+    ap.add_argument("--only", default=None, help="run only the rows whose kernel or size contains this text "
+                    "(e.g. 16x1024x16)")
     args = ap.parse_args()
     print(f"{'kernel':<26} {'size':>11} {'FPRev s':>8} {'reveal s':>9} {'ratio':>6} {'target':>7} {'verdict':>11} "
           f"{'FPRev calls':>11} {'tree calls':>10} {'all calls':>9} {'probes/call':>11}")
     for name, size, ffn, (fn, op, kw), target in _cases(args.quick):
+        if args.only and args.only not in name and args.only not in size:
+            continue
         tf, tr = [], []
         rep = fcalls = None
         budget = 6 * target if target else 600.0      # a target case stops at 6x its target

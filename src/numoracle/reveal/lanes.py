@@ -158,23 +158,32 @@ class Lanes:
         return self.p.loop_pair(a, b, A, J, plus, minus, unit)
 
     def _run_grid(self, A: list, J: list) -> list:
-        """Packed probes without zeroed terms: each call's +M and -M written into all its lanes by two indexed
-        assignments (and set back by two)."""
+        """Packed probes without zeroed terms: each call's +M and -M written into all its lanes by one indexed
+        assignment (and set back by one)."""
         L, call, args, raws = self.lanes, self.p.raw_call, self.args, []
         g, by_row = self._grid  # type: ignore[misc]
-        unit, plus, minus = self._tv[UNIT], self._tv[PLUS], self._tv[MINUS]
+        unit = self._tv[UNIT]
         a, j = np.asarray(A, np.int64), np.asarray(J, np.int64)
-        for lo in range(0, len(A), L):
-            w = self.which[:min(L, len(A) - lo)]
-            ia, ij = ((w, a[lo:lo + w.size]), (w, j[lo:lo + w.size])) if by_row else \
-                ((a[lo:lo + w.size], w), (j[lo:lo + w.size], w))
-            g[ia] = plus
-            g[ij] = minus
+        # each call's +M and -M in one indexed assignment: terms a (then j) of the call's lanes (a != j in a lane,
+        # one probe per lane: no two entries meet)
+        vals = np.repeat(self._tv[[PLUS, MINUS]], L)
+        full = len(A) // L
+        terms = np.concatenate((a[:full * L].reshape(full, L), j[:full * L].reshape(full, L)), axis=1)
+        lanes = np.concatenate((self.which[:L], self.which[:L]))
+        for c in range(-(-len(A) // L)):
+            if c < full:
+                at, v = (terms[c], lanes), vals
+            else:                       # the last call's lanes, fewer than L
+                k = len(A) - full * L
+                at = (np.concatenate((a[full * L:], j[full * L:])), np.concatenate((self.which[:k], self.which[:k])))
+                v = np.concatenate((vals[:k], vals[L:L + k]))
+            if by_row:
+                at = (at[1], at[0])
+            g[at] = v
             try:
                 raws.append(call(args))
             finally:
-                g[ia] = unit
-                g[ij] = unit
+                g[at] = unit
         return raws
 
     def _run_lanes(self, A: list, J: list, zero: list | None) -> list:

@@ -91,10 +91,10 @@ class NodeProbe:
         if self.p.op == "sum":
             outs = self.p.sparse_many([(idx, vals, None) for idx, vals, _ in probes], self.pos)
         else:                        # the products split into factors in one go
-            cut = np.cumsum([len(idx) for idx, _, _ in probes])[:-1].tolist()
+            ends = np.cumsum([len(idx) for idx, _, _ in probes]).tolist()
             fa, fb = self.p.split(np.concatenate([np.asarray(vals, np.float64) for _, vals, _ in probes])) \
                 if probes else (np.empty(0), np.empty(0))
-            split = [(idx, a, b) for (idx, _, _), a, b in zip(probes, np.split(fa, cut), np.split(fb, cut))]
+            split = [(idx, fa[e0:e1], fb[e0:e1]) for (idx, _, _), e0, e1 in zip(probes, [0] + ends, ends)]
             outs = self.p.sparse_at(split, self.spots) if len(self.spots) > 1 else self.p.sparse_many(split, self.pos)
         return np.asarray(outs, np.float64) / 2.0 ** self._scale() - np.array([off for _, _, off in probes])
 
@@ -205,31 +205,32 @@ def _disjoint_groups(probe: NodeProbe, ks: list[int], g: int) -> list[list[int]]
     """The leaves ks in groups of at most g whose parents' subtrees are pairwise disjoint (intervals of the leaves'
     depth-first order that do not overlap), greedily by interval end."""
     n, nodes = probe.n, probe.nodes
-    lo = [0] * (n + len(nodes))
-    hi = [0] * (n + len(nodes))
-    pos, stack = 0, [n + len(nodes) - 1]
-    while stack:                                   # leaves numbered in depth-first order
-        r = stack.pop()
-        if r < n:
-            lo[r] = hi[r] = pos
-            pos += 1
-        else:
-            stack.extend(reversed(nodes[r - n]))
-    for i, ch in enumerate(nodes):                 # children before parents, in depth-first order
-        lo[n + i], hi[n + i] = lo[ch[0]], hi[ch[-1]]
+    nn = len(nodes)
+    size = [1] * n + [0] * nn                      # leaves under every ref (children before parents)
+    for i, ch in enumerate(nodes):
+        size[n + i] = size[ch[0]] + size[ch[1]] if len(ch) == 2 else sum(size[c] for c in ch)
+    lo = [0] * (n + nn)                            # leaves numbered in depth-first order (left to right): a
+    for i in range(nn - 1, -1, -1):                # node's first leaf, handed down from the root
+        at = lo[n + i]
+        for c in nodes[i]:
+            lo[c] = at
+            at += size[c]
     par = probe._par
+    pop, push = heapq.heappop, heapq.heappush
     groups: list[list[int]] = []
     open_: list[tuple[int, int]] = []              # (end of the group's last interval, group index): a heap
     for k in sorted(ks, key=lambda k: lo[par[k]]):   # interval partitioning, by start
-        start, end = lo[par[k]], hi[par[k]]
+        q = par[k]
+        start = lo[q]
         if open_ and open_[0][0] < start:
-            _, gi = heapq.heappop(open_)
+            gi = pop(open_)[1]
+            grp = groups[gi]
         else:
-            gi = len(groups)
-            groups.append([])
-        groups[gi].append(k)
-        if len(groups[gi]) < g:
-            heapq.heappush(open_, (end, gi))
+            gi, grp = len(groups), []
+            groups.append(grp)
+        grp.append(k)
+        if len(grp) < g:
+            push(open_, (start + size[q] - 1, gi))     # the interval's end: its last leaf
     return groups
 
 

@@ -3,12 +3,13 @@
 Every output of a sum, a dot or a matmul is the order applied to its n terms: the inputs themselves (a sum) or
 the products a_k b_k, exact in float64 where the input format has at most 26 significand bits (p_a + p_b <= 53:
 every format but FP64). Where no node is fused (a BlockFMA step reads its products as products), the outputs of
-all draws, of every kind, are rows of one matrix of terms, and one ``simulate("sum", terms, order=...)`` call
-gives them all: the order's steps run once per batch (their Python cost paid once, not once per draw and kind),
-and a PerPosition order runs each of its trees on the rows of its own positions only. The terms are built in
-chunks of under ``CHUNK`` values (a 64 x 4096 x 64 matmul has 16 M terms a draw). Other dots and matmuls go
-through ``simulate(op, ...)`` draw by draw. That both routes give the same bits is tested
-(tests/reveal/test_reveal_replay.py).
+all draws, of every kind, are columns of one matrix of terms, and the order runs once per batch (its Python cost
+paid once, not once per draw and kind); a PerPosition order runs each of its trees on the columns of its own
+positions only. A TreeOrder runs level by level (reveal/levels.py: the tree's depth in numpy steps, where
+simulate's chains take several times that), the terms placed in the order its levels read them; other orders go
+through ``simulate("sum", terms, order=...)``. The terms are built in chunks of under ``CHUNK`` values (a 64 x 4096
+x 64 matmul has 16 M terms a draw). Other dots and matmuls go through ``simulate(op, ...)`` draw by draw. That
+every route gives simulate(op)'s bits is tested (tests/reveal/test_reveal_replay.py).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from ..core.formats.format import Format
 from ..models.engine.simulation import simulate
 from ..models.orders.basic import BlockFMA, Order
 from ..models.orders.tree import TreeOrder
+from .levels import Levels
 
 __all__ = ["replay", "CHUNK"]
 
-# terms per simulate call (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
+# terms per chunk (32 MB of float64): as many as stay under simulate's threshold for its compiled kernels
 # (core/jit.py), whose first load in a process (about a second) a reveal would not repay
 CHUNK = jit.MIN_WORK - 1
 
@@ -40,10 +42,11 @@ def _as_sums(op: str, order: Order, fmt: Format) -> bool:
         isinstance(t, TreeOrder) and not any(isinstance(st, BlockFMA) for st in t.steps) for t in trees)
 
 
-def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
-           positions: Iterable[int] | None = None) -> list[np.ndarray]:
+def replay(op: str, inputs: list[tuple], order: Order, fmt: Format, positions: Iterable[int] | None = None, *,
+           at: list | None = None) -> list[np.ndarray]:
     """The order's outputs on every input of ``inputs`` (each fn's arguments), flattened over output positions:
-    one float64 array per input, of every position (NaN at those not in ``positions``, where given)."""
+    one float64 array per input, of every position (NaN at those not in ``positions``, where given; ``at``: the
+    positions of each input instead, None for every position)."""
     if not inputs:
         return []
     if not _as_sums(op, order, fmt):
@@ -57,17 +60,38 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
     else:
         A, B = stacks                                                 # (draws, M, K), (draws, K, N)
         npos, n, N = A.shape[1] * B.shape[2], A.shape[2], B.shape[2]
-        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
     out = np.full((len(inputs), npos), np.nan)
-    pos = np.arange(npos) if positions is None else np.asarray(list(positions), np.int64)
+    per = at if at is not None else [positions] * len(inputs)
+    pos = [np.arange(npos) if x is None else np.asarray(list(x), np.int64) for x in per]
     index = np.asarray(order.index, np.int64) if getattr(order, "per_position", False) else None
-    groups = [(order, pos)] if index is None else [(o, pos[index[pos] == j]) for j, o in enumerate(order.orders)]
+    orders = [order] if index is None else list(order.orders)
+    # per order: the (draw, position) pairs it gives, draw by draw
+    pairs = [(np.concatenate([np.full(p.size, i) for i, p in enumerate(pos)]).astype(np.int64),
+              np.concatenate(pos))] if index is None else \
+        [(np.concatenate([np.full(int((index[p] == j).sum()), i) for i, p in enumerate(pos)]).astype(np.int64),
+          np.concatenate([p[index[p] == j] for p in pos])) for j in range(len(orders))]
+    levels = [Levels.of(o) for o in orders]
+    quantum = _quantum(op, stacks, fmt) if any(lv is not None for lv in levels) else 0.0
     rows = max(1, CHUNK // n)
-    for o, ps in groups:
-        d = np.repeat(np.arange(len(inputs)), ps.size)
-        q = np.tile(ps, len(inputs))
+    if op == "matmul" and any(lv is None for lv in levels):
+        Bt = np.ascontiguousarray(B.transpose(0, 2, 1))               # columns of B as rows: gathered fast
+    # the level replays' work array: one buffer for every order and chunk (a fresh array would be touched anew)
+    size = max([(n + lv.slots) * min(rows, d.size) for lv, (d, _) in zip(levels, pairs) if lv is not None] + [0])
+    buf = np.empty(size)
+    for o, lv, (d, q) in zip(orders, levels, pairs):
         for lo in range(0, d.size, rows):
             dd, qq = d[lo:lo + rows], q[lo:lo + rows]
+            if lv is not None:      # level by level (reveal/levels.py): the terms as rows, one column an output
+                W = buf[:(n + lv.slots) * dd.size].reshape(n + lv.slots, dd.size)
+                k = lv.terms
+                if op == "sum":
+                    W[:n] = X[dd[:, None], qq[:, None], k].T
+                elif op == "dot":
+                    np.multiply(stacks[0][dd][:, k].T, stacks[1][dd][:, k].T, out=W[:n], dtype=np.float64)
+                else:       # the factors with K first (in the levels' order of the terms)
+                    _products(A, B, k, dd, qq, W[:n])
+                out[dd, qq] = lv.run(W, quantum)
+                continue
             if op == "sum":
                 T = X[dd, qq]                                      # the inputs, as they are
             elif op == "dot":
@@ -77,3 +101,39 @@ def replay(op: str, inputs: list[tuple], order: Order, fmt: Format,
                 T = A[dd, r].astype(np.float64) * Bt[dd, c].astype(np.float64)
             out[dd, qq] = np.asarray(simulate("sum", T, order=o), np.float64).reshape(-1)
     return list(out)
+
+
+def _products(A: np.ndarray, B: np.ndarray, k: np.ndarray, dd: np.ndarray, qq: np.ndarray, out: np.ndarray) -> None:
+    """out[i, j] = A[dd[j], r, k[i]] * B[dd[j], k[i], c] at position qq[j] = (r, c), in float64 (exact: the inputs'
+    format has at most 26 significand bits, _as_sums). The columns come draw by draw; where a draw's positions are
+    a grid of rows x columns in order (a matmul's lane classes: whole columns of B, or rows of A), one product per
+    grid point from the grid's rows of A and columns of B, else one per column."""
+    N = B.shape[2]
+    cuts = np.flatnonzero(np.diff(dd)) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), dd.size]):
+        d, ps = int(dd[lo]), qq[lo:hi]
+        r, c = np.divmod(ps, N)
+        rows, cols = np.unique(r), np.unique(c)
+        if rows.size * cols.size == ps.size and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel()):
+            a = A[d][np.ix_(rows, k)].astype(np.float64)           # (R, K)
+            b = B[d][np.ix_(k, cols)].astype(np.float64)           # (K, C)
+            view = np.reshape(out[:, lo:hi], (k.size, rows.size, cols.size), copy=False)
+            np.einsum("rk,kc->krc", a, b, out=view)                # (one product each, no sum)
+        else:
+            np.multiply(A[d][np.ix_(r, k)].T, B[d][np.ix_(k, c)], out=out[:, lo:hi], dtype=np.float64)
+
+
+def _quantum(op: str, stacks: list, fmt: Format) -> float:
+    """A power of two every term is a multiple of: the input format's quantum at the smallest magnitude present
+    (a sum's terms are the inputs; a product's quantum is at least the product of its factors'); 0 where unknown."""
+    q = 1.0
+    for x in stacks[:1 if op == "sum" else 2]:
+        a = np.abs(np.asarray(x, np.float64))
+        nz = a[a > 0]
+        if nz.size == 0:
+            continue
+        if not np.isfinite(nz).all():
+            return 0.0
+        e = int(np.frexp(nz.min())[1]) - 1                      # floor(log2) of the smallest magnitude
+        q *= 2.0 ** (max(e, fmt.emin) - fmt.man_bits)
+    return q

@@ -8,6 +8,7 @@ compared bit for bit with fn's outputs.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,6 +187,8 @@ def _tree_order(p: Prober, nested: Any, positions: np.ndarray, data: _Data, note
     placeholder = [BlockFMA(max(len(nodes[i]) for i in fused), 10)] if fused else []
     for i in fused:
         kinds[i] = len(steps)
+    if not fused and p.op != "sum":     # (built once, by _leaves)
+        return _leaves(p, _Draft(p.n, tuple(nodes), tuple(kinds), tuple(steps), acc, None, out), probe, notes)
     base = TreeOrder(p.n, tuple(nodes), tuple(kinds), tuple(steps) + tuple(placeholder), acc=acc, out=out)
     if fused:
         # the window probed at up to FUSED_PROBES fused nodes spread over the tree (first and last included)
@@ -236,7 +239,24 @@ def _order_of(p: Prober, found: list, data: _Data, notes: list, top: int) -> Ord
     return PerPosition(tuple(orders), tuple(index.tolist()), p.out_shape)
 
 
-def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder:
+@dataclass(frozen=True)
+class _Draft:
+    """A TreeOrder's fields before it is built (its checks run once, on the final tree)."""
+
+    n: int
+    nodes: tuple
+    kinds: tuple
+    steps: tuple
+    acc: Any
+    leaf: Any
+    out: Any
+
+    def order(self, **changes: Any) -> TreeOrder:
+        f = {**self.__dict__, **changes}
+        return TreeOrder(f["n"], f["nodes"], f["kinds"], f["steps"], acc=f["acc"], leaf=f["leaf"], out=f["out"])
+
+
+def _leaves(p: Prober, t: TreeOrder | _Draft, probe: NodeProbe, notes: list) -> TreeOrder:
     """Products wider than the accumulator: each term of a two-child node probed for entering rounded (a rounding
     node over it, in its node's step) or exact (an FMA); several per call in trees that round to nearest."""
     from dataclasses import replace
@@ -254,21 +274,54 @@ def _leaves(p: Prober, t: TreeOrder, probe: NodeProbe, notes: list) -> TreeOrder
     rounded = [k for k in cands if found[k]]
     if not rounded:
         notes.append("terms: every product enters its addition exact (FMA)")
-        return t
+        return t.order() if isinstance(t, _Draft) else t
     m = len(rounded)
-    where = {k: t.n + i for i, k in enumerate(rounded)}
-    nodes = [(k,) for k in rounded] + [tuple(where.get(c, c + m if c >= t.n else c) for c in ch) for ch in t.nodes]
+    ref = np.arange(t.n + len(t.nodes), dtype=np.int64)       # every ref's new number: nodes move up by m,
+    ref[t.n:] += m
+    ref[rounded] = t.n + np.arange(m)                            # a rounded term is read through its rounding node
+    lens = list(map(len, t.nodes))
+    flat = ref[np.fromiter(itertools.chain.from_iterable(t.nodes), np.int64, sum(lens))].tolist()
+    it = iter(flat)
+    nodes = [(k,) for k in rounded] + [(next(it), next(it)) if k == 2 else tuple(itertools.islice(it, k))
+                                       for k in lens]
     step = (p.fmt, "rne")
     steps = list(t.steps) + ([step] if step not in t.steps else [])
     nk = [steps.index(step)] * m + kinds
     notes.append(f"terms: {m} of {t.n} products enter rounded to {p.fmt.name} (multiply, then add), the rest exact "
                  "(FMA)")
+    if isinstance(t, _Draft):
+        return t.order(nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
     return replace(t, nodes=tuple(nodes), kinds=tuple(nk), steps=tuple(steps))
+
+
+SPREAD = 64     # output positions per draw above which the kinds after the first are compared on a spread subset
+
+
+def _spread(p: Prober, order: Order) -> np.ndarray | None:
+    """The output positions where the kinds after the first are compared (the first kind: every position), None
+    for every position: where a draw has more than SPREAD outputs, every row and every column of a matmul's output
+    (positions (i mod M, i mod N)) or SPREAD rows of a batched sum spread evenly, and the first and last position
+    of every distinct tree of a PerPosition order. Each output position's tree is checked on the first kind's draw;
+    each tree's arithmetic under every kind, on many outputs each (a draw of fewer outputs is compared whole)."""
+    if p.npos <= SPREAD:
+        return None
+    if p.op == "matmul":
+        M, N = p.out_shape
+        i = np.arange(max(M, N))
+        pos = set(((i % M) * N + i % N).tolist())
+    else:
+        pos = set(np.linspace(0, p.npos - 1, SPREAD).round().astype(np.int64).tolist())
+    if getattr(order, "per_position", False):
+        index = np.asarray(order.index, np.int64)
+        for j in range(len(order.orders)):
+            at = np.flatnonzero(index == j)
+            pos |= {int(at[0]), int(at[-1])} if at.size else set()
+    return np.array(sorted(pos), np.int64)
 
 
 def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, draws: int) -> tuple[dict, bool, int]:
     """(kind -> (mismatching, compared), deterministic, calls) on fresh random data; the first draw is called
-    twice."""
+    twice. The first kind is compared at every output position, the others where :func:`_spread` says."""
     c0 = p.calls
     det = True
     ins, wants = [], []
@@ -277,11 +330,14 @@ def _verify(p: Prober, order: Order, rng: np.random.Generator, kinds: tuple, dra
         wants += [_run(p, i) for i in ins[-draws:]]
         if not _same(wants[-draws], _run(p, ins[-draws])).all():
             det = False
-    gots = replay(p.op, ins, order, p.fmt)      # every draw of every kind in one batch (reveal/replay.py)
+    spread = _spread(p, order)
+    at = [None if k == 0 or spread is None else spread for k in range(len(kinds)) for _ in range(draws)]
+    gots = replay(p.op, ins, order, p.fmt, at=at)   # every draw of every kind in one batch (reveal/replay.py)
     mism: dict[str, tuple[int, int]] = {}
     for k, kind in enumerate(kinds):
         g, w = gots[k * draws:(k + 1) * draws], wants[k * draws:(k + 1) * draws]
-        mism[kind] = (sum(int((~_same(a, b)).sum()) for a, b in zip(g, w)), sum(b.size for b in w))
+        q = slice(None) if k == 0 or spread is None else spread
+        mism[kind] = (sum(int((~_same(a[q], b[q])).sum()) for a, b in zip(g, w)), sum(b[q].size for b in w))
     return mism, det, p.calls - c0
 
 
@@ -387,8 +443,14 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
                                                              f"different outputs ({e})"], tree_calls=p.calls)
         rec = recovers_units(p, mask)
         return report(None, "not a tree", notes=[str(e)] + ([rec] if rec else []), tree_calls=p.calls)
+    spread = _spread(p, f.order)
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
-                 "not a proof")
+                 "not a proof" + ("" if spread is None or len(kinds) < 2 else
+                                  f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
+                                  f"of the {p.npos} (every row and column of the output, every tree)"
+                                  if p.op == "matmul" else
+                                  f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
+                                  f"of the {p.npos} (spread evenly, every tree)"))
     carry_calls = 0
     if det and any(b for b, _ in mism.values()) and p.op == "sum" and isinstance(f.order, TreeOrder):
         comp = _compensated(p, f.order, mask, rng, notes, tuple(kinds), draws, mism)

@@ -42,7 +42,12 @@ def translated(tree: Any, d: int) -> Any:
 
 
 def _moved(t: Any, d: int) -> Any:
-    return t + d if not isinstance(t, tuple) else tuple([_moved(c, d) for c in t])
+    if type(t) is not tuple:        # (leaves moved in the parent: one call per node, not per ref)
+        return t + d
+    if len(t) == 2:
+        a, b = t
+        return (a + d if type(a) is not tuple else _moved(a, d), b + d if type(b) is not tuple else _moved(b, d))
+    return tuple([c + d if type(c) is not tuple else _moved(c, d) for c in t])
 
 
 def _map_leaves(tree: Any, f: Any) -> Any:
@@ -93,16 +98,23 @@ def certificate(tree: Any) -> list[tuple[int, int, int]] | None:
 
 def _cert(t: Any, out: list) -> tuple[int, int]:
     """(first leaf, leaf count) of t, its nodes' certificate entries appended to out in post-order; count 0 where
-    some node is not binary (the caller answers None)."""
-    if not isinstance(t, tuple):
+    some node is not binary (the caller answers None). (Leaf children read here: one call per node.)"""
+    if type(t) is not tuple:
         return t, 1
     if len(t) != 2:
         return t, 0
-    x, nx = _cert(t[0], out)
-    if not nx:
-        return x, 0
-    y, ny = _cert(t[1], out)
-    if not ny:
-        return x, 0
+    a, b = t
+    if type(a) is not tuple:
+        x, nx = a, 1
+    else:
+        x, nx = _cert(a, out)
+        if not nx:
+            return x, 0
+    if type(b) is not tuple:
+        y, ny = b, 1
+    else:
+        y, ny = _cert(b, out)
+        if not ny:
+            return x, 0
     out.append((x, y, nx + ny))
     return x, nx + ny

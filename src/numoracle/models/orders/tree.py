@@ -140,12 +140,12 @@ class TreeOrder(Order):
             if n != 1:
                 raise ValueError(f"TreeOrder over n = {n} terms needs nodes (only n = 1 has none)")
             return
-        n_refs = sum(len(ch) for ch in nodes)
+        n_refs = sum(map(len, nodes))
         if n_refs != n + len(nodes) - 1 and n > 2 * n_refs + 1024:   # before any array of n entries (n may be huge)
             raise ValueError(f"TreeOrder: {len(nodes)} nodes with {n_refs} children cannot be a tree over n = {n} "
                              f"terms (every term and every node except the root is a child exactly once: "
                              f"{n + len(nodes) - 1} children)")
-        refs = np.fromiter((c for ch in nodes for c in ch), np.int64)
+        refs = np.fromiter(itertools.chain.from_iterable(nodes), np.int64, n_refs)
         seen = np.bincount(refs, minlength=n + len(nodes))
         seen[n + len(nodes) - 1] += 1          # the root is nobody's child
         bad = np.flatnonzero(seen != 1)
