@@ -173,6 +173,67 @@ def test_tail_error_bounds_the_float64_gemms_of_the_remainders():
     assert (err > 0).all() and (err < 2.0**30).all()  # a bound that is not vacuous
 
 
+def test_tail_error_bounds_the_remainder_gemms_taken_in_pieces():
+    """The bound for the remainders' GEMMs in pieces of kc columns added in order (ozaki2.product's way), against
+    the exact errors (Fractions), K not a multiple of the pieces; tighter than the one-GEMM bound."""
+    rng = np.random.default_rng(31)
+    K, kc = 1100, 64
+    a = spread(rng, (4, K), -30, 30)
+    b = spread(rng, (K, 3), -30, 30)
+    EA, sA = ozaki.line_bit_range(a, 1)
+    EB, sB = ozaki.line_bit_range(b, 0)
+    primes = ozaki2.primes_below(K)[:2]
+    ra = ozaki2.residues(a, EA, 28, 1, primes)
+    rb = ozaki2.residues(b, EB, 28, 0, primes, want_t=True)
+    nc = -(-K // kc)
+    err = ozaki2.tail_error(ra.stats, rb.stats, K, True, True, kc, nc)
+    assert (err < ozaki2.tail_error(ra.stats, rb.stats, K, True, True)).all()
+    for X, Y in ((ra.d, rb.t), (ra.h, rb.d)):
+        G = np.zeros((4, 3))
+        for k0 in range(0, K, kc):
+            G += X[:, k0:k0 + kc] @ Y[k0:k0 + kc]
+        fx = [[Fraction(float(v)) for v in row] for row in X]
+        fy = [[Fraction(float(v)) for v in row] for row in Y.T]
+        for i in range(4):
+            for j in range(3):
+                exact = sum((p * q for p, q in zip(fx[i], fy[j])), Fraction(0))
+                assert abs(Fraction(float(G[i, j])) - exact) <= Fraction(float(err[i, j]))
+
+
+def midpoint_case(rng, m: int, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """FP32 data spread over 2^+-40 whose pairs of columns cancel exactly, with entries put on float64 midpoints
+    (1 + 2^-53, behind terms of 2^60 that cancel) and just off them (+-2^-80), and exact zeros."""
+    a, b = spread(rng, (m, k)), spread(rng, (k, n))
+    a[:, 1::2] = -a[:, 0::2]
+    b[1::2] = b[0::2]  # every pair cancels: the entries are the planted terms' exactly
+    a[:, :6], b[:6] = 0.0, 0.0
+    a[:, 0], b[0] = 2.0**30, 2.0**30
+    a[:, 1], b[1] = -(2.0**30), 2.0**30
+    a[:, 2], b[2] = 1.0, 1.0
+    a[:, 3], b[3] = 2.0**-27, 2.0**-26
+    a[:, 4] = 2.0**-40
+    b[4] = 2.0**-40 * rng.choice([-1.0, 0.0, 1.0], n)
+    a[-1, 2:4] = 0.0  # the last row's entries exactly 0 or +-2^-80
+    return a.astype(np.float32), b.astype(np.float32)
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_float64_midpoints_after_cancellation_against_fractions(monkeypatch, kernels):
+    """Entries exactly on float64 midpoints and 2^-80 off them, behind 2^+-40 cancelling data, K = 1100 (not a
+    multiple of the pieces or the chunks), on this engine and on the default choice, against Fractions."""
+    a, b = midpoint_case(np.random.default_rng(4242), 4, 1100, 5)
+    ref = frac_matmul(a, b)
+    want = {out: [[rounded(x, out) for x in row] for row in ref] for out in ("fp64", "fp32")}
+    assert want["fp64"][0].count(1.0) >= 1 and 1 + 2.0**-52 in [x for row in want["fp64"] for x in row]
+    with (jit.forced() if kernels else jit.disabled()):
+        default = exact_matmul(a, b, out=("fp64", "fp32"))
+        engine(monkeypatch, "crt")
+        crt = exact_matmul(a, b, out=("fp64", "fp32"))
+    for got in (default, crt):
+        for out, r in zip(("fp64", "fp32"), got):
+            assert same(r, want[out]), out
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("axis", [1, 0])
 def test_residue_kernel_matches_numpy(dtype, axis):

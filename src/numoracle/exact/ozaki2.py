@@ -28,10 +28,10 @@ from functools import lru_cache
 import numpy as np
 
 from ..core import jit
-from . import ozaki, ozakitail
+from . import gemmbound, ozaki, ozakitail
 from .exactsum import L, limbs_to_fractions, round_limbs
 
-_MARGIN = 16  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
+_MARGIN = 12  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
 _BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
 _CHUNK_BYTES = 1 << 23
@@ -107,11 +107,11 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
          exact: bool) -> Plan | None:
     """The bits and primes for A @ B (None: more than _MAX_PRIMES primes, or an empty product).
 
-    Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs whose error
-    is below K 2^-53 (rA + rB) 2^(P - 2) units (see tail_error), rA the largest row sum of |A| over its
-    row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is 2^-(54 + _MARGIN) for
-    P = log2 K + log2(rA + rB) + 1 + _MARGIN, so entries within 2^_MARGIN of that scale round at once.
-    P then grows while the same primes hold the product."""
+    Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
+    (``tail_pieces``) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see tail_error), rA
+    the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
+    2^-(54 + _MARGIN) for P = log2 F + log2(rA + rB) + 1 + _MARGIN, so entries within 2^_MARGIN of that scale
+    round at once. P then grows while the same primes hold the product."""
     M, K = A.shape
     if K == 0 or not A.size or not B.size:
         return None
@@ -121,7 +121,7 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     if exact:
         pA, pB = fullA, fullB
     else:
-        P = max(K - 1, 1).bit_length() + math.ceil(math.log2(max(rA + rB, 1.0))) + 1 + _MARGIN
+        P = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1 + _MARGIN
         pA, pB = min(P, fullA), min(P, fullB)
     if pA + pB > 2100:
         return None
@@ -154,11 +154,23 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     return p if held <= _BYTES else None
 
 
+def tail_pieces(K: int) -> int:
+    """Columns of A a piece of the remainder GEMMs (gemmbound.chunk: 128 at K = 4096), the pieces' results added
+    in order: their error bound is about (kc + K / kc) 2^-53 instead of K 2^-53 (gemmbound.py)."""
+    return gemmbound.chunk(K)
+
+
+def _error_bits(K: int) -> int:
+    """ceil(log2(kc + nc)) for the remainder GEMMs' pieces at K (at least 1): their error in units of 2^-53."""
+    kc = tail_pieces(K)
+    return max(kc + -(-K // kc) - 1, 1).bit_length()
+
+
 def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
     """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
     over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
-    P = max(K - 1, 1).bit_length() + 1 + _MARGIN
+    P = _error_bits(K) + 1 + _MARGIN
     pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
     primes = primes_below(K)
 
@@ -297,16 +309,19 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     G = np.zeros((2, M, N))
     sta, stb = np.zeros((4, M)), np.zeros((4, N))
     kc = _chunk(n, M, N, K)
+    pc = min(tail_pieces(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
+    pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)
         ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes)
         rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True)
         for j in range(n):
             C[j] += ra.planes[j] @ rb.planes[j]
-        if ra.stats[2].any():
-            G[0] += ra.d @ rb.t
-        if rb.stats[2].any():
-            G[1] += ra.h @ rb.d
+        for g, x, y, any_d in ((G[0], ra.d, rb.t, ra.stats[2].any()), (G[1], ra.h, rb.d, rb.stats[2].any())):
+            if any_d:  # each piece's GEMM, then its result added in order (gemmbound.py)
+                for j0 in range(0, k1 - k0, pc):
+                    g += x[:, j0:j0 + pc] @ y[j0:j0 + pc]
+        pieces += -(-(k1 - k0) // pc)
         merge_stats(sta, ra.stats)
         merge_stats(stb, rb.stats)
     C = list(C.reshape(n, M * N))
@@ -321,7 +336,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     if exact:
         raise AssertionError("internal: an exact plan left remainders")
     G = ([G[0]] if dA else []) + ([G[1]] if dB else [])
-    err = tail_error(sta, stb, K, dA, dB)
+    err = tail_error(sta, stb, K, dA, dB, pc, pieces)
     top = max(float(np.abs(g).max(initial=0.0)) for g in G)
     s = 52 - (int(np.frexp(top)[1]) if top > 0 else 0)  # 2^s |G| < 2^52: rint(2^s G) fits 53 bits
     sh = max(s, 0)
@@ -353,11 +368,13 @@ def _chunk(n: int, M: int, N: int, K: int) -> int:
     return max(1, min(kc, K))
 
 
-def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> np.ndarray:
-    """(M, N): >= the error of float64 GEMMs dA @ tB and Ah @ dB (those taken: dA, dB), units 2^(fA + fB).
+def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool, kc: int | None = None,
+               nc: int = 1) -> np.ndarray:
+    """(M, N): >= the error of float64 GEMMs dA @ tB and Ah @ dB (those taken: dA, dB), units 2^(fA + fB), each
+    taken in ``nc`` pieces of at most ``kc`` columns (None: K) whose results are added in order.
 
-    A classical GEMM (any order, blocking, FMA) of K terms errs by at most gamma_K sum |x_k y_k| plus
-    K + 1 underflow errors of 2^-1075 each (Higham, Accuracy and Stability, 3.1 and 2.2);
+    Such a GEMM errs by at most gemmbound.factor(kc, nc) sum |x_k y_k| plus K underflow errors of 2^-1074
+    at most (gemmbound.py; one piece: gamma_K, Higham, Accuracy and Stability, 3.1 and 2.2);
     sum_k |x_k y_k| <= min(sum |x| max |y|, max |x| sum |y|), from the stats of ``residues``
     (|tB| <= |Bh| + |dB| per entry). The bound's own float64 steps round to nearest: the result times
     1 + (K + 16) 2^-51 covers them, and 12 more units of 2^-1074 the at most six that underflow (overflow
@@ -365,7 +382,7 @@ def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> 
     sa, ma, sda, mda = (x[:, None] for x in sta)
     sb, mb, sdb, mdb = (x[None, :] for x in stb)
     st, mt = sb + sdb, mb + mdb
-    gamma = K * 2.0**-53 / (1 - K * 2.0**-53)
+    gamma = gemmbound.factor(K if kc is None else kc, nc)
     with np.errstate(over="ignore", invalid="ignore"):
         S = np.zeros(np.broadcast_shapes(sa.shape, sb.shape))
         if dA:
@@ -383,9 +400,12 @@ def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.n
     rows, cols = np.unique(ii), np.unique(jj)
     a, b = A[rows], B[:, cols]
     ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
+    compiled = ozakitail.compiled_entries(A, B, kern)
+    least = min(least_gemms(sa_, sb_, K, True), ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True))
+    if ozakitail.affordable(und.size, K, max(1, math.floor(least)), rows.size, cols.size, compiled):
+        return ozakitail.entries(A, B, ii, jj, kern)  # cheaper than the fewest GEMMs either engine takes
     pl = choose(a, b, ea, sa_, eb, sb_, True)
     gemms = pl.gemms if pl is not None else ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True)
-    compiled = ozakitail.compiled_entries(A, B, kern)
     if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, compiled):
         return ozakitail.entries(A, B, ii, jj, kern)
     if pl is not None:
