@@ -77,7 +77,8 @@ def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
     that overflows is taken again from the values scaled first (each |x| 2^-E <= 1 exact or underflowing by
     < 2^-1075: plus K 2^-1074)."""
     K = X.shape[axis]
-    s = np.abs(X).sum(axis=axis, dtype=np.float64)
+    kern = jit.kernel_for(ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous)), _kernels)
+    s = kern.abs_sums(X, axis) if kern is not None else np.abs(X).sum(axis=axis, dtype=np.float64)
     if not np.isfinite(s).all():
         k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
         s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis) + K * 2.0**-1074
@@ -219,14 +220,15 @@ def balanced(x: np.ndarray, p: float) -> np.ndarray:
 
 
 def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[int, ...],
-             want_t: bool = False) -> Residues:
+             want_t: bool = False, slot: str | None = None) -> Residues:
     """The integers h = rint(t), t = X 2^(bits - 1 - E) per line (rows: axis=1), modulo each prime, and their stats.
 
     h = m 2^z with z = max(e - 53, 0) (frexp's e): m is an integer below 2^53 (exact: h's bits lie at
     2^z and above), m = m1 2^27 + m0 with |m1| < 2^26, |m0| < 2^27 (exact truncation), and
     h mod p = m1 (2^(z+27) mod p) + m0 (2^z mod p): each term < 2^49 and their sum < 2^50, exact.
     The compiled twin (exact/kernels/crt.py) gives the same planes, h, d and t; its sums in the stats
-    may differ in the last bits (another order), which the bounds that read them cover."""
+    may differ in the last bits (another order), which the bounds that read them cover; with ``slot`` its arrays
+    are reused by its next call for that slot (``product``'s chunks: each is read before the next)."""
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (bits - 1 - E).astype(np.int64)
     top = max(bits - 53, 0) + 28
@@ -234,7 +236,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     step = ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous))
     kern = jit.kernel_for(step, _kernels)
     if kern is not None:
-        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits)
+        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits, slot)
         return Residues(planes, stats, h, t, d)
     t = np.ldexp(X.astype(np.float64, copy=False), k.reshape(shape).astype(np.int32))  # exact (see ozaki._digits)
     h = np.rint(t)
@@ -305,22 +307,23 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     N = B.shape[1]
     kern = ozaki.compiled("split", A)
     n = len(pl.primes)
-    C = np.zeros((n, M, N))
+    C = np.empty((n, M, N))
     G = np.zeros((2, M, N))
+    tmp = np.empty((M, N))
     sta, stb = np.zeros((4, M)), np.zeros((4, N))
     kc = _chunk(n, M, N, K)
     pc = min(tail_pieces(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
     pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)
-        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes)
-        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True)
+        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes, slot="crtA")
+        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True, slot="crtB")
         for j in range(n):
-            C[j] += ra.planes[j] @ rb.planes[j]
+            _gemm_add(C[j], ra.planes[j], rb.planes[j], k0 == 0, tmp)
         for g, x, y, any_d in ((G[0], ra.d, rb.t, ra.stats[2].any()), (G[1], ra.h, rb.d, rb.stats[2].any())):
             if any_d:  # each piece's GEMM, then its result added in order (gemmbound.py)
                 for j0 in range(0, k1 - k0, pc):
-                    g += x[:, j0:j0 + pc] @ y[j0:j0 + pc]
+                    _gemm_add(g, x[:, j0:j0 + pc], y[j0:j0 + pc], False, tmp)
         pieces += -(-(k1 - k0) // pc)
         merge_stats(sta, ra.stats)
         merge_stats(stb, rb.stats)
@@ -350,6 +353,15 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     if und.size:
         rne[und], ro[und] = undecided(A, B, EA, sA, EB, sB, und, N, kern)
     return rne, ro, None
+
+
+def _gemm_add(acc: np.ndarray, x: np.ndarray, y: np.ndarray, first: bool, tmp: np.ndarray) -> None:
+    """acc = x @ y (first) or acc += x @ y, the GEMM written into ``tmp`` (no fresh array a call)."""
+    if first:
+        np.matmul(x, y, out=acc)
+        return
+    np.matmul(x, y, out=tmp)
+    acc += tmp
 
 
 def merge_stats(st: np.ndarray, new: np.ndarray) -> None:
@@ -398,12 +410,12 @@ def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.n
     M, K = A.shape
     ii, jj = und // N, und % N
     rows, cols = np.unique(ii), np.unique(jj)
-    a, b = A[rows], B[:, cols]
     ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
     compiled = ozakitail.compiled_entries(A, B, kern)
     least = min(least_gemms(sa_, sb_, K, True), ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True))
     if ozakitail.affordable(und.size, K, max(1, math.floor(least)), rows.size, cols.size, compiled):
         return ozakitail.entries(A, B, ii, jj, kern)  # cheaper than the fewest GEMMs either engine takes
+    a, b = A[rows], B[:, cols]
     pl = choose(a, b, ea, sa_, eb, sb_, True)
     gemms = pl.gemms if pl is not None else ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True)
     if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, compiled):

@@ -9,6 +9,7 @@ runs both). Imported lazily through ``core.jit.kernel_for`` (``covers``).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -16,13 +17,46 @@ import numpy as np
 from ...core.jit import Calls, njit
 
 calls = Calls()
+_CACHE_BYTES = 1 << 28  # residue buffers kept for reuse, per thread and slot
+_cache = threading.local()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _TWO53 = 2.0**53
 
 
 def covers(step: Any) -> bool:
-    """The residue pass on float32 / float64 operands."""
+    """The residue pass (and the lines' sums of |x| before it) on float32 / float64 operands."""
     return step.name == "residues" and step.dtype in _FLOATS
+
+
+@njit
+def _abs_sums(X: np.ndarray, by_rows: bool, out: np.ndarray) -> None:
+    """out[line] = sum of |x| over each row (by_rows) or column of X, in float64 (any order: a bound reads it)."""
+    n0, n1 = X.shape
+    lanes = np.zeros(16)  # a row's sum in 16 interleaved partial sums (they vectorise; a bound reads the total)
+    for i in range(n0):
+        if by_rows:
+            lanes[:] = 0.0
+            top = n1 - n1 % 16
+            for j in range(0, top, 16):
+                for w in range(16):
+                    lanes[w] += abs(np.float64(X[i, j + w]))
+            acc = 0.0
+            for j in range(top, n1):
+                acc += abs(np.float64(X[i, j]))
+            out[i] = acc + lanes.sum()
+        else:
+            for j in range(n1):
+                out[j] += abs(np.float64(X[i, j]))
+
+
+def abs_sums(X: np.ndarray, axis: int) -> np.ndarray:
+    """``np.abs(X).sum(axis=axis, dtype=np.float64)`` in one compiled pass without a copy (float32 read as it is);
+    the sums in another order (ozaki2._sum_ratio's bound holds for any)."""
+    calls.add()
+    X = np.ascontiguousarray(X)
+    out = np.zeros(X.shape[0] if axis == 1 else X.shape[1])
+    _abs_sums(X, axis == 1, out)
+    return out
 
 
 _MAGIC = 1.5 * 2.0**52  # y + _MAGIC - _MAGIC = rint(y) for |y| < 2^51, in float64's round to nearest even
@@ -112,9 +146,30 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
                 planes[q, i, j] = r - _rint(r * w) * p
 
 
+def _buffers(n: int, shape: tuple[int, int], want_t: bool, slot: str | None) -> tuple:
+    """(planes (n, *shape), d, h, t or a stand-in): fresh arrays, or with ``slot`` this thread's cached ones for
+    that name (reused call after call: fresh arrays of a few MB cost page faults on every call), valid until the
+    next call for the same slot."""
+    size = shape[0] * shape[1]
+    need = (n + 2 + want_t) * size
+    if slot is None or 8 * need > _CACHE_BYTES:
+        buf = np.empty(need)
+    else:
+        cache = _cache.__dict__.setdefault("buffers", {})
+        buf = cache.get(slot)
+        if buf is None or buf.size < need:
+            buf = cache[slot] = np.empty(need)
+    planes = buf[:n * size].reshape((n,) + shape)
+    d, h = buf[n * size:(n + 1) * size].reshape(shape), buf[(n + 1) * size:(n + 2) * size].reshape(shape)
+    t = buf[(n + 2) * size:need].reshape(shape) if want_t else np.empty((1, 1))
+    return planes, d, h, t
+
+
 def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T: np.ndarray,
-             want_t: bool, bits: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
-    """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass.
+             want_t: bool, bits: int, slot: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                                        np.ndarray, np.ndarray]:
+    """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass
+    (``slot``: the arrays are this thread's cached ones for that name, see _buffers).
 
     The scaling 2^k is applied as two factors 2^(k // 2) 2^(k - k // 2), each representable; every
     intermediate lies between x and t in magnitude and in its lowest bit, so both products are exact.
@@ -125,9 +180,7 @@ def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T
     lo = np.ldexp(1.0, (k // 2).astype(np.int32))
     hi = np.ldexp(1.0, (k - k // 2).astype(np.int32))
     p = np.array(primes, np.float64)
-    planes = np.empty((len(primes),) + X.shape)
-    d, h = np.empty(X.shape), np.empty(X.shape)
-    t = np.empty(X.shape) if want_t else np.empty((1, 1))
+    planes, d, h, t = _buffers(len(primes), X.shape, want_t, slot)
     stats = np.zeros((4, X.shape[0] if axis == 1 else X.shape[1]))
     _kernel(X, lo, hi, axis == 1, bits <= 52, p, 1.0 / p, T, planes, t, d, h, stats, want_t)
     return planes, (t if want_t else None), d, h, stats
