@@ -6,6 +6,7 @@ and the choice between the engines. All randomness is seeded.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import ml_dtypes
@@ -134,7 +135,8 @@ def test_primes_are_prime_and_their_products_exact_in_float64():
         assert all(any(q % d == 0 for d in range(3, int(q**0.5) + 1, 2)) for q in range(ps[0] + 2, top + 1, 2))
 
 
-def test_garner_limbs_against_python_integers():
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_garner_limbs_against_python_integers(kernels):
     rng = np.random.default_rng(8)
     primes = ozaki2.primes_below(4096)[:9]
     P = 1
@@ -146,9 +148,12 @@ def test_garner_limbs_against_python_integers():
     for shift in (0, 5, 40):
         # residues as a GEMM gives them: any integer of |C| <= 2^53 in the class
         C = [np.array([float((x % p) - (p if (x + j) % 3 else 0)) for x in xs]) for j, p in enumerate(primes)]
-        limbs = ozaki2.garner_limbs(C, primes, ozaki2.limb_count(primes) + 2, shift)
-        got = limbs_to_fractions(limbs, np.zeros(len(xs), np.int64))
-        assert [int(g) for g in got] == [x << shift for x in xs]
+        for n in (len(primes), 3):  # all nine primes, and the first three (the classes of x mod their product)
+            with (jit.forced() if kernels else jit.disabled()):
+                limbs = ozaki2.garner_limbs(C[:n], primes[:n], ozaki2.limb_count(primes) + 2, shift)
+            got = limbs_to_fractions(limbs, np.zeros(len(xs), np.int64))
+            Q = math.prod(primes[:n])
+            assert [int(g) for g in got] == [(((x + Q // 2) % Q) - Q // 2) << shift for x in xs]
 
 
 def test_tail_error_bounds_the_float64_gemms_of_the_remainders():
@@ -252,6 +257,41 @@ def test_residue_kernel_matches_numpy(dtype, axis):
         assert same(r0.stats[[1, 3]], r1.stats[[1, 3]])  # maxima exact; sums in another order
         np.testing.assert_allclose(r0.stats[[0, 2]], r1.stats[[0, 2]], rtol=1e-13)
         assert (np.abs(r0.planes) <= (np.array(primes)[:, None, None] - 1) / 2).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_ratio_kernel_bounds_the_exact_line_sums(dtype):
+    """The plan's bound on max sum |x| / 2^E (compiled sums of |x|, rows of 37: not a multiple of their 16 lanes)
+    against the exact sums (Fractions), on both paths; and the compiled sums next to numpy's."""
+    rng = np.random.default_rng(77)
+    X = spread(rng, (9, 37), -60, 60).astype(dtype)
+    X[2] = 0.0
+    for axis in (1, 0):
+        E, _ = ozaki.line_bit_range(X.astype(np.float64), axis)
+        lines = X if axis == 1 else X.T
+        exact = max(sum((abs(Fraction(float(v))) for v in line), Fraction(0)) / Fraction(2) ** int(e)
+                    for line, e in zip(lines, E))
+        for ctx in (jit.disabled, jit.forced):
+            with ctx():
+                assert Fraction(ozaki2._sum_ratio(X, E, axis)) >= exact
+        if jit.enabled():
+            from numoracle.exact.kernels import crt
+            np.testing.assert_allclose(crt.abs_sums(X, axis), np.abs(X).sum(axis=axis, dtype=np.float64), rtol=1e-14)
+
+
+def test_residue_buffers_reused_by_slot_give_the_same_values():
+    """A slot's arrays are reused call after call (ozaki2.product's chunks): the values are those of fresh ones."""
+    rng = np.random.default_rng(78)
+    primes = ozaki2.primes_below(500)[:3]
+    for axis in (1, 0):
+        for shape in ((7, 50), (5, 31), (7, 50)):  # smaller, then larger again: the buffer grows
+            X = spread(rng, shape, -30, 30).astype(np.float32)
+            E, _ = ozaki.line_bit_range(X.astype(np.float64), axis)
+            with jit.forced():
+                r0 = ozaki2.residues(X, E, 28, axis, primes, axis == 0)
+                r1 = ozaki2.residues(X, E, 28, axis, primes, axis == 0, slot="test")
+            assert same(r0.planes, r1.planes) and same(r0.h, r1.h) and same(r0.d, r1.d)
+            assert same(r0.stats, r1.stats) and (axis == 1 or same(r0.t, r1.t))
 
 
 def test_choice_takes_the_fewer_gemms():

@@ -263,6 +263,14 @@ def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: i
     _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47; the product by W_j's inverse < 2^44. The limbs are
     sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53, their sum < 2^58."""
     n = len(primes)
+    kern = jit.kernel_for(ozaki.Pass("residues", np.dtype(np.float64)), _kernels) if n else None
+    if kern is not None:  # the compiled twin: the same steps, one pass a prime
+        limbs = np.zeros((nl, np.asarray(C[0]).size), np.int64)
+        W = (1 << shift) * math.prod(primes)
+        if W >> (L * nl - 2):
+            raise AssertionError("internal: too few limbs for the CRT")
+        kern.garner(np.array([np.asarray(c, np.float64).ravel() for c in C]), tuple(primes), limbs, shift)
+        return limbs
     v: list[np.ndarray] = []
     for j, p in enumerate(primes):
         c = np.asarray(C[j], np.float64)

@@ -185,3 +185,57 @@ def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T
     _kernel(X, lo, hi, axis == 1, bits <= 52, p, 1.0 / p, T, planes, t, d, h, stats, want_t)
     return planes, (t if want_t else None), d, h, stats
 
+
+
+@njit(inline="always")
+def _balanced(x: float, p: float, ip: float) -> float:
+    """ozaki2.balanced on one value (|x| < 2^51): the same two exact steps, the same float64 operations."""
+    r = x - _rint(x * ip) * p
+    return r - _rint(r * ip) * p
+
+
+@njit
+def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray, wmod: np.ndarray,
+            winv: np.ndarray, wl: np.ndarray, limbs: np.ndarray) -> None:
+    """ozaki2.garner_limbs' digits and limbs (see there), prime by prime over all entries (loops that vectorise)."""
+    n, R = C.shape
+    v = np.empty((n, R))
+    for j in range(n):
+        p, ip, cj, wj = primes[j], inv[j], c26[j], winv[j]
+        for r in range(R):
+            c = C[j, r]
+            c1 = np.trunc(c * 2.0**-26)
+            acc = _balanced(c1 * cj + (c - c1 * 2.0**26), p, ip)
+            if j:
+                sm = 0.0
+                for i in range(j):
+                    sm += v[i, r] * wmod[i, j]
+                acc = _balanced(_balanced(acc - sm, p, ip) * wj, p, ip)
+            v[j, r] = acc
+    for j in range(n):
+        for k in range(limbs.shape[0]):
+            w = wl[j, k]
+            if w != 0:
+                for r in range(R):
+                    limbs[k, r] += np.int64(v[j, r]) * w
+
+
+def garner(C: np.ndarray, primes: tuple[int, ...], limbs: np.ndarray, shift: int) -> None:
+    """limbs += ozaki2.garner_limbs(C, primes, nl, shift) in one compiled pass (the caller checks the limbs'
+    room): the same float64 integers and int64 products, so the same limbs."""
+    calls.add()
+    n = len(primes)
+    p = np.array(primes, np.float64)
+    wmod, winv = np.zeros((n, n)), np.zeros(n)
+    wl = np.zeros((n, limbs.shape[0]), np.int64)
+    W = 1
+    for j, q in enumerate(primes):
+        for i in range(j):
+            wmod[i, j] = float(math.prod(primes[:i]) % q)
+        winv[j] = float(pow(W % q, -1, q)) if j else 1.0
+        big = W << shift
+        for k in range(limbs.shape[0]):
+            wl[j, k] = (big >> (32 * k)) & 0xFFFFFFFF
+        W *= q
+    c26 = np.array([float((1 << 26) % q) for q in primes])
+    _garner(np.ascontiguousarray(C, np.float64), p, 1.0 / p, c26, wmod, winv, wl, limbs)
