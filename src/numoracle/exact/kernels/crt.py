@@ -200,24 +200,30 @@ def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray,
     """ozaki2.garner_limbs' digits and limbs (see there), prime by prime over all entries (loops that vectorise)."""
     n, R = C.shape
     v = np.empty((n, R))
+    sm = np.empty(R)
     for j in range(n):
         p, ip, cj, wj = primes[j], inv[j], c26[j], winv[j]
+        vj = v[j]
         for r in range(R):
             c = C[j, r]
             c1 = np.trunc(c * 2.0**-26)
-            acc = _balanced(c1 * cj + (c - c1 * 2.0**26), p, ip)
-            if j:
-                sm = 0.0
-                for i in range(j):
-                    sm += v[i, r] * wmod[i, j]
-                acc = _balanced(_balanced(acc - sm, p, ip) * wj, p, ip)
-            v[j, r] = acc
+            vj[r] = _balanced(c1 * cj + (c - c1 * 2.0**26), p, ip)
+        if j:
+            sm[:] = 0.0
+            for i in range(j):
+                w, vi = wmod[i, j], v[i]
+                for r in range(R):
+                    sm[r] += vi[r] * w
+            for r in range(R):
+                vj[r] = _balanced(_balanced(vj[r] - sm[r], p, ip) * wj, p, ip)
     for j in range(n):
+        vj = v[j]
         for k in range(limbs.shape[0]):
             w = wl[j, k]
             if w != 0:
+                lk = limbs[k]
                 for r in range(R):
-                    limbs[k, r] += np.int64(v[j, r]) * w
+                    lk[r] += np.int64(vj[r]) * w
 
 
 def garner(C: np.ndarray, primes: tuple[int, ...], limbs: np.ndarray, shift: int) -> None:
