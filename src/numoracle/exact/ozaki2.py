@@ -253,7 +253,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
 
 
 # ---- reconstruction ---------------------------------------------------------------------------------
-def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
+def garner_limbs(C: list[np.ndarray] | np.ndarray, primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
     """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j] (C: float64 integers
     with |C| <= 2^53), as int64 limbs (nl, n).
 
@@ -269,7 +269,8 @@ def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: i
         W = (1 << shift) * math.prod(primes)
         if W >> (L * nl - 2):
             raise AssertionError("internal: too few limbs for the CRT")
-        kern.garner(np.array([np.asarray(c, np.float64).ravel() for c in C]), tuple(primes), limbs, shift)
+        Ca = C if isinstance(C, np.ndarray) else np.array([np.asarray(c, np.float64).ravel() for c in C])
+        kern.garner(Ca, tuple(primes), limbs, shift)
         return limbs
     v: list[np.ndarray] = []
     for j, p in enumerate(primes):
@@ -335,7 +336,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
         pieces += -(-(k1 - k0) // pc)
         merge_stats(sta, ra.stats)
         merge_stats(stb, rb.stats)
-    C = list(C.reshape(n, M * N))
+    C = C.reshape(n, M * N)  # (a list of the primes' results is read the same way)
     base = ((EA - pl.pA + 1)[:, None] + (EB - pl.pB + 1)[None, :]).ravel().astype(np.int64)
     rnd = kern.round_limbs if kern is not None else round_limbs
     dA, dB = sta[2].any(), stb[2].any()

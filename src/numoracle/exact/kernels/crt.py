@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...core.jit import Calls, njit
+from ...core.kernels import rounding as jr
 
 calls = Calls()
 _CACHE_BYTES = 1 << 28  # residue buffers kept for reuse, per thread and slot
@@ -31,6 +32,7 @@ def covers(step: Any) -> bool:
 @njit
 def _abs_sums(X: np.ndarray, by_rows: bool, out: np.ndarray) -> None:
     """out[line] = sum of |x| over each row (by_rows) or column of X, in float64 (any order: a bound reads it)."""
+    jr.wide_vectors()
     n0, n1 = X.shape
     lanes = np.zeros(16)  # a row's sum in 16 interleaved partial sums (they vectorise; a bound reads the total)
     for i in range(n0):
@@ -95,6 +97,7 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
     sum |h|, max |h|, sum |d|, max |d|. ``small``: every |t| < 2^51 (rint branch-free). A row whose |h| are
     all below 2^53 (the common case) takes its residues in loops over the row, one prime at a time (they
     vectorise); others value by value."""
+    jr.wide_vectors()
     n0, n1 = X.shape
     m1 = np.empty(n1)
     m0 = np.empty(n1)
@@ -198,6 +201,7 @@ def _balanced(x: float, p: float, ip: float) -> float:
 def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray, wmod: np.ndarray,
             winv: np.ndarray, wl: np.ndarray, limbs: np.ndarray) -> None:
     """ozaki2.garner_limbs' digits and limbs (see there), prime by prime over all entries (loops that vectorise)."""
+    jr.wide_vectors()
     n, R = C.shape
     v = np.empty((n, R))
     sm = np.empty(R)
