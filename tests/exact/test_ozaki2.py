@@ -239,6 +239,41 @@ def test_float64_midpoints_after_cancellation_against_fractions(monkeypatch, ker
             assert same(r, want[out]), out
 
 
+def pieces_cases(seed: int) -> list:
+    """Products whose remainder GEMMs go in several pieces (K = 1300: not a multiple of the pieces or the chunks)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    a, b = spread(rng, (9, 1300)), spread(rng, (1300, 8))
+    a[:, 1::2] = -a[:, 0::2]
+    a[:, 1::4] *= 1 + 2.0**-20
+    out.append(("fp32 2^+-40 cancelling", a.astype(np.float32), b.astype(np.float32)))
+    a, b = spread(rng, (7, 1300), -560, -545), spread(rng, (1300, 6), -490, -478)  # results in FP64 subnormals
+    a[:, 1::2] = -a[:, 0::2]
+    a[:, 1::3] *= 1 + 2.0**-30
+    a[2], b[:, 0] = -0.0, np.abs(b[:, 0])  # entry (2, 0): every product -0, so -0; (2, 1): mixed, so +0
+    out.append(("fp64 subnormal results, a -0 row", a, b))
+    a, b = rng.standard_normal((8, 1300)), rng.standard_normal((1300, 7))
+    out.append(("fp64 normal", a, b))
+    return out
+
+
+@pytest.mark.parametrize("seed", [9001, 9002])
+@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
+def test_remainder_pieces_give_the_split_results(monkeypatch, seed, kernels):
+    """This engine (its remainder GEMMs in pieces, 3-4 primes) against the split, bit for bit, on fresh data."""
+    for name, a, b in pieces_cases(seed):
+        with (jit.forced() if kernels else jit.disabled()):
+            engine(monkeypatch, "split")
+            want = exact_matmul(a, b, out=("fp64", "fp32", "bf16"))
+            engine(monkeypatch, "crt")
+            got = exact_matmul(a, b, out=("fp64", "fp32", "bf16"))
+        for x, y in zip(want, got):
+            assert same(x, y), name
+        if "subnormal" in name:
+            assert (np.abs(want[0][want[0] != 0]) < 2.0**-1022).any()
+            assert np.signbit(want[0][2, 0]) and not np.signbit(want[0][2, 1]) and (want[0][2] == 0).all()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("axis", [1, 0])
 def test_residue_kernel_matches_numpy(dtype, axis):
