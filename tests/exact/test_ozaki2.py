@@ -100,7 +100,9 @@ def test_the_rounded_path_leaves_and_settles_undecided_entries(monkeypatch):
     A, B = a.astype(np.float64), b.astype(np.float64)
     EA, sA = ozaki.line_bit_range(A, 1)
     EB, sB = ozaki.line_bit_range(B, 0)
+    monkeypatch.setattr(ozaki2, "_EXTRA", 0)  # the fewest primes (the plan would take more here: the next test)
     pl = ozaki2.plan(A, B, EA, sA, EB, sB, False)
+    monkeypatch.undo()
     assert pl.tails == 2
     seen = []
     real = ozakitail.round_bracketed
@@ -112,6 +114,26 @@ def test_the_rounded_path_leaves_and_settles_undecided_entries(monkeypatch):
         rne, ro, _ = ozaki2.product(A, B, EA, sA, EB, sB, False, pl)
         assert seen[0][2].size > 0
         assert same(rne, want[0]) and same(ro, want[1])
+
+
+def test_the_plan_takes_more_primes_where_the_entries_cancel(monkeypatch):
+    """Entries far below their rows' and columns' scale: the plan weighs the undecided entries its sample predicts
+    and takes more primes (fewer entries left, the same results)."""
+    _, a, b = CASES[-1]
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    EA, sA = ozaki.line_bit_range(A, 1)
+    EB, sB = ozaki.line_bit_range(B, 0)
+    seen = []
+    real = ozakitail.round_bracketed
+    monkeypatch.setattr(ozakitail, "round_bracketed", lambda *x: seen.append(real(*x)[2].size) or real(*x))
+    plans, results = [], []
+    for extra in (0, 2):
+        monkeypatch.setattr(ozaki2, "_EXTRA", extra)
+        plans.append(ozaki2.plan(A, B, EA, sA, EB, sB, False))
+        results.append(ozaki2.product(A, B, EA, sA, EB, sB, False, plans[-1]))
+    assert len(plans[1].primes) > len(plans[0].primes) and plans[1].undecided < plans[0].undecided
+    assert seen[1] < seen[0]
+    assert same(results[0][0], results[1][0]) and same(results[0][1], results[1][1])
 
 
 def test_balanced_residues_against_python_integers():

@@ -31,7 +31,10 @@ from ..core import jit
 from . import gemmbound, ozaki, ozakitail
 from .exactsum import L, limbs_to_fractions, round_limbs
 
-_MARGIN = 12  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
+_MARGIN = 8  # the fewest bits of cancellation below 2^(E_i + E_j) that a rounded plan's bracket decides (see plan)
+_EXTRA = 2  # primes beyond the fewest that a rounded plan weighs against the undecided entries they save
+_SAMPLE = (8, 64)  # rows of A and columns of B whose plain product estimates how far the entries cancel
+_ENTRY = {True: 128, False: 2048}  # an undecided entry's exact dot product in GEMM entries (float32 compiled, else)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
 _BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
 _CHUNK_BYTES = 1 << 23
@@ -65,6 +68,7 @@ class Plan:
     pB: int
     primes: tuple[int, ...]
     tails: int  # float64 GEMMs of the remainders (sides whose lines keep bits below the integers)
+    undecided: float = 0.0  # the predicted cost of the entries its bracket leaves, in GEMMs (an estimate)
 
     @property
     def gemms(self) -> int:
@@ -111,30 +115,65 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
     (``tail_pieces``) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see tail_error), rA
     the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
-    2^-(54 + _MARGIN) for P = log2 F + log2(rA + rB) + 1 + _MARGIN, so entries within 2^_MARGIN of that scale
-    round at once. P then grows while the same primes hold the product."""
+    2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
+    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA more, P grows while they hold
+    the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
+    more primes where the entries cancel far below their scale). Only the time depends on the choice."""
     M, K = A.shape
     if K == 0 or not A.size or not B.size:
         return None
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
     rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
     primes = primes_below(K)
-    if exact:
-        pA, pB = fullA, fullB
-    else:
-        P = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1 + _MARGIN
-        pA, pB = min(P, fullA), min(P, fullB)
+    base = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
+    pA, pB = (fullA, fullB) if exact else (min(base + _MARGIN, fullA), min(base + _MARGIN, fullB))
     if pA + pB > 2100:
         return None
     n = _count(_head_bound(pA, pB, rA, rB, K), primes)
     if n > len(primes):
         return None
-    while not exact and (pA < fullA or pB < fullB):  # the same primes hold more bits
-        qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
-        if _count(_head_bound(qA, qB, rA, rB, K), primes) > n:
+    if exact:
+        return Plan(pA, pB, primes[:n], 0)
+    best, d = None, None
+    for m in range(n, min(n + _EXTRA, len(primes)) + 1):
+        while pA < fullA or pB < fullB:  # the same m primes hold more bits
+            qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
+            if _count(_head_bound(qA, qB, rA, rB, K), primes) > m:
+                break
+            pA, pB = qA, qB
+        tails = (pA < fullA) + (pB < fullB)
+        und = 0.0
+        if tails:
+            d = _cancellation(A, B, EA, EB) if d is None else d
+            und = _leave(d, min(pA, pB) - base) * _ENTRY[A.dtype == np.float32 and B.dtype == np.float32]
+        cand = Plan(pA, pB, primes[:m], tails, und)
+        if best is None or cand.gemms + cand.undecided < best.gemms + best.undecided:
+            best = cand
+        if not tails:
             break
-        pA, pB = qA, qB
-    return Plan(pA, pB, primes[:n], (pA < fullA) + (pB < fullB))
+    return best
+
+
+def _cancellation(A: np.ndarray, B: np.ndarray, EA: np.ndarray, EB: np.ndarray) -> np.ndarray:
+    """log2(2^(E_i + E_j) / |C_ij|) on the entries of _SAMPLE evenly spaced rows and columns (inf where C_ij is
+    0), C from a plain float64 product of them (within about K 2^-53 of the scale: an estimate for ``plan``)."""
+    M, N = A.shape[0], B.shape[1]
+    rows = np.unique(np.linspace(0, M - 1, min(M, _SAMPLE[0])).astype(np.int64))
+    cols = np.unique(np.linspace(0, N - 1, min(N, _SAMPLE[1])).astype(np.int64))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        C = np.abs(A[rows].astype(np.float64) @ B[:, cols].astype(np.float64))
+        d = (EA[rows][:, None] + EB[cols][None, :]) - np.log2(C)
+    return np.where(np.isfinite(d), d, np.inf)
+
+
+def _leave(d: np.ndarray, margin: int) -> float:
+    """The share of entries that a bracket of 2^-(54 + margin) of their scale leaves undecided, predicted from the
+    entries' cancellation d (``_cancellation``): an entry 2^-d below its scale has a last bit of 2^-(52 + d), so
+    about 2^(d - margin - 1) of such entries lie within the bracket of a rounding boundary."""
+    if not d.size:
+        return 0.0
+    with np.errstate(over="ignore"):
+        return float(np.minimum(1.0, np.exp2(d - margin - 1.0)).mean())
 
 
 def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | None:
@@ -147,7 +186,7 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     if least_gemms(sA, sB, K, exact) + OVERHEAD >= split:  # without the row sums' passes
         return None
     p = plan(A, B, EA, sA, EB, sB, exact)
-    if p is None or p.gemms + OVERHEAD >= split:
+    if p is None or p.gemms + p.undecided + OVERHEAD >= split:
         return None
     n, N = len(p.primes), B.shape[1]
     held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,
