@@ -9,6 +9,7 @@ each over ``--repeat`` interleaved runs and the ratio to BLAS (targets, one thre
 FP32 within 3.8x (three GEMMs are about 3.1x), 10x ill-conditioned; earlier 5x and 15x; the check within
 10x). The BLAS time is float64 ``A @ B`` on the same values. Issue 39's targets: ill-conditioned within 6x, FP32
 within 3.5x. ``--split`` runs exact_matmul on the digit split alone (no Ozaki scheme II: the engine before issue 39).
+``--only ROW ...`` runs only the rows named (as printed; ``check`` for ``assert_matmul_close``).
 Rows "-> FP32" round the same products into FP32 (``out="fp32"``: the plain-GEMM shortcut, exact/plaingemm.py);
 the others into FP64.
 """
@@ -44,6 +45,8 @@ def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def main() -> None:
     ap = shape_parser(5)
     ap.add_argument("--split", action="store_true", help="the digit split alone (no Ozaki scheme II)")
+    ap.add_argument("--only", nargs="+", metavar="ROW", help="run only these rows (names as printed, e.g. "
+                    "'fp32' 'fp32 ill-conditioned' 'check'); default all")
     args = ap.parse_args()
     if args.split:
         ozaki2.choose = lambda *a: None
@@ -53,11 +56,15 @@ def main() -> None:
     data = inputs(args.m, args.k, args.n)
     runs = [(name, a, b, "fp64") for name, (a, b) in data.items()]
     runs += [(name + " -> FP32", *data[name], "fp32") for name in ("fp32", "fp32 ill-conditioned")]
+    if args.only:
+        runs = [r for r in runs if r[0] in args.only]
     for name, a, b, out in runs:
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         t_blas, t_exact = median_times([lambda: a64 @ b64, lambda: exact_matmul(a, b, out=out)],  # noqa: B023
                                        args.repeat)
         print(f"{name:22s} {t_blas * 1e3:9.1f} ms {t_exact * 1e3:10.1f} ms {t_exact / t_blas:6.2f}x")
+    if args.only and "check" not in args.only:
+        return
     # the whole check: one exact product (float64 and the output format), the bound, the judgement
     a, b = inputs(args.m, args.k, args.n)["fp32"]
     a64, b64 = a.astype(np.float64), b.astype(np.float64)

@@ -28,10 +28,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..core import jit
-from . import ozaki, ozakitail
+from . import gemmbound, ozaki, ozakitail
 from .exactsum import L, limbs_to_fractions, round_limbs
 
-_MARGIN = 16  # bits of cancellation below 2^(E_i + E_j) that a rounded result's bracket still decides (see plan)
+_MARGIN = 8  # the fewest bits of cancellation below 2^(E_i + E_j) that a rounded plan's bracket decides (see plan)
+_EXTRA = 2  # primes beyond the fewest that a rounded plan weighs against the undecided entries they save
+_SAMPLE = (8, 64)  # rows of A and columns of B whose plain product estimates how far the entries cancel
+_ENTRY = {True: 128, False: 2048}  # an undecided entry's exact dot product in GEMM entries (float32 compiled, else)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
 _BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
 _CHUNK_BYTES = 1 << 23
@@ -65,6 +68,7 @@ class Plan:
     pB: int
     primes: tuple[int, ...]
     tails: int  # float64 GEMMs of the remainders (sides whose lines keep bits below the integers)
+    undecided: float = 0.0  # the predicted cost of the entries its bracket leaves, in GEMMs (an estimate)
 
     @property
     def gemms(self) -> int:
@@ -77,7 +81,8 @@ def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
     that overflows is taken again from the values scaled first (each |x| 2^-E <= 1 exact or underflowing by
     < 2^-1075: plus K 2^-1074)."""
     K = X.shape[axis]
-    s = np.abs(X).sum(axis=axis, dtype=np.float64)
+    kern = jit.kernel_for(ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous)), _kernels)
+    s = kern.abs_sums(X, axis) if kern is not None else np.abs(X).sum(axis=axis, dtype=np.float64)
     if not np.isfinite(s).all():
         k = (-E).astype(np.int32).reshape((-1, 1) if axis == 1 else (1, -1))
         s = np.ldexp(np.abs(X.astype(np.float64, copy=False)), k).sum(axis=axis) + K * 2.0**-1074
@@ -107,33 +112,68 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
          exact: bool) -> Plan | None:
     """The bits and primes for A @ B (None: more than _MAX_PRIMES primes, or an empty product).
 
-    Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs whose error
-    is below K 2^-53 (rA + rB) 2^(P - 2) units (see tail_error), rA the largest row sum of |A| over its
-    row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is 2^-(54 + _MARGIN) for
-    P = log2 K + log2(rA + rB) + 1 + _MARGIN, so entries within 2^_MARGIN of that scale round at once.
-    P then grows while the same primes hold the product."""
+    Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
+    (``tail_pieces``) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see tail_error), rA
+    the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
+    2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
+    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA more, P grows while they hold
+    the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
+    more primes where the entries cancel far below their scale). Only the time depends on the choice."""
     M, K = A.shape
     if K == 0 or not A.size or not B.size:
         return None
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
     rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
     primes = primes_below(K)
-    if exact:
-        pA, pB = fullA, fullB
-    else:
-        P = max(K - 1, 1).bit_length() + math.ceil(math.log2(max(rA + rB, 1.0))) + 1 + _MARGIN
-        pA, pB = min(P, fullA), min(P, fullB)
+    base = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
+    pA, pB = (fullA, fullB) if exact else (min(base + _MARGIN, fullA), min(base + _MARGIN, fullB))
     if pA + pB > 2100:
         return None
     n = _count(_head_bound(pA, pB, rA, rB, K), primes)
     if n > len(primes):
         return None
-    while not exact and (pA < fullA or pB < fullB):  # the same primes hold more bits
-        qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
-        if _count(_head_bound(qA, qB, rA, rB, K), primes) > n:
+    if exact:
+        return Plan(pA, pB, primes[:n], 0)
+    best, d = None, None
+    for m in range(n, min(n + _EXTRA, len(primes)) + 1):
+        while pA < fullA or pB < fullB:  # the same m primes hold more bits
+            qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
+            if _count(_head_bound(qA, qB, rA, rB, K), primes) > m:
+                break
+            pA, pB = qA, qB
+        tails = (pA < fullA) + (pB < fullB)
+        und = 0.0
+        if tails:
+            d = _cancellation(A, B, EA, EB) if d is None else d
+            und = _leave(d, min(pA, pB) - base) * _ENTRY[A.dtype == np.float32 and B.dtype == np.float32]
+        cand = Plan(pA, pB, primes[:m], tails, und)
+        if best is None or cand.gemms + cand.undecided < best.gemms + best.undecided:
+            best = cand
+        if not tails:
             break
-        pA, pB = qA, qB
-    return Plan(pA, pB, primes[:n], (pA < fullA) + (pB < fullB))
+    return best
+
+
+def _cancellation(A: np.ndarray, B: np.ndarray, EA: np.ndarray, EB: np.ndarray) -> np.ndarray:
+    """log2(2^(E_i + E_j) / |C_ij|) on the entries of _SAMPLE evenly spaced rows and columns (inf where C_ij is
+    0), C from a plain float64 product of them (within about K 2^-53 of the scale: an estimate for ``plan``)."""
+    M, N = A.shape[0], B.shape[1]
+    rows = np.unique(np.linspace(0, M - 1, min(M, _SAMPLE[0])).astype(np.int64))
+    cols = np.unique(np.linspace(0, N - 1, min(N, _SAMPLE[1])).astype(np.int64))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        C = np.abs(A[rows].astype(np.float64) @ B[:, cols].astype(np.float64))
+        d = (EA[rows][:, None] + EB[cols][None, :]) - np.log2(C)
+    return np.where(np.isfinite(d), d, np.inf)
+
+
+def _leave(d: np.ndarray, margin: int) -> float:
+    """The share of entries that a bracket of 2^-(54 + margin) of their scale leaves undecided, predicted from the
+    entries' cancellation d (``_cancellation``): an entry 2^-d below its scale has a last bit of 2^-(52 + d), so
+    about 2^(d - margin - 1) of such entries lie within the bracket of a rounding boundary."""
+    if not d.size:
+        return 0.0
+    with np.errstate(over="ignore"):
+        return float(np.minimum(1.0, np.exp2(d - margin - 1.0)).mean())
 
 
 def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | None:
@@ -146,7 +186,7 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     if least_gemms(sA, sB, K, exact) + OVERHEAD >= split:  # without the row sums' passes
         return None
     p = plan(A, B, EA, sA, EB, sB, exact)
-    if p is None or p.gemms + OVERHEAD >= split:
+    if p is None or p.gemms + p.undecided + OVERHEAD >= split:
         return None
     n, N = len(p.primes), B.shape[1]
     held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,
@@ -154,11 +194,23 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     return p if held <= _BYTES else None
 
 
+def tail_pieces(K: int) -> int:
+    """Columns of A a piece of the remainder GEMMs (gemmbound.chunk: 128 at K = 4096), the pieces' results added
+    in order: their error bound is about (kc + K / kc) 2^-53 instead of K 2^-53 (gemmbound.py)."""
+    return gemmbound.chunk(K)
+
+
+def _error_bits(K: int) -> int:
+    """ceil(log2(kc + nc)) for the remainder GEMMs' pieces at K (at least 1): their error in units of 2^-53."""
+    kc = tail_pieces(K)
+    return max(kc + -(-K // kc) - 1, 1).bit_length()
+
+
 def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
     """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
     over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
-    P = max(K - 1, 1).bit_length() + 1 + _MARGIN
+    P = _error_bits(K) + 1 + _MARGIN
     pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
     primes = primes_below(K)
 
@@ -207,14 +259,15 @@ def balanced(x: np.ndarray, p: float) -> np.ndarray:
 
 
 def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[int, ...],
-             want_t: bool = False) -> Residues:
+             want_t: bool = False, slot: str | None = None) -> Residues:
     """The integers h = rint(t), t = X 2^(bits - 1 - E) per line (rows: axis=1), modulo each prime, and their stats.
 
     h = m 2^z with z = max(e - 53, 0) (frexp's e): m is an integer below 2^53 (exact: h's bits lie at
     2^z and above), m = m1 2^27 + m0 with |m1| < 2^26, |m0| < 2^27 (exact truncation), and
     h mod p = m1 (2^(z+27) mod p) + m0 (2^z mod p): each term < 2^49 and their sum < 2^50, exact.
     The compiled twin (exact/kernels/crt.py) gives the same planes, h, d and t; its sums in the stats
-    may differ in the last bits (another order), which the bounds that read them cover."""
+    may differ in the last bits (another order), which the bounds that read them cover; with ``slot`` its arrays
+    are reused by its next call for that slot (``product``'s chunks: each is read before the next)."""
     shape = (-1, 1) if axis == 1 else (1, -1)
     k = (bits - 1 - E).astype(np.int64)
     top = max(bits - 53, 0) + 28
@@ -222,7 +275,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     step = ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous))
     kern = jit.kernel_for(step, _kernels)
     if kern is not None:
-        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits)
+        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits, slot)
         return Residues(planes, stats, h, t, d)
     t = np.ldexp(X.astype(np.float64, copy=False), k.reshape(shape).astype(np.int32))  # exact (see ozaki._digits)
     h = np.rint(t)
@@ -239,7 +292,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
 
 
 # ---- reconstruction ---------------------------------------------------------------------------------
-def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
+def garner_limbs(C: list[np.ndarray] | np.ndarray, primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
     """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j] (C: float64 integers
     with |C| <= 2^53), as int64 limbs (nl, n).
 
@@ -249,6 +302,15 @@ def garner_limbs(C: list[np.ndarray], primes: tuple[int, ...], nl: int, shift: i
     _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47; the product by W_j's inverse < 2^44. The limbs are
     sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53, their sum < 2^58."""
     n = len(primes)
+    kern = jit.kernel_for(ozaki.Pass("residues", np.dtype(np.float64)), _kernels) if n else None
+    if kern is not None:  # the compiled twin: the same steps, one pass a prime
+        limbs = np.zeros((nl, np.asarray(C[0]).size), np.int64)
+        W = (1 << shift) * math.prod(primes)
+        if W >> (L * nl - 2):
+            raise AssertionError("internal: too few limbs for the CRT")
+        Ca = C if isinstance(C, np.ndarray) else np.array([np.asarray(c, np.float64).ravel() for c in C])
+        kern.garner(Ca, tuple(primes), limbs, shift)
+        return limbs
     v: list[np.ndarray] = []
     for j, p in enumerate(primes):
         c = np.asarray(C[j], np.float64)
@@ -293,23 +355,27 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     N = B.shape[1]
     kern = ozaki.compiled("split", A)
     n = len(pl.primes)
-    C = np.zeros((n, M, N))
+    C = np.empty((n, M, N))
     G = np.zeros((2, M, N))
+    tmp = np.empty((M, N))
     sta, stb = np.zeros((4, M)), np.zeros((4, N))
     kc = _chunk(n, M, N, K)
+    pc = min(tail_pieces(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
+    pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)
-        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes)
-        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True)
+        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes, slot="crtA")
+        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True, slot="crtB")
         for j in range(n):
-            C[j] += ra.planes[j] @ rb.planes[j]
-        if ra.stats[2].any():
-            G[0] += ra.d @ rb.t
-        if rb.stats[2].any():
-            G[1] += ra.h @ rb.d
+            _gemm_add(C[j], ra.planes[j], rb.planes[j], k0 == 0, tmp)
+        for g, x, y, any_d in ((G[0], ra.d, rb.t, ra.stats[2].any()), (G[1], ra.h, rb.d, rb.stats[2].any())):
+            if any_d:  # each piece's GEMM, then its result added in order (gemmbound.py)
+                for j0 in range(0, k1 - k0, pc):
+                    _gemm_add(g, x[:, j0:j0 + pc], y[j0:j0 + pc], False, tmp)
+        pieces += -(-(k1 - k0) // pc)
         merge_stats(sta, ra.stats)
         merge_stats(stb, rb.stats)
-    C = list(C.reshape(n, M * N))
+    C = C.reshape(n, M * N)  # (a list of the primes' results is read the same way)
     base = ((EA - pl.pA + 1)[:, None] + (EB - pl.pB + 1)[None, :]).ravel().astype(np.int64)
     rnd = kern.round_limbs if kern is not None else round_limbs
     dA, dB = sta[2].any(), stb[2].any()
@@ -321,7 +387,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     if exact:
         raise AssertionError("internal: an exact plan left remainders")
     G = ([G[0]] if dA else []) + ([G[1]] if dB else [])
-    err = tail_error(sta, stb, K, dA, dB)
+    err = tail_error(sta, stb, K, dA, dB, pc, pieces)
     top = max(float(np.abs(g).max(initial=0.0)) for g in G)
     s = 52 - (int(np.frexp(top)[1]) if top > 0 else 0)  # 2^s |G| < 2^52: rint(2^s G) fits 53 bits
     sh = max(s, 0)
@@ -335,6 +401,15 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     if und.size:
         rne[und], ro[und] = undecided(A, B, EA, sA, EB, sB, und, N, kern)
     return rne, ro, None
+
+
+def _gemm_add(acc: np.ndarray, x: np.ndarray, y: np.ndarray, first: bool, tmp: np.ndarray) -> None:
+    """acc = x @ y (first) or acc += x @ y, the GEMM written into ``tmp`` (no fresh array a call)."""
+    if first:
+        np.matmul(x, y, out=acc)
+        return
+    np.matmul(x, y, out=tmp)
+    acc += tmp
 
 
 def merge_stats(st: np.ndarray, new: np.ndarray) -> None:
@@ -353,11 +428,13 @@ def _chunk(n: int, M: int, N: int, K: int) -> int:
     return max(1, min(kc, K))
 
 
-def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> np.ndarray:
-    """(M, N): >= the error of float64 GEMMs dA @ tB and Ah @ dB (those taken: dA, dB), units 2^(fA + fB).
+def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool, kc: int | None = None,
+               nc: int = 1) -> np.ndarray:
+    """(M, N): >= the error of float64 GEMMs dA @ tB and Ah @ dB (those taken: dA, dB), units 2^(fA + fB), each
+    taken in ``nc`` pieces of at most ``kc`` columns (None: K) whose results are added in order.
 
-    A classical GEMM (any order, blocking, FMA) of K terms errs by at most gamma_K sum |x_k y_k| plus
-    K + 1 underflow errors of 2^-1075 each (Higham, Accuracy and Stability, 3.1 and 2.2);
+    Such a GEMM errs by at most gemmbound.factor(kc, nc) sum |x_k y_k| plus K underflow errors of 2^-1074
+    at most (gemmbound.py; one piece: gamma_K, Higham, Accuracy and Stability, 3.1 and 2.2);
     sum_k |x_k y_k| <= min(sum |x| max |y|, max |x| sum |y|), from the stats of ``residues``
     (|tB| <= |Bh| + |dB| per entry). The bound's own float64 steps round to nearest: the result times
     1 + (K + 16) 2^-51 covers them, and 12 more units of 2^-1074 the at most six that underflow (overflow
@@ -365,7 +442,7 @@ def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool) -> 
     sa, ma, sda, mda = (x[:, None] for x in sta)
     sb, mb, sdb, mdb = (x[None, :] for x in stb)
     st, mt = sb + sdb, mb + mdb
-    gamma = K * 2.0**-53 / (1 - K * 2.0**-53)
+    gamma = gemmbound.factor(K if kc is None else kc, nc)
     with np.errstate(over="ignore", invalid="ignore"):
         S = np.zeros(np.broadcast_shapes(sa.shape, sb.shape))
         if dA:
@@ -381,11 +458,14 @@ def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.n
     M, K = A.shape
     ii, jj = und // N, und % N
     rows, cols = np.unique(ii), np.unique(jj)
-    a, b = A[rows], B[:, cols]
     ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
+    compiled = ozakitail.compiled_entries(A, B, kern)
+    least = min(least_gemms(sa_, sb_, K, True), ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True))
+    if ozakitail.affordable(und.size, K, max(1, math.floor(least)), rows.size, cols.size, compiled):
+        return ozakitail.entries(A, B, ii, jj, kern)  # cheaper than the fewest GEMMs either engine takes
+    a, b = A[rows], B[:, cols]
     pl = choose(a, b, ea, sa_, eb, sb_, True)
     gemms = pl.gemms if pl is not None else ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True)
-    compiled = ozakitail.compiled_entries(A, B, kern)
     if ozakitail.affordable(und.size, K, math.ceil(gemms), rows.size, cols.size, compiled):
         return ozakitail.entries(A, B, ii, jj, kern)
     if pl is not None:

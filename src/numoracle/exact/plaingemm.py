@@ -32,19 +32,14 @@ GEMMs (ozaki.planned_gemms, and with the kernels ozaki2.least_gemms plus its ove
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 
 from ..core.engine.convert import cast
 from ..core.formats.format import FP32, AnyFormat
-from . import ozaki, ozaki2
+from . import gemmbound, ozaki, ozaki2
 
-_U = Fraction(1, 1 << 53)
-_MIN_CHUNK = 64
 _SAMPLE = 8  # rows of A sampled to estimate the undecided share (products of at least 4 x _SAMPLE rows)
 _ENTRY = {True: 256, False: 4096}  # an undecided entry's exact dot product in GEMM entries (compiled, numpy)
 _COST = 1.35  # the plain GEMM plus the bound, the bracket and the conversions, in GEMMs (an estimate)
@@ -72,20 +67,8 @@ def qualifies(dst: AnyFormat | tuple[AnyFormat, ...], exact: bool) -> tuple[AnyF
 
 
 def chunk(K: int) -> int:
-    """Columns of A a chunk: twice the power of two nearest sqrt(K) (the bound's kc + K / kc is least at sqrt(K);
-    longer chunks run the GEMMs faster: 128 at K = 4096), at least _MIN_CHUNK."""
-    kc = 1 << max(round(math.log2(max(K, 1)) / 2) + 1, _MIN_CHUNK.bit_length() - 1)
-    return min(kc, max(K, 1))
-
-
-@lru_cache(maxsize=64)
-def _gamma_up(n: int) -> float:
-    """g_n = n u / (1 - n u), rounded up to a float64 (0 for n <= 0)."""
-    if n <= 0:
-        return 0.0
-    g = Fraction(n) * _U / (1 - n * _U)
-    f = float(g)
-    return f if Fraction(f) >= g else math.nextafter(f, math.inf)
+    """Columns of A a chunk (gemmbound.chunk: 128 at K = 4096)."""
+    return gemmbound.chunk(K)
 
 
 def _exact_products(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.ndarray,
@@ -130,7 +113,7 @@ def bound(rs: np.ndarray, rm: np.ndarray, cs: np.ndarray, cm: np.ndarray, K: int
     nc = -(-K // kc)
     with np.errstate(over="ignore", invalid="ignore"):
         S = np.minimum(rs @ cm, rm @ cs)
-        g = _gamma_up(kc) + _gamma_up(nc - 1) * (1 + _gamma_up(kc))
+        g = gemmbound.factor(kc, nc)
         R = S * (g * (1 + (kc + 2 * nc + 64) * 2.0**-52))
         if not exact_products:
             R += (2 * K + 2 * nc + 16) * 2.0**-1074

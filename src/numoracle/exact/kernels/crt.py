@@ -9,20 +9,56 @@ runs both). Imported lazily through ``core.jit.kernel_for`` (``covers``).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
 
 from ...core.jit import Calls, njit
+from ...core.kernels import rounding as jr
 
 calls = Calls()
+_CACHE_BYTES = 1 << 28  # residue buffers kept for reuse, per thread and slot
+_cache = threading.local()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _TWO53 = 2.0**53
 
 
 def covers(step: Any) -> bool:
-    """The residue pass on float32 / float64 operands."""
+    """The residue pass (and the lines' sums of |x| before it) on float32 / float64 operands."""
     return step.name == "residues" and step.dtype in _FLOATS
+
+
+@njit
+def _abs_sums(X: np.ndarray, by_rows: bool, out: np.ndarray) -> None:
+    """out[line] = sum of |x| over each row (by_rows) or column of X, in float64 (any order: a bound reads it)."""
+    jr.wide_vectors()
+    n0, n1 = X.shape
+    lanes = np.zeros(16)  # a row's sum in 16 interleaved partial sums (they vectorise; a bound reads the total)
+    for i in range(n0):
+        if by_rows:
+            lanes[:] = 0.0
+            top = n1 - n1 % 16
+            for j in range(0, top, 16):
+                for w in range(16):
+                    lanes[w] += abs(np.float64(X[i, j + w]))
+            acc = 0.0
+            for j in range(top, n1):
+                acc += abs(np.float64(X[i, j]))
+            out[i] = acc + lanes.sum()
+        else:
+            for j in range(n1):
+                out[j] += abs(np.float64(X[i, j]))
+
+
+def abs_sums(X: np.ndarray, axis: int) -> np.ndarray:
+    """``np.abs(X).sum(axis=axis, dtype=np.float64)`` in one compiled pass without a copy (float32 read as it is);
+    the sums in another order (ozaki2._sum_ratio's bound holds for any)."""
+    calls.add()
+    X = np.ascontiguousarray(X)
+    out = np.zeros(X.shape[0] if axis == 1 else X.shape[1])
+    _abs_sums(X, axis == 1, out)
+    return out
 
 
 _MAGIC = 1.5 * 2.0**52  # y + _MAGIC - _MAGIC = rint(y) for |y| < 2^51, in float64's round to nearest even
@@ -61,6 +97,7 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
     sum |h|, max |h|, sum |d|, max |d|. ``small``: every |t| < 2^51 (rint branch-free). A row whose |h| are
     all below 2^53 (the common case) takes its residues in loops over the row, one prime at a time (they
     vectorise); others value by value."""
+    jr.wide_vectors()
     n0, n1 = X.shape
     m1 = np.empty(n1)
     m0 = np.empty(n1)
@@ -112,9 +149,30 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
                 planes[q, i, j] = r - _rint(r * w) * p
 
 
+def _buffers(n: int, shape: tuple[int, int], want_t: bool, slot: str | None) -> tuple:
+    """(planes (n, *shape), d, h, t or a stand-in): fresh arrays, or with ``slot`` this thread's cached ones for
+    that name (reused call after call: fresh arrays of a few MB cost page faults on every call), valid until the
+    next call for the same slot."""
+    size = shape[0] * shape[1]
+    need = (n + 2 + want_t) * size
+    if slot is None or 8 * need > _CACHE_BYTES:
+        buf = np.empty(need)
+    else:
+        cache = _cache.__dict__.setdefault("buffers", {})
+        buf = cache.get(slot)
+        if buf is None or buf.size < need:
+            buf = cache[slot] = np.empty(need)
+    planes = buf[:n * size].reshape((n,) + shape)
+    d, h = buf[n * size:(n + 1) * size].reshape(shape), buf[(n + 1) * size:(n + 2) * size].reshape(shape)
+    t = buf[(n + 2) * size:need].reshape(shape) if want_t else np.empty((1, 1))
+    return planes, d, h, t
+
+
 def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T: np.ndarray,
-             want_t: bool, bits: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
-    """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass.
+             want_t: bool, bits: int, slot: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                                        np.ndarray, np.ndarray]:
+    """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass
+    (``slot``: the arrays are this thread's cached ones for that name, see _buffers).
 
     The scaling 2^k is applied as two factors 2^(k // 2) 2^(k - k // 2), each representable; every
     intermediate lies between x and t in magnitude and in its lowest bit, so both products are exact.
@@ -125,10 +183,69 @@ def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T
     lo = np.ldexp(1.0, (k // 2).astype(np.int32))
     hi = np.ldexp(1.0, (k - k // 2).astype(np.int32))
     p = np.array(primes, np.float64)
-    planes = np.empty((len(primes),) + X.shape)
-    d, h = np.empty(X.shape), np.empty(X.shape)
-    t = np.empty(X.shape) if want_t else np.empty((1, 1))
+    planes, d, h, t = _buffers(len(primes), X.shape, want_t, slot)
     stats = np.zeros((4, X.shape[0] if axis == 1 else X.shape[1]))
     _kernel(X, lo, hi, axis == 1, bits <= 52, p, 1.0 / p, T, planes, t, d, h, stats, want_t)
     return planes, (t if want_t else None), d, h, stats
 
+
+
+@njit(inline="always")
+def _balanced(x: float, p: float, ip: float) -> float:
+    """ozaki2.balanced on one value (|x| < 2^51): the same two exact steps, the same float64 operations."""
+    r = x - _rint(x * ip) * p
+    return r - _rint(r * ip) * p
+
+
+@njit
+def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray, wmod: np.ndarray,
+            winv: np.ndarray, wl: np.ndarray, limbs: np.ndarray) -> None:
+    """ozaki2.garner_limbs' digits and limbs (see there), prime by prime over all entries (loops that vectorise)."""
+    jr.wide_vectors()
+    n, R = C.shape
+    v = np.empty((n, R))
+    sm = np.empty(R)
+    for j in range(n):
+        p, ip, cj, wj = primes[j], inv[j], c26[j], winv[j]
+        vj = v[j]
+        for r in range(R):
+            c = C[j, r]
+            c1 = np.trunc(c * 2.0**-26)
+            vj[r] = _balanced(c1 * cj + (c - c1 * 2.0**26), p, ip)
+        if j:
+            sm[:] = 0.0
+            for i in range(j):
+                w, vi = wmod[i, j], v[i]
+                for r in range(R):
+                    sm[r] += vi[r] * w
+            for r in range(R):
+                vj[r] = _balanced(_balanced(vj[r] - sm[r], p, ip) * wj, p, ip)
+    for j in range(n):
+        vj = v[j]
+        for k in range(limbs.shape[0]):
+            w = wl[j, k]
+            if w != 0:
+                lk = limbs[k]
+                for r in range(R):
+                    lk[r] += np.int64(vj[r]) * w
+
+
+def garner(C: np.ndarray, primes: tuple[int, ...], limbs: np.ndarray, shift: int) -> None:
+    """limbs += ozaki2.garner_limbs(C, primes, nl, shift) in one compiled pass (the caller checks the limbs'
+    room): the same float64 integers and int64 products, so the same limbs."""
+    calls.add()
+    n = len(primes)
+    p = np.array(primes, np.float64)
+    wmod, winv = np.zeros((n, n)), np.zeros(n)
+    wl = np.zeros((n, limbs.shape[0]), np.int64)
+    W = 1
+    for j, q in enumerate(primes):
+        for i in range(j):
+            wmod[i, j] = float(math.prod(primes[:i]) % q)
+        winv[j] = float(pow(W % q, -1, q)) if j else 1.0
+        big = W << shift
+        for k in range(limbs.shape[0]):
+            wl[j, k] = (big >> (32 * k)) & 0xFFFFFFFF
+        W *= q
+    c26 = np.array([float((1 << 26) % q) for q in primes])
+    _garner(np.ascontiguousarray(C, np.float64), p, 1.0 / p, c26, wmod, winv, wl, limbs)
