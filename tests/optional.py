@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
 from types import ModuleType
 
@@ -71,6 +72,17 @@ def needs(name: str, module: str | None = None) -> ModuleType:
     if not available(name):
         pytest.skip(reason(name))
     return importlib.import_module(module or name)
+
+
+def kernels() -> ModuleType:
+    """numba, for a test about the compiled kernels (also at a module's top): skips where numba is missing
+    (``reason("numba")``) or where ``NUMORACLE_JIT=0`` turns the kernels off (the test would compare numpy
+    with itself, or count kernel runs that cannot happen)."""
+    if not available("numba"):
+        pytest.skip(reason("numba"), allow_module_level=True)
+    if os.environ.get("NUMORACLE_JIT", "") == "0":
+        pytest.skip("the compiled kernels are turned off here (NUMORACLE_JIT=0)", allow_module_level=True)
+    return importlib.import_module("numba")
 
 
 def requires(name: str) -> pytest.MarkDecorator:

@@ -19,6 +19,7 @@ from numoracle.core.engine.convert import engine_cast_codes
 from numoracle.core.fast.lanes import CastStep
 from numoracle.core.formats.format import BF16, FP8_E5M3FNU, FP16, FP32, FP64, registry
 from numoracle.core.formats.policy import resolve_policy
+from optional import kernels
 from policies import overflows
 
 pytest.importorskip("numba")
@@ -119,6 +120,7 @@ def test_cast_takes_the_route(rng):
     """``cast`` of FP64 values picks this module where kernels run (fastpaths.select_fast_path asks it first)."""
     from numoracle.core import jit
 
+    kernels()  # the route is taken only where the kernels are on (NUMORACLE_JIT is not 0)
     x = rng.standard_normal(1000)
     pol = resolve_policy(BF16, "ru", None, None, False, False, None)
     n = jitcastodd.kernel.cache_info().hits + jitcastodd.kernel.cache_info().misses

@@ -10,8 +10,9 @@ import pytest
 
 from numoracle.core import inputs, jit
 from numoracle.core.formats.format import format_of
+from optional import kernels
 
-pytest.importorskip("numba")
+kernels()  # numba installed and the kernels on (NUMORACLE_JIT is not 0)
 from numoracle.core.kernels import lookup as jitlookup  # noqa: E402  (needs numba)
 
 

@@ -20,6 +20,7 @@ from numoracle.core import jit
 from numoracle.core.scalar import round_value
 from numoracle.exact import exactsum, ozaki
 from numoracle.exact.reference import exact_dot, exact_matmul, exact_sum
+from optional import kernels
 
 OUTS = ("fp64", "fp32", "bf16", "fp16", "fp8_e4m3fn")
 
@@ -180,7 +181,7 @@ def test_random_sets_both_paths_agree(seed):
 
 # ---- the kernels one by one ------------------------------------------------------------------------
 def _kernels():
-    pytest.importorskip("numba")
+    kernels()  # numba installed and the kernels on (NUMORACLE_JIT is not 0)
     from numoracle.exact.kernels import ozaki as jitozaki
     return jitozaki
 

@@ -18,8 +18,9 @@ from numoracle.core import jit
 from numoracle.core.formats.format import Format
 from numoracle.formats import BF16, FP16, FP32
 from numoracle.models.engine.simulation import simulate
+from optional import kernels
 
-pytest.importorskip("numba")
+kernels()  # numba installed and the kernels on (NUMORACLE_JIT is not 0)
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,9 @@ import pytest
 from numoracle import orders as O
 from numoracle.core import jit
 from numoracle.models.engine.simulation import simulate
+from optional import kernels
 
-pytest.importorskip("numba")
+kernels()  # numba installed and the kernels on (NUMORACLE_JIT is not 0)
 from numoracle.models.kernels import blockrun as jitblockrun  # noqa: E402  (needs numba)
 
 
