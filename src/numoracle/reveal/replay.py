@@ -117,8 +117,11 @@ def _products(A: np.ndarray, B: np.ndarray, k: np.ndarray, dd: np.ndarray, qq: n
         if rows.size * cols.size == ps.size and np.array_equal(ps, (rows[:, None] * N + cols[None, :]).ravel()):
             a = A[d][np.ix_(rows, k)].astype(np.float64)           # (R, K)
             b = B[d][np.ix_(k, cols)].astype(np.float64)           # (K, C)
-            view = np.reshape(out[:, lo:hi], (k.size, rows.size, cols.size), copy=False)
-            np.einsum("rk,kc->krc", a, b, out=view)                # (one product each, no sum)
+            view = out[:, lo:hi].reshape(k.size, rows.size, cols.size)  # a view: each row's columns split
+            if np.may_share_memory(view, out):
+                np.einsum("rk,kc->krc", a, b, out=view)            # (one product each, no sum)
+            else:                                                   # (numpy chose a copy: written back)
+                out[:, lo:hi] = np.einsum("rk,kc->krc", a, b).reshape(k.size, -1)
         else:
             np.multiply(A[d][np.ix_(r, k)].T, B[d][np.ix_(k, c)], out=out[:, lo:hi], dtype=np.float64)
 
