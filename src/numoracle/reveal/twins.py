@@ -104,17 +104,11 @@ def _cert(t: Any, out: list) -> tuple[int, int]:
     if len(t) != 2:
         return t, 0
     a, b = t
-    if type(a) is not tuple:
-        x, nx = a, 1
-    else:
-        x, nx = _cert(a, out)
-        if not nx:
-            return x, 0
-    if type(b) is not tuple:
-        y, ny = b, 1
-    else:
-        y, ny = _cert(b, out)
-        if not ny:
-            return x, 0
+    x, nx = (a, 1) if type(a) is not tuple else _cert(a, out)
+    if not nx:
+        return x, 0
+    y, ny = (b, 1) if type(b) is not tuple else _cert(b, out)
+    if not ny:
+        return x, 0
     out.append((x, y, nx + ny))
     return x, nx + ny
