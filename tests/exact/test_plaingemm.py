@@ -16,7 +16,7 @@ from test_ozaki2 import CASES, IDS, spread
 
 from numoracle.core import jit
 from numoracle.core.formats.format import BF16, FP8_E4M3FN, FP16, FP32, FP64, INT8
-from numoracle.exact import ozaki, plaingemm
+from numoracle.exact import gemmbound, ozaki, plaingemm
 from numoracle.exact.reference import exact_matmul
 
 NARROW = ("fp32", "bf16", "fp16")
@@ -78,7 +78,7 @@ def test_midpoints_need_the_bound():
     A, B = ADVERSARIAL
     ref = np.array([[rounded(x, "fp32") for x in row] for row in frac_matmul(A, B)])
     K = A.shape[1]
-    kc = plaingemm.chunk(K)
+    kc = gemmbound.chunk(K)
     A64, rs, rm = plaingemm.widen_stats(A, kc, 1)
     B64, cs, cm = plaingemm.widen_stats(B, kc, 0)
     C = plaingemm.gemm(A64, B64, kc)
@@ -109,7 +109,7 @@ def test_bound_covers_the_gemms_error(kind):
         a, b = spread(rng, (M, K), 480, 500), spread(rng, (K, N), 480, 500)
     EA, sA = ozaki.line_bit_range(a.astype(np.float64), 1)
     EB, sB = ozaki.line_bit_range(b.astype(np.float64), 0)
-    kc = plaingemm.chunk(K)
+    kc = gemmbound.chunk(K)
     assert kc < K  # several chunks
     A64, rs, rm = plaingemm.widen_stats(a, kc, 1)
     B64, cs, cm = plaingemm.widen_stats(b, kc, 0)

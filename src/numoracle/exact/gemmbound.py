@@ -1,13 +1,15 @@
 """A rigorous bound on the rounding error of a float64 GEMM taken along K in chunks whose results are added in order.
 
-A classical GEMM (any order, blocking or FMA inside: OpenBLAS, MKL, BLIS) of kc terms errs by at most
-g_kc sum_k |x_k y_k| plus the products' underflow (g_n = n u / (1 - n u), u = 2^-53; Higham, Accuracy and
-Stability, 3.1 and 2.2). K in nc chunks of at most kc columns, one GEMM each, whose results are added in order
-(a recursive sum of nc terms, error <= g_(nc-1) sum_c |c_c|), errs by at most
+A classical GEMM (any order, blocking or FMA inside: OpenBLAS, MKL, BLIS) of kc terms is an inner product of
+kc terms in some order, so its result errs by at most g_kc sum_k |x_k y_k| plus, where products may underflow,
+kc 2^-1074 (g_n = n u / (1 - n u), u = 2^-53; Higham, Accuracy and Stability, 3.1 and 2.2: fl(x op y) =
+(x op y)(1 + d) + e, |e| <= 2^-1075, e = 0 for additions). K in nc chunks of at most kc columns, one GEMM each,
+whose results c_c are added in order (a recursive sum of nc terms, error <= g_(nc-1) sum_c |c_c| <=
+g_(nc-1) ((1 + g_kc) S + K 2^-1074)), errs by at most
 
-    (g_kc + g_(nc-1) (1 + g_kc)) sum_k |x_k y_k|   (plus at most K 2^-1074 of underflow),
+    (g_kc + g_(nc-1) (1 + g_kc)) S + (1 + g_(nc-1)) K 2^-1074,   S = sum_k |x_k y_k|,
 
-about (kc + nc) u instead of K u: least near kc = sqrt(K). Used by plaingemm.py (the plain GEMM of a narrow
+about (kc + nc) u S instead of K u S: least near kc = sqrt(K). Used by plaingemm.py (the plain GEMM of a narrow
 result) and ozaki2.py (the remainders' GEMMs).
 """
 

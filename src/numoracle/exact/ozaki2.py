@@ -113,8 +113,8 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     """The bits and primes for A @ B (None: more than _MAX_PRIMES primes, or an empty product).
 
     Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
-    (``tail_pieces``) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see tail_error), rA
-    the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
+    (``gemmbound.chunk`` columns) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see
+    tail_error), rA the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
     2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
     For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA more, P grows while they hold
     the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
@@ -194,15 +194,9 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     return p if held <= _BYTES else None
 
 
-def tail_pieces(K: int) -> int:
-    """Columns of A a piece of the remainder GEMMs (gemmbound.chunk: 128 at K = 4096), the pieces' results added
-    in order: their error bound is about (kc + K / kc) 2^-53 instead of K 2^-53 (gemmbound.py)."""
-    return gemmbound.chunk(K)
-
-
 def _error_bits(K: int) -> int:
     """ceil(log2(kc + nc)) for the remainder GEMMs' pieces at K (at least 1): their error in units of 2^-53."""
-    kc = tail_pieces(K)
+    kc = gemmbound.chunk(K)  # the remainder GEMMs' pieces (gemmbound.py: error about (kc + K / kc) u)
     return max(kc + -(-K // kc) - 1, 1).bit_length()
 
 
@@ -360,7 +354,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     tmp = np.empty((M, N))
     sta, stb = np.zeros((4, M)), np.zeros((4, N))
     kc = _chunk(n, M, N, K)
-    pc = min(tail_pieces(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
+    pc = min(gemmbound.chunk(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
     pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)

@@ -6,15 +6,12 @@ the destination. K goes in chunks of ``kc`` columns (one float64 GEMM each, resu
 
     |Ĉ_ij - C_ij| <= R_ij = (g_kc + g_(nc-1) (1 + g_kc)) S_ij + (underflow terms),   g_n = n u / (1 - n u),
 
-with u = 2^-53, nc the number of chunks and S_ij = sum_k |a_ik| |b_kj|. Proof: a chunk's GEMM is a classical
-inner product of kc terms in some order (blocking, FMA: any), so its result ĉ_c errs by at most g_kc S_c plus,
-where products may underflow, kc 2^-1074 (Higham, Accuracy and Stability, 3.1 and 2.2: fl(x op y) = (x op y)
-(1 + d) + e, |e| <= 2^-1075, e = 0 for additions); the nc results are added in order, which errs by at most
-g_(nc-1) sum_c |ĉ_c| <= g_(nc-1) ((1 + g_kc) S + K 2^-1074). Taking kc near sqrt(K) makes the factor about
-2 sqrt(K) u instead of K u. S_ij <= min(sum_c rs_ic cm_cj, sum_c rm_ic cs_cj) with rs / rm the row sums /
-maxima of |A| over chunk c and cs / cm those of B's columns (sum_(k in c) |a_ik| |b_kj| <= rs_ic cm_cj); the
-float64 sums and the small GEMMs that form these err by at most (kc + nc + 2) u relatively and 2^-1075 a product
-absolutely: the factor 1 + (kc + 2 nc + 64) 2^-52 and (2 nc + 16) 2^-1074 cover them and the final products.
+with u = 2^-53, nc the number of chunks and S_ij = sum_k |a_ik| |b_kj| (``gemmbound.factor``; the proof, and why
+kc near sqrt(K) makes the factor about 2 sqrt(K) u instead of K u, in exact/gemmbound.py).
+S_ij <= min(sum_c rs_ic cm_cj, sum_c rm_ic cs_cj) with rs / rm the row sums / maxima of |A| over chunk c and cs /
+cm those of B's columns (sum_(k in c) |a_ik| |b_kj| <= rs_ic cm_cj); the float64 sums and the small GEMMs that form
+these err by at most (kc + nc + 2) u relatively and 2^-1075 a product absolutely: the factor 1 + (kc + 2 nc + 64)
+2^-52 and (2 nc + 16) 2^-1074 cover them and the final products.
 
 Where the products are exact in float64 (see ``_exact_products``: FP32 inputs always) there are no underflow
 terms, and an entry with S_ij = 0 has every product 0, so C_ij = 0 (R = 0: decided; its sign is the caller's,
@@ -64,11 +61,6 @@ def qualifies(dst: AnyFormat | tuple[AnyFormat, ...], exact: bool) -> tuple[AnyF
         if f.is_integer or f.nan != "ieee" or not f.has_inf or f.precision > 51:
             return None
     return fmts
-
-
-def chunk(K: int) -> int:
-    """Columns of A a chunk (gemmbound.chunk: 128 at K = 4096)."""
-    return gemmbound.chunk(K)
 
 
 def _exact_products(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.ndarray,
@@ -166,15 +158,15 @@ def bracket(C: np.ndarray, R: np.ndarray, dst: tuple[AnyFormat, ...]) -> Bracket
 
 
 def right(B: np.ndarray, kern=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B's side of ``shortcut`` (widen_stats at chunk(K)), made once for the sample and the product."""
-    return widen_stats(B, chunk(B.shape[0]), 0, kern)
+    """B's side of ``shortcut`` (widen_stats at gemmbound.chunk(K)), made once for the sample and the product."""
+    return widen_stats(B, gemmbound.chunk(B.shape[0]), 0, kern)
 
 
 def shortcut(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, dst: tuple[AnyFormat, ...], kern=None,
              b_side: tuple | None = None) -> Bracketed:
     """The plain GEMM, its bound and the bracket on all of A @ B (finite float32 / float64 values)."""
     K = A.shape[1]
-    kc = chunk(K)
+    kc = gemmbound.chunk(K)
     A64, rs, rm = widen_stats(A, kc, 1, kern)
     B64, cs, cm = b_side if b_side is not None else right(B, kern)
     R = bound(rs, rm, cs, cm, K, kc, _exact_products(A, B, EA, sA, EB, sB))
