@@ -190,14 +190,18 @@ def test_tail_error_bounds_the_float64_gemms_of_the_remainders():
     rb = ozaki2.residues(b, EB, 30, 0, primes, want_t=True)
     err = ozaki2.tail_error(ra.stats, rb.stats, 300, True, True)
     for X, Y in ((ra.d, rb.t), (ra.h, rb.d)):
-        G = X @ Y
-        fx = [[Fraction(float(v)) for v in row] for row in X]
-        fy = [[Fraction(float(v)) for v in row] for row in Y.T]
-        for i in range(5):
-            for j in range(4):
-                exact = sum((p * q for p, q in zip(fx[i], fy[j])), Fraction(0))
-                assert abs(Fraction(float(G[i, j])) - exact) <= Fraction(float(err[i, j]))
+        assert_within(X @ Y, X, Y, err)
     assert (err > 0).all() and (err < 2.0**30).all()  # a bound that is not vacuous
+
+
+def assert_within(G: np.ndarray, X: np.ndarray, Y: np.ndarray, err: np.ndarray) -> None:
+    """|G - X Y| <= err entrywise, X Y exact (Fractions)."""
+    fx = [[Fraction(float(v)) for v in row] for row in X]
+    fy = [[Fraction(float(v)) for v in row] for row in Y.T]
+    for i in range(G.shape[0]):
+        for j in range(G.shape[1]):
+            exact = sum((p * q for p, q in zip(fx[i], fy[j])), Fraction(0))
+            assert abs(Fraction(float(G[i, j])) - exact) <= Fraction(float(err[i, j])), (i, j)
 
 
 def test_tail_error_bounds_the_remainder_gemms_taken_in_pieces():
@@ -219,12 +223,7 @@ def test_tail_error_bounds_the_remainder_gemms_taken_in_pieces():
         G = np.zeros((4, 3))
         for k0 in range(0, K, kc):
             G += X[:, k0:k0 + kc] @ Y[k0:k0 + kc]
-        fx = [[Fraction(float(v)) for v in row] for row in X]
-        fy = [[Fraction(float(v)) for v in row] for row in Y.T]
-        for i in range(4):
-            for j in range(3):
-                exact = sum((p * q for p, q in zip(fx[i], fy[j])), Fraction(0))
-                assert abs(Fraction(float(G[i, j])) - exact) <= Fraction(float(err[i, j]))
+        assert_within(G, X, Y, err)
 
 
 def midpoint_case(rng, m: int, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
