@@ -71,21 +71,11 @@ class Levels:
         for them."""
         n = self.n
         tiny = min(quantum, self.quantum) < 2.0**-179
-        f32, u64, low, mid = np.float32, np.uint64, _LOW, _MID
         with np.errstate(all="ignore"):
             if self.leaf is not None:
                 W[:n] = self.leaf.round(W[:n])
             for ar, a, b, dst, how in self._steps:
-                if how == 2 and not tiny:   # _add32 without the look below the normal range, inline
-                    x, y = W[a], W[b]
-                    s = x + y
-                    need = (s.view(u64) & low) == mid
-                    r = s.astype(f32)
-                    if need.any():
-                        idx = np.flatnonzero(need)
-                        r.reshape(-1)[idx] = ar.add_exact(x.reshape(-1)[idx], y.reshape(-1)[idx])
-                    W[dst] = r
-                elif how == 0:
+                if how == 0:
                     W[dst] = ar.round(W[a])
                 elif how == 2:
                     W[dst] = _add32(ar, W[a], W[b], tiny)
