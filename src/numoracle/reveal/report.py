@@ -444,13 +444,11 @@ def reveal_order(fn: Callable, op: str, *, n: int | None = None, shape: tuple | 
         rec = recovers_units(p, mask)
         return report(None, "not a tree", notes=[str(e)] + ([rec] if rec else []), tree_calls=p.calls)
     spread = _spread(p, f.order)
+    where = "every row and column of the output" if p.op == "matmul" else "spread evenly"
     notes.append(f"verified on {draws} random inputs of each kind ({', '.join(kinds)}): a check on a sample, "
                  "not a proof" + ("" if spread is None or len(kinds) < 2 else
                                   f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
-                                  f"of the {p.npos} (every row and column of the output, every tree)"
-                                  if p.op == "matmul" else
-                                  f"; {kinds[0]} compared at every output position, the other kinds at {spread.size} "
-                                  f"of the {p.npos} (spread evenly, every tree)"))
+                                  f"of the {p.npos} ({where}, every tree)"))
     carry_calls = 0
     if det and any(b for b, _ in mism.values()) and p.op == "sum" and isinstance(f.order, TreeOrder):
         comp = _compensated(p, f.order, mask, rng, notes, tuple(kinds), draws, mism)
