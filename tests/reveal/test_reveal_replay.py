@@ -132,6 +132,9 @@ def test_verification_catches_a_wrong_matmul_tree(make, monkeypatch):
     rep = reveal_order(lambda a, b: a @ b, "matmul", shape=(12, 256, 12))
     assert rep.verdict == "differs" and not rep.verified
     assert rep.mismatches["normal"][1] == 144 and rep.mismatches["positive"][1] < 144
+    n = rep.mismatches["positive"][1]  # one draw a kind: the outputs compared are the spread's
+    assert any(f"the other kinds at {n} of the 144 (every row and column of the output, every tree)" in x
+               for x in rep.notes), rep.notes
     if make is pairwise_tree:
         assert all(bad > 0 for bad, _ in rep.mismatches.values())
 
