@@ -28,14 +28,18 @@ from functools import lru_cache
 import numpy as np
 
 from ..core import jit
-from . import gemmbound, ozaki, ozakitail
+from . import gemmbound, intgemm, ozaki, ozakitail
 from .exactsum import L, limbs_to_fractions, round_limbs
 
 _MARGIN = 8  # the fewest bits of cancellation below 2^(E_i + E_j) that a rounded plan's bracket decides (see plan)
 _EXTRA = 2  # primes beyond the fewest that a rounded plan weighs against the undecided entries they save
+_EXTRA_SMALL = 8  # the same for small primes (about the bits of two large ones)
 _SAMPLE = (8, 64)  # rows of A and columns of B whose plain product estimates how far the entries cancel
 _ENTRY = {True: 128, False: 2048}  # an undecided entry's exact dot product in GEMM entries (float32 compiled, else)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
+_SMALL_PRIMES = 32  # primes below 2^8 (int8 residues, intgemm.py): 251 down to 83, about 234 bits
+INT8_COST = 0.15  # one small prime's cost in float64 GEMMs: its int8 GEMM (0.06) and its share of the residue
+# pass and Garner (measured, 256 x 4096 x 256; an estimate: only the time depends on it)
 _BYTES = 1 << 30  # the most memory the engine holds at once (its outputs do not go in blocks); beyond: the split
 _CHUNK_BYTES = 1 << 23
 _MIN_CHUNK = 512
@@ -60,19 +64,35 @@ def primes_below(K: int, count: int = _MAX_PRIMES) -> tuple[int, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1)
+def small_primes() -> tuple[int, ...]:
+    """The _SMALL_PRIMES largest odd primes below 2^8, largest first: balanced residues |r| <= 125 fit int8, and a
+    GEMM of at most intgemm.MAX_K columns sums them exactly in int32 (intgemm.py); over chunks of K their sums
+    go into float64, exact while K 125^2 <= 2^53."""
+    out = [p for p in range(255, 2, -2) if all(p % d for d in range(3, math.isqrt(p) + 1, 2))]
+    return tuple(out[:_SMALL_PRIMES])
+
+
+def _primes(K: int, int8: bool) -> tuple[int, ...]:
+    return small_primes() if int8 else primes_below(K)
+
+
 @dataclass(frozen=True)
 class Plan:
-    """Bits pA / pB of A's rows and B's columns as integers, and the primes (one GEMM each)."""
+    """Bits pA / pB of A's rows and B's columns as integers, and the primes (one GEMM each: float64, or with
+    ``int8`` an int8 GEMM of primes below 2^8, intgemm.py)."""
 
     pA: int
     pB: int
     primes: tuple[int, ...]
     tails: int  # float64 GEMMs of the remainders (sides whose lines keep bits below the integers)
     undecided: float = 0.0  # the predicted cost of the entries its bracket leaves, in GEMMs (an estimate)
+    int8: bool = False
 
     @property
-    def gemms(self) -> int:
-        return len(self.primes) + self.tails
+    def gemms(self) -> float:
+        """Its cost in float64 GEMMs (a small prime counts INT8_COST)."""
+        return len(self.primes) * (INT8_COST if self.int8 else 1) + self.tails
 
 
 def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
@@ -109,14 +129,15 @@ def _count(bound: int, primes: tuple[int, ...]) -> int:
 
 
 def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.ndarray, sB: np.ndarray,
-         exact: bool) -> Plan | None:
-    """The bits and primes for A @ B (None: more than _MAX_PRIMES primes, or an empty product).
+         exact: bool, int8: bool = False) -> Plan | None:
+    """The bits and primes (``int8``: the small ones) for A @ B (None: more primes than there are, or an empty
+    product).
 
     Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
     (``gemmbound.chunk`` columns) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see
     tail_error), rA the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
     2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
-    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA more, P grows while they hold
+    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA (_EXTRA_SMALL) more, P grows while they hold
     the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
     more primes where the entries cancel far below their scale). Only the time depends on the choice."""
     M, K = A.shape
@@ -124,7 +145,7 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
         return None
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
     rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
-    primes = primes_below(K)
+    primes = _primes(K, int8)
     base = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
     pA, pB = (fullA, fullB) if exact else (min(base + _MARGIN, fullA), min(base + _MARGIN, fullB))
     if pA + pB > 2100:
@@ -133,9 +154,9 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     if n > len(primes):
         return None
     if exact:
-        return Plan(pA, pB, primes[:n], 0)
+        return Plan(pA, pB, primes[:n], 0, int8=int8)
     best, d = None, None
-    for m in range(n, min(n + _EXTRA, len(primes)) + 1):
+    for m in range(n, min(n + (_EXTRA_SMALL if int8 else _EXTRA), len(primes)) + 1):
         while pA < fullA or pB < fullB:  # the same m primes hold more bits
             qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
             if _count(_head_bound(qA, qB, rA, rB, K), primes) > m:
@@ -146,7 +167,7 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
         if tails:
             d = _cancellation(A, B, EA, EB) if d is None else d
             und = _leave(d, min(pA, pB) - base) * _ENTRY[A.dtype == np.float32 and B.dtype == np.float32]
-        cand = Plan(pA, pB, primes[:m], tails, und)
+        cand = Plan(pA, pB, primes[:m], tails, und, int8)
         if best is None or cand.gemms + cand.undecided < best.gemms + best.undecided:
             best = cand
         if not tails:
@@ -177,21 +198,28 @@ def _leave(d: np.ndarray, margin: int) -> float:
 
 
 def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | None:
-    """This engine's plan where it takes fewer GEMMs than the split (ozaki.planned_gemms) and its residue pass
-    runs compiled, else None (the numpy pass is the reference: tests/exact/test_ozaki2.py forces it)."""
+    """This engine's cheapest plan (float64 primes, or small primes where the int8 GEMM runs: intgemm.py) where it
+    costs less than the split (ozaki.planned_gemms) and its residue pass runs compiled, else None (the numpy pass
+    is the reference: tests/exact/test_ozaki2.py forces it)."""
     if jit.kernel_for(ozaki.Pass("residues", A.dtype, bool(A.flags.c_contiguous)), _kernels) is None:
         return None  # numpy's residue passes cost more than the GEMMs saved (ill-conditioned set: 30x against 22x)
     M, K = A.shape
-    split = ozaki.planned_gemms(sA, sB, K, M, B.shape[1], exact)
-    if least_gemms(sA, sB, K, exact) + OVERHEAD >= split:  # without the row sums' passes
-        return None
-    p = plan(A, B, EA, sA, EB, sB, exact)
-    if p is None or p.gemms + p.undecided + OVERHEAD >= split:
-        return None
-    n, N = len(p.primes), B.shape[1]
-    held = 8 * ((n + 3) * (M + N) * _chunk(n, M, N, K) + (2 * n + 4 + limb_count(p.primes)) * M * N)  # planes,
-    # products, limbs
-    return p if held <= _BYTES else None
+    N = B.shape[1]
+    split = ozaki.planned_gemms(sA, sB, K, M, N, exact)
+    best = None
+    for int8 in (False, True) if intgemm.matmul() is not None else (False,):
+        if least_gemms(sA, sB, K, exact, int8) + OVERHEAD >= split:  # without the row sums' passes
+            continue
+        p = plan(A, B, EA, sA, EB, sB, exact, int8)
+        if p is None or p.gemms + p.undecided + OVERHEAD >= split:
+            continue
+        n = len(p.primes)
+        kc = _chunk(n, M, N, K, int8)
+        held = (n if int8 else 8 * n) * (M + N) * kc + 8 * (3 * (M + N) * kc + (2 * n + 4 + limb_count(p.primes)) * M * N)
+        # residue planes, then integers and remainders, products and limbs
+        if held <= _BYTES and (best is None or p.gemms + p.undecided < best.gemms + best.undecided):
+            best = p
+    return best
 
 
 def _error_bits(K: int) -> int:
@@ -200,18 +228,24 @@ def _error_bits(K: int) -> int:
     return max(kc + -(-K // kc) - 1, 1).bit_length()
 
 
-def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> int:
+def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool, int8: bool = False) -> float:
     """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
     over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
     P = _error_bits(K) + 1 + _MARGIN
     pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
-    primes = primes_below(K)
+    primes = _primes(K, int8)
 
-    def gemms(qA: int, qB: int) -> int:
+    def gemms(qA: int, qB: int) -> float:
         n = _count(_head_bound(qA, qB, 0.5, 0.5, 0), primes) if qA + qB <= 2100 else len(primes) + 1
-        return n + (qA < fullA) + (qB < fullB)
+        return n * (INT8_COST if int8 else 1) + (qA < fullA) + (qB < fullB)
     return min(gemms(qA, qB) for qA in {pA, fullA} for qB in {pB, fullB})
+
+
+def fewest_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> float:
+    """least_gemms over the primes that run here (the small ones where the int8 GEMM does: intgemm.py)."""
+    kinds = (False, True) if intgemm.matmul() is not None else (False,)
+    return min(least_gemms(sA, sB, K, exact, int8) for int8 in kinds)
 
 
 # ---- residues ---------------------------------------------------------------------------------------
@@ -253,8 +287,9 @@ def balanced(x: np.ndarray, p: float) -> np.ndarray:
 
 
 def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[int, ...],
-             want_t: bool = False, slot: str | None = None) -> Residues:
-    """The integers h = rint(t), t = X 2^(bits - 1 - E) per line (rows: axis=1), modulo each prime, and their stats.
+             want_t: bool = False, slot: str | None = None, int8: bool = False) -> Residues:
+    """The integers h = rint(t), t = X 2^(bits - 1 - E) per line (rows: axis=1), modulo each prime, and their stats
+    (``int8``: the planes as int8, for primes below 2^8).
 
     h = m 2^z with z = max(e - 53, 0) (frexp's e): m is an integer below 2^53 (exact: h's bits lie at
     2^z and above), m = m1 2^27 + m0 with |m1| < 2^26, |m0| < 2^27 (exact truncation), and
@@ -269,7 +304,7 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     step = ozaki.Pass("residues", X.dtype, bool(X.flags.c_contiguous))
     kern = jit.kernel_for(step, _kernels)
     if kern is not None:
-        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits, slot)
+        planes, t, d, h, stats = kern.residues(X, k, axis, primes, T, want_t, bits, slot, int8)
         return Residues(planes, stats, h, t, d)
     t = np.ldexp(X.astype(np.float64, copy=False), k.reshape(shape).astype(np.int32))  # exact (see ozaki._digits)
     h = np.rint(t)
@@ -282,6 +317,8 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
     m1 = np.trunc(m * 2.0**-27)
     m0 = m - m1 * 2.0**27
     planes = np.array([balanced(m1 * T[j][z + 27] + m0 * T[j][z], float(p)) for j, p in enumerate(primes)])
+    if int8:
+        planes = planes.astype(np.int8)  # |r| <= (p - 1)/2 <= 125: exact
     return Residues(planes, stats, h, t if want_t else None, d)
 
 
@@ -349,19 +386,27 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     N = B.shape[1]
     kern = ozaki.compiled("split", A)
     n = len(pl.primes)
-    C = np.empty((n, M, N))
+    C = np.empty((n, M, N), np.int32 if pl.int8 and K <= intgemm.MAX_K else np.float64)  # int32: exact (intgemm.py)
     G = np.zeros((2, M, N))
     tmp = np.empty((M, N))
     sta, stb = np.zeros((4, M)), np.zeros((4, N))
-    kc = _chunk(n, M, N, K)
+    kc = _chunk(n, M, N, K, pl.int8)
+    mm = intgemm.matmul() if pl.int8 else None
+    if pl.int8 and mm is None:
+        raise AssertionError("internal: a plan of small primes without the int8 GEMM")
     pc = min(gemmbound.chunk(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
     pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)
-        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes, slot="crtA")
-        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True, slot="crtB")
+        ra = residues(np.ascontiguousarray(A[:, k0:k1]), EA, pl.pA, 1, pl.primes, slot="crtA", int8=pl.int8)
+        rb = residues(B[k0:k1], EB, pl.pB, 0, pl.primes, want_t=True, slot="crtB", int8=pl.int8)
         for j in range(n):
-            _gemm_add(C[j], ra.planes[j], rb.planes[j], k0 == 0, tmp)
+            if mm is None:
+                _gemm_add(C[j], ra.planes[j], rb.planes[j], k0 == 0, tmp)
+            elif k0 == 0:  # int32 sums, exact (intgemm.MAX_K); over all of K in int32 or float64, exact
+                C[j] = mm(ra.planes[j], rb.planes[j])
+            else:
+                C[j] += mm(ra.planes[j], rb.planes[j])
         for g, x, y, any_d in ((G[0], ra.d, rb.t, ra.stats[2].any()), (G[1], ra.h, rb.d, rb.stats[2].any())):
             if any_d:  # each piece's GEMM, then its result added in order (gemmbound.py)
                 for j0 in range(0, k1 - k0, pc):
@@ -414,12 +459,13 @@ def merge_stats(st: np.ndarray, new: np.ndarray) -> None:
     np.maximum(st[3], new[3], out=st[3])
 
 
-def _chunk(n: int, M: int, N: int, K: int) -> int:
-    """Columns of A (rows of B) a chunk: the residue planes, integers and remainders of both operands in about
-    _CHUNK_BYTES (they stay in cache from the residue pass to the GEMMs), a power of two of at least _MIN_CHUNK."""
-    per = 8 * ((n + 2) * M + (n + 3) * N)
+def _chunk(n: int, M: int, N: int, K: int, int8: bool = False) -> int:
+    """Columns of A (rows of B) a chunk: the residue planes (int8 ones: a byte a value), integers and remainders
+    of both operands in about _CHUNK_BYTES (they stay in cache from the residue pass to the GEMMs), a power of
+    two of at least _MIN_CHUNK (int8: at most intgemm.MAX_K)."""
+    per = (n if int8 else 8 * n) * (M + N) + 8 * (2 * M + 3 * N)
     kc = 1 << max(_MIN_CHUNK.bit_length() - 1, (_CHUNK_BYTES // max(per, 1)).bit_length() - 1)
-    return max(1, min(kc, K))
+    return max(1, min(kc, K, intgemm.MAX_K if int8 else K))
 
 
 def tail_error(sta: np.ndarray, stb: np.ndarray, K: int, dA: bool, dB: bool, kc: int | None = None,
@@ -454,7 +500,7 @@ def undecided(A, B, EA, sA, EB, sB, und: np.ndarray, N: int, kern) -> tuple[np.n
     rows, cols = np.unique(ii), np.unique(jj)
     ea, sa_, eb, sb_ = EA[rows], sA[rows], EB[cols], sB[cols]
     compiled = ozakitail.compiled_entries(A, B, kern)
-    least = min(least_gemms(sa_, sb_, K, True), ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True))
+    least = min(fewest_gemms(sa_, sb_, K, True), ozaki.planned_gemms(sa_, sb_, K, rows.size, cols.size, True))
     if ozakitail.affordable(und.size, K, max(1, math.floor(least)), rows.size, cols.size, compiled):
         return ozakitail.entries(A, B, ii, jj, kern)  # cheaper than the fewest GEMMs either engine takes
     a, b = A[rows], B[:, cols]

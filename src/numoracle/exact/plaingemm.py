@@ -183,7 +183,7 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, dst: tuple[AnyFormat, .
         return None
     other = ozaki.planned_gemms(sA, sB, K, M, N, False)
     if kern is not None:  # Ozaki scheme II's GEMMs, at least (ozaki2.choose would take the rows' sums first)
-        other = min(other, ozaki2.least_gemms(sA, sB, K, False) + ozaki2.OVERHEAD)
+        other = min(other, ozaki2.fewest_gemms(sA, sB, K, False) + ozaki2.OVERHEAD)
     if other <= _COST:
         return None
     side = right(B, kern)

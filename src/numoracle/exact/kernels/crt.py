@@ -22,6 +22,8 @@ _CACHE_BYTES = 1 << 28  # residue buffers kept for reuse, per thread and slot
 _cache = threading.local()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _TWO53 = 2.0**53
+_ONE_STEP = 2.0**50  # |h| below: q = rint(h / p) in float64 is h's nearest quotient. fl(h fl(1/p)) is within
+# |h / p| 2^-52 < 1/(2p) of h / p, which lies at least 1/(2p) from a half-integer (p odd); h - q p is exact
 
 
 def covers(step: Any) -> bool:
@@ -94,26 +96,52 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
             inv: np.ndarray, T: np.ndarray, planes: np.ndarray, t_out: np.ndarray, d_out: np.ndarray,
             h_out: np.ndarray, stats: np.ndarray, want_t: bool) -> None:
     """t = x lo hi per line, h = rint(t), d = t - h (into t_out when want_t, d_out always); stats (4, lines):
-    sum |h|, max |h|, sum |d|, max |d|. ``small``: every |t| < 2^51 (rint branch-free). A row whose |h| are
-    all below 2^53 (the common case) takes its residues in loops over the row, one prime at a time (they
-    vectorise); others value by value."""
+    sum |h|, max |h|, sum |d|, max |d| (a row's in 16 interleaved partial sums and maxima: they vectorise). ``small``:
+    every |t| < 2^51 (rint branch-free). A row's residues go one prime at a time in loops over the row: where
+    its |h| are below 2^50 in one step, r = h - rint(h / p) p (_ONE_STEP), below 2^53 in ozaki2.residues' two, else
+    value by value; the balanced residue is unique, so each way gives the numpy path's bits."""
     jr.wide_vectors()
     n0, n1 = X.shape
     m1 = np.empty(n1)
     m0 = np.empty(n1)
+    lanes = np.zeros((4, 16))
+    top = n1 - n1 % 16
     for i in range(n0):
-        for j in range(n1):
-            line = i if by_rows else j
-            t = np.float64(X[i, j]) * lo[line] * hi[line]
-            h = _rint(t) if small else np.rint(t)
-            h_out[i, j] = h
-            d_out[i, j] = t - h
-            if want_t:
+        if by_rows and small and not want_t:  # the common row pass, its branches out of the loop
+            f0, f1 = lo[i], hi[i]
+            for j in range(n1):
+                t = np.float64(X[i, j]) * f0 * f1
+                h = _rint(t)
+                h_out[i, j] = h
+                d_out[i, j] = t - h
+        elif not by_rows and small and want_t:  # the common column pass (B's rows)
+            for j in range(n1):
+                t = np.float64(X[i, j]) * lo[j] * hi[j]
+                h = _rint(t)
+                h_out[i, j] = h
+                d_out[i, j] = t - h
                 t_out[i, j] = t
+        else:
+            for j in range(n1):
+                line = i if by_rows else j
+                t = np.float64(X[i, j]) * lo[line] * hi[line]
+                h = _rint(t) if small else np.rint(t)
+                h_out[i, j] = h
+                d_out[i, j] = t - h
+                if want_t:
+                    t_out[i, j] = t
         big = 0.0
         if by_rows:
-            s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
-            for j in range(n1):
+            lanes[:] = 0.0
+            for j in range(0, top, 16):
+                for w in range(16):
+                    ah, ad = abs(h_out[i, j + w]), abs(d_out[i, j + w])
+                    lanes[0, w] += ah
+                    lanes[1, w] = max(lanes[1, w], ah)
+                    lanes[2, w] += ad
+                    lanes[3, w] = max(lanes[3, w], ad)
+            s0, s1, s2, s3 = lanes[0].sum(), lanes[1].max(), lanes[2].sum(), lanes[3].max()
+            for j in range(top, n1):
                 ah, ad = abs(h_out[i, j]), abs(d_out[i, j])
                 s0 += ah
                 s1 = max(s1, ah)
@@ -132,6 +160,13 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
                 stats[2, j] += ad
                 stats[3, j] = max(stats[3, j], ad)
                 big = max(big, ah)
+        if big < _ONE_STEP:
+            for q in range(primes.size):
+                p, w = primes[q], inv[q]
+                for j in range(n1):
+                    h = h_out[i, j]
+                    planes[q, i, j] = h - _rint(h * w) * p
+            continue
         if big >= _TWO53:
             for j in range(n1):
                 _residue(h_out[i, j], primes, inv, T, planes, i, j)
@@ -149,30 +184,35 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
                 planes[q, i, j] = r - _rint(r * w) * p
 
 
-def _buffers(n: int, shape: tuple[int, int], want_t: bool, slot: str | None) -> tuple:
-    """(planes (n, *shape), d, h, t or a stand-in): fresh arrays, or with ``slot`` this thread's cached ones for
-    that name (reused call after call: fresh arrays of a few MB cost page faults on every call), valid until the
-    next call for the same slot."""
+def _held(slot: str | None, dtype: type, need: int) -> np.ndarray:
+    """A flat array of ``need`` values: fresh, or with ``slot`` this thread's cached one for that name and dtype
+    (reused call after call: fresh arrays of a few MB cost page faults on every call)."""
+    if slot is None or need * np.dtype(dtype).itemsize > _CACHE_BYTES:
+        return np.empty(need, dtype)
+    cache = _cache.__dict__.setdefault("buffers", {})
+    buf = cache.get((slot, dtype))
+    if buf is None or buf.size < need:
+        buf = cache[(slot, dtype)] = np.empty(need, dtype)
+    return buf
+
+
+def _buffers(n: int, shape: tuple[int, int], want_t: bool, slot: str | None, int8: bool = False) -> tuple:
+    """(planes (n, *shape), float64 or ``int8``, d, h, t or a stand-in): see _held, valid until the next call for
+    the same slot."""
     size = shape[0] * shape[1]
-    need = (n + 2 + want_t) * size
-    if slot is None or 8 * need > _CACHE_BYTES:
-        buf = np.empty(need)
-    else:
-        cache = _cache.__dict__.setdefault("buffers", {})
-        buf = cache.get(slot)
-        if buf is None or buf.size < need:
-            buf = cache[slot] = np.empty(need)
-    planes = buf[:n * size].reshape((n,) + shape)
-    d, h = buf[n * size:(n + 1) * size].reshape(shape), buf[(n + 1) * size:(n + 2) * size].reshape(shape)
-    t = buf[(n + 2) * size:need].reshape(shape) if want_t else np.empty((1, 1))
+    buf = _held(slot, np.float64, (2 + want_t + (0 if int8 else n)) * size)
+    planes = (_held(slot, np.int8, n * size) if int8 else buf[(2 + want_t) * size:])[:n * size].reshape((n,) + shape)
+    d, h = buf[:size].reshape(shape), buf[size:2 * size].reshape(shape)
+    t = buf[2 * size:3 * size].reshape(shape) if want_t else np.empty((1, 1))
     return planes, d, h, t
 
 
 def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T: np.ndarray,
-             want_t: bool, bits: int, slot: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
-                                                                        np.ndarray, np.ndarray]:
+             want_t: bool, bits: int, slot: str | None = None, int8: bool = False
+             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
     """(planes (n, *X.shape), t (want_t) or None, d, h, stats (4, lines)) of ozaki2.residues, in one compiled pass
-    (``slot``: the arrays are this thread's cached ones for that name, see _buffers).
+    (``slot``: the arrays are this thread's cached ones for that name, see _buffers; ``int8``: int8 planes, for
+    primes below 2^8, whose balanced residues the kernel stores exactly).
 
     The scaling 2^k is applied as two factors 2^(k // 2) 2^(k - k // 2), each representable; every
     intermediate lies between x and t in magnitude and in its lowest bit, so both products are exact.
@@ -183,7 +223,7 @@ def residues(X: np.ndarray, k: np.ndarray, axis: int, primes: tuple[int, ...], T
     lo = np.ldexp(1.0, (k // 2).astype(np.int32))
     hi = np.ldexp(1.0, (k - k // 2).astype(np.int32))
     p = np.array(primes, np.float64)
-    planes, d, h, t = _buffers(len(primes), X.shape, want_t, slot)
+    planes, d, h, t = _buffers(len(primes), X.shape, want_t, slot, int8)
     stats = np.zeros((4, X.shape[0] if axis == 1 else X.shape[1]))
     _kernel(X, lo, hi, axis == 1, bits <= 52, p, 1.0 / p, T, planes, t, d, h, stats, want_t)
     return planes, (t if want_t else None), d, h, stats
@@ -209,7 +249,7 @@ def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray,
         p, ip, cj, wj = primes[j], inv[j], c26[j], winv[j]
         vj = v[j]
         for r in range(R):
-            c = C[j, r]
+            c = np.float64(C[j, r])
             c1 = np.trunc(c * 2.0**-26)
             vj[r] = _balanced(c1 * cj + (c - c1 * 2.0**26), p, ip)
         if j:
@@ -232,7 +272,7 @@ def _garner(C: np.ndarray, primes: np.ndarray, inv: np.ndarray, c26: np.ndarray,
 
 def garner(C: np.ndarray, primes: tuple[int, ...], limbs: np.ndarray, shift: int) -> None:
     """limbs += ozaki2.garner_limbs(C, primes, nl, shift) in one compiled pass (the caller checks the limbs'
-    room): the same float64 integers and int64 products, so the same limbs."""
+    room): the same float64 integers (C as float64 or int32) and int64 products, so the same limbs."""
     calls.add()
     n = len(primes)
     p = np.array(primes, np.float64)
@@ -248,4 +288,5 @@ def garner(C: np.ndarray, primes: tuple[int, ...], limbs: np.ndarray, shift: int
             wl[j, k] = (big >> (32 * k)) & 0xFFFFFFFF
         W *= q
     c26 = np.array([float((1 << 26) % q) for q in primes])
-    _garner(np.ascontiguousarray(C, np.float64), p, 1.0 / p, c26, wmod, winv, wl, limbs)
+    C = np.ascontiguousarray(C, None if C.dtype == np.int32 else np.float64)  # int32: read as float64 integers
+    _garner(C, p, 1.0 / p, c26, wmod, winv, wl, limbs)
