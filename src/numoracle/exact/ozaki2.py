@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -37,6 +37,7 @@ _EXTRA_SMALL = 8  # the same for small primes (about the bits of two large ones)
 _SAMPLE = (8, 64)  # rows of A and columns of B whose plain product estimates how far the entries cancel
 _ENTRY = {True: 128, False: 2048}  # an undecided entry's exact dot product in GEMM entries (float32 compiled, else)
 _MAX_PRIMES = 24  # more primes than this: the split (ozaki.py) is cheaper
+_INT8_PIECE = 512  # the remainder GEMMs' pieces with small primes (see _piece)
 _SMALL_PRIMES = 32  # primes below 2^8 (int8 residues, intgemm.py): 251 down to 83, about 234 bits
 INT8_COST = 0.15  # one small prime's cost in float64 GEMMs: its int8 GEMM (0.06) and its share of the residue
 # pass and Garner (measured, 256 x 4096 x 256; an estimate: only the time depends on it)
@@ -128,8 +129,20 @@ def _count(bound: int, primes: tuple[int, ...]) -> int:
     return len(primes) + 1
 
 
+class Sample:
+    """The plan's estimate of how far A @ B's entries cancel (``_cancellation``), taken once for a product and read
+    by the plans of both kinds of primes."""
+
+    def __init__(self, A: np.ndarray, B: np.ndarray, EA: np.ndarray, EB: np.ndarray) -> None:
+        self._args = (A, B, EA, EB)
+
+    @cached_property
+    def d(self) -> np.ndarray:
+        return _cancellation(*self._args)
+
+
 def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.ndarray, sB: np.ndarray,
-         exact: bool, int8: bool = False) -> Plan | None:
+         exact: bool, int8: bool = False, sample: Sample | None = None) -> Plan | None:
     """The bits and primes (``int8``: the small ones) for A @ B (None: more primes than there are, or an empty
     product).
 
@@ -146,7 +159,7 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
     rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
     primes = _primes(K, int8)
-    base = _error_bits(K) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
+    base = _error_bits(K, int8) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
     pA, pB = (fullA, fullB) if exact else (min(base + _MARGIN, fullA), min(base + _MARGIN, fullB))
     if pA + pB > 2100:
         return None
@@ -155,7 +168,8 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
         return None
     if exact:
         return Plan(pA, pB, primes[:n], 0, int8=int8)
-    best, d = None, None
+    best = None
+    sample = Sample(A, B, EA, EB) if sample is None else sample
     for m in range(n, min(n + (_EXTRA_SMALL if int8 else _EXTRA), len(primes)) + 1):
         while pA < fullA or pB < fullB:  # the same m primes hold more bits
             qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
@@ -165,8 +179,7 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
         tails = (pA < fullA) + (pB < fullB)
         und = 0.0
         if tails:
-            d = _cancellation(A, B, EA, EB) if d is None else d
-            und = _leave(d, min(pA, pB) - base) * _ENTRY[A.dtype == np.float32 and B.dtype == np.float32]
+            und = _leave(sample.d, min(pA, pB) - base) * _ENTRY[A.dtype == np.float32 and B.dtype == np.float32]
         cand = Plan(pA, pB, primes[:m], tails, und, int8)
         if best is None or cand.gemms + cand.undecided < best.gemms + best.undecided:
             best = cand
@@ -206,11 +219,11 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     M, K = A.shape
     N = B.shape[1]
     split = ozaki.planned_gemms(sA, sB, K, M, N, exact)
-    best = None
+    best, sample = None, Sample(A, B, EA, EB)
     for int8 in (False, True) if intgemm.matmul() is not None else (False,):
         if least_gemms(sA, sB, K, exact, int8) + OVERHEAD >= split:  # without the row sums' passes
             continue
-        p = plan(A, B, EA, sA, EB, sB, exact, int8)
+        p = plan(A, B, EA, sA, EB, sB, exact, int8, sample)
         if p is None or p.gemms + p.undecided + OVERHEAD >= split:
             continue
         n = len(p.primes)
@@ -222,9 +235,15 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     return best
 
 
-def _error_bits(K: int) -> int:
+def _piece(K: int, int8: bool) -> int:
+    """Columns of the remainder GEMMs' pieces: gemmbound.chunk (error about (kc + K / kc) u, the least); with
+    small primes _INT8_PIECE (whole GEMMs of a residue chunk: faster, and the bits lost cost a small prime)."""
+    return min(max(gemmbound.chunk(K), _INT8_PIECE), max(K, 1)) if int8 else gemmbound.chunk(K)
+
+
+def _error_bits(K: int, int8: bool = False) -> int:
     """ceil(log2(kc + nc)) for the remainder GEMMs' pieces at K (at least 1): their error in units of 2^-53."""
-    kc = gemmbound.chunk(K)  # the remainder GEMMs' pieces (gemmbound.py: error about (kc + K / kc) u)
+    kc = _piece(K, int8)
     return max(kc + -(-K // kc) - 1, 1).bit_length()
 
 
@@ -232,7 +251,7 @@ def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool, int8: bool 
     """A lower bound on ``plan(...).gemms`` from the spans alone: plan's bits are at least these (its row sums
     over 2^E are at least 1/2 on nonzero lines) and grow; a side without remainders has all its bits."""
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
-    P = _error_bits(K) + 1 + _MARGIN
+    P = _error_bits(K, int8) + 1 + _MARGIN
     pA, pB = (fullA, fullB) if exact else (min(P, fullA), min(P, fullB))
     primes = _primes(K, int8)
 
@@ -394,7 +413,7 @@ def product(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool, pl: Plan)
     mm = intgemm.matmul() if pl.int8 else None
     if pl.int8 and mm is None:
         raise AssertionError("internal: a plan of small primes without the int8 GEMM")
-    pc = min(gemmbound.chunk(K), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
+    pc = min(_piece(K, pl.int8), kc)  # the remainder GEMMs' pieces: at most pc columns, ``pieces`` of them
     pieces = 0
     for k0 in range(0, K, kc):  # partial sums of the exact GEMMs stay exact (the bound is over all K)
         k1 = min(K, k0 + kc)

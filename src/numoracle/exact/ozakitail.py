@@ -90,6 +90,9 @@ def round_bracketed(limbs: np.ndarray, base: np.ndarray, R: np.ndarray, kern) ->
     return a0, b0, np.flatnonzero(~same | wide)
 
 
+_OPERAND = 32  # an operand value's pass per GEMM, in GEMM products (see affordable)
+
+
 def compiled_entries(A: np.ndarray, B: np.ndarray, kern) -> bool:
     """Do ``entries`` of A and B take the compiled long accumulators (float32 operands, kernels on, K < 2^31: the
     int64 limbs take that many additions)?"""
@@ -98,8 +101,10 @@ def compiled_entries(A: np.ndarray, B: np.ndarray, kern) -> bool:
 
 def affordable(undecided: int, K: int, tail: int, M: int, N: int, compiled: bool = False) -> bool:
     """Exact dot products one by one (~80 ns a product on numpy's route, ~5 ns on float32's compiled one:
-    ``compiled``) cost less than the tail's GEMMs (~0.02-0.04 ns a product)? (Only the time depends on it.)"""
-    return undecided * K * (256 if compiled else 4096) <= tail * M * N * K
+    ``compiled``) cost less than the tail's GEMMs (~0.02-0.04 ns a product) and their operands' passes (digits or
+    residues: ~1 ns a value and GEMM, _OPERAND products' worth, which dominate a product of few rows and columns)?
+    (Only the time depends on it.)"""
+    return undecided * K * (256 if compiled else 4096) <= tail * (M * N + _OPERAND * (M + N)) * K
 
 
 def entries(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray, kern=None) -> tuple[np.ndarray, np.ndarray]:
