@@ -11,18 +11,21 @@ FP32 within 3.8x (three GEMMs are about 3.1x), 10x ill-conditioned; earlier 5x a
 within 3.5x. ``--split`` runs exact_matmul on the digit split alone (no Ozaki scheme II: the engine before issue 39).
 ``--only ROW ...`` runs only the rows named (as printed; ``check`` for ``assert_matmul_close``).
 Rows "-> FP32" round the same products into FP32 (``out="fp32"``: the plain-GEMM shortcut, exact/plaingemm.py);
-the others into FP64.
+the others into FP64. Where torch is installed the bench loads it (one thread, like BLAS), so that exact_matmul
+takes Ozaki scheme II's int8 GEMMs (exact/intgemm.py); ``--no-torch`` measures without them (what a process
+without torch gets).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import ml_dtypes
 import numpy as np
 from timing import median_times, shape_parser
 
-from numoracle.exact import ozaki2
+from numoracle.exact import intgemm, ozaki2
 from numoracle.exact.reference import exact_matmul
 from numoracle.testing.checks import assert_matmul_close
 
@@ -45,13 +48,22 @@ def inputs(m: int, k: int, n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def main() -> None:
     ap = shape_parser(5)
     ap.add_argument("--split", action="store_true", help="the digit split alone (no Ozaki scheme II)")
+    ap.add_argument("--no-torch", action="store_true", help="without torch's int8 GEMM (exact/intgemm.py)")
     ap.add_argument("--only", nargs="+", metavar="ROW", help="run only these rows (names as printed, e.g. "
                     "'fp32' 'fp32 ill-conditioned' 'check'); default all")
     args = ap.parse_args()
     if args.split:
         ozaki2.choose = lambda *a: None
+    if not args.no_torch:
+        try:
+            import torch
+            torch.set_num_threads(1)  # one thread, like the BLAS it is compared with
+        except ImportError:
+            pass
+    gemm = intgemm.matmul()
+    int8 = f"torch {sys.modules['torch'].__version__}'s int8 GEMM" if gemm is not None else "no int8 GEMM"
     env = {k: v for k, v in os.environ.items() if "BLAS" in k or "OMP" in k or "MKL" in k}
-    print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; BLAS/OMP environment: {env or 'none set'}")
+    print(f"A {args.m}x{args.k} @ B {args.k}x{args.n}; {int8}; BLAS/OMP environment: {env or 'none set'}")
     print(f"{'inputs':22s} {'float64 A@B':>12s} {'exact_matmul':>13s} {'ratio':>7s}")
     data = inputs(args.m, args.k, args.n)
     runs = [(name, a, b, "fp64") for name, (a, b) in data.items()]

@@ -14,14 +14,14 @@ import types
 
 import numpy as np
 import pytest
-from conftest import exact_int_gemm
-from optional import needs
 from test_jitozaki import frac_matmul, rounded, same
 from test_ozaki2 import CASES, IDS, OUTS, midpoint_case, pieces_cases, spread
 
+from conftest import exact_int_gemm
 from numoracle.core import jit
 from numoracle.exact import intgemm, ozaki, ozaki2
 from numoracle.exact.reference import exact_matmul
+from optional import needs
 
 
 def engine(monkeypatch, which: str) -> None:

@@ -150,8 +150,8 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     (``gemmbound.chunk`` columns) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see
     tail_error), rA the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
     2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
-    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA (_EXTRA_SMALL) more, P grows while they hold
-    the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
+    For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA (_EXTRA_SMALL) more, P grows
+    while they hold the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
     more primes where the entries cancel far below their scale). Only the time depends on the choice."""
     M, K = A.shape
     if K == 0 or not A.size or not B.size:
@@ -228,8 +228,8 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
             continue
         n = len(p.primes)
         kc = _chunk(n, M, N, K, int8)
-        held = (n if int8 else 8 * n) * (M + N) * kc + 8 * (3 * (M + N) * kc + (2 * n + 4 + limb_count(p.primes)) * M * N)
-        # residue planes, then integers and remainders, products and limbs
+        planes = (n if int8 else 8 * n) * (M + N) * kc  # then integers and remainders, products and limbs
+        held = planes + 8 * (3 * (M + N) * kc + (2 * n + 4 + limb_count(p.primes)) * M * N)
         if held <= _BYTES and (best is None or p.gemms + p.undecided < best.gemms + best.undecided):
             best = p
     return best

@@ -97,9 +97,8 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
             h_out: np.ndarray, stats: np.ndarray, want_t: bool) -> None:
     """t = x lo hi per line, h = rint(t), d = t - h (into t_out when want_t, d_out always); stats (4, lines):
     sum |h|, max |h|, sum |d|, max |d| (a row's in 16 interleaved partial sums and maxima: they vectorise). ``small``:
-    every |t| < 2^51 (rint branch-free). A row's residues go one prime at a time in loops over the row: where
-    its |h| are below 2^50 in one step, r = h - rint(h / p) p (_ONE_STEP), below 2^53 in ozaki2.residues' two, else
-    value by value; the balanced residue is unique, so each way gives the numpy path's bits."""
+    every |t| < 2^51 (rint branch-free). Row by row: t, h and d (the common passes with their branches out of the
+    loop), the statistics, the residues (_row_residues)."""
     jr.wide_vectors()
     n0, n1 = X.shape
     m1 = np.empty(n1)
@@ -160,28 +159,36 @@ def _kernel(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, by_rows: bool, small:
                 stats[2, j] += ad
                 stats[3, j] = max(stats[3, j], ad)
                 big = max(big, ah)
-        if big < _ONE_STEP:
-            for q in range(primes.size):
-                p, w = primes[q], inv[q]
-                for j in range(n1):
-                    h = h_out[i, j]
-                    planes[q, i, j] = h - _rint(h * w) * p
-            continue
-        if big >= _TWO53:
-            for j in range(n1):
-                _residue(h_out[i, j], primes, inv, T, planes, i, j)
-            continue
-        for j in range(n1):
-            h = h_out[i, j]
-            a = math.trunc(h * 2.0**-27)
-            m1[j] = a
-            m0[j] = h - a * 2.0**27
+        _row_residues(h_out[i], big, primes, inv, T, planes, i, m1, m0)
+
+
+@njit
+def _row_residues(h: np.ndarray, big: float, primes: np.ndarray, inv: np.ndarray, T: np.ndarray, planes: np.ndarray,
+                  i: int, m1: np.ndarray, m0: np.ndarray) -> None:
+    """planes[:, i] = row i's balanced residues, one prime at a time in loops over the row: where its |h| (max: big)
+    are below 2^50 in one step, r = h - rint(h / p) p (_ONE_STEP), below 2^53 in ozaki2.residues' two, else value
+    by value; the balanced residue is unique, so each way gives the numpy path's bits."""
+    n1 = h.size
+    if big < _ONE_STEP:
         for q in range(primes.size):
-            p, w, t1, t0 = primes[q], inv[q], T[q, 27], T[q, 0]
+            p, w = primes[q], inv[q]
             for j in range(n1):
-                x = m1[j] * t1 + m0[j] * t0
-                r = x - _rint(x * w) * p
-                planes[q, i, j] = r - _rint(r * w) * p
+                planes[q, i, j] = h[j] - _rint(h[j] * w) * p
+        return
+    if big >= _TWO53:
+        for j in range(n1):
+            _residue(h[j], primes, inv, T, planes, i, j)
+        return
+    for j in range(n1):
+        a = math.trunc(h[j] * 2.0**-27)
+        m1[j] = a
+        m0[j] = h[j] - a * 2.0**27
+    for q in range(primes.size):
+        p, w, t1, t0 = primes[q], inv[q], T[q, 27], T[q, 0]
+        for j in range(n1):
+            x = m1[j] * t1 + m0[j] * t0
+            r = x - _rint(x * w) * p
+            planes[q, i, j] = r - _rint(r * w) * p
 
 
 def _held(slot: str | None, dtype: type, need: int) -> np.ndarray:
