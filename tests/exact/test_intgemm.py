@@ -204,3 +204,15 @@ def test_torch_int_mm_is_exact_here(monkeypatch):
         got = exact_matmul(a, b)
     assert same(want, got)
     intgemm.reset()
+
+
+def test_head_bound_in_integers_is_the_fraction_bound():
+    """The plan's bound on |Ah @ Bh| (integer arithmetic) against the same formula in Fractions."""
+    from fractions import Fraction
+    rng = np.random.default_rng(77)
+    for _ in range(300):
+        pA, pB, K = (int(x) for x in (*rng.integers(1, 130, 2), rng.integers(0, 1 << 20)))
+        rA, rB = (float(x) for x in rng.uniform(0, 5000, 2) * rng.choice([1, 2.0**-30, 1 / 3], 2))
+        a, b = Fraction(2) ** (pA - 1), Fraction(2) ** (pB - 1)
+        want = math.ceil(min((a * Fraction(rA) + Fraction(K, 2)) * b, a * (b * Fraction(rB) + Fraction(K, 2))))
+        assert ozaki2._head_bound(pA, pB, rA, rB, K) == want

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -115,8 +114,9 @@ def _sum_ratio(X: np.ndarray, E: np.ndarray, axis: int) -> float:
 def _head_bound(pA: int, pB: int, rA: float, rB: float, K: int) -> int:
     """>= max |(Ah @ Bh)_ij| (an integer, in exact arithmetic): min(sum |Ah_i| max |Bh_j|, max |Ah_i| sum |Bh_j|)
     with sum |Ah_i| <= 2^(pA - 1) rA + K/2 (|rint(t)| <= |t| + 1/2) and max |Bh_j| <= 2^(pB - 1)."""
-    a, b = Fraction(2) ** (pA - 1), Fraction(2) ** (pB - 1)
-    return math.ceil(min((a * Fraction(rA) + Fraction(K, 2)) * b, a * (b * Fraction(rB) + Fraction(K, 2))))
+    (na, da), (nb, db) = rA.as_integer_ratio(), rB.as_integer_ratio()  # exact: r = n / d
+    a, b = 1 << (pA - 1), 1 << (pB - 1)  # the same bound in integers: (a n / d + K / 2) b = (2 a n + K d) b / (2 d)
+    return min(-(-(2 * a * na + K * da) * b // (2 * da)), -(-a * (2 * b * nb + K * db) // (2 * db)))
 
 
 def _count(bound: int, primes: tuple[int, ...]) -> int:
@@ -130,11 +130,16 @@ def _count(bound: int, primes: tuple[int, ...]) -> int:
 
 
 class Sample:
-    """The plan's estimate of how far A @ B's entries cancel (``_cancellation``), taken once for a product and read
-    by the plans of both kinds of primes."""
+    """What the plans of both kinds of primes read of A and B, taken once for a product: the bounds on the lines'
+    sums of |x| over 2^E (``_sum_ratio``) and how far the entries cancel (``_cancellation``, where a plan needs it)."""
 
     def __init__(self, A: np.ndarray, B: np.ndarray, EA: np.ndarray, EB: np.ndarray) -> None:
         self._args = (A, B, EA, EB)
+
+    @cached_property
+    def ratios(self) -> tuple[float, float]:
+        A, B, EA, EB = self._args
+        return _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
 
     @cached_property
     def d(self) -> np.ndarray:
@@ -147,17 +152,19 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     product).
 
     Exact: every line's bits (span + 1). Rounded: the remainders' products are float64 GEMMs in pieces of K
-    (``gemmbound.chunk`` columns) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see
-    tail_error), rA the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
+    (``_piece`` columns) whose error is below F 2^-53 (rA + rB) 2^(P - 2) units, F = kc + nc (see tail_error), rA
+    the largest row sum of |A| over its row's 2^E; against the scale 2^(2P - 2) of 2^(E_i + E_j) that is
     2^-(54 + m) for P = log2 F + log2(rA + rB) + 1 + m, so entries within about 2^m of that scale round at once.
     For each count of primes from the fewest that hold P at m = _MARGIN to _EXTRA (_EXTRA_SMALL) more, P grows
-    while they hold the product; the plan taken has the least GEMMs plus the predicted cost of its undecided entries (``_leave``:
-    more primes where the entries cancel far below their scale). Only the time depends on the choice."""
+    while they hold the product; the plan taken has the least GEMMs plus the predicted cost of its undecided
+    entries (``_leave``: more primes where the entries cancel far below their scale). ``sample``: A's and B's
+    statistics when another plan has taken them. Only the time depends on the choice."""
     M, K = A.shape
     if K == 0 or not A.size or not B.size:
         return None
     fullA, fullB = int(sA.max(initial=0)) + 1, int(sB.max(initial=0)) + 1
-    rA, rB = _sum_ratio(A, EA, 1), _sum_ratio(B, EB, 0)
+    sample = Sample(A, B, EA, EB) if sample is None else sample
+    rA, rB = sample.ratios
     primes = _primes(K, int8)
     base = _error_bits(K, int8) + math.ceil(math.log2(max(rA + rB, 1.0))) + 1
     pA, pB = (fullA, fullB) if exact else (min(base + _MARGIN, fullA), min(base + _MARGIN, fullB))
@@ -169,7 +176,6 @@ def plan(A: np.ndarray, B: np.ndarray, EA: np.ndarray, sA: np.ndarray, EB: np.nd
     if exact:
         return Plan(pA, pB, primes[:n], 0, int8=int8)
     best = None
-    sample = Sample(A, B, EA, EB) if sample is None else sample
     for m in range(n, min(n + (_EXTRA_SMALL if int8 else _EXTRA), len(primes)) + 1):
         while pA < fullA or pB < fullB:  # the same m primes hold more bits
             qA, qB = min(pA + 1, fullA), min(pB + 1, fullB)
