@@ -486,6 +486,10 @@ def exact_matmul(A: Any, B: Any, *, fmt_a: Any = None, fmt_b: Any = None, out: A
                  exact: bool = False) -> Any:
     """The exact matrix product ``A @ B`` (numpy matmul shapes: 1-D operands and batches), rounded once.
 
+    Exact integer products of digit slices or residues (float64 GEMMs; where the process has loaded torch, also
+    its exact int8 GEMM, exact/intgemm.py: faster, the same bits) give every entry's exact value or a rigorous
+    bracket that decides its rounding.
+
     >>> a = np.array([[1e30, 1.0, -1e30]]); b = np.ones((3, 1))
     >>> float(exact_matmul(a, b)[0, 0])
     1.0
