@@ -39,13 +39,14 @@ def _checked(torch) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
     def f(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return torch._int_mm(torch.from_numpy(x), torch.from_numpy(y)).numpy()
 
-    rng = np.random.default_rng(20261203)  # extremes and odd shapes: the self-test of this torch
+    rng = np.random.default_rng(20261203)  # extremes and odd shapes, a row and a column: the self-test of this torch
     x = rng.integers(-127, 128, (37, 1029)).astype(np.int8)
     y = rng.integers(-127, 128, (1029, 23)).astype(np.int8)
     x[0], y[:, 0] = -127, -127
+    pairs = [(x, y), (x[:1], y[:, :1]), (x[:5, :3], y[:3, :7])]
+    pairs = [(np.ascontiguousarray(a), np.ascontiguousarray(b)) for a, b in pairs]  # as ozaki2 passes them
     try:
-        got = f(x, y)
-        ok = got.dtype == np.int32 and np.array_equal(got.astype(np.int64), x.astype(np.int64) @ y.astype(np.int64))
+        ok = all(_same(f(a, b), a, b) for a, b in pairs)
     except Exception as e:  # noqa: BLE001 - any failure: the float64 primes instead
         logger.info("exact: torch %s's _int_mm does not run on CPU here (%s): float64 primes only",
                     torch.__version__, e)
@@ -54,6 +55,10 @@ def _checked(torch) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
         logger.warning("exact: torch %s's _int_mm differs from the exact product: not used", torch.__version__)
         return None
     return f
+
+
+def _same(got: np.ndarray, x: np.ndarray, y: np.ndarray) -> bool:
+    return got.dtype == np.int32 and np.array_equal(got.astype(np.int64), x.astype(np.int64) @ y.astype(np.int64))
 
 
 def reset() -> None:
