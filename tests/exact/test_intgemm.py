@@ -1,8 +1,9 @@
 """Ozaki scheme II over primes below 2^8 with an exact int8 GEMM (exact/intgemm.py, exact/ozaki2.py): its results
-against the split's (ozaki.py) and Python ``Fraction`` references bit for bit, its int8 residue planes against the
-numpy pass, its int32 and float64 sums over chunks of K, the self-test that turns torch's GEMM on or off, and the
-choice that takes it. The int8 GEMM is numpy's exact integer product here (conftest.exact_int_gemm) except in the
-torch tests. All randomness is seeded.
+against the split's (ozaki.py) and Python ``Fraction`` references bit for bit (here on remainder pieces and
+midpoints; on every data set of test_ozaki2.py as its "int8 primes"), its int8 residue planes against the numpy
+pass, its int32 and float64 sums over chunks of K, the self-test that turns torch's GEMM on or off, and the choice
+that takes it. The int8 GEMM is numpy's exact integer product here (conftest.exact_int_gemm) except in the torch
+tests. All randomness is seeded.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import types
 import numpy as np
 import pytest
 from test_jitozaki import frac_matmul, rounded, same
-from test_ozaki2 import CASES, IDS, OUTS, midpoint_case, pieces_cases, spread
+from test_ozaki2 import CASES, engine, midpoint_case, pieces_cases, spread
 
 from conftest import exact_int_gemm
 from numoracle.core import jit
@@ -24,43 +25,11 @@ from numoracle.exact.reference import exact_matmul
 from optional import needs
 
 
-def engine(monkeypatch, which: str) -> None:
-    """exact_matmul on one engine: "crt8" (small primes wherever they have a plan) or "split" (ozaki.py only)."""
-    take = (lambda *a: ozaki2.plan(*a, int8=True)) if which == "crt8" else (lambda *a: None)
-    monkeypatch.setattr(ozaki2, "choose", take)
-
-
 def test_small_primes_fit_int8_and_int32():
     primes = ozaki2.small_primes()
     assert len(primes) == 32 and primes[0] == 251 and list(primes) == sorted(primes, reverse=True)
     assert all(p % 2 and all(p % d for d in range(2, math.isqrt(p) + 1)) for p in primes)
     assert max(primes) < 256 and intgemm.MAX_K * ((max(primes) - 1) // 2) ** 2 < 2**31
-
-
-@pytest.mark.parametrize("name,a,b", CASES, ids=IDS)
-@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
-def test_small_primes_give_the_split_results_and_the_fractions(monkeypatch, int8_gemm, name, a, b, kernels):
-    with (jit.forced() if kernels else jit.disabled()):
-        engine(monkeypatch, "split")
-        want = exact_matmul(a, b, out=OUTS)
-        want_fr = exact_matmul(a, b, exact=True)
-        engine(monkeypatch, "crt8")
-        got = exact_matmul(a, b, out=OUTS)
-        got_fr = exact_matmul(a, b, exact=True)
-    for out, x, y in zip(OUTS, want, got):
-        assert same(x, y), (name, out)
-    assert all((x == y) or (x != x and y != y) for x, y in zip(want_fr.ravel(), got_fr.ravel())), name
-
-
-@pytest.mark.parametrize("name,a,b", [c for c in CASES if "inf" not in c[0]][:6], ids=IDS[:6])
-def test_small_primes_against_python_fractions(monkeypatch, int8_gemm, name, a, b):
-    engine(monkeypatch, "crt8")
-    a, b = a[:4, :60], b[:60, :3]
-    ref = frac_matmul(a, b)
-    got = exact_matmul(a, b, exact=True)
-    assert [[got[i, j] for j in range(3)] for i in range(4)] == ref
-    for out in OUTS:
-        assert same(exact_matmul(a, b, out=out), [[rounded(x, out) for x in row] for row in ref]), (name, out)
 
 
 @pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])

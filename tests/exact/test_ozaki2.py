@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from test_jitozaki import frac_matmul, rounded, same
 
+from conftest import exact_int_gemm
 from numoracle.core import jit
-from numoracle.exact import ozaki, ozaki2, ozakitail
+from numoracle.exact import intgemm, ozaki, ozaki2, ozakitail
 from numoracle.exact.exactsum import limbs_to_fractions
 from numoracle.exact.reference import exact_matmul
 
@@ -23,8 +24,12 @@ OUTS = ("fp64", "fp32", "bf16", "fp16")
 
 
 def engine(monkeypatch, which: str) -> None:
-    """exact_matmul on one engine: "crt" (this one wherever it has a plan) or "split" (ozaki.py only)."""
-    monkeypatch.setattr(ozaki2, "choose", (lambda *a: ozaki2.plan(*a)) if which == "crt" else (lambda *a: None))
+    """exact_matmul on one engine: "crt" (this one wherever it has a plan), "crt8" (the same with primes below 2^8,
+    the int8 GEMM as numpy's exact product: tests/exact/test_intgemm.py) or "split" (ozaki.py only)."""
+    if which == "crt8":
+        monkeypatch.setitem(intgemm._state, "f", exact_int_gemm)
+    take = {"crt": lambda *a: ozaki2.plan(*a), "crt8": lambda *a: ozaki2.plan(*a, int8=True)}.get(which)
+    monkeypatch.setattr(ozaki2, "choose", take or (lambda *a: None))
 
 
 def spread(rng, shape, lo=-40, hi=41):
@@ -69,12 +74,13 @@ IDS = [c[0] for c in CASES]
 
 @pytest.mark.parametrize("name,a,b", CASES, ids=IDS)
 @pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
-def test_engine_gives_the_split_results_and_the_fractions(monkeypatch, name, a, b, kernels):
+@pytest.mark.parametrize("primes", ["crt", "crt8"], ids=["float64 primes", "int8 primes"])
+def test_engine_gives_the_split_results_and_the_fractions(monkeypatch, name, a, b, kernels, primes):
     with (jit.forced() if kernels else jit.disabled()):
         engine(monkeypatch, "split")
         want = exact_matmul(a, b, out=OUTS)
         want_fr = exact_matmul(a, b, exact=True)
-        engine(monkeypatch, "crt")
+        engine(monkeypatch, primes)
         got = exact_matmul(a, b, out=OUTS)
         got_fr = exact_matmul(a, b, exact=True)
     for out, x, y in zip(OUTS, want, got):
@@ -83,8 +89,9 @@ def test_engine_gives_the_split_results_and_the_fractions(monkeypatch, name, a, 
 
 
 @pytest.mark.parametrize("name,a,b", [c for c in CASES if "inf" not in c[0]][:6], ids=IDS[:6])
-def test_engine_against_python_fractions(monkeypatch, name, a, b):
-    engine(monkeypatch, "crt")
+@pytest.mark.parametrize("primes", ["crt", "crt8"], ids=["float64 primes", "int8 primes"])
+def test_engine_against_python_fractions(monkeypatch, name, a, b, primes):
+    engine(monkeypatch, primes)
     a, b = a[:4, :60], b[:60, :3]
     ref = frac_matmul(a, b)
     got = exact_matmul(a, b, exact=True)
