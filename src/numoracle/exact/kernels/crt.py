@@ -9,17 +9,16 @@ runs both). Imported lazily through ``core.jit.kernel_for`` (``covers``).
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
 
 from ...core.jit import Calls, njit
 from ...core.kernels import rounding as jr
+from .held import held
 
 calls = Calls()
 _CACHE_BYTES = 1 << 28  # residue buffers kept for reuse, per thread and slot
-_cache = threading.local()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _TWO53 = 2.0**53
 _ONE_STEP = 2.0**50  # |h| below: q = rint(h / p) in float64 is h's nearest quotient. fl(h fl(1/p)) is within
@@ -191,24 +190,12 @@ def _row_residues(h: np.ndarray, big: float, primes: np.ndarray, inv: np.ndarray
             planes[q, i, j] = r - _rint(r * w) * p
 
 
-def _held(slot: str | None, dtype: type, need: int) -> np.ndarray:
-    """A flat array of ``need`` values: fresh, or with ``slot`` this thread's cached one for that name and dtype
-    (reused call after call: fresh arrays of a few MB cost page faults on every call)."""
-    if slot is None or need * np.dtype(dtype).itemsize > _CACHE_BYTES:
-        return np.empty(need, dtype)
-    cache = _cache.__dict__.setdefault("buffers", {})
-    buf = cache.get((slot, dtype))
-    if buf is None or buf.size < need:
-        buf = cache[(slot, dtype)] = np.empty(need, dtype)
-    return buf
-
-
 def _buffers(n: int, shape: tuple[int, int], want_t: bool, slot: str | None, int8: bool = False) -> tuple:
-    """(planes (n, *shape), float64 or ``int8``, d, h, t or a stand-in): see _held, valid until the next call for
-    the same slot."""
+    """(planes (n, *shape), float64 or ``int8``, d, h, t or a stand-in): this thread's held arrays for ``slot``
+    (held.py), valid until the next call for the same slot."""
     size = shape[0] * shape[1]
-    buf = _held(slot, np.float64, (2 + want_t + (0 if int8 else n)) * size)
-    planes = (_held(slot, np.int8, n * size) if int8 else buf[(2 + want_t) * size:])[:n * size].reshape((n,) + shape)
+    buf = held(slot, np.float64, (2 + want_t + (0 if int8 else n)) * size, _CACHE_BYTES)
+    planes = (held(slot, np.int8, n * size, _CACHE_BYTES) if int8 else buf[(2 + want_t) * size:]).reshape((n,) + shape)
     d, h = buf[:size].reshape(shape), buf[size:2 * size].reshape(shape)
     t = buf[2 * size:3 * size].reshape(shape) if want_t else np.empty((1, 1))
     return planes, d, h, t

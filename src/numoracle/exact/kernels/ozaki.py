@@ -20,7 +20,6 @@ below 2^53), so the results are the same bits as numpy's; tests/exact/test_jitoz
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros  # LLVM's
 from ...core.jit import Calls, njit
 from ...core.kernels import rounding as jr
 from . import limbs as jitlimbs
+from .held import held
 
 calls = Calls()  # passes the kernels have run (the tests read calls.count)
 # the limbs' passes (jitlimbs.py), counted here with the others
@@ -37,7 +37,6 @@ round_limbs = calls.counting(jitlimbs.round_limbs)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BIG = 1 << 30
 _CACHE_BYTES = 1 << 29  # digit planes kept for reuse, per thread and operand
-_cache = threading.local()
 
 
 def covers(step: Any) -> bool:
@@ -343,21 +342,10 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
 
 
 def _planes(n: int, size: int, slot: str | None) -> tuple:
-    """n float64 planes of ``size`` values: the calling thread's cached ones for ``slot`` when they fit.
-
-    Large arrays freed at the top of the heap go back to the system and their pages are faulted
-    in again on the next call's first writes, which costs more than computing the digits; reusing
-    the planes of the previous call (of this thread, for this operand) avoids that. At most
-    _CACHE_BYTES a slot are kept.
-    """
-    if slot is None or n * size * 8 > _CACHE_BYTES:
-        return tuple(np.empty(size) for _ in range(n))
-    cache = _cache.__dict__.setdefault("planes", {})
-    have = cache.get(slot, ())
-    if len(have) < n or (have and have[0].size < size):
-        have = tuple(np.empty(max(size, have[0].size if have else 0)) for _ in range(max(n, len(have))))
-        cache[slot] = have
-    return tuple(p[:size] for p in have[:n])
+    """n float64 planes of ``size`` values: views of this thread's held array for ``slot`` (held.py) when they take
+    at most _CACHE_BYTES."""
+    buf = held(slot, np.float64, n * size, _CACHE_BYTES)
+    return tuple(buf[i * size:(i + 1) * size] for i in range(n))
 
 
 @calls.counting
