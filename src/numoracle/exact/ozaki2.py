@@ -6,7 +6,9 @@ Ah_i = rint(A_i 2^(pA - 1 - E_i)) (|Ah| <= 2^(pA - 1); the scaling is exact for 
 the remainder dA = A_i 2^(pA - 1 - E_i) - Ah_i too, |dA| <= 1/2), B's columns likewise with pB. The
 integer product Ah @ Bh is computed modulo odd primes p with K ((p - 1)/2)^2 <= 2^53: the balanced
 residues' float64 GEMM is exact (every partial sum an integer <= 2^53), one GEMM a prime whatever the
-data's exponent range, against the split's quadratic count of slice pairs (ozaki.py). Garner's
+data's exponent range, against the split's quadratic count of slice pairs (ozaki.py); where the process has an
+exact int8 GEMM (intgemm.py: torch's, where torch is loaded), also modulo odd primes below 2^8, whose residues'
+int8 GEMM is exact in int32 and costs a few hundredths of a float64 one (``choose`` weighs both). Garner's
 algorithm in balanced digits gives the exact integer (primes enough that their product exceeds twice
 a bound on |Ah @ Bh|), its digits times the primes' partial products go into int64 limbs (exactsum.py).
 
@@ -226,7 +228,7 @@ def choose(A: np.ndarray, B: np.ndarray, EA, sA, EB, sB, exact: bool) -> Plan | 
     N = B.shape[1]
     split = ozaki.planned_gemms(sA, sB, K, M, N, exact)
     best, sample = None, Sample(A, B, EA, EB)
-    for int8 in (False, True) if intgemm.matmul() is not None else (False,):
+    for int8 in _kinds():
         if least_gemms(sA, sB, K, exact, int8) + OVERHEAD >= split:  # without the row sums' passes
             continue
         p = plan(A, B, EA, sA, EB, sB, exact, int8, sample)
@@ -269,8 +271,12 @@ def least_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool, int8: bool 
 
 def fewest_gemms(sA: np.ndarray, sB: np.ndarray, K: int, exact: bool) -> float:
     """least_gemms over the primes that run here (the small ones where the int8 GEMM does: intgemm.py)."""
-    kinds = (False, True) if intgemm.matmul() is not None else (False,)
-    return min(least_gemms(sA, sB, K, exact, int8) for int8 in kinds)
+    return min(least_gemms(sA, sB, K, exact, int8) for int8 in _kinds())
+
+
+def _kinds() -> tuple[bool, ...]:
+    """The kinds of primes that run here (int8: the small ones, where the int8 GEMM runs)."""
+    return (False, True) if intgemm.matmul() is not None else (False,)
 
 
 # ---- residues ---------------------------------------------------------------------------------------
@@ -350,13 +356,14 @@ def residues(X: np.ndarray, E: np.ndarray, bits: int, axis: int, primes: tuple[i
 # ---- reconstruction ---------------------------------------------------------------------------------
 def garner_limbs(C: list[np.ndarray] | np.ndarray, primes: tuple[int, ...], nl: int, shift: int) -> np.ndarray:
     """2^shift x for the integers x with |x| <= (prod p - 1)/2 and x = C[j] mod primes[j] (C: float64 integers
-    with |C| <= 2^53), as int64 limbs (nl, n).
+    with |C| <= 2^53, or int32), as int64 limbs (nl, n).
 
     Balanced mixed-radix digits (Garner): x = sum_j v_j W_j, W_j = p_0 ... p_(j-1), |v_j| <= (p_j - 1)/2,
     v_j = (C_j - sum_(i<j) v_i W_i) / W_j mod p_j, in float64 integers that stay below 2^51 (``balanced``:
     exact): C = c1 2^26 + c0 (exact truncation) reduces to c1 (2^26 mod p) + c0 < 2^49; the sum of at most
-    _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47; the product by W_j's inverse < 2^44. The limbs are
-    sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53, their sum < 2^58."""
+    _MAX_PRIMES terms v_i (W_i mod p_j) < 2^47 (of _SMALL_PRIMES small ones, < 2^20); the product by W_j's
+    inverse < 2^44. The limbs are sum_j v_j w_jk with w_jk the 32-bit limbs of 2^shift W_j: |v_j w_jk| < 2^53,
+    their sum < 2^58."""
     n = len(primes)
     kern = jit.kernel_for(ozaki.Pass("residues", np.dtype(np.float64)), _kernels) if n else None
     if kern is not None:  # the compiled twin: the same steps, one pass a prime
