@@ -256,17 +256,19 @@ def _pair_pass(x: np.ndarray, s1: np.ndarray, s2: np.ndarray, d0: np.ndarray, d1
 
 
 @njit(inline="always")
-def _row(out: tuple, at: np.ndarray, s: int, i: int, n1: int) -> np.ndarray:
+def _row(buf: np.ndarray, off: np.ndarray, at: np.ndarray, s: int, i: int, n1: int) -> np.ndarray:
     """Row i of plane s (see _digits_kernel)."""
-    return out[s][i * at[s]:i * at[s] + n1]
+    return buf[off[s] + i * at[s]:off[s] + i * at[s] + n1]
 
 
 @njit
 def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S: np.ndarray, whole: int,
-                   pairs: int, by_rows: bool, out: tuple, at: np.ndarray, stat: np.ndarray) -> bool:
+                   pairs: int, by_rows: bool, buf: np.ndarray, off: np.ndarray, at: np.ndarray,
+                   stat: np.ndarray) -> bool:
     """The digits of X's columns (rows of A: by_rows) or rows (columns of B) k0:k1, each line
-    scaled by 2^k, into the planes ``out`` (slices, then pair sums); see ``digits``. Row i of plane s starts
-    at i at[s]: at[s] = 0 for a plane not kept (one row, written over line after line)."""
+    scaled by 2^k, into the planes (slices, then pair sums) in ``buf``; see ``digits``. Row i of plane s starts
+    at off[s] + i at[s]: at[s] = 0 for a plane not kept (one row, written over line after line). One flat
+    buffer, not a tuple of planes: a tuple's length is part of its type, so each count of planes compiled anew."""
     jr.wide_vectors()
     n0 = X.shape[0] if by_rows else k1 - k0
     n1 = k1 - k0 if by_rows else X.shape[1]
@@ -280,7 +282,7 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
         s2[m] = math.ldexp(1.0, k[m] - k[m] // 2)
     # a line's slices past its own S are 0 (t is 0 by then); they are written only where the
     # slice is used whole (the first ``whole`` slices): the others are read on their own lines only
-    count = len(out) - pairs
+    count = off.size - pairs
     deep = np.flatnonzero(S > whole)  # the lines (columns of B) with slices past the whole ones
     t = np.empty(n1)
     left = False
@@ -289,9 +291,8 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
         n = max(S[i], whole) if by_rows else whole
         paired = n == 2 and pairs >= 1
         if paired:  # the common case (FP32 data): both slices and their sum in one pass over x
-            p1 = min(1, len(out) - 1)  # = 1 here (a plane index computed at run time: ``out`` may be shorter)
-            rest = _pair_pass(x, s1, s2, _row(out, at, 0, i, n1), _row(out, at, p1, i, n1),
-                              _row(out, at, count, i, n1), scale, stat, i, by_rows)
+            rest = _pair_pass(x, s1, s2, _row(buf, off, at, 0, i, n1), _row(buf, off, at, 1, i, n1),
+                              _row(buf, off, at, count, i, n1), scale, stat, i, by_rows)
             if not by_rows:  # the deep columns go on from their t after two digits (computed again here)
                 for j in deep:
                     t[j] = _two_digits(x[j] * s1[j] * s2[j], scale)[2]
@@ -305,7 +306,7 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
             for j in range(n1):
                 t[j] = x[j] * s1[j] * s2[j]
         for s in range(n):  # one slice of the row at a time
-            d = _row(out, at, s, i, n1)  # this row's digits
+            d = _row(buf, off, at, s, i, n1)  # this row's digits
             if by_rows:  # rows of A: sum |d| (integers, <= K 2^(beta - 1) <= 2^53: exact)
                 acc = np.int64(0)
                 for j in range(n1):
@@ -322,14 +323,14 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
                     t[j] = (t[j] - v) * scale
                     top[j] = max(top[j], abs(v))
             if s % 2 == 1 and s // 2 < pairs:  # a pair's second slice: the pair's sum (exact integers)
-                c, e = _row(out, at, count + s // 2, i, n1), _row(out, at, s - 1, i, n1)
+                c, e = _row(buf, off, at, count + s // 2, i, n1), _row(buf, off, at, s - 1, i, n1)
                 for j in range(n1):
                     c[j] = e[j] + d[j]
         if not by_rows:
             for j in deep:
                 for s in range(whole, S[j]):
                     v = np.rint(t[j])
-                    out[s][i * at[s] + j] = v
+                    buf[off[s] + i * at[s] + j] = v
                     t[j] = (t[j] - v) * scale
                     stat[s, j] = max(stat[s, j], abs(v))
         if not paired:
@@ -339,13 +340,6 @@ def _digits_kernel(X: np.ndarray, k0: int, k1: int, k: np.ndarray, beta: int, S:
             for j in deep:
                 left |= t[j] != 0.0
     return left
-
-
-def _planes(n: int, size: int, slot: str | None) -> tuple:
-    """n float64 planes of ``size`` values: views of this thread's held array for ``slot`` (held.py) when they take
-    at most _CACHE_BYTES."""
-    buf = held(slot, np.float64, n * size, _CACHE_BYTES)
-    return tuple(buf[i * size:(i + 1) * size] for i in range(n))
 
 
 @calls.counting
@@ -359,7 +353,7 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     only on those lines (the others hold garbage: ``ozaki.ozaki_product`` reads just those lines).
     ``pairs`` > 0 (whole slices 0 .. 2 pairs - 1): after the slices, the sums of slices 2p and
     2p + 1 for p < pairs (Karatsuba's operands; see ``ozaki._products``). ``slot``: the planes
-    are this thread's cached ones for that name (see _planes), valid until the next call for it.
+    are this thread's held ones for that name (held.py), valid until the next call for it.
     Also returns per slice and line (count, lines) sum |d| (rows, axis=1) or max |d| (columns),
     for ``ozakitail``'s bound. ``keep`` (one flag per plane: slices, then sums; None: all): the planes not
     kept are computed (a later slice needs them) but not stored, and come back as None; their statistics
@@ -372,15 +366,17 @@ def digits(X: np.ndarray, E: np.ndarray, beta: int, count: int, axis: int, S: np
     k = (beta - 1 - E).astype(np.int64)
     whole = sum(2 * int((S > s).sum()) >= S.size for s in range(count))  # a prefix of the slices
     keep = [True] * (count + pairs) if keep is None else list(keep)
-    kept = iter(_planes(sum(keep), shape[0] * shape[1], slot))
-    out = tuple(next(kept) if k else np.empty(shape[1]) for k in keep)  # a plane not kept: one row
+    size = shape[0] * shape[1]
+    lengths = [size if k else shape[1] for k in keep]  # a plane not kept: one row
+    off = np.cumsum([0] + lengths[:-1]).astype(np.int64)
+    buf = held(slot, np.float64, sum(lengths), _CACHE_BYTES)  # this thread's, for ``slot`` (held.py)
     at = np.array([shape[1] if k else 0 for k in keep], np.int64)
     stat = np.zeros((count, S.size))
     left = _digits_kernel(np.ascontiguousarray(X), k0, k1, k, beta, S.astype(np.int64), whole, pairs, axis == 1,
-                          out, at, stat)
+                          buf, off, at, stat)
     if left:
         raise AssertionError("internal: Ozaki slices did not exhaust the input")
-    return [plane.reshape(shape) if k else None for plane, k in zip(out, keep)], stat
+    return [buf[o:o + size].reshape(shape) if k else None for o, k in zip(off, keep)], stat
 
 
 @njit
