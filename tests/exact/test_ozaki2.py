@@ -384,10 +384,10 @@ def test_least_gemms_is_a_lower_bound_of_the_plan():
         A, B = np.where(np.isfinite(A), A, 0), np.where(np.isfinite(B), B, 0)
         EA, sA = ozaki.line_bit_range(A, 1)
         EB, sB = ozaki.line_bit_range(B, 0)
-        for exact in (False, True):
-            pl = ozaki2.plan(A, B, EA, sA, EB, sB, exact)
+        for exact, int8 in ((False, False), (True, False), (False, True), (True, True)):
+            pl = ozaki2.plan(A, B, EA, sA, EB, sB, exact, int8)
             if pl is not None:
-                assert ozaki2.least_gemms(sA, sB, A.shape[1], exact) <= pl.gemms, name
+                assert ozaki2.least_gemms(sA, sB, A.shape[1], exact, int8) <= pl.gemms, (name, int8)
 
 
 @pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "kernels"])
