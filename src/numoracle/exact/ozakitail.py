@@ -23,6 +23,7 @@ from .exactsum import L, product_terms, round_limbs, split_values, sum_terms
 
 _MARGIN = 16  # bits between the skipped pairs' bound and the leading pair's scale beyond 53 + log2 K
 _BLOCK = 1 << 20  # products per block of the per-entry exact dot products
+_OPERAND = 32  # an operand value's pass per GEMM, in GEMM products (see affordable)
 
 
 def head_pairs(nA: int, nB: int, ba: int, bb: int, K: int, rows: list[int], cols: list[int]) -> set | None:
@@ -88,9 +89,6 @@ def round_bracketed(limbs: np.ndarray, base: np.ndarray, R: np.ndarray, kern) ->
     (a0, b0), (a1, b1) = got
     same = (a0.view(np.uint64) == a1.view(np.uint64)) & (b0.view(np.uint64) == b1.view(np.uint64))
     return a0, b0, np.flatnonzero(~same | wide)
-
-
-_OPERAND = 32  # an operand value's pass per GEMM, in GEMM products (see affordable)
 
 
 def compiled_entries(A: np.ndarray, B: np.ndarray, kern) -> bool:
