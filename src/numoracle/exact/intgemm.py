@@ -3,10 +3,10 @@
 Ozaki scheme II (ozaki2.py) multiplies balanced residues; with primes below 2^8 they fit int8 and their
 products sum exactly in int32 (K 125^2 < 2^31 for K <= MAX_K), so one integer GEMM gives the residue
 product with no rounding at all. torch's CPU ``_int_mm`` took 0.6 ms for 256 x 4096 x 256 where one-thread
-float64 BLAS took 10.5 (torch 2.13.0+cpu, AMD Zen 5), so about 30 such GEMMs cost what 2 float64 ones do. numoracle never imports torch for this (the import takes
-1-3 s): the GEMM is used where the process has loaded torch, after a self-test on first use against an
-exact product (a torch without a CPU ``_int_mm``, or one that differs, turns it off; logged). ozaki2's
-float64 primes are the path without it, and the reference.
+float64 BLAS took 10.5 (torch 2.13.0+cpu, AMD Zen 5), so about 30 such GEMMs cost what 2 float64 ones do.
+numoracle never imports torch for this (the import takes 1-3 s): the GEMM is used where the process has loaded
+torch, after a self-test on first use against an exact product (a torch without a CPU ``_int_mm``, or one that
+differs, turns it off; logged). ozaki2's float64 primes are the path without it, and the reference.
 """
 
 from __future__ import annotations
